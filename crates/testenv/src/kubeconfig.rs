@@ -1,0 +1,82 @@
+//! Kubeconfig documents for the admin and for extra users, built with kube's own types.
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
+use kube::config::{
+    AuthInfo, Cluster, Context, KubeConfigOptions, Kubeconfig, NamedAuthInfo, NamedCluster,
+    NamedContext,
+};
+
+use crate::error::{Error, Result};
+use crate::pki::CertPair;
+
+/// The name used for the cluster, user and context entries (as envtest does).
+pub(crate) const CONTEXT_NAME: &str = "capmaas-testenv";
+
+/// A kubeconfig for `server`, trusting `ca_pem` and authenticating with `client`.
+pub(crate) fn kubeconfig(server: &str, ca_pem: &str, client: &CertPair) -> Kubeconfig {
+    Kubeconfig {
+        api_version: Some("v1".into()),
+        kind: Some("Config".into()),
+        clusters: vec![NamedCluster {
+            name: CONTEXT_NAME.into(),
+            cluster: Some(Cluster {
+                server: Some(server.into()),
+                certificate_authority_data: Some(STANDARD.encode(ca_pem)),
+                ..Cluster::default()
+            }),
+            other: Default::default(),
+        }],
+        auth_infos: vec![NamedAuthInfo {
+            name: CONTEXT_NAME.into(),
+            auth_info: Some(AuthInfo {
+                client_certificate_data: Some(STANDARD.encode(&client.cert_pem)),
+                client_key_data: Some(STANDARD.encode(&client.key_pem).into()),
+                ..AuthInfo::default()
+            }),
+            other: Default::default(),
+        }],
+        contexts: vec![NamedContext {
+            name: CONTEXT_NAME.into(),
+            context: Some(Context {
+                cluster: CONTEXT_NAME.into(),
+                user: Some(CONTEXT_NAME.into()),
+                ..Context::default()
+            }),
+            other: Default::default(),
+        }],
+        current_context: Some(CONTEXT_NAME.into()),
+        ..Kubeconfig::default()
+    }
+}
+
+/// The kubeconfig as YAML, for Go tools such as kubectl and the CAPI managers.
+pub(crate) fn to_yaml(config: &Kubeconfig) -> Result<String> {
+    serde_saphyr::to_string(config).map_err(|e| Error::Kubeconfig(e.to_string()))
+}
+
+/// A kube client built from the kubeconfig.
+pub(crate) async fn client(config: Kubeconfig) -> Result<kube::Client> {
+    let config = kube::Config::from_custom_kubeconfig(config, &KubeConfigOptions::default())
+        .await
+        .map_err(|e| Error::Kubeconfig(e.to_string()))?;
+    kube::Client::try_from(config).map_err(Error::kube("building a client"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pki::Authority;
+
+    #[tokio::test]
+    async fn yaml_round_trips_and_builds_a_client() {
+        let ca = Authority::new("ca").unwrap();
+        let admin = ca.client_cert("admin", &["system:masters"]).unwrap();
+        let config = kubeconfig("https://127.0.0.1:6443", ca.cert_pem(), &admin);
+        let yaml = to_yaml(&config).unwrap();
+        assert!(yaml.contains("https://127.0.0.1:6443"));
+        let parsed = Kubeconfig::from_yaml(&yaml).unwrap();
+        assert_eq!(parsed.current_context.as_deref(), Some(CONTEXT_NAME));
+        client(parsed).await.unwrap();
+    }
+}

@@ -1,0 +1,131 @@
+//! Child processes of the control plane: started with their output in a log file,
+//! killed when dropped (also when a test panics).
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use tokio::process::{Child, Command};
+
+use crate::error::{Error, Result};
+
+/// A running control-plane process.
+#[derive(Debug)]
+pub struct Process {
+    name: &'static str,
+    child: Child,
+    log: PathBuf,
+}
+
+impl Process {
+    /// Starts `binary` with `args`; stdout and stderr go to `<dir>/<name>.log`.
+    pub(crate) fn spawn(
+        name: &'static str,
+        binary: &Path,
+        args: &[String],
+        dir: &Path,
+    ) -> Result<Self> {
+        if !binary.is_file() {
+            return Err(Error::MissingBinary {
+                path: binary.to_path_buf(),
+            });
+        }
+        let log = dir.join(format!("{name}.log"));
+        let out = std::fs::File::create(&log).map_err(Error::io(format!("creating {name}.log")))?;
+        let err = out
+            .try_clone()
+            .map_err(Error::io(format!("opening {name}.log")))?;
+        let child = Command::new(binary)
+            .args(args)
+            .current_dir(dir)
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(Error::io(format!("starting {}", binary.display())))?;
+        Ok(Self { name, child, log })
+    }
+
+    /// The process name (binary name).
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// The operating-system process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.id()
+    }
+
+    /// Path of the file that receives the process output.
+    pub fn log_path(&self) -> &Path {
+        &self.log
+    }
+
+    /// Fails with the log tail when the process has already exited.
+    pub(crate) fn ensure_running(&mut self) -> Result<()> {
+        match self.child.try_wait() {
+            Ok(None) => Ok(()),
+            Ok(Some(status)) => Err(Error::ProcessExited {
+                process: self.name,
+                status: status.to_string(),
+                log_tail: self.log_tail(40),
+            }),
+            Err(e) => Err(Error::io(format!("checking {}", self.name))(e)),
+        }
+    }
+
+    /// The last `lines` lines of the process output.
+    pub fn log_tail(&self, lines: usize) -> String {
+        tail(&self.log, lines)
+    }
+
+    /// Stops the process (SIGKILL) and waits for it.
+    pub async fn kill(&mut self) {
+        // An error here means the process is already gone, which is what we want.
+        let _ = self.child.kill().await;
+    }
+}
+
+/// The last `lines` lines of a file, or a note that it cannot be read.
+pub(crate) fn tail(path: &Path, lines: usize) -> String {
+    match std::fs::read_to_string(path) {
+        Ok(text) => {
+            let all: Vec<&str> = text.lines().collect();
+            all[all.len().saturating_sub(lines)..].join("\n")
+        }
+        Err(e) => format!("<cannot read {}: {e}>", path.display()),
+    }
+}
+
+/// A free TCP port on the loopback interface, as chosen by the kernel.
+pub(crate) fn free_port() -> Result<u16> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")
+        .map_err(Error::io("binding a free loopback port"))?;
+    let port = listener
+        .local_addr()
+        .map_err(Error::io("reading the free port"))?
+        .port();
+    Ok(port)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tail_keeps_the_last_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.log");
+        std::fs::write(&path, "a\nb\nc\nd\n").unwrap();
+        assert_eq!(tail(&path, 2), "c\nd");
+        assert_eq!(tail(&path, 10), "a\nb\nc\nd");
+        assert!(tail(&dir.path().join("missing"), 2).starts_with("<cannot read"));
+    }
+
+    #[tokio::test]
+    async fn a_missing_binary_is_a_clear_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = Process::spawn("nope", &dir.path().join("nope"), &[], dir.path()).unwrap_err();
+        assert!(err.to_string().contains("just testenv"), "{err}");
+    }
+}
