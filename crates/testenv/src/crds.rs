@@ -13,7 +13,10 @@ pub fn load_dir(dir: &Path) -> Result<Vec<CustomResourceDefinition>> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .map_err(Error::io(format!("reading {}", dir.display())))?
         .filter_map(|entry| entry.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|ext| ext == "yaml" || ext == "yml"))
+        .filter(|p| {
+            p.extension()
+                .is_some_and(|ext| ext == "yaml" || ext == "yml")
+        })
         .collect();
     files.sort();
     let mut crds = Vec::new();
@@ -25,14 +28,17 @@ pub fn load_dir(dir: &Path) -> Result<Vec<CustomResourceDefinition>> {
 
 /// The CRDs in one (possibly multi-document) YAML file.
 pub fn load_file(path: &Path) -> Result<Vec<CustomResourceDefinition>> {
-    let text = std::fs::read_to_string(path).map_err(Error::io(format!("reading {}", path.display())))?;
+    let text =
+        std::fs::read_to_string(path).map_err(Error::io(format!("reading {}", path.display())))?;
     let docs: Vec<serde_json::Value> =
         serde_saphyr::from_multiple(&text).map_err(|e| Error::Manifest {
             path: path.to_path_buf(),
             message: e.to_string(),
         })?;
     docs.into_iter()
-        .filter(|doc| doc.get("kind").and_then(serde_json::Value::as_str) == Some("CustomResourceDefinition"))
+        .filter(|doc| {
+            doc.get("kind").and_then(serde_json::Value::as_str) == Some("CustomResourceDefinition")
+        })
         .map(|doc| {
             serde_json::from_value(doc).map_err(|e| Error::Manifest {
                 path: path.to_path_buf(),
@@ -50,7 +56,10 @@ pub async fn install(client: &kube::Client, crds: &[CustomResourceDefinition]) -
         match api.create(&PostParams::default(), crd).await {
             Ok(_) => {}
             Err(kube::Error::Api(status)) if status.code == 409 => {
-                let existing = api.get(&name).await.map_err(Error::kube(format!("reading CRD {name}")))?;
+                let existing = api
+                    .get(&name)
+                    .await
+                    .map_err(Error::kube(format!("reading CRD {name}")))?;
                 let mut updated = crd.clone();
                 updated.metadata.resource_version = existing.metadata.resource_version;
                 api.replace(&name, &PostParams::default(), &updated)
@@ -95,12 +104,19 @@ async fn is_served(
     crd: &CustomResourceDefinition,
 ) -> Result<bool> {
     let name = crd.metadata.name.clone().unwrap_or_default();
-    let current = api.get(&name).await.map_err(Error::kube(format!("reading CRD {name}")))?;
+    let current = api
+        .get(&name)
+        .await
+        .map_err(Error::kube(format!("reading CRD {name}")))?;
     let established = current
         .status
         .as_ref()
         .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|conds| conds.iter().any(|c| c.type_ == "Established" && c.status == "True"));
+        .is_some_and(|conds| {
+            conds
+                .iter()
+                .any(|c| c.type_ == "Established" && c.status == "True")
+        });
     if !established {
         return Ok(false);
     }

@@ -25,7 +25,7 @@ pub(crate) fn kubeconfig(server: &str, ca_pem: &str, client: &CertPair) -> Kubec
                 certificate_authority_data: Some(STANDARD.encode(ca_pem)),
                 ..Cluster::default()
             }),
-            other: Default::default(),
+            other: std::collections::BTreeMap::default(),
         }],
         auth_infos: vec![NamedAuthInfo {
             name: CONTEXT_NAME.into(),
@@ -34,7 +34,7 @@ pub(crate) fn kubeconfig(server: &str, ca_pem: &str, client: &CertPair) -> Kubec
                 client_key_data: Some(STANDARD.encode(&client.key_pem).into()),
                 ..AuthInfo::default()
             }),
-            other: Default::default(),
+            other: std::collections::BTreeMap::default(),
         }],
         contexts: vec![NamedContext {
             name: CONTEXT_NAME.into(),
@@ -43,7 +43,7 @@ pub(crate) fn kubeconfig(server: &str, ca_pem: &str, client: &CertPair) -> Kubec
                 user: Some(CONTEXT_NAME.into()),
                 ..Context::default()
             }),
-            other: Default::default(),
+            other: std::collections::BTreeMap::default(),
         }],
         current_context: Some(CONTEXT_NAME.into()),
         ..Kubeconfig::default()

@@ -27,7 +27,9 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::Namespace;
 use kube::Api;
 
-pub use crate::crds::{install as install_crds, load_dir as load_crd_dir, load_file as load_crd_file};
+pub use crate::crds::{
+    install as install_crds, load_dir as load_crd_dir, load_file as load_crd_file,
+};
 pub use crate::error::{Error, Result};
 pub use crate::pki::{Authority, CertPair};
 pub use crate::process::Process;
@@ -185,14 +187,25 @@ impl Builder {
                 "--allow-privileged=true".into(),
                 "--disable-admission-plugins=ServiceAccount".into(),
                 format!("--service-account-issuer={server}/"),
-                format!("--service-account-key-file={}", root.join("sa.pub").display()),
-                format!("--service-account-signing-key-file={}", root.join("sa.key").display()),
+                format!(
+                    "--service-account-key-file={}",
+                    root.join("sa.pub").display()
+                ),
+                format!(
+                    "--service-account-signing-key-file={}",
+                    root.join("sa.key").display()
+                ),
                 "--endpoint-reconciler-type=none".into(),
                 "--profiling=false".into(),
             ],
             &root,
         )?;
-        wait_http_ok(&mut apiserver, &format!("{server}/readyz"), Some(serving_ca.cert_pem())).await?;
+        wait_http_ok(
+            &mut apiserver,
+            &format!("{server}/readyz"),
+            Some(serving_ca.cert_pem()),
+        )
+        .await?;
         processes.push(apiserver);
 
         let admin_config = kubeconfig::kubeconfig(&server, serving_ca.cert_pem(), &admin);
@@ -317,12 +330,18 @@ impl TestEnv {
 
     /// The temporary directory holding certificates, data and logs.
     pub fn dir(&self) -> &Path {
-        self.dir.as_ref().map_or_else(|| Path::new("."), tempfile::TempDir::path)
+        self.dir
+            .as_ref()
+            .map_or_else(|| Path::new("."), tempfile::TempDir::path)
     }
 
     /// A kubeconfig (YAML) and client for `user` in `groups`, authenticated by a client
     /// certificate; RBAC applies (no `system:masters`).
-    pub async fn user_kubeconfig(&self, user: &str, groups: &[&str]) -> Result<(String, kube::Client)> {
+    pub async fn user_kubeconfig(
+        &self,
+        user: &str,
+        groups: &[&str],
+    ) -> Result<(String, kube::Client)> {
         let cert = self.client_ca.client_cert(user, groups)?;
         let config = kubeconfig::kubeconfig(&self.server, &self.serving_ca_pem, &cert);
         let yaml = kubeconfig::to_yaml(&config)?;
@@ -336,11 +355,18 @@ impl TestEnv {
 
     /// A client that the API server sees as ServiceAccount `namespace/name` (user
     /// `system:serviceaccount:<ns>:<name>` with the ServiceAccount groups), for RBAC tests.
-    pub async fn service_account_client(&self, namespace: &str, name: &str) -> Result<kube::Client> {
+    pub async fn service_account_client(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<kube::Client> {
         let user = format!("system:serviceaccount:{namespace}:{name}");
         let ns_group = format!("system:serviceaccounts:{namespace}");
-        self.user_client(&user, &["system:serviceaccounts", &ns_group, "system:authenticated"])
-            .await
+        self.user_client(
+            &user,
+            &["system:serviceaccounts", &ns_group, "system:authenticated"],
+        )
+        .await
     }
 
     /// Installs every CRD in `dir` and waits until they are served.
@@ -357,7 +383,13 @@ impl TestEnv {
         configurations: &[serde_json::Value],
         serving: &WebhookServing,
     ) -> Result<()> {
-        webhooks::register(&self.client, configurations, &serving.base_url(), &serving.ca_pem).await
+        webhooks::register(
+            &self.client,
+            configurations,
+            &serving.base_url(),
+            &serving.ca_pem,
+        )
+        .await
     }
 
     /// Creates a namespace with a unique name starting with `prefix`.
@@ -376,10 +408,18 @@ impl TestEnv {
 
     /// The tail of every process log, for diagnostics.
     pub fn logs(&self, lines: usize) -> String {
-        self.processes
-            .iter()
-            .map(|p| format!("===== {} ({}) =====\n{}\n", p.name(), p.log_path().display(), p.log_tail(lines)))
-            .collect()
+        use std::fmt::Write as _;
+        let mut out = String::new();
+        for p in &self.processes {
+            let _ = writeln!(
+                out,
+                "===== {} ({}) =====\n{}",
+                p.name(),
+                p.log_path().display(),
+                p.log_tail(lines)
+            );
+        }
+        out
     }
 
     /// Stops every process now (they are also stopped on drop).
@@ -393,24 +433,31 @@ impl TestEnv {
 impl Drop for TestEnv {
     fn drop(&mut self) {
         if std::thread::panicking() {
-            eprintln!("test control plane logs (test panicked):\n{}", self.logs(60));
+            eprintln!(
+                "test control plane logs (test panicked):\n{}",
+                self.logs(60)
+            );
         }
         // Processes are killed by `kill_on_drop`; the reverse order stops the API
         // server before etcd.
         while let Some(process) = self.processes.pop() {
             drop(process);
         }
-        if std::env::var_os("CAPMAAS_TESTENV_KEEP").is_some() {
-            if let Some(dir) = self.dir.take() {
-                eprintln!("keeping test control plane files in {}", dir.keep().display());
-            }
+        if std::env::var_os("CAPMAAS_TESTENV_KEEP").is_some()
+            && let Some(dir) = self.dir.take()
+        {
+            eprintln!(
+                "keeping test control plane files in {}",
+                dir.keep().display()
+            );
         }
     }
 }
 
 fn write(path: &Path, contents: &str) -> Result<()> {
     if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent).map_err(Error::io(format!("creating {}", parent.display())))?;
+        std::fs::create_dir_all(parent)
+            .map_err(Error::io(format!("creating {}", parent.display())))?;
     }
     std::fs::write(path, contents).map_err(Error::io(format!("writing {}", path.display())))
 }
@@ -429,14 +476,18 @@ async fn wait_http_ok(process: &mut Process, url: &str, ca_pem: Option<&str>) ->
     let deadline = Instant::now() + READY_TIMEOUT;
     loop {
         process.ensure_running()?;
-        if let Ok(resp) = http.get(url).send().await {
-            if resp.status().is_success() {
-                return Ok(());
-            }
+        if let Ok(resp) = http.get(url).send().await
+            && resp.status().is_success()
+        {
+            return Ok(());
         }
         if Instant::now() > deadline {
             return Err(Error::Timeout {
-                what: format!("{} at {url}; log tail:\n{}", process.name(), process.log_tail(30)),
+                what: format!(
+                    "{} at {url}; log tail:\n{}",
+                    process.name(),
+                    process.log_tail(30)
+                ),
                 seconds: READY_TIMEOUT.as_secs(),
             });
         }
@@ -447,7 +498,12 @@ async fn wait_http_ok(process: &mut Process, url: &str, ca_pem: Option<&str>) ->
 async fn wait_for_default_namespace(client: &kube::Client) -> Result<()> {
     let api: Api<Namespace> = Api::all(client.clone());
     for _ in 0..100 {
-        if api.get_opt("default").await.map_err(Error::kube("reading namespace default"))?.is_some() {
+        if api
+            .get_opt("default")
+            .await
+            .map_err(Error::kube("reading namespace default"))?
+            .is_some()
+        {
             return Ok(());
         }
         tokio::time::sleep(Duration::from_millis(50)).await;

@@ -21,7 +21,9 @@ pub struct CertPair {
 
 impl std::fmt::Debug for CertPair {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CertPair").field("key_pem", &"<redacted>").finish_non_exhaustive()
+        f.debug_struct("CertPair")
+            .field("key_pem", &"<redacted>")
+            .finish_non_exhaustive()
     }
 }
 
@@ -42,7 +44,9 @@ impl Authority {
     pub fn new(common_name: &str) -> Result<Self> {
         let key = KeyPair::generate()?;
         let mut params = CertificateParams::default();
-        params.distinguished_name.push(DnType::CommonName, common_name);
+        params
+            .distinguished_name
+            .push(DnType::CommonName, common_name);
         params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
         params.key_usages = vec![
             KeyUsagePurpose::KeyCertSign,
@@ -64,7 +68,9 @@ impl Authority {
     /// A serving certificate for `localhost` and 127.0.0.1.
     pub fn serving_cert(&self) -> Result<CertPair> {
         let mut params = CertificateParams::default();
-        params.distinguished_name.push(DnType::CommonName, "localhost");
+        params
+            .distinguished_name
+            .push(DnType::CommonName, "localhost");
         params.subject_alt_names = vec![
             SanType::DnsName("localhost".try_into()?),
             SanType::IpAddress(IpAddr::V4(Ipv4Addr::LOCALHOST)),
@@ -74,7 +80,7 @@ impl Authority {
             KeyUsagePurpose::DigitalSignature,
             KeyUsagePurpose::KeyEncipherment,
         ];
-        self.sign(params)
+        self.sign(&params)
     }
 
     /// A client certificate: the API server reads the user from the common name and the
@@ -83,14 +89,16 @@ impl Authority {
         let mut params = CertificateParams::default();
         params.distinguished_name.push(DnType::CommonName, user);
         for group in groups {
-            params.distinguished_name.push(DnType::OrganizationName, *group);
+            params
+                .distinguished_name
+                .push(DnType::OrganizationName, *group);
         }
         params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
         params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
-        self.sign(params)
+        self.sign(&params)
     }
 
-    fn sign(&self, params: CertificateParams) -> Result<CertPair> {
+    fn sign(&self, params: &CertificateParams) -> Result<CertPair> {
         let key = KeyPair::generate()?;
         let cert = params.signed_by(&key, &self.issuer)?;
         Ok(CertPair {

@@ -3,10 +3,10 @@
 
 use std::time::Duration;
 
+use k8s_openapi::ByteString;
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ValidatingWebhookConfiguration, WebhookClientConfig,
 };
-use k8s_openapi::ByteString;
 use kube::api::{Api, PostParams};
 use serde_json::Value;
 
@@ -49,10 +49,10 @@ fn rewrite(config: &mut WebhookClientConfig, base_url: &str, ca_pem: &str) {
         .as_ref()
         .and_then(|s| s.path.clone())
         .or_else(|| {
-            config
-                .url
-                .as_ref()
-                .and_then(|u| u.find("://").and_then(|i| u[i + 3..].find('/').map(|j| u[i + 3 + j..].to_owned())))
+            config.url.as_ref().and_then(|u| {
+                u.find("://")
+                    .and_then(|i| u[i + 3..].find('/').map(|j| u[i + 3 + j..].to_owned()))
+            })
         })
         .unwrap_or_default();
     config.service = None;
@@ -110,9 +110,15 @@ where
     match api.create(&PostParams::default(), &object).await {
         Ok(_) => {}
         Err(kube::Error::Api(status)) if status.code == 409 => {
-            let existing = api.get(&name).await.map_err(Error::kube(format!("reading {name}")))?;
+            let existing = api
+                .get(&name)
+                .await
+                .map_err(Error::kube(format!("reading {name}")))?;
             let mut updated = object.clone();
-            updated.meta_mut().resource_version = existing.meta().resource_version.clone();
+            updated
+                .meta_mut()
+                .resource_version
+                .clone_from(&existing.meta().resource_version);
             api.replace(&name, &PostParams::default(), &updated)
                 .await
                 .map_err(Error::kube(format!("updating {name}")))?;
@@ -120,7 +126,12 @@ where
         Err(e) => return Err(Error::kube(format!("creating {name}"))(e)),
     }
     for _ in 0..100 {
-        if api.get_opt(&name).await.map_err(Error::kube(format!("reading {name}")))?.is_some() {
+        if api
+            .get_opt(&name)
+            .await
+            .map_err(Error::kube(format!("reading {name}")))?
+            .is_some()
+        {
             return Ok(());
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -148,7 +159,10 @@ mod tests {
             ..WebhookClientConfig::default()
         };
         rewrite(&mut config, "https://127.0.0.1:9443/", "CA");
-        assert_eq!(config.url.as_deref(), Some("https://127.0.0.1:9443/validate-maasmachine"));
+        assert_eq!(
+            config.url.as_deref(),
+            Some("https://127.0.0.1:9443/validate-maasmachine")
+        );
         assert!(config.service.is_none());
         assert_eq!(config.ca_bundle, Some(ByteString(b"CA".to_vec())));
     }

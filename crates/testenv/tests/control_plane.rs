@@ -16,7 +16,10 @@ where
 {
     let deadline = tokio::time::Instant::now() + timeout;
     while !check().await {
-        assert!(tokio::time::Instant::now() < deadline, "timed out waiting for {what}");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
@@ -27,7 +30,10 @@ async fn control_plane_serves_real_version_capi_crds_rbac_and_gc() {
     let client = env.client();
 
     let version = client.apiserver_version().await.unwrap();
-    assert_eq!(version.git_version, "v1.36.3", "the version ldflags were applied");
+    assert_eq!(
+        version.git_version, "v1.36.3",
+        "the version ldflags were applied"
+    );
 
     // CAPI core and IPAM kinds are served.
     for (group_version, plural) in [
@@ -37,21 +43,44 @@ async fn control_plane_serves_real_version_capi_crds_rbac_and_gc() {
         ("cluster.x-k8s.io/v1beta2", "machinehealthchecks"),
         ("ipam.cluster.x-k8s.io/v1beta2", "ipaddressclaims"),
     ] {
-        let resources = client.list_api_group_resources(group_version).await.unwrap();
-        assert!(resources.resources.iter().any(|r| r.name == plural), "{group_version} {plural}");
+        let resources = client
+            .list_api_group_resources(group_version)
+            .await
+            .unwrap();
+        assert!(
+            resources.resources.iter().any(|r| r.name == plural),
+            "{group_version} {plural}"
+        );
     }
 
     // A named user is subject to RBAC: no permissions, so a read is forbidden.
     let ns = env.create_namespace("rbac").await.unwrap();
     let alice = env.user_client("alice", &["devs"]).await.unwrap();
-    let err = Api::<ConfigMap>::namespaced(alice, &ns).list(&Default::default()).await.unwrap_err();
-    assert!(matches!(err, kube::Error::Api(ref s) if s.code == 403), "{err:?}");
-    let sa = env.service_account_client(&ns, "machine-controller").await.unwrap();
-    let err = Api::<ConfigMap>::namespaced(sa, &ns).get("x").await.unwrap_err();
+    let err = Api::<ConfigMap>::namespaced(alice, &ns)
+        .list(&Default::default())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, kube::Error::Api(ref s) if s.code == 403),
+        "{err:?}"
+    );
+    let sa = env
+        .service_account_client(&ns, "machine-controller")
+        .await
+        .unwrap();
+    let err = Api::<ConfigMap>::namespaced(sa, &ns)
+        .get("x")
+        .await
+        .unwrap_err();
     match err {
         kube::Error::Api(s) => {
             assert_eq!(s.code, 403);
-            assert!(s.message.contains(&format!("system:serviceaccount:{ns}:machine-controller")), "{}", s.message);
+            assert!(
+                s.message
+                    .contains(&format!("system:serviceaccount:{ns}:machine-controller")),
+                "{}",
+                s.message
+            );
         }
         other => panic!("unexpected {other:?}"),
     }
@@ -59,42 +88,66 @@ async fn control_plane_serves_real_version_capi_crds_rbac_and_gc() {
     // Owner-reference garbage collection (kube-controller-manager).
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
     let owner = cms
-        .create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": "owner"}})).unwrap())
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "owner"}})).unwrap(),
+        )
         .await
         .unwrap();
     let uid = owner.metadata.uid.clone().unwrap();
     cms.create(
         &PostParams::default(),
-        &serde_json::from_value(json!({"metadata": {"name": "dependent", "ownerReferences": [
-            {"apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": uid}
-        ]}}))
+        &serde_json::from_value(
+            json!({"metadata": {"name": "dependent", "ownerReferences": [
+                {"apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": uid}
+            ]}}),
+        )
         .unwrap(),
     )
     .await
     .unwrap();
     cms.delete("owner", &DeleteParams::default()).await.unwrap();
-    eventually("the dependent to be garbage-collected", Duration::from_secs(60), || {
-        let cms = cms.clone();
-        async move { cms.get_opt("dependent").await.unwrap().is_none() }
-    })
+    eventually(
+        "the dependent to be garbage-collected",
+        Duration::from_secs(60),
+        || {
+            let cms = cms.clone();
+            async move { cms.get_opt("dependent").await.unwrap().is_none() }
+        },
+    )
     .await;
 
     // Namespace deletion completes (namespace controller).
     let namespaces: Api<Namespace> = Api::all(client.clone());
-    namespaces.delete(&ns, &DeleteParams::default()).await.unwrap();
-    eventually("the namespace to be deleted", Duration::from_secs(60), || {
-        let namespaces = namespaces.clone();
-        let ns = ns.clone();
-        async move { namespaces.get_opt(&ns).await.unwrap().is_none() }
-    })
+    namespaces
+        .delete(&ns, &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually(
+        "the namespace to be deleted",
+        Duration::from_secs(60),
+        || {
+            let namespaces = namespaces.clone();
+            let ns = ns.clone();
+            async move { namespaces.get_opt(&ns).await.unwrap().is_none() }
+        },
+    )
     .await;
 }
 
 #[tokio::test]
 async fn two_environments_run_side_by_side_and_clean_up() {
     let (management, workload) = tokio::join!(
-        TestEnv::builder().our_crds(false).capi_crds(false).controller_manager(false).start(),
-        TestEnv::builder().our_crds(false).capi_crds(false).controller_manager(false).start(),
+        TestEnv::builder()
+            .our_crds(false)
+            .capi_crds(false)
+            .controller_manager(false)
+            .start(),
+        TestEnv::builder()
+            .our_crds(false)
+            .capi_crds(false)
+            .controller_manager(false)
+            .start(),
     );
     let (management, workload) = (management.unwrap(), workload.unwrap());
     assert_ne!(management.server_url(), workload.server_url());
@@ -104,17 +157,27 @@ async fn two_environments_run_side_by_side_and_clean_up() {
         .create(&PostParams::default(), &cm)
         .await
         .unwrap();
-    let elsewhere = Api::<ConfigMap>::namespaced(workload.client(), "default").get_opt("only-here").await.unwrap();
+    let elsewhere = Api::<ConfigMap>::namespaced(workload.client(), "default")
+        .get_opt("only-here")
+        .await
+        .unwrap();
     assert!(elsewhere.is_none(), "the two API servers share no state");
 
     let dir = workload.dir().to_path_buf();
-    let pids: Vec<u32> = workload.processes().iter().filter_map(capmaas_testenv::Process::pid).collect();
+    let pids: Vec<u32> = workload
+        .processes()
+        .iter()
+        .filter_map(capmaas_testenv::Process::pid)
+        .collect();
     assert_eq!(pids.len(), 2);
     drop(workload);
     assert!(!dir.exists(), "files are removed on drop");
     tokio::time::sleep(Duration::from_millis(300)).await;
     for pid in pids {
-        assert!(!std::path::Path::new(&format!("/proc/{pid}")).exists() || is_zombie(pid), "process {pid} stopped");
+        assert!(
+            !std::path::Path::new(&format!("/proc/{pid}")).exists() || is_zombie(pid),
+            "process {pid} stopped"
+        );
     }
 }
 

@@ -1,0 +1,44 @@
+# Every task a person runs. `bash hack/just <task>` works without just installed.
+
+set shell := ["bash", "-euo", "pipefail", "-c"]
+
+# List the tasks.
+default:
+    @{{just_executable()}} --list
+
+# Build the test control plane (etcd, kube-apiserver, kube-controller-manager, CAPI CRDs) into .cache/testenv.
+testenv:
+    bash hack/testenv/build.sh
+
+# Create the project-local Python virtualenv with python-libmaas (third-party MAAS client tests).
+libmaas:
+    bash hack/python-libmaas/setup-venv.sh
+
+# Regenerate the CRDs in deploy/crds and docs/crd-reference.md from the API types.
+crds:
+    cargo run -q -p capmaas-api --bin crdgen
+
+# Format the code.
+fmt:
+    cargo fmt --all
+
+# Formatting and clippy, as CI runs them.
+lint:
+    cargo fmt --all -- --check
+    cargo clippy --workspace --all-targets -- -D warnings
+
+# Everything needed, then every test: unit, integration against a real API server, simulator, python-libmaas.
+test: testenv libmaas
+    cargo build --workspace --bins
+    cargo test --workspace --no-fail-fast
+
+# Benchmarks (numbers are printed, never asserted).
+bench:
+    cargo bench -p maas-client --bench throughput
+
+# Run the MAAS simulator in the foreground with 20 machines (Ctrl-C stops it).
+sim *ARGS:
+    cargo run -q -p maas-sim -- --machines 20 --zones z1,z2,z3 {{ARGS}}
+
+# What CI runs.
+ci: lint test

@@ -1,0 +1,218 @@
+//! Error classification shared by every controller, and this crate's own error type.
+
+use std::net::SocketAddr;
+
+/// What the error policy should do after a failed reconcile.
+///
+/// Controllers classify their own errors; [`crate::backoff::ObjectBackoff`] turns the class into a
+/// requeue delay, so a MAAS outage backs off exponentially per object while a broken spec waits
+/// quietly for a human instead of hammering the API server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Requeue {
+    /// Something outside the object failed (API server, MAAS, network): retry with per-object
+    /// exponential backoff.
+    Transient,
+    /// The object itself is wrong; retrying soon cannot help. Requeue after a long delay (a spec
+    /// change triggers a reconcile anyway) and surface the problem as a condition.
+    InvalidSpec,
+    /// Do not requeue; only a change to a watched object triggers the next reconcile.
+    Never,
+}
+
+/// Classifies an error for metrics (`category`) and for the requeue policy (`requeue`).
+///
+/// `category` is a metric label: keep it low-cardinality (a fixed set of snake_case words, never an
+/// object name or a message).
+pub trait ErrorCategory {
+    /// A short, fixed, snake_case label such as `kube_api`, `maas_unavailable`, `invalid_spec`.
+    fn category(&self) -> &'static str;
+
+    /// How the error policy should requeue the object. Most errors are transient.
+    fn requeue(&self) -> Requeue {
+        Requeue::Transient
+    }
+}
+
+/// Boxed error returned by a controller future run under [`crate::Runtime::run`].
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// Errors of the runtime plumbing itself (startup, admin server, leader election, status writes).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A command-line value could not be used.
+    #[error("invalid argument {flag}: {reason}")]
+    InvalidArgument {
+        /// The flag, e.g. `--metrics-bind-addr`.
+        flag: &'static str,
+        /// Why the value was rejected.
+        reason: String,
+    },
+    /// The kubeconfig given with `--kubeconfig` could not be read or used.
+    #[error("cannot load kubeconfig {path}")]
+    Kubeconfig {
+        /// Path of the kubeconfig file.
+        path: String,
+        /// Underlying error.
+        #[source]
+        source: kube::config::KubeconfigError,
+    },
+    /// Neither a kubeconfig nor the in-cluster environment could be used.
+    #[error("cannot infer Kubernetes client configuration")]
+    InferConfig(#[source] kube::config::InferConfigError),
+    /// A Kubernetes API call or client construction failed.
+    #[error("Kubernetes API error")]
+    Kube(#[source] kube::Error),
+    /// A value could not be serialized to JSON.
+    #[error("cannot serialize to JSON")]
+    Serialize(#[source] serde_json::Error),
+    /// A Kubernetes API call did not answer in time.
+    #[error("Kubernetes API call timed out after {0:?}")]
+    Timeout(std::time::Duration),
+    /// A listen address could not be resolved.
+    #[error("cannot resolve listen address {addr}")]
+    Resolve {
+        /// The address as given.
+        addr: String,
+        /// Underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A listener could not be bound.
+    #[error("cannot listen on {addr}")]
+    Bind {
+        /// The resolved address.
+        addr: SocketAddr,
+        /// Underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Installing signal handlers failed.
+    #[error("cannot install signal handler")]
+    Signal(#[source] std::io::Error),
+    /// Logging or tracing could not be initialised.
+    #[error("cannot initialise telemetry: {0}")]
+    Telemetry(String),
+    /// The leader election task ended while the process was not shutting down.
+    #[error("leader election stopped unexpectedly")]
+    LeaderElectionStopped,
+    /// The controller future returned an error.
+    #[error("controller failed")]
+    Controller(#[source] BoxError),
+}
+
+impl ErrorCategory for Error {
+    fn category(&self) -> &'static str {
+        match self {
+            Self::InvalidArgument { .. } => "invalid_argument",
+            Self::Kubeconfig { .. } | Self::InferConfig(_) => "kube_config",
+            Self::Kube(_) => "kube_api",
+            Self::Timeout(_) => "timeout",
+            Self::Serialize(_) => "serialize",
+            Self::Resolve { .. } | Self::Bind { .. } => "listen",
+            Self::Signal(_) => "signal",
+            Self::Telemetry(_) => "telemetry",
+            Self::LeaderElectionStopped => "leader_election",
+            Self::Controller(_) => "controller",
+        }
+    }
+
+    fn requeue(&self) -> Requeue {
+        match self {
+            Self::InvalidArgument { .. } => Requeue::InvalidSpec,
+            _ => Requeue::Transient,
+        }
+    }
+}
+
+impl From<kube::Error> for Error {
+    fn from(e: kube::Error) -> Self {
+        Self::Kube(e)
+    }
+}
+
+/// Renders an error with its whole `source()` chain, `outer: inner: root`, for log lines (a bare
+/// `Display` shows only the outermost message).
+pub fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = error.to_string();
+    let mut source = error.source();
+    while let Some(s) = source {
+        let text = s.to_string();
+        // Some errors already include their source in Display; do not repeat it.
+        if !out.ends_with(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        source = s.source();
+    }
+    out
+}
+
+/// `Result` with this crate's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn categories_are_low_cardinality_snake_case() {
+        let errors = [
+            Error::InvalidArgument {
+                flag: "--x",
+                reason: "bad".into(),
+            },
+            Error::Timeout(std::time::Duration::from_secs(1)),
+            Error::Telemetry("x".into()),
+            Error::LeaderElectionStopped,
+            Error::Controller("boom".into()),
+            Error::Signal(std::io::Error::other("x")),
+        ];
+        for e in &errors {
+            let c = e.category();
+            assert!(!c.is_empty());
+            assert!(
+                c.chars().all(|ch| ch.is_ascii_lowercase() || ch == '_'),
+                "{c}"
+            );
+        }
+        assert_eq!(errors[0].category(), "invalid_argument");
+        assert_eq!(errors[1].category(), "timeout");
+        assert_eq!(errors[3].category(), "leader_election");
+    }
+
+    #[test]
+    fn requeue_classes() {
+        let bad = Error::InvalidArgument {
+            flag: "--x",
+            reason: "bad".into(),
+        };
+        assert_eq!(bad.requeue(), Requeue::InvalidSpec);
+        assert_eq!(
+            Error::Timeout(std::time::Duration::from_secs(1)).requeue(),
+            Requeue::Transient
+        );
+    }
+
+    #[test]
+    fn chain_includes_sources_once() {
+        let e = Error::Controller("cache sync failed".into());
+        assert_eq!(error_chain(&e), "controller failed: cache sync failed");
+        let io = std::io::Error::other("connection refused");
+        let e = Error::Signal(io);
+        assert_eq!(
+            error_chain(&e),
+            "cannot install signal handler: connection refused"
+        );
+    }
+
+    #[test]
+    fn default_requeue_is_transient() {
+        struct E;
+        impl ErrorCategory for E {
+            fn category(&self) -> &'static str {
+                "e"
+            }
+        }
+        assert_eq!(E.requeue(), Requeue::Transient);
+    }
+}

@@ -1,0 +1,84 @@
+//! Shared plumbing for every capmaas binary: flags, Kubernetes clients, logging and tracing,
+//! metrics and health endpoints, leader election, shutdown, and status/condition helpers.
+//!
+//! A binary's `main.rs`:
+//!
+//! ```no_run
+//! use clap::Parser;
+//! use capmaas_runtime::{CommonArgs, Runtime};
+//!
+//! #[derive(Parser)]
+//! struct Args {
+//!     #[command(flatten)]
+//!     common: CommonArgs,
+//! }
+//!
+//! #[tokio::main]
+//! async fn main() -> Result<(), capmaas_runtime::Error> {
+//!     let args = Args::parse();
+//!     let runtime = Runtime::builder("machine-controller")
+//!         .with_args(args.common)
+//!         .default_concurrency(8)
+//!         .build()
+//!         .await?;
+//!     runtime
+//!         .run(|ctx| async move {
+//!             // Build the kube Controller from ctx.clients.watch, stop it with
+//!             // `.graceful_shutdown_on(ctx.cancel.clone().cancelled_owned())`,
+//!             // call ctx.health.mark_ready() once its store is ready.
+//!             ctx.cancel.cancelled().await;
+//!             Ok::<(), capmaas_runtime::BoxError>(())
+//!         })
+//!         .await
+//! }
+//! ```
+//!
+//! [`Runtime::run`] serves `/metrics`, `/healthz` and `/readyz`, joins leader election (when
+//! `--leader-elect`), calls the closure each time this replica becomes leader, cancels
+//! [`Context::cancel`] when leadership is lost or SIGTERM arrives, releases the Lease and flushes
+//! traces before returning.
+//!
+//! Readiness: a standby replica is ready (it is doing its job: waiting); a leader becomes ready
+//! when its controller calls [`Health::mark_ready`], typically once caches are synced.
+
+pub mod backoff;
+pub mod client;
+pub mod conditions;
+pub mod error;
+pub mod flags;
+pub mod health;
+pub mod leader;
+pub mod metrics;
+mod runtime;
+pub mod server;
+pub mod shutdown;
+pub mod status;
+pub mod telemetry;
+
+use std::time::Duration;
+
+pub use backoff::{BackoffConfig, ObjectBackoff};
+pub use client::{KubeClients, event_recorder, field_manager};
+pub use conditions::{
+    ConditionStatus, NewCondition, get_condition, is_true, set_condition, summarize_ready,
+};
+pub use error::{BoxError, Error, ErrorCategory, Requeue, Result, error_chain};
+pub use flags::{CommonArgs, ListenAddr, LogFormat};
+pub use health::{Health, Watchdog};
+pub use leader::{LeaderElectionConfig, run_while_leader};
+pub use metrics::{ControllerMetrics, MetricsRegistry, ReconcileMetrics, ReconcileTimer};
+pub use runtime::{Context, Runtime, RuntimeBuilder, Settings};
+pub use status::apply_status;
+pub use telemetry::TelemetryGuard;
+
+/// Default time a controller gets to stop after its term is cancelled.
+pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(20);
+/// Default `--concurrency` when the binary does not choose one.
+pub const DEFAULT_CONCURRENCY: u16 = 4;
+
+/// Installs rustls' ring provider as the process default. Idempotent; the runtime builder calls
+/// it, binaries that use TLS before building the runtime call it first.
+pub fn install_crypto_provider() {
+    // Err only means a provider is already installed, which is what we want.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}

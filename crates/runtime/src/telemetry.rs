@@ -1,0 +1,306 @@
+//! Logging (tracing-subscriber) and optional OpenTelemetry trace export.
+//!
+//! - Filter: `--log-level` / `RUST_LOG` in EnvFilter syntax.
+//! - Format: JSON lines in clusters, human text on a terminal (`--log-format`).
+//! - OTLP over gRPC only when `OTEL_EXPORTER_OTLP_ENDPOINT` is set. The exporter's own transport
+//!   (h2, hyper, tonic, tower) is excluded from the OTel layer, or exporting spans would create
+//!   spans to export.
+
+use std::io::IsTerminal;
+use std::time::Duration;
+
+use opentelemetry::trace::TracerProvider as _;
+use opentelemetry_otlp::WithExportConfig;
+use opentelemetry_sdk::Resource;
+use opentelemetry_sdk::trace::SdkTracerProvider;
+use tracing::Subscriber;
+use tracing::level_filters::LevelFilter;
+use tracing_subscriber::filter::{EnvFilter, FilterExt, Targets};
+use tracing_subscriber::fmt::MakeWriter;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::registry::LookupSpan;
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::{Layer, Registry};
+
+use crate::error::{Error, Result};
+use crate::flags::LogFormat;
+
+/// Environment variable that switches OTLP export on.
+pub const OTLP_ENDPOINT_ENV: &str = "OTEL_EXPORTER_OTLP_ENDPOINT";
+
+/// How long the guard waits for the last span batch on shutdown.
+pub const OTEL_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Targets whose spans never go to the OTel layer (the exporter's own transport).
+pub const OTEL_EXCLUDED_TARGETS: [&str; 5] = ["h2", "hyper", "tonic", "tower", "opentelemetry"];
+
+/// Telemetry settings.
+#[derive(Debug, Clone)]
+pub struct TelemetryConfig {
+    /// `service.name` of exported spans (unless `OTEL_SERVICE_NAME` is set).
+    pub service_name: String,
+    /// EnvFilter directives.
+    pub filter: String,
+    /// Output format.
+    pub format: LogFormat,
+    /// OTLP endpoint; `None` disables export.
+    pub otlp_endpoint: Option<String>,
+}
+
+impl TelemetryConfig {
+    /// Settings from flags plus the `OTEL_EXPORTER_OTLP_ENDPOINT` environment variable.
+    pub fn from_env(service_name: &str, filter: &str, format: LogFormat) -> Self {
+        Self {
+            service_name: service_name.to_owned(),
+            filter: filter.to_owned(),
+            format,
+            otlp_endpoint: std::env::var(OTLP_ENDPOINT_ENV)
+                .ok()
+                .filter(|s| !s.trim().is_empty()),
+        }
+    }
+}
+
+/// Keeps the trace exporter alive; flushes and shuts it down on [`shutdown`](Self::shutdown) or drop.
+#[derive(Debug, Default)]
+#[must_use = "dropping the guard shuts the trace exporter down"]
+pub struct TelemetryGuard {
+    provider: Option<SdkTracerProvider>,
+}
+
+impl TelemetryGuard {
+    /// Whether spans are exported over OTLP.
+    pub fn exporting(&self) -> bool {
+        self.provider.is_some()
+    }
+
+    /// Flushes the last batch and stops the exporter without blocking an async worker thread.
+    pub async fn shutdown(mut self) {
+        if let Some(provider) = self.provider.take() {
+            let done = tokio::task::spawn_blocking(move || {
+                provider.shutdown_with_timeout(OTEL_SHUTDOWN_TIMEOUT)
+            })
+            .await;
+            if let Ok(Err(e)) = done {
+                tracing::warn!(error = %e, "trace exporter shutdown failed");
+            }
+        }
+    }
+}
+
+impl Drop for TelemetryGuard {
+    fn drop(&mut self) {
+        if let Some(provider) = self.provider.take() {
+            // Fallback when `shutdown` was not awaited: blocks at most OTEL_SHUTDOWN_TIMEOUT.
+            let _ = provider.shutdown_with_timeout(OTEL_SHUTDOWN_TIMEOUT);
+        }
+    }
+}
+
+/// Parses the filter directives; an invalid filter is a startup error, not a silent default.
+pub fn env_filter(directives: &str) -> Result<EnvFilter> {
+    EnvFilter::builder()
+        .with_default_directive(LevelFilter::INFO.into())
+        .parse(directives)
+        .map_err(|e| Error::Telemetry(format!("invalid log filter {directives:?}: {e}")))
+}
+
+/// The filter that keeps the exporter's transport out of the OTel layer.
+pub fn otel_target_filter() -> Targets {
+    OTEL_EXCLUDED_TARGETS.iter().fold(
+        Targets::new().with_default(LevelFilter::TRACE),
+        |t, target| t.with_target(*target, LevelFilter::OFF),
+    )
+}
+
+type BoxedLayer = Box<dyn Layer<Registry> + Send + Sync + 'static>;
+
+/// The log layer, filtered by `directives`, writing to `writer`.
+fn log_layer<W>(directives: &str, json: bool, writer: W) -> Result<BoxedLayer>
+where
+    W: for<'w> MakeWriter<'w> + Send + Sync + 'static,
+{
+    let filter = env_filter(directives)?;
+    let layer = tracing_subscriber::fmt::layer().with_writer(writer);
+    Ok(if json {
+        layer
+            .json()
+            .flatten_event(true)
+            .with_current_span(true)
+            .with_span_list(false)
+            .with_filter(filter)
+            .boxed()
+    } else {
+        layer.with_ansi(false).with_filter(filter).boxed()
+    })
+}
+
+fn otel_layer<S>(
+    directives: &str,
+    provider: &SdkTracerProvider,
+    service: &str,
+) -> Result<impl Layer<S>>
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+{
+    let filter = env_filter(directives)?.and(otel_target_filter());
+    let tracer = provider.tracer(service.to_owned());
+    Ok(tracing_opentelemetry::layer()
+        .with_tracer(tracer)
+        .with_filter(filter))
+}
+
+/// Builds the OTLP/gRPC trace provider. Must run inside a Tokio runtime (tonic's channel).
+pub fn otlp_provider(service_name: &str, endpoint: &str) -> Result<SdkTracerProvider> {
+    let exporter = opentelemetry_otlp::SpanExporter::builder()
+        .with_tonic()
+        .with_endpoint(endpoint)
+        .build()
+        .map_err(|e| Error::Telemetry(format!("OTLP exporter: {e}")))?;
+    let resource = if std::env::var_os("OTEL_SERVICE_NAME").is_some() {
+        Resource::builder().build()
+    } else {
+        Resource::builder()
+            .with_service_name(service_name.to_owned())
+            .build()
+    };
+    Ok(SdkTracerProvider::builder()
+        .with_resource(resource)
+        .with_batch_exporter(exporter)
+        .build())
+}
+
+/// Installs the global subscriber. Call once, early in `main`, inside the Tokio runtime.
+pub fn init(config: &TelemetryConfig) -> Result<TelemetryGuard> {
+    let json = config.format.use_json(std::io::stderr().is_terminal());
+    let mut layers = vec![log_layer(&config.filter, json, std::io::stderr)?];
+    let mut guard = TelemetryGuard::default();
+    if let Some(endpoint) = &config.otlp_endpoint {
+        let provider = otlp_provider(&config.service_name, endpoint)?;
+        layers.push(otel_layer(&config.filter, &provider, &config.service_name)?.boxed());
+        opentelemetry::global::set_text_map_propagator(
+            opentelemetry_sdk::propagation::TraceContextPropagator::new(),
+        );
+        opentelemetry::global::set_tracer_provider(provider.clone());
+        guard.provider = Some(provider);
+    }
+    tracing_subscriber::registry()
+        .with(layers)
+        .try_init()
+        .map_err(|e| Error::Telemetry(format!("a global subscriber is already set: {e}")))?;
+    if guard.exporting() {
+        tracing::info!(endpoint = ?config.otlp_endpoint, "exporting traces over OTLP");
+    }
+    Ok(guard)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+    use std::sync::{Arc, Mutex};
+
+    #[derive(Clone, Default)]
+    struct Buffer(Arc<Mutex<Vec<u8>>>);
+    impl Write for Buffer {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    impl<'a> MakeWriter<'a> for Buffer {
+        type Writer = Buffer;
+        fn make_writer(&'a self) -> Self::Writer {
+            self.clone()
+        }
+    }
+    impl Buffer {
+        fn text(&self) -> String {
+            String::from_utf8(self.0.lock().unwrap().clone()).unwrap()
+        }
+    }
+
+    fn capture(directives: &str, json: bool, f: impl FnOnce()) -> String {
+        let buf = Buffer::default();
+        let layer = log_layer(directives, json, buf.clone()).unwrap();
+        let subscriber = tracing_subscriber::registry().with(vec![layer]);
+        tracing::subscriber::with_default(subscriber, f);
+        buf.text()
+    }
+
+    #[test]
+    fn json_lines_are_json_with_flattened_fields() {
+        let out = capture("info", true, || {
+            tracing::info!(machine = "m-1", "claimed host");
+        });
+        let line: serde_json::Value = serde_json::from_str(out.lines().next().unwrap()).unwrap();
+        assert_eq!(line["message"], "claimed host");
+        assert_eq!(line["machine"], "m-1");
+        assert_eq!(line["level"], "INFO");
+    }
+
+    #[test]
+    fn text_output_is_not_json() {
+        let out = capture("info", false, || tracing::info!("hello"));
+        assert!(out.contains("hello"));
+        assert!(serde_json::from_str::<serde_json::Value>(out.trim()).is_err());
+    }
+
+    #[test]
+    fn filter_applies() {
+        let out = capture("warn", false, || {
+            tracing::info!("hidden");
+            tracing::warn!("shown");
+        });
+        assert!(!out.contains("hidden") && out.contains("shown"), "{out}");
+        let out = capture("warn,capmaas_runtime=debug", false, || {
+            tracing::debug!("module debug");
+        });
+        assert!(out.contains("module debug"), "{out}");
+    }
+
+    #[test]
+    fn invalid_filter_is_an_error() {
+        let err = env_filter("info,=[").unwrap_err();
+        assert!(matches!(err, Error::Telemetry(_)), "{err:?}");
+    }
+
+    #[test]
+    fn transport_targets_are_excluded_from_otel() {
+        let f = otel_target_filter();
+        for t in [
+            "h2",
+            "h2::codec",
+            "hyper",
+            "hyper_util::client",
+            "tonic::transport",
+            "tower::buffer",
+        ] {
+            assert!(!f.would_enable(t, &tracing::Level::ERROR), "{t}");
+        }
+        assert!(f.would_enable("capmaas_runtime", &tracing::Level::TRACE));
+        assert!(f.would_enable("kube_runtime::controller", &tracing::Level::INFO));
+    }
+
+    #[tokio::test]
+    async fn otlp_provider_builds_and_shuts_down_without_a_collector() {
+        // Nothing listens on port 1: the channel connects lazily, so building succeeds and
+        // shutdown returns within its timeout.
+        let provider = otlp_provider("test", "http://127.0.0.1:1").unwrap();
+        let layer = otel_layer::<Registry>("info", &provider, "test").unwrap();
+        let subscriber = tracing_subscriber::registry().with(layer);
+        tracing::subscriber::with_default(subscriber, || {
+            let _span = tracing::info_span!("reconcile").entered();
+        });
+        let guard = TelemetryGuard {
+            provider: Some(provider),
+        };
+        assert!(guard.exporting());
+        tokio::time::timeout(Duration::from_secs(10), guard.shutdown())
+            .await
+            .unwrap();
+    }
+}
