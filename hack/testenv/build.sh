@@ -17,7 +17,7 @@ CAPI_VERSION="v1.14.2"
 stamp="$(cat "$0" "$here"/kube/go.mod "$here"/kube/go.sum "$here"/etcd/go.mod "$here"/etcd/go.sum | sha256sum | cut -c1-16)"
 
 if [[ -f "$cache/stamp" && "$(cat "$cache/stamp")" == "$stamp" \
-      && -x "$cache/bin/kube-apiserver" && -x "$cache/bin/kube-controller-manager" \
+      && -x "$cache/bin/kube-apiserver" && -x "$cache/bin/kube-controller-manager" && -x "$cache/bin/kubectl" \
       && -x "$cache/bin/etcd" && -d "$cache/capi-crds" ]]; then
   echo "testenv: cache up to date in $cache (kube-apiserver $KUBE_VERSION, etcd $ETCD_VERSION, CAPI CRDs $CAPI_VERSION)"
   exit 0
@@ -26,7 +26,8 @@ fi
 command -v go >/dev/null || { echo "testenv: Go is required to build the test control plane" >&2; exit 1; }
 mkdir -p "$cache/bin"
 rm -f "$cache/stamp"
-export CGO_ENABLED=0 GOFLAGS="-mod=mod -buildvcs=false"
+# -mod=readonly: the committed go.mod/go.sum are complete; a build never edits them.
+export CGO_ENABLED=0 GOFLAGS="-mod=readonly -buildvcs=false"
 start=$(date +%s)
 
 minor="${KUBE_VERSION#v1.}"; minor="${minor%%.*}"
@@ -35,7 +36,7 @@ ldflags="-s -w -X $pkg.gitVersion=$KUBE_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMi
   -X $pkg.gitCommit=0000000000000000000000000000000000000000 -X $pkg.gitTreeState=clean \
   -X $pkg.buildDate=2026-01-01T00:00:00Z"
 
-for cmd in kube-apiserver kube-controller-manager; do
+for cmd in kube-apiserver kube-controller-manager kubectl; do
   echo "testenv: building $cmd $KUBE_VERSION"
   (cd "$here/kube" && go build -trimpath -ldflags "$ldflags" -o "$cache/bin/$cmd.tmp" "k8s.io/kubernetes/cmd/$cmd")
   mv "$cache/bin/$cmd.tmp" "$cache/bin/$cmd"
@@ -46,7 +47,8 @@ echo "testenv: building etcd $ETCD_VERSION"
 mv "$cache/bin/etcd.tmp" "$cache/bin/etcd"
 
 echo "testenv: fetching Cluster API $CAPI_VERSION CRDs"
-capi_dir="$(cd "$here/kube" && GOFLAGS=-mod=mod go mod download -json "sigs.k8s.io/cluster-api@$CAPI_VERSION" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')"
+# Downloaded outside any module so no go.mod or go.sum is touched.
+capi_dir="$(cd "$cache" && GOFLAGS= go mod download -json "sigs.k8s.io/cluster-api@$CAPI_VERSION" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')"
 [[ -d "$capi_dir/core/config/crd/bases" ]] || { echo "testenv: CAPI module has no core/config/crd/bases" >&2; exit 1; }
 rm -rf "$cache/capi-crds" && mkdir -p "$cache/capi-crds"
 for crd in cluster.x-k8s.io_clusters cluster.x-k8s.io_machines cluster.x-k8s.io_machinesets \
@@ -59,5 +61,6 @@ echo "$stamp" > "$cache/stamp"
 echo "testenv: built in $(( $(date +%s) - start ))s into $cache:"
 "$cache/bin/kube-apiserver" --version
 "$cache/bin/kube-controller-manager" --version
+echo "kubectl $("$cache/bin/kubectl" version --client -o json | sed -n 's/.*"gitVersion": "\(.*\)",/\1/p' | head -1)"
 "$cache/bin/etcd" --version | head -1
 echo "  CAPI $CAPI_VERSION CRDs: $(ls "$cache/capi-crds" | tr '\n' ' ')"

@@ -54,6 +54,16 @@ pub fn cache_dir() -> PathBuf {
         .map_or_else(|| repo_root().join(".cache/testenv"), PathBuf::from)
 }
 
+/// The kubectl built with the control plane (same version), or `kubectl` from `PATH`.
+pub fn kubectl() -> PathBuf {
+    let built = cache_dir().join("bin/kubectl");
+    if built.is_file() {
+        built
+    } else {
+        PathBuf::from("kubectl")
+    }
+}
+
 /// What to start and install.
 #[derive(Debug, Clone)]
 pub struct Builder {
