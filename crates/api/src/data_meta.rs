@@ -1,0 +1,207 @@
+//! `metaData` section of a MaasDataTemplate: the per-machine key/value map
+//! rendered into the metadata Secret.
+//!
+//! Every list is a list-map keyed by `key`, so the API server rejects two
+//! entries with the same key inside one list.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::common::PoolReference;
+
+/// Metadata items; later kinds win on the same key (strings last).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MetaData {
+    /// Literal values.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64), extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["key"]))]
+    pub strings: Option<Vec<MetaDataString>>,
+    /// Names of related objects.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 16), extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["key"]))]
+    pub object_names: Option<Vec<MetaDataObjectName>>,
+    /// The namespace of the machine.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 16), extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["key"]))]
+    pub namespaces: Option<Vec<MetaDataNamespace>>,
+    /// Values derived from the claim's index: `prefix + (offset + index * step) + suffix`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 16), extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["key"]))]
+    pub indexes: Option<Vec<MetaDataIndex>>,
+    /// Address allocated from a pool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 16), extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["key"]))]
+    pub ip_addresses_from_pool: Option<Vec<MetaDataFromPool>>,
+    /// Prefix length of the address allocated from a pool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 16), extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["key"]))]
+    pub prefixes_from_pool: Option<Vec<MetaDataFromPool>>,
+    /// Gateway of the address allocated from a pool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 16), extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["key"]))]
+    pub gateways_from_pool: Option<Vec<MetaDataFromPool>>,
+    /// DNS servers of a pool, comma separated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 16), extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["key"]))]
+    pub dns_servers_from_pool: Option<Vec<MetaDataFromPool>>,
+    /// MAC address of a host interface.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 16), extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["key"]))]
+    pub from_host_interfaces: Option<Vec<MetaDataFromHostInterface>>,
+    /// Value of a label of a related object (empty when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 16), extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["key"]))]
+    pub from_labels: Option<Vec<MetaDataFromLabel>>,
+    /// Value of an annotation of a related object (empty when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 16), extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["key"]))]
+    pub from_annotations: Option<Vec<MetaDataFromAnnotation>>,
+}
+
+/// A literal metadata value.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct MetaDataString {
+    /// Metadata key.
+    #[schemars(length(min = 1, max = 253))]
+    pub key: String,
+    /// Value.
+    #[schemars(length(max = 1024))]
+    pub value: String,
+}
+
+/// Object whose name, labels or annotations a metadata item reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum DataObject {
+    /// The CAPI Machine.
+    Machine,
+    /// The MaasMachine.
+    #[serde(rename = "maasmachine")]
+    MaasMachine,
+    /// The MaasHost.
+    #[serde(rename = "maashost")]
+    MaasHost,
+}
+
+/// The name of a related object.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct MetaDataObjectName {
+    /// Metadata key.
+    #[schemars(length(min = 1, max = 253))]
+    pub key: String,
+    /// Which object.
+    pub object: DataObject,
+}
+
+/// The namespace of the machine.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct MetaDataNamespace {
+    /// Metadata key.
+    #[schemars(length(min = 1, max = 253))]
+    pub key: String,
+}
+
+/// A value derived from the claim's index.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct MetaDataIndex {
+    /// Metadata key.
+    #[schemars(length(min = 1, max = 253))]
+    pub key: String,
+    /// Added to the scaled index.
+    #[serde(default)]
+    #[schemars(range(min = 0))]
+    pub offset: i32,
+    /// Multiplies the index.
+    #[serde(default = "default_step")]
+    #[schemars(range(min = 1))]
+    pub step: i32,
+    /// Text before the number.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 253))]
+    pub prefix: Option<String>,
+    /// Text after the number.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 253))]
+    pub suffix: Option<String>,
+}
+
+fn default_step() -> i32 {
+    1
+}
+
+/// A value taken from a pool allocation.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MetaDataFromPool {
+    /// Metadata key.
+    #[schemars(length(min = 1, max = 253))]
+    pub key: String,
+    /// Name of the pool.
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+    /// API group of the pool kind.
+    #[serde(default = "default_pool_api_group")]
+    #[schemars(length(max = 253))]
+    pub api_group: String,
+    /// Kind of the pool.
+    #[serde(default = "default_pool_kind")]
+    #[schemars(length(min = 1, max = 63))]
+    pub kind: String,
+}
+
+fn default_pool_api_group() -> String {
+    crate::common::GROUP.to_owned()
+}
+
+fn default_pool_kind() -> String {
+    "MaasIPPool".to_owned()
+}
+
+impl MetaDataFromPool {
+    /// The pool this item reads from.
+    pub fn pool(&self) -> PoolReference {
+        PoolReference {
+            name: self.name.clone(),
+            api_group: self.api_group.clone(),
+            kind: self.kind.clone(),
+        }
+    }
+}
+
+/// The MAC address of a host interface.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct MetaDataFromHostInterface {
+    /// Metadata key.
+    #[schemars(length(min = 1, max = 253))]
+    pub key: String,
+    /// Interface name as MAAS reports it, e.g. `eno1`.
+    #[schemars(length(min = 1, max = 64))]
+    pub interface: String,
+}
+
+/// The value of a label of a related object.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct MetaDataFromLabel {
+    /// Metadata key.
+    #[schemars(length(min = 1, max = 253))]
+    pub key: String,
+    /// Which object.
+    pub object: DataObject,
+    /// Label key.
+    #[schemars(length(min = 1, max = 317))]
+    pub label: String,
+}
+
+/// The value of an annotation of a related object.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct MetaDataFromAnnotation {
+    /// Metadata key.
+    #[schemars(length(min = 1, max = 253))]
+    pub key: String,
+    /// Which object.
+    pub object: DataObject,
+    /// Annotation key.
+    #[schemars(length(min = 1, max = 317))]
+    pub annotation: String,
+}

@@ -1,0 +1,318 @@
+//! `MaasHost`: one MAAS machine mirrored into Kubernetes by maas-client.
+//!
+//! Field ownership (server-side apply managers): maas-client writes
+//! `spec.systemID` and the whole status; machine-controller writes
+//! `spec.consumerRef`, `spec.provisioning` and `spec.reservation`;
+//! remediation-controller adds and removes reboot annotations
+//! (`reboot.maas.cluster.x-k8s.io/<requester>`).
+
+// `KubeSchema` copies each struct, `pub` included, into a function body to build
+// its schema; rustc then reports the copy as an unreachable `pub` item.
+#![allow(unreachable_pub)]
+// Printer columns repeat `type_ = "string"`, which is not a duplicated attribute.
+#![allow(clippy::duplicated_attributes)]
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::{CustomResource, KubeSchema};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::common::{ConsumerReference, ReleasePolicy, SecretKeyReference};
+
+/// Desired state of a MaasHost.
+#[derive(CustomResource, Clone, Debug, PartialEq, Serialize, Deserialize, KubeSchema)]
+#[kube(
+    group = "infrastructure.cluster.x-k8s.io",
+    version = "v1beta1",
+    kind = "MaasHost",
+    namespaced,
+    status = "MaasHostStatus",
+    derive = "PartialEq",
+    doc = "MaasHost mirrors one MAAS machine of an imported resource pool. Machines claim a host through spec.consumerRef and ask for deployment through spec.provisioning; maas-client executes the request and reports MAAS state in status.",
+    shortname = "mhost",
+    category = "cluster-api",
+    category = "maas",
+    printcolumn(
+        name = "SystemID",
+        type_ = "string",
+        json_path = ".spec.systemID",
+        description = "MAAS system id"
+    ),
+    printcolumn(
+        name = "MAASStatus",
+        type_ = "string",
+        json_path = ".status.maasStatusName",
+        description = "MAAS status name"
+    ),
+    printcolumn(
+        name = "Power",
+        type_ = "string",
+        json_path = ".status.powerState",
+        description = "Power state"
+    ),
+    printcolumn(
+        name = "Consumer",
+        type_ = "string",
+        json_path = ".spec.consumerRef.name",
+        description = "Object that claimed the host"
+    ),
+    printcolumn(
+        name = "Zone",
+        type_ = "string",
+        json_path = ".status.zone",
+        description = "MAAS zone"
+    ),
+    printcolumn(
+        name = "Pool",
+        type_ = "string",
+        json_path = ".status.pool",
+        description = "MAAS resource pool"
+    ),
+    printcolumn(
+        name = "CPU",
+        type_ = "integer",
+        json_path = ".status.cpuCount",
+        description = "CPU cores"
+    ),
+    printcolumn(
+        name = "MemoryMiB",
+        type_ = "integer",
+        json_path = ".status.memoryMiB",
+        description = "Memory (MiB)"
+    ),
+    printcolumn(
+        name = "State",
+        type_ = "string",
+        json_path = ".status.provisioningState",
+        description = "Provisioning state",
+        priority = 1
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+pub struct MaasHostSpec {
+    /// MAAS system id of the machine. Immutable.
+    #[serde(rename = "systemID")]
+    #[schemars(length(min = 1, max = 64))]
+    #[x_kube(validation = Rule::new("self == oldSelf").message("spec.systemID is immutable").reason(Reason::FieldValueForbidden))]
+    pub system_id: String,
+    /// The object that claimed this host (a MaasMachine). Set with a
+    /// resourceVersion precondition so two machines never claim one host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub consumer_ref: Option<ConsumerReference>,
+    /// Deployment request; maas-client allocates and deploys the machine
+    /// while it is set and releases the machine when it is removed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provisioning: Option<HostProvisioning>,
+    /// Node-reuse reservation for the next machine of one owner.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reservation: Option<HostReservation>,
+}
+
+/// What to deploy on the host.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HostProvisioning {
+    /// Image: `osystem/series` (e.g. `ubuntu/jammy`) or a custom image name.
+    #[schemars(length(min = 1, max = 256))]
+    pub image: String,
+    /// Secret key holding the user data (cloud-init) passed to MAAS.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_data_secret_ref: Option<SecretKeyReference>,
+    /// Secret key holding rendered network data applied to MAAS interfaces before deploy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network_data_secret_ref: Option<SecretKeyReference>,
+    /// Hostname to give the machine in MAAS.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 63))]
+    pub hostname: Option<String>,
+    /// Deploy to memory instead of disk (MAAS `ephemeral_deploy`).
+    #[serde(default)]
+    pub deploy_in_memory: bool,
+    /// Hardware-enablement kernel, e.g. `hwe-22.04`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64))]
+    pub hwe_kernel: Option<String>,
+    /// Erase mode and force flag used when the machine is released.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub release_policy: Option<ReleasePolicy>,
+}
+
+/// A node-reuse reservation: the host waits for the next machine of `owner`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HostReservation {
+    /// MachineDeployment or control plane the host is kept for.
+    pub owner: ReservationOwner,
+    /// When the reservation lapses and the host is free for anyone.
+    pub expires_at: Time,
+}
+
+/// Owner of a node-reuse reservation.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ReservationOwner {
+    /// API version of the owner.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 317))]
+    pub api_version: Option<String>,
+    /// Kind of the owner, e.g. `MachineDeployment` or `KubeadmControlPlane`.
+    #[schemars(length(min = 1, max = 63))]
+    pub kind: String,
+    /// Name of the owner.
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+    /// UID of the owner: a re-created owner with the same name does not inherit the host.
+    #[schemars(length(min = 1, max = 64))]
+    pub uid: String,
+}
+
+/// Power state as MAAS reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum PowerState {
+    /// Powered on.
+    On,
+    /// Powered off.
+    Off,
+    /// The BMC query failed; never acted upon (a power-on would cycle a healthy server).
+    Error,
+    /// MAAS does not know.
+    Unknown,
+}
+
+/// Where the host is in its life cycle, derived from the MAAS status and the request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum ProvisioningState {
+    /// MAAS status not usable (New, Commissioning, Testing, Rescue mode, ...).
+    Unavailable,
+    /// Ready in MAAS and free to claim.
+    Available,
+    /// maas-client is allocating the machine.
+    Allocating,
+    /// Allocated to this installation, not deployed yet.
+    Allocated,
+    /// MAAS is deploying the image.
+    Deploying,
+    /// Deployed and running.
+    Deployed,
+    /// Being released (and possibly erased).
+    Releasing,
+    /// The last deployment or release failed.
+    Failed,
+    /// MAAS reports the machine broken.
+    Broken,
+    /// The machine disappeared from MAAS.
+    Missing,
+}
+
+/// One network interface of the host.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct HostInterface {
+    /// Interface name in MAAS, e.g. `eno1`.
+    #[schemars(length(min = 1, max = 64))]
+    pub name: String,
+    /// MAC address.
+    #[schemars(length(max = 64))]
+    pub mac: String,
+}
+
+/// What maas-client recorded when it allocated the machine.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HostAllocation {
+    /// `agent_name` given to MAAS: identifies this installation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_name: Option<String>,
+    /// UID of the consumer the machine was allocated for.
+    #[serde(
+        default,
+        rename = "consumerUID",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub consumer_uid: Option<String>,
+    /// When the allocation happened.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allocated_at: Option<Time>,
+}
+
+/// Observed state of a MaasHost, written by maas-client.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MaasHostStatus {
+    /// MAAS hostname.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hostname: Option<String>,
+    /// MAAS numeric status.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub maas_status: Option<i32>,
+    /// MAAS status name, e.g. `Ready`, `Deployed`, `Failed deployment`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub maas_status_name: Option<String>,
+    /// MAAS status message of the last event.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status_message: Option<String>,
+    /// Power state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub power_state: Option<PowerState>,
+    /// Number of CPU cores.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_count: Option<i32>,
+    /// Memory in MiB.
+    #[serde(default, rename = "memoryMiB", skip_serializing_if = "Option::is_none")]
+    pub memory_mib: Option<i64>,
+    /// Total storage in GiB.
+    #[serde(
+        default,
+        rename = "storageGiB",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub storage_gib: Option<i64>,
+    /// Architecture, e.g. `amd64/generic`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub architecture: Option<String>,
+    /// MAAS zone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zone: Option<String>,
+    /// MAAS resource pool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pool: Option<String>,
+    /// MAAS tags.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 256))]
+    pub tags: Option<Vec<String>>,
+    /// Network interfaces.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64), extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
+    pub interfaces: Option<Vec<HostInterface>>,
+    /// IP addresses MAAS reports for the deployed machine.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64))]
+    pub addresses: Option<Vec<String>>,
+    /// Life-cycle state derived from MAAS status and the request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provisioning_state: Option<ProvisioningState>,
+    /// Allocation record.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allocation: Option<HostAllocation>,
+    /// Image MAAS deployed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deployed_image: Option<String>,
+    /// Last time maas-client refreshed this status.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_updated: Option<Time>,
+    /// The machine is gone from MAAS (kept while consumed, never silently deleted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub missing: Option<bool>,
+    /// Generation of the spec last acted upon.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// `Ready`, `HostPresent`, `Provisioned`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 32), extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
+    pub conditions: Option<Vec<Condition>>,
+}

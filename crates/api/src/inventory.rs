@@ -1,0 +1,132 @@
+//! `MaasInventory`: imports the MAAS machines of one resource pool as MaasHosts.
+
+// Printer columns repeat `type_ = "string"`, which is not a duplicated attribute.
+#![allow(clippy::duplicated_attributes)]
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// Which MAAS machines to import into this namespace.
+#[derive(CustomResource, Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "infrastructure.cluster.x-k8s.io",
+    version = "v1beta1",
+    kind = "MaasInventory",
+    plural = "maasinventories",
+    namespaced,
+    status = "MaasInventoryStatus",
+    derive = "PartialEq",
+    doc = "MaasInventory imports the MAAS machines of one resource pool (optionally only some zones or tags) into its namespace as MaasHosts, one list call per sync.",
+    shortname = "maasinv",
+    category = "cluster-api",
+    category = "maas",
+    printcolumn(
+        name = "Pool",
+        type_ = "string",
+        json_path = ".spec.resourcePool",
+        description = "MAAS resource pool"
+    ),
+    printcolumn(
+        name = "Hosts",
+        type_ = "integer",
+        json_path = ".status.hostCount",
+        description = "Imported hosts"
+    ),
+    printcolumn(
+        name = "Available",
+        type_ = "integer",
+        json_path = ".status.available",
+        description = "Hosts free to claim"
+    ),
+    printcolumn(
+        name = "Consumed",
+        type_ = "integer",
+        json_path = ".status.consumed",
+        description = "Hosts claimed by machines"
+    ),
+    printcolumn(
+        name = "Missing",
+        type_ = "integer",
+        json_path = ".status.missing",
+        description = "Hosts gone from MAAS",
+        priority = 1
+    ),
+    printcolumn(
+        name = "LastSync",
+        type_ = "date",
+        json_path = ".status.lastSyncTime",
+        description = "Last successful sync"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+pub struct MaasInventorySpec {
+    /// MAAS resource pool to import.
+    #[schemars(length(min = 1, max = 256))]
+    pub resource_pool: String,
+    /// Only import machines of these zones (all zones when empty).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 32), inner(length(min = 1, max = 256)))]
+    pub zones: Option<Vec<String>>,
+    /// Only import machines carrying all these tags.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 32), inner(length(min = 1, max = 256)))]
+    pub tags: Option<Vec<String>>,
+    /// Seconds between two MAAS syncs.
+    #[serde(default = "default_sync_interval_seconds")]
+    #[schemars(range(min = 10, max = 86_400))]
+    pub sync_interval_seconds: i32,
+    /// Extra labels put on every imported MaasHost.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("maxProperties" = 32))]
+    pub host_labels: Option<BTreeMap<String, String>>,
+}
+
+fn default_sync_interval_seconds() -> i32 {
+    30
+}
+
+/// Observed state of a MaasInventory, written by maas-client.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MaasInventoryStatus {
+    /// Number of MaasHosts owned by this inventory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_count: Option<i32>,
+    /// Hosts free to claim.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub available: Option<i32>,
+    /// Hosts claimed by a consumer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub consumed: Option<i32>,
+    /// Hosts being allocated or deployed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provisioning: Option<i32>,
+    /// Hosts deployed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deployed: Option<i32>,
+    /// Hosts gone from MAAS.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub missing: Option<i32>,
+    /// Hosts failed or broken in MAAS.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed: Option<i32>,
+    /// Time of the last successful sync.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_sync_time: Option<Time>,
+    /// Generation of the spec last synced.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// `Ready`, `Synced`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 32), extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
+    pub conditions: Option<Vec<Condition>>,
+}

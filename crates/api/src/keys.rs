@@ -1,0 +1,134 @@
+//! Well-known finalizers, labels and annotations shared by every controller.
+//!
+//! Keeping them in one place means a rename is a compile error in every
+//! consumer instead of a silent mismatch between two Deployments.
+
+/// Finalizer on `MaasCluster` (CAPMAAS name, kept for drop-in compatibility).
+pub const FINALIZER_MAAS_CLUSTER: &str = "maascluster.infrastructure.cluster.x-k8s.io";
+/// Finalizer on `MaasMachine` (CAPMAAS name, kept for drop-in compatibility).
+pub const FINALIZER_MAAS_MACHINE: &str = "maasmachine.infrastructure.cluster.x-k8s.io";
+/// Finalizer maas-client puts on `MaasHost` while MAAS still holds state for it.
+pub const FINALIZER_MAAS_HOST: &str = "maashost.infrastructure.cluster.x-k8s.io";
+/// Finalizer on `MaasInventory`.
+pub const FINALIZER_MAAS_INVENTORY: &str = "maasinventory.infrastructure.cluster.x-k8s.io";
+/// Finalizer on `MaasDNSRecord`: the MAAS DNS resource is deleted before the object goes.
+pub const FINALIZER_MAAS_DNS_RECORD: &str = "maasdnsrecord.infrastructure.cluster.x-k8s.io";
+/// Finalizer on `MaasDataTemplate`.
+pub const FINALIZER_MAAS_DATA_TEMPLATE: &str = "maasdatatemplate.infrastructure.cluster.x-k8s.io";
+/// Finalizer on `MaasDataClaim`.
+pub const FINALIZER_MAAS_DATA_CLAIM: &str = "maasdataclaim.infrastructure.cluster.x-k8s.io";
+/// Finalizer on `MaasData`.
+pub const FINALIZER_MAAS_DATA: &str = "maasdata.infrastructure.cluster.x-k8s.io";
+/// Finalizer on `MaasIPPool`.
+pub const FINALIZER_MAAS_IP_POOL: &str = "maasippool.infrastructure.cluster.x-k8s.io";
+/// Finalizer on `MaasRemediation`: the host is powered back on before the object goes.
+pub const FINALIZER_MAAS_REMEDIATION: &str = "maasremediation.infrastructure.cluster.x-k8s.io";
+
+/// Label CAPI puts on every object of a cluster (list/watch filter).
+pub const LABEL_CLUSTER_NAME: &str = "cluster.x-k8s.io/cluster-name";
+/// Label CAPI puts on control-plane Machines.
+pub const LABEL_CONTROL_PLANE: &str = "cluster.x-k8s.io/control-plane";
+/// Label selecting objects for a controller started with `--watch-filter`.
+pub const LABEL_WATCH_FILTER: &str = "cluster.x-k8s.io/watch-filter";
+/// Label on provider components (`infrastructure-maas`).
+pub const LABEL_PROVIDER: &str = "cluster.x-k8s.io/provider";
+/// Value of [`LABEL_PROVIDER`] for this provider.
+pub const PROVIDER_LABEL_VALUE: &str = "infrastructure-maas";
+
+/// Annotation pausing reconciliation of one object.
+pub const ANNOTATION_PAUSED: &str = "cluster.x-k8s.io/paused";
+/// Annotation marking an externally managed InfraCluster.
+pub const ANNOTATION_MANAGED_BY: &str = "cluster.x-k8s.io/managed-by";
+/// Annotation CAPI sets on objects cloned from a template: template name.
+pub const ANNOTATION_CLONED_FROM_NAME: &str = "cluster.x-k8s.io/cloned-from-name";
+/// Annotation CAPI sets on objects cloned from a template: template group/kind.
+pub const ANNOTATION_CLONED_FROM_GROUP_KIND: &str = "cluster.x-k8s.io/cloned-from-groupkind";
+/// Annotation clusterctl honours to hold a move until the object is quiescent.
+pub const ANNOTATION_BLOCK_MOVE: &str = "clusterctl.cluster.x-k8s.io/block-move";
+
+/// MaasHost label: MAAS availability zone of the machine.
+pub const LABEL_HOST_ZONE: &str = "maas.cluster.x-k8s.io/zone";
+/// MaasHost label: MAAS resource pool of the machine.
+pub const LABEL_HOST_POOL: &str = "maas.cluster.x-k8s.io/pool";
+/// MaasHost label: machine architecture as MAAS reports it (e.g. `amd64`).
+pub const LABEL_HOST_ARCH: &str = "maas.cluster.x-k8s.io/arch";
+/// MaasHost label: the `MaasInventory` that imported the host.
+pub const LABEL_HOST_INVENTORY: &str = "maas.cluster.x-k8s.io/inventory";
+/// Prefix of one MaasHost label per MAAS tag: `tag.maas.cluster.x-k8s.io/<tag>: "true"`.
+pub const LABEL_HOST_TAG_PREFIX: &str = "tag.maas.cluster.x-k8s.io/";
+/// MaasHost label carrying a node-reuse reservation: `cp-<name>` or `md-<name>`
+/// (the owner UID and expiry live in `spec.reservation`).
+pub const LABEL_NODE_REUSE: &str = "infrastructure.cluster.x-k8s.io/node-reuse";
+/// MaasHost annotation marking a host that failed remediation; it is not chosen again.
+pub const ANNOTATION_HOST_UNHEALTHY: &str = "maas.cluster.x-k8s.io/unhealthy";
+/// Prefix of reboot-request annotations on MaasHost:
+/// `reboot.maas.cluster.x-k8s.io/<requester>`. maas-client keeps the server
+/// powered off while at least one is present and powers it on when the last goes.
+pub const ANNOTATION_REBOOT_PREFIX: &str = "reboot.maas.cluster.x-k8s.io/";
+/// MaasMachine/MaasHost annotation naming the MaasHost (`<namespace>/<name>`).
+pub const ANNOTATION_HOST: &str = "maas.cluster.x-k8s.io/host";
+/// MaasRemediation annotation holding a JSON backup of the Node's labels.
+pub const ANNOTATION_NODE_LABELS_BACKUP: &str =
+    "remediation.maas.cluster.x-k8s.io/node-labels-backup";
+/// MaasRemediation annotation holding a JSON backup of the Node's annotations.
+pub const ANNOTATION_NODE_ANNOTATIONS_BACKUP: &str =
+    "remediation.maas.cluster.x-k8s.io/node-annotations-backup";
+/// Secret type of rendered metadata and network data Secrets.
+pub const SECRET_TYPE_RENDERED_DATA: &str = "infrastructure.cluster.x-k8s.io/secret";
+/// Key of the bootstrap data in the Machine's bootstrap Secret (CAPI contract).
+pub const BOOTSTRAP_SECRET_KEY: &str = "value";
+
+/// Label key for one MAAS tag on a MaasHost, or `None` when the tag cannot be
+/// a label name (Kubernetes limits the name part to 63 characters of
+/// `[A-Za-z0-9._-]`, starting and ending alphanumeric).
+pub fn host_tag_label(tag: &str) -> Option<String> {
+    let valid = !tag.is_empty()
+        && tag.len() <= 63
+        && tag
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        && tag.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && tag.ends_with(|c: char| c.is_ascii_alphanumeric());
+    valid.then(|| format!("{LABEL_HOST_TAG_PREFIX}{tag}"))
+}
+
+/// Annotation key a requester uses to ask for a reboot of a MaasHost.
+pub fn reboot_annotation(requester: &str) -> String {
+    format!("{ANNOTATION_REBOOT_PREFIX}{requester}")
+}
+
+/// Whether an annotation key is a reboot request.
+pub fn is_reboot_annotation(key: &str) -> bool {
+    key.strip_prefix(ANNOTATION_REBOOT_PREFIX)
+        .is_some_and(|rest| !rest.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tag_labels_follow_label_name_rules() {
+        assert_eq!(
+            host_tag_label("gpu").as_deref(),
+            Some("tag.maas.cluster.x-k8s.io/gpu")
+        );
+        assert_eq!(
+            host_tag_label("rack-1.a").as_deref(),
+            Some("tag.maas.cluster.x-k8s.io/rack-1.a")
+        );
+        assert_eq!(host_tag_label(""), None);
+        assert_eq!(host_tag_label("has space"), None);
+        assert_eq!(host_tag_label("-lead"), None);
+        assert_eq!(host_tag_label(&"x".repeat(64)), None);
+        assert!(host_tag_label(&"x".repeat(63)).is_some());
+    }
+
+    #[test]
+    fn reboot_annotations_round_trip() {
+        let key = reboot_annotation("maasremediation-worker-0");
+        assert!(is_reboot_annotation(&key));
+        assert!(!is_reboot_annotation(ANNOTATION_REBOOT_PREFIX));
+        assert!(!is_reboot_annotation("maas.cluster.x-k8s.io/zone"));
+    }
+}

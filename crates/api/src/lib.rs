@@ -1,0 +1,47 @@
+//! Custom resource types of the MAAS Cluster API provider.
+//!
+//! Group `infrastructure.cluster.x-k8s.io`, version `v1beta1`, 13 namespaced
+//! kinds. Their schemas, CEL validation rules, printer columns and CRD labels
+//! live here; [`crd::all_crds`] returns every CustomResourceDefinition, the
+//! `crdgen` binary writes them to `deploy/crds/` and `docs/crd-reference.md`,
+//! and [`examples`] holds valid and invalid objects for API-server tests.
+
+pub mod cluster;
+pub mod common;
+pub mod conditions;
+pub mod crd;
+pub mod data;
+pub mod data_meta;
+pub mod data_network;
+pub mod dns;
+pub mod error;
+pub mod examples;
+pub mod generate;
+pub mod host;
+pub mod inventory;
+pub mod ipam;
+pub mod keys;
+pub mod machine;
+pub mod reference;
+pub mod remediation;
+
+pub use cluster::{
+    MaasCluster, MaasClusterSpec, MaasClusterStatus, MaasClusterTemplate, MaasClusterTemplateSpec,
+};
+pub use common::{API_VERSION, GROUP, VERSION};
+pub use data::{
+    MaasData, MaasDataClaim, MaasDataClaimSpec, MaasDataClaimStatus, MaasDataSpec, MaasDataStatus,
+    MaasDataTemplate, MaasDataTemplateSpec, MaasDataTemplateStatus,
+};
+pub use dns::{MaasDNSRecord, MaasDNSRecordSpec, MaasDNSRecordStatus};
+pub use error::Error;
+pub use host::{MaasHost, MaasHostSpec, MaasHostStatus};
+pub use inventory::{MaasInventory, MaasInventorySpec, MaasInventoryStatus};
+pub use ipam::{MaasIPPool, MaasIPPoolSpec, MaasIPPoolStatus};
+pub use machine::{
+    MaasMachine, MaasMachineSpec, MaasMachineStatus, MaasMachineTemplate, MaasMachineTemplateSpec,
+};
+pub use remediation::{
+    MaasRemediation, MaasRemediationSpec, MaasRemediationStatus, MaasRemediationTemplate,
+    MaasRemediationTemplateSpec,
+};
