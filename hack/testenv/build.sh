@@ -14,11 +14,11 @@ ETCD_VERSION="v3.6.16"
 CAPI_VERSION="v1.14.2"
 
 # The stamp changes whenever a pin, a wrapper module or this script changes.
-stamp="$(cat "$0" "$here"/kube/go.mod "$here"/kube/go.sum "$here"/etcd/go.mod "$here"/etcd/go.sum | sha256sum | cut -c1-16)"
+stamp="$(cat "$0" "$here"/{kube,etcd,capi}/go.{mod,sum} | sha256sum | cut -c1-16)"
 
 if [[ -f "$cache/stamp" && "$(cat "$cache/stamp")" == "$stamp" \
       && -x "$cache/bin/kube-apiserver" && -x "$cache/bin/kube-controller-manager" && -x "$cache/bin/kubectl" \
-      && -x "$cache/bin/etcd" && -d "$cache/capi-crds" ]]; then
+      && -x "$cache/bin/etcd" && -x "$cache/bin/capi-manager" && -d "$cache/capi-crds" ]]; then
   echo "testenv: cache up to date in $cache (kube-apiserver $KUBE_VERSION, etcd $ETCD_VERSION, CAPI CRDs $CAPI_VERSION)"
   exit 0
 fi
@@ -46,16 +46,25 @@ echo "testenv: building etcd $ETCD_VERSION"
 (cd "$here/etcd" && go build -trimpath -ldflags "-s -w" -o "$cache/bin/etcd.tmp" go.etcd.io/etcd/server/v3)
 mv "$cache/bin/etcd.tmp" "$cache/bin/etcd"
 
+echo "testenv: building the Cluster API $CAPI_VERSION core manager"
+capi_pkg=sigs.k8s.io/cluster-api/version
+capi_ldflags="-s -w -X $capi_pkg.gitVersion=$CAPI_VERSION -X $capi_pkg.gitMajor=1 -X $capi_pkg.gitMinor=14 \
+  -X $capi_pkg.gitCommit=0000000000000000000000000000000000000000 -X $capi_pkg.gitTreeState=clean \
+  -X $capi_pkg.buildDate=2026-01-01T00:00:00Z"
+(cd "$here/capi" && go build -trimpath -ldflags "$capi_ldflags" -o "$cache/bin/capi-manager.tmp" sigs.k8s.io/cluster-api/core)
+mv "$cache/bin/capi-manager.tmp" "$cache/bin/capi-manager"
+
 echo "testenv: fetching Cluster API $CAPI_VERSION CRDs"
 # Downloaded outside any module so no go.mod or go.sum is touched.
 capi_dir="$(cd "$cache" && GOFLAGS= go mod download -json "sigs.k8s.io/cluster-api@$CAPI_VERSION" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')"
 [[ -d "$capi_dir/core/config/crd/bases" ]] || { echo "testenv: CAPI module has no core/config/crd/bases" >&2; exit 1; }
 rm -rf "$cache/capi-crds" && mkdir -p "$cache/capi-crds"
-for crd in cluster.x-k8s.io_clusters cluster.x-k8s.io_machines cluster.x-k8s.io_machinesets \
-           cluster.x-k8s.io_machinedeployments cluster.x-k8s.io_machinehealthchecks \
-           ipam.cluster.x-k8s.io_ipaddressclaims ipam.cluster.x-k8s.io_ipaddresses; do
-  cp "$capi_dir/core/config/crd/bases/$crd.yaml" "$cache/capi-crds/"
-done
+# All core CRDs: the core manager watches MachineDrainRules, ClusterResourceSets and the
+# rest even when the tests only use Clusters, Machines and the IPAM kinds.
+cp "$capi_dir"/core/config/crd/bases/*.yaml "$cache/capi-crds/"
+chmod u+w "$cache"/capi-crds/*.yaml
+rm -rf "$cache/capi-webhooks" && mkdir -p "$cache/capi-webhooks"
+cp "$capi_dir/core/config/webhook/manifests.yaml" "$cache/capi-webhooks/core.yaml"
 
 echo "$stamp" > "$cache/stamp"
 echo "testenv: built in $(( $(date +%s) - start ))s into $cache:"
@@ -63,4 +72,5 @@ echo "testenv: built in $(( $(date +%s) - start ))s into $cache:"
 "$cache/bin/kube-controller-manager" --version
 echo "kubectl $("$cache/bin/kubectl" version --client -o json | sed -n 's/.*"gitVersion": "\(.*\)",/\1/p' | head -1)"
 "$cache/bin/etcd" --version | head -1
+echo "capi-manager (sigs.k8s.io/cluster-api/core) $CAPI_VERSION"
 echo "  CAPI $CAPI_VERSION CRDs: $(ls "$cache/capi-crds" | tr '\n' ' ')"

@@ -32,7 +32,7 @@ pub use crate::crds::{
 };
 pub use crate::error::{Error, Result};
 pub use crate::pki::{Authority, CertPair};
-pub use crate::process::Process;
+pub use crate::process::{Process, free_port};
 pub use crate::webhooks::WebhookServing;
 
 const START_ATTEMPTS: usize = 3;

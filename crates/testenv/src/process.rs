@@ -24,6 +24,18 @@ impl Process {
         args: &[String],
         dir: &Path,
     ) -> Result<Self> {
+        Self::start(name, binary, args, &[], dir)
+    }
+
+    /// Starts `binary` with `args` and extra environment variables; stdout and stderr go
+    /// to `<dir>/<name>.log`. The process is killed when the `Process` is dropped.
+    pub fn start(
+        name: &'static str,
+        binary: &Path,
+        args: &[String],
+        env: &[(&str, &str)],
+        dir: &Path,
+    ) -> Result<Self> {
         if !binary.is_file() {
             return Err(Error::MissingBinary {
                 path: binary.to_path_buf(),
@@ -36,6 +48,7 @@ impl Process {
             .map_err(Error::io(format!("opening {name}.log")))?;
         let child = Command::new(binary)
             .args(args)
+            .envs(env.iter().copied())
             .current_dir(dir)
             .stdin(Stdio::null())
             .stdout(out)
@@ -62,7 +75,7 @@ impl Process {
     }
 
     /// Fails with the log tail when the process has already exited.
-    pub(crate) fn ensure_running(&mut self) -> Result<()> {
+    pub fn ensure_running(&mut self) -> Result<()> {
         match self.child.try_wait() {
             Ok(None) => Ok(()),
             Ok(Some(status)) => Err(Error::ProcessExited {
@@ -98,7 +111,7 @@ pub(crate) fn tail(path: &Path, lines: usize) -> String {
 }
 
 /// A free TCP port on the loopback interface, as chosen by the kernel.
-pub(crate) fn free_port() -> Result<u16> {
+pub fn free_port() -> Result<u16> {
     let listener = std::net::TcpListener::bind("127.0.0.1:0")
         .map_err(Error::io("binding a free loopback port"))?;
     let port = listener

@@ -1,0 +1,240 @@
+//! Machine operations: list/get, allocate, deploy, release, power, annotations, hostname.
+
+use std::collections::BTreeMap;
+
+use http::Method;
+
+use crate::error::{ErrorContext, MaasError};
+use crate::form::Params;
+use crate::machine_requests::{
+    AllocateRequest, DeployRequest, MachineFilter, ReleaseRequest, StopMode,
+    validate_annotation_key,
+};
+use crate::model::{Machine, PowerState, PowerStateReport};
+use crate::transport::{Call, MaasClient, segment};
+
+fn machine_path(system_id: &str) -> Result<Vec<String>, MaasError> {
+    Ok(vec![
+        "machines".to_owned(),
+        segment("system_id", system_id)?,
+    ])
+}
+
+fn comment_params(comment: Option<&str>) -> Params {
+    let mut params = Params::new();
+    params.push_opt("comment", comment);
+    params
+}
+
+impl MaasClient {
+    /// `GET /machines/` with server-side filters.
+    pub async fn list_machines(&self, filter: &MachineFilter) -> Result<Vec<Machine>, MaasError> {
+        let call = Call::new("machines.list", Method::GET, vec!["machines".to_owned()])
+            .params(filter.to_params()?);
+        self.json(call).await
+    }
+
+    /// `GET /machines/{system_id}/`.
+    pub async fn get_machine(&self, system_id: &str) -> Result<Machine, MaasError> {
+        self.json(Call::new(
+            "machines.get",
+            Method::GET,
+            machine_path(system_id)?,
+        ))
+        .await
+    }
+
+    /// `POST /machines/?op=allocate`. Never retried; a 409 is [`MaasError::NoMatchingMachine`].
+    pub async fn allocate(&self, request: &AllocateRequest) -> Result<Machine, MaasError> {
+        let call = Call::new(
+            "machines.allocate",
+            Method::POST,
+            vec!["machines".to_owned()],
+        )
+        .op("allocate")
+        .params(request.to_params())
+        .context(ErrorContext::Allocate);
+        self.json(call).await
+    }
+
+    /// `POST /machines/{id}/?op=deploy`. Not idempotent, never retried.
+    pub async fn deploy(
+        &self,
+        system_id: &str,
+        request: &DeployRequest,
+    ) -> Result<Machine, MaasError> {
+        let call = Call::new("machines.deploy", Method::POST, machine_path(system_id)?)
+            .op("deploy")
+            .params(request.to_params());
+        self.json(call).await
+    }
+
+    /// `POST /machines/{id}/?op=release`. Retried: releasing a Ready/Releasing machine is a
+    /// no-op in MAAS.
+    pub async fn release(
+        &self,
+        system_id: &str,
+        request: &ReleaseRequest,
+    ) -> Result<Machine, MaasError> {
+        let call = Call::new("machines.release", Method::POST, machine_path(system_id)?)
+            .op("release")
+            .params(request.to_params())
+            .idempotent();
+        self.json(call).await
+    }
+
+    /// `POST /machines/{id}/?op=power_on`. Never retried. Call it only when the power state is
+    /// `off`: MAAS's IPMI driver power-cycles a running machine.
+    pub async fn power_on(
+        &self,
+        system_id: &str,
+        comment: Option<&str>,
+    ) -> Result<Machine, MaasError> {
+        let call = Call::new("machines.power_on", Method::POST, machine_path(system_id)?)
+            .op("power_on")
+            .params(comment_params(comment));
+        self.json(call).await
+    }
+
+    /// `POST /machines/{id}/?op=power_off`; `None` when the power type cannot power off.
+    pub async fn power_off(
+        &self,
+        system_id: &str,
+        stop_mode: StopMode,
+        comment: Option<&str>,
+    ) -> Result<Option<Machine>, MaasError> {
+        let mut params = comment_params(comment);
+        if stop_mode == StopMode::Soft {
+            params.push("stop_mode", "soft");
+        }
+        let call = Call::new("machines.power_off", Method::POST, machine_path(system_id)?)
+            .op("power_off")
+            .params(params)
+            .idempotent();
+        self.json(call).await
+    }
+
+    /// `GET /machines/{id}/?op=query_power_state` (asks the BMC; slow, prefer the cached
+    /// `power_state` field).
+    pub async fn query_power_state(&self, system_id: &str) -> Result<PowerState, MaasError> {
+        let call = Call::new(
+            "machines.query_power_state",
+            Method::GET,
+            machine_path(system_id)?,
+        )
+        .op("query_power_state");
+        let report: PowerStateReport = self.json(call).await?;
+        Ok(report.state)
+    }
+
+    /// `POST /machines/{id}/?op=abort` (a deploy goes back to Allocated).
+    pub async fn abort(
+        &self,
+        system_id: &str,
+        comment: Option<&str>,
+    ) -> Result<Machine, MaasError> {
+        let call = Call::new("machines.abort", Method::POST, machine_path(system_id)?)
+            .op("abort")
+            .params(comment_params(comment));
+        self.json(call).await
+    }
+
+    /// `POST /machines/{id}/?op=mark_broken` (owner only).
+    pub async fn mark_broken(
+        &self,
+        system_id: &str,
+        comment: Option<&str>,
+    ) -> Result<Machine, MaasError> {
+        let call = Call::new(
+            "machines.mark_broken",
+            Method::POST,
+            machine_path(system_id)?,
+        )
+        .op("mark_broken")
+        .params(comment_params(comment));
+        self.json(call).await
+    }
+
+    /// `POST /machines/{id}/?op=mark_fixed` (admin only).
+    pub async fn mark_fixed(
+        &self,
+        system_id: &str,
+        comment: Option<&str>,
+    ) -> Result<Machine, MaasError> {
+        let call = Call::new(
+            "machines.mark_fixed",
+            Method::POST,
+            machine_path(system_id)?,
+        )
+        .op("mark_fixed")
+        .params(comment_params(comment));
+        self.json(call).await
+    }
+
+    /// `POST /machines/{id}/?op=set_workload_annotations`: sets the given keys, leaves others.
+    /// Keys are checked locally first (MAAS crashes with 500 on `/`). Idempotent, retried.
+    pub async fn set_workload_annotations(
+        &self,
+        system_id: &str,
+        annotations: &BTreeMap<String, String>,
+    ) -> Result<Machine, MaasError> {
+        let mut params = Params::new();
+        for (key, value) in annotations {
+            validate_annotation_key(key)?;
+            if value.is_empty() {
+                return Err(MaasError::InvalidArgument(format!(
+                    "empty value for annotation {key:?} would delete it; use remove_workload_annotations"
+                )));
+            }
+            params.push(key, value.clone());
+        }
+        self.annotations_call(system_id, params).await
+    }
+
+    /// Removes annotation keys (MAAS deletes a key sent with an empty value).
+    pub async fn remove_workload_annotations(
+        &self,
+        system_id: &str,
+        keys: &[&str],
+    ) -> Result<Machine, MaasError> {
+        let mut params = Params::new();
+        for key in keys {
+            validate_annotation_key(key)?;
+            params.push(key, "");
+        }
+        self.annotations_call(system_id, params).await
+    }
+
+    async fn annotations_call(
+        &self,
+        system_id: &str,
+        params: Params,
+    ) -> Result<Machine, MaasError> {
+        if params.is_empty() {
+            return self.get_machine(system_id).await;
+        }
+        let call = Call::new(
+            "machines.set_workload_annotations",
+            Method::POST,
+            machine_path(system_id)?,
+        )
+        .op("set_workload_annotations")
+        .params(params)
+        .idempotent();
+        self.json(call).await
+    }
+
+    /// `PUT /machines/{id}/` with `hostname` (admin only). Idempotent, retried.
+    pub async fn update_hostname(
+        &self,
+        system_id: &str,
+        hostname: &str,
+    ) -> Result<Machine, MaasError> {
+        let mut params = Params::new();
+        params.push("hostname", hostname);
+        let call = Call::new("machines.update", Method::PUT, machine_path(system_id)?)
+            .params(params)
+            .idempotent();
+        self.json(call).await
+    }
+}

@@ -1,0 +1,56 @@
+//! Typed MAAS objects.
+//!
+//! Every type ignores unknown fields and defaults absent ones, so a newer MAAS does not break
+//! decoding; a field with the wrong type is a decode error, never a panic.
+
+mod dns;
+mod inventory;
+mod machine;
+mod network;
+mod status;
+
+pub use dns::{DnsIpAddress, DnsResource, Domain, ResourceRecord};
+pub use inventory::{BootResource, ResourcePool, Tag, TagUpdateResult, Version, Zone};
+pub use machine::{Machine, PowerStateReport};
+pub use network::{Interface, Link, LinkMode, Subnet, Vlan};
+pub use status::{MachineStatus, PowerState};
+
+use serde::{Deserialize, Deserializer};
+
+/// Decodes `null` as the type's default (MAAS sends `null` for many unset strings and lists).
+pub(crate) fn null_default<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Default + Deserialize<'de>,
+{
+    Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
+}
+
+/// Decodes an optional IP address; `null` and `""` mean none, anything else must parse.
+pub(crate) fn optional_ip<'de, D>(deserializer: D) -> Result<Option<std::net::IpAddr>, D::Error>
+where
+    D: Deserializer<'de>,
+{
+    match Option::<String>::deserialize(deserializer)? {
+        None => Ok(None),
+        Some(s) if s.trim().is_empty() => Ok(None),
+        Some(s) => s.trim().parse().map(Some).map_err(serde::de::Error::custom),
+    }
+}
+
+/// Decodes a list of IP addresses, skipping `null` entries and empty strings.
+pub(crate) fn ip_list<'de, D>(deserializer: D) -> Result<Vec<std::net::IpAddr>, D::Error>
+where
+    D: Deserializer<'de>,
+{
+    let raw: Option<Vec<Option<String>>> = Option::deserialize(deserializer)?;
+    raw.unwrap_or_default()
+        .into_iter()
+        .flatten()
+        .filter(|s| !s.trim().is_empty())
+        .map(|s| s.trim().parse().map_err(serde::de::Error::custom))
+        .collect()
+}
+
+#[cfg(test)]
+mod fuzz_tests;

@@ -1,0 +1,379 @@
+//! `/machines/{system_id}/`: read, update, delete and the lifecycle/power operations.
+
+use http::StatusCode;
+use serde_json::json;
+
+use super::{Call, Reply, machine_state, visible};
+use crate::error::ApiError;
+use crate::model::{Outcome, Pending, PendingKind, PendingPower, PowerState};
+use crate::params::decode_base64_lenient;
+use crate::render;
+use crate::status::NodeStatus;
+use crate::world::{World, finalize_release};
+
+/// Kind of disk erasure requested with a release.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum EraseMode {
+    None,
+    Full,
+    Quick,
+}
+
+pub(super) fn duration_ms(d: std::time::Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// Takes a Ready machine for `user` (allocate, or the implicit allocation of deploy).
+pub(crate) fn acquire(
+    world: &mut World,
+    index: usize,
+    user: &str,
+    agent_name: &str,
+    comment: &str,
+) {
+    let m = &mut world.machines[index];
+    m.status = NodeStatus::Allocated;
+    m.status_message = Some("Allocated".to_owned());
+    "acquire".clone_into(&mut m.status_action);
+    m.owner = Some(user.to_owned());
+    agent_name.clone_into(&mut m.agent_name);
+    comment.clone_into(&mut m.last_comment);
+    world.dirty = true;
+}
+
+/// Starts a release; finishes it at once when MAAS would (power already off, or zero time).
+pub(crate) fn start_release(world: &mut World, index: usize, erase: EraseMode, comment: &str) {
+    let now = world.now_ms();
+    let timings = world.timings;
+    let outcome = world.release_outcome(erase != EraseMode::None);
+    let m = &mut world.machines[index];
+    comment.clone_into(&mut m.last_comment);
+    m.agent_name.clear();
+    m.osystem.clear();
+    m.distro_series.clear();
+    m.hwe_kernel = None;
+    m.enable_hw_sync = false;
+    "release".clone_into(&mut m.status_action);
+    m.pending_power = None;
+    match erase {
+        EraseMode::None => {
+            if outcome == Outcome::Success
+                && (m.power_state == PowerState::Off || timings.release.is_zero())
+            {
+                finalize_release(m);
+            } else {
+                m.status = NodeStatus::Releasing;
+                m.status_message = Some("Releasing".to_owned());
+                let due = now + duration_ms(timings.release);
+                m.pending = Some(Pending {
+                    kind: PendingKind::Release,
+                    started_ms: now,
+                    due_ms: due,
+                    outcome,
+                });
+            }
+        }
+        EraseMode::Full | EraseMode::Quick => {
+            let span = if erase == EraseMode::Quick {
+                timings.erase / 10
+            } else {
+                timings.erase
+            };
+            m.status = NodeStatus::DiskErasing;
+            m.status_message = Some("Erasing disks".to_owned());
+            m.power_state = PowerState::On;
+            let due = now + duration_ms(span);
+            m.pending = Some(Pending {
+                kind: PendingKind::Erase,
+                started_ms: now,
+                due_ms: due,
+                outcome,
+            });
+        }
+    }
+    world.dirty = true;
+}
+
+pub(super) fn find(call: &Call<'_>) -> Result<usize, ApiError> {
+    let index = call
+        .world
+        .machine_index(call.arg(0))
+        .ok_or_else(|| ApiError::no_match("Machine"))?;
+    if !visible(&call.world.machines[index], call.caller) {
+        return Err(ApiError::forbidden_empty());
+    }
+    Ok(index)
+}
+
+/// Editing needs the machine unowned, owned by the caller, or an admin; locked refuses.
+pub(super) fn find_editable(call: &Call<'_>) -> Result<usize, ApiError> {
+    let index = find(call)?;
+    if call.world.machines[index].locked {
+        return Err(ApiError::text(
+            StatusCode::FORBIDDEN,
+            "Cannot modify a locked machine.",
+        ));
+    }
+    Ok(index)
+}
+
+pub(super) fn machine_reply(world: &World, index: usize) -> Reply {
+    Reply::ok(render::machine(world, &world.machines[index]))
+}
+
+pub(super) fn item(action: &str, call: &mut Call<'_>) -> Result<Reply, ApiError> {
+    match action {
+        "read" => {
+            let index = find(call)?;
+            Ok(machine_reply(call.world, index))
+        }
+        "update" => super::machines_update::update(call),
+        "delete" => {
+            call.require_admin()?;
+            let index = find(call)?;
+            call.world.machines.remove(index);
+            call.world.dirty = true;
+            Ok(Reply::Empty(StatusCode::NO_CONTENT))
+        }
+        "deploy" => deploy(call),
+        "release" => release(call),
+        "abort" => abort(call),
+        "power_on" => machine_state::power_on(call),
+        "power_off" => machine_state::power_off(call),
+        "query_power_state" => {
+            let index = find(call)?;
+            Ok(Reply::ok(
+                json!({"state": call.world.machines[index].power_state.as_str()}),
+            ))
+        }
+        "mark_broken" => machine_state::mark_broken(call),
+        "mark_fixed" => machine_state::mark_fixed(call),
+        "set_owner_data" | "set_workload_annotations" => machine_state::set_owner_data(call),
+        "commission" => machine_state::commission(call),
+        "lock" | "unlock" => machine_state::lock(call, action == "lock"),
+        _ => Err(ApiError::internal(format!(
+            "unhandled machine action {action}"
+        ))),
+    }
+}
+
+/// Resolves `distro_series` against the boot resources: `jammy`, `ubuntu/jammy`, `22.04`,
+/// `ubuntu/22.04`, a custom image name or `custom/NAME`. Returns `(osystem, series)`.
+pub(crate) fn resolve_image(world: &World, requested: &str) -> Result<(String, String), ApiError> {
+    let requested = if requested.is_empty() {
+        "jammy"
+    } else {
+        requested
+    };
+    let bare = requested.strip_prefix("custom/").unwrap_or(requested);
+    let candidates = world.boot_resources.iter().map(|b| (b, b.os_and_series()));
+    for (resource, (os, series)) in candidates {
+        let version = resource.title.split_whitespace().nth(1).unwrap_or("");
+        let ubuntu_match = os == "ubuntu"
+            && (requested == series
+                || requested == format!("ubuntu/{series}")
+                || requested == version
+                || requested == format!("ubuntu/{version}"));
+        if ubuntu_match || resource.name == bare || resource.name == requested {
+            return Ok((os, series));
+        }
+    }
+    let valid: Vec<String> = world
+        .boot_resources
+        .iter()
+        .map(|b| {
+            let (os, series) = b.os_and_series();
+            format!("'{os}/{series}'")
+        })
+        .collect();
+    Err(ApiError::field(
+        "distro_series",
+        format!(
+            "'{requested}' is not a valid distro_series.  It should be one of: '', {}.",
+            valid.join(", ")
+        ),
+    ))
+}
+
+pub(super) fn deploy(call: &mut Call<'_>) -> Result<Reply, ApiError> {
+    let index = find_editable(call)?;
+    let status = call.world.machines[index].status;
+    if !matches!(status, NodeStatus::Ready | NodeStatus::Allocated) {
+        return Err(ApiError::conflict(format!(
+            "Can't deploy a machine that is in the '{}' state",
+            status.name()
+        )));
+    }
+    if call.params.bool("install_rackd")? {
+        return Err(ApiError::bad_request(
+            "Deploying a machine as a rackd has been disabled. Please install rackd manually.",
+        ));
+    }
+    // Validate everything first: a failed deploy rolls back its implicit allocation too.
+    let (osystem, series) = resolve_image(
+        call.world,
+        call.params.get("distro_series").unwrap_or_default(),
+    )?;
+    let hwe_kernel = call
+        .params
+        .get_nonempty("hwe_kernel")
+        .map(ToOwned::to_owned);
+    if let Some(kernel) = &hwe_kernel {
+        let known = ["ga-", "hwe-", "generic", "lowlatency"]
+            .iter()
+            .any(|p| kernel.starts_with(p) || kernel.contains(p));
+        if !known {
+            return Err(ApiError::field(
+                "hwe_kernel",
+                format!(
+                    "{kernel} is not available for {osystem}/{series} on {}.",
+                    call.world.machines[index].architecture
+                ),
+            ));
+        }
+    }
+    let user_data = call.params.get_nonempty("user_data").map(|text| {
+        decode_base64_lenient(text.as_bytes()).unwrap_or_else(|_| text.as_bytes().to_vec())
+    });
+    let ephemeral = call.params.bool("ephemeral_deploy")?;
+    let hw_sync = call.params.bool("enable_hw_sync")?;
+    if status == NodeStatus::Ready {
+        if call.world.machines[index]
+            .owner
+            .as_deref()
+            .is_some_and(|o| o != call.caller.username)
+        {
+            return Err(ApiError::forbidden_empty());
+        }
+        let agent_name = call.params.get("agent_name").unwrap_or_default().to_owned();
+        let comment = call.params.get("comment").unwrap_or_default().to_owned();
+        acquire(
+            call.world,
+            index,
+            &call.caller.username,
+            &agent_name,
+            &comment,
+        );
+    }
+    start_deploy(
+        call.world, index, osystem, series, hwe_kernel, user_data, ephemeral, hw_sync,
+    );
+    Ok(machine_reply(call.world, index))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn start_deploy(
+    world: &mut World,
+    index: usize,
+    osystem: String,
+    series: String,
+    hwe_kernel: Option<String>,
+    user_data: Option<Vec<u8>>,
+    ephemeral: bool,
+    hw_sync: bool,
+) {
+    let now = world.now_ms();
+    let timings = world.timings;
+    let system_id = world.machines[index].system_id.clone();
+    let outcome = world.deploy_outcome(&system_id);
+    world.assign_auto_ips(index);
+    let m = &mut world.machines[index];
+    m.status = NodeStatus::Deploying;
+    m.status_message = Some("Deploying".to_owned());
+    "start".clone_into(&mut m.status_action);
+    m.error_description.clear();
+    m.osystem = osystem;
+    m.distro_series = series;
+    // MAAS picks the GA kernel of the Ubuntu release when none is asked for.
+    let default_kernel = match m.distro_series.as_str() {
+        "focal" => Some("ga-20.04"),
+        "jammy" => Some("ga-22.04"),
+        "noble" => Some("ga-24.04"),
+        _ => None,
+    };
+    m.hwe_kernel = hwe_kernel.or_else(|| default_kernel.map(ToOwned::to_owned));
+    m.user_data = user_data;
+    m.ephemeral_deploy = ephemeral;
+    m.enable_hw_sync = hw_sync;
+    m.power_on_count += 1;
+    let due = now + duration_ms(timings.deploy);
+    m.pending = Some(Pending {
+        kind: PendingKind::Deploy,
+        started_ms: now,
+        due_ms: due,
+        outcome,
+    });
+    if outcome != Outcome::PowerFail {
+        m.pending_power = Some(PendingPower {
+            target: PowerState::On,
+            due_ms: now + duration_ms(timings.power),
+        });
+    }
+    world.dirty = true;
+}
+
+pub(super) fn require_owner_or_admin(call: &Call<'_>, index: usize) -> Result<(), ApiError> {
+    let m = &call.world.machines[index];
+    if call.caller.is_admin || m.owner.as_deref() == Some(call.caller.username.as_str()) {
+        Ok(())
+    } else {
+        Err(ApiError::forbidden_empty())
+    }
+}
+
+fn release(call: &mut Call<'_>) -> Result<Reply, ApiError> {
+    let index = find_editable(call)?;
+    let status = call.world.machines[index].status;
+    if matches!(status, NodeStatus::Ready | NodeStatus::Releasing) {
+        return Ok(machine_reply(call.world, index));
+    }
+    require_owner_or_admin(call, index)?;
+    if !status.is_releasable() {
+        return Err(ApiError::conflict(format!(
+            "Machine cannot be released in its current state ('{}').",
+            status.name()
+        )));
+    }
+    let erase = call.params.bool("erase")? || call.params.bool("secure_erase")?;
+    let quick = call.params.bool("quick_erase")?;
+    let _force = call.params.bool("force")?;
+    let mode = match (erase || quick, quick && !call.params.bool("secure_erase")?) {
+        (false, _) => EraseMode::None,
+        (true, true) => EraseMode::Quick,
+        (true, false) => EraseMode::Full,
+    };
+    let comment = call.params.get("comment").unwrap_or_default().to_owned();
+    start_release(call.world, index, mode, &comment);
+    Ok(machine_reply(call.world, index))
+}
+
+fn abort(call: &mut Call<'_>) -> Result<Reply, ApiError> {
+    let index = find_editable(call)?;
+    require_owner_or_admin(call, index)?;
+    let m = &mut call.world.machines[index];
+    if !m.status.is_abortable() {
+        return Err(ApiError::conflict(format!(
+            "Cannot abort in current state: node {} is in state {}.",
+            m.system_id,
+            m.status.name()
+        )));
+    }
+    m.pending = None;
+    m.pending_power = None;
+    m.status = match m.status {
+        NodeStatus::Deploying => {
+            m.power_state = PowerState::Off;
+            NodeStatus::Allocated
+        }
+        NodeStatus::DiskErasing => NodeStatus::FailedDiskErasing,
+        NodeStatus::Commissioning => NodeStatus::New,
+        _ => NodeStatus::FailedTesting,
+    };
+    m.status_message = Some(format!("Aborted {}", m.status_action));
+    call.params
+        .get("comment")
+        .unwrap_or_default()
+        .clone_into(&mut m.last_comment);
+    call.world.dirty = true;
+    Ok(machine_reply(call.world, index))
+}

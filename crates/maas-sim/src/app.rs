@@ -1,0 +1,298 @@
+//! One HTTP request through the MAAS front door: URL, body, op, auth, faults, handler.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use http::{HeaderValue, Method, Request, Response, StatusCode, header};
+use http_body_util::{BodyExt, Full, Limited};
+use rand::Rng;
+use serde_json::Value;
+
+use crate::api::{self, Call, Caller, Reply};
+use crate::auth::{self, AuthRequest, NonceStore, Strictness};
+use crate::config::ApiKey;
+use crate::error::{ApiError, ErrorBody};
+use crate::faults;
+use crate::params::{Params, parse_body, parse_urlencoded};
+use crate::routes::{self, RouteMatch};
+use crate::world::World;
+
+/// Largest request body accepted (boot resource uploads are not simulated).
+const MAX_BODY: usize = 16 * 1024 * 1024;
+const API_ROOT: &str = "/MAAS/api/2.0/";
+
+/// State shared by every connection.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) world: Mutex<World>,
+    pub(crate) keys: Vec<ApiKey>,
+    pub(crate) strict_auth: bool,
+    pub(crate) auth_window: Duration,
+    pub(crate) nonces: Mutex<NonceStore>,
+    pub(crate) scheme: &'static str,
+    pub(crate) state_file: Option<PathBuf>,
+    pub(crate) api_hash: String,
+}
+
+impl Shared {
+    /// Locks the world; a poisoned lock (a panicking holder) still yields the data.
+    pub(crate) fn lock(&self) -> MutexGuard<'_, World> {
+        self.world
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+pub(crate) type HttpResponse = Response<Full<Bytes>>;
+
+fn respond(status: StatusCode, content_type: Option<&'static str>, body: Bytes) -> HttpResponse {
+    let mut response = Response::new(Full::new(body));
+    *response.status_mut() = status;
+    if let Some(ct) = content_type {
+        response
+            .headers_mut()
+            .insert(header::CONTENT_TYPE, HeaderValue::from_static(ct));
+    }
+    response
+}
+
+pub(crate) fn json_response(status: StatusCode, value: &Value) -> HttpResponse {
+    let body = serde_json::to_vec(value).unwrap_or_default();
+    respond(
+        status,
+        Some("application/json; charset=utf-8"),
+        Bytes::from(body),
+    )
+}
+
+pub(crate) fn error_response(error: ApiError) -> HttpResponse {
+    let mut response = match error.body {
+        ErrorBody::Text(text) => respond(
+            error.status,
+            Some("text/plain; charset=utf-8"),
+            Bytes::from(text),
+        ),
+        ErrorBody::Html(text) => respond(
+            error.status,
+            Some("text/html; charset=utf-8"),
+            Bytes::from(text),
+        ),
+        ErrorBody::Json(value) => json_response(error.status, &value),
+        ErrorBody::Empty => respond(error.status, None, Bytes::new()),
+    };
+    for (name, value) in error.headers {
+        if let Ok(value) = HeaderValue::from_str(&value) {
+            response.headers_mut().insert(name, value);
+        }
+    }
+    response
+}
+
+fn reply_response(reply: Reply) -> HttpResponse {
+    match reply {
+        Reply::Json(status, value) => json_response(status, &value),
+        Reply::Text(status, text) => {
+            respond(status, Some("text/plain; charset=utf-8"), Bytes::from(text))
+        }
+        Reply::Empty(status) => respond(status, None, Bytes::new()),
+    }
+}
+
+/// `scheme://host[:port]` as the client addressed us.
+fn origin<B>(scheme: &str, req: &Request<B>) -> String {
+    let host = req
+        .headers()
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .map(ToOwned::to_owned)
+        .or_else(|| req.uri().authority().map(ToString::to_string))
+        .unwrap_or_else(|| "localhost".to_owned());
+    format!("{scheme}://{}", host.to_ascii_lowercase())
+}
+
+/// Handles one request of any kind (MAAS API, legacy paths, control endpoints).
+pub(crate) async fn handle<B>(shared: Arc<Shared>, req: Request<B>) -> HttpResponse
+where
+    B: hyper::body::Body<Data = Bytes> + Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let (parts, body) = req.into_parts();
+    let body = match Limited::new(body, MAX_BODY).collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(e) => {
+            return error_response(ApiError::text(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!("Request body rejected: {e}"),
+            ));
+        }
+    };
+    let req = Request::from_parts(parts, body);
+    let path = req.uri().path().to_owned();
+    if path.starts_with("/_sim/") {
+        return crate::control::handle(&shared, &req);
+    }
+    let mut response = match maas(&shared, &req, &path).await {
+        Ok(reply) => reply_response(reply),
+        Err(error) => {
+            tracing::debug!(path = %path, status = error.status.as_u16(), category = error.category(), "MAAS API error");
+            error_response(error)
+        }
+    };
+    if let Ok(hash) = HeaderValue::from_str(&shared.api_hash) {
+        response.headers_mut().insert("x-maas-api-hash", hash);
+    }
+    response
+}
+
+async fn maas(shared: &Shared, req: &Request<Bytes>, path: &str) -> Result<Reply, ApiError> {
+    if path == "/MAAS/api/version/" {
+        return Ok(Reply::Text(StatusCode::OK, "2.0".to_owned()));
+    }
+    if path.starts_with("/MAAS/api/1.0/") {
+        return Err(ApiError::text(
+            StatusCode::GONE,
+            "The 1.0 API is no longer available. Please use API version 2.0.",
+        ));
+    }
+    if path == "/MAAS/api/2.0/describe/" {
+        let mut world = shared.lock();
+        *world.counts.entry("describe.read".to_owned()).or_default() += 1;
+        return Ok(Reply::ok(crate::describe::describe(&origin(
+            shared.scheme,
+            req,
+        ))));
+    }
+    let Some(route) = path.strip_prefix(API_ROOT).and_then(routes::match_path) else {
+        return Err(ApiError::unknown_endpoint(path));
+    };
+    let query = parse_urlencoded(req.uri().query().unwrap_or("").as_bytes());
+    let content_type = req
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok());
+    let form = if matches!(*req.method(), Method::POST | Method::PUT) {
+        parse_body(content_type, req.body().clone()).await?
+    } else {
+        Params::default()
+    };
+    let op = query
+        .get_nonempty("op")
+        .or_else(|| form.get_nonempty("op"))
+        .map(ToOwned::to_owned)
+        .or_else(|| route.path_op.clone());
+    let action = routes::resolve_action(route.resource, req.method(), op.as_deref())?;
+    let op_key = format!("{}.{}", route.resource.stat, action.name);
+
+    let latency = {
+        let mut world = shared.lock();
+        world.advance();
+        *world.counts.entry(op_key.clone()).or_default() += 1;
+        if world.outage_until_ms.is_some() {
+            return Err(faults::fault_error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                None,
+                Some(10),
+            ));
+        }
+        faults::latency(&world.faults, &op_key)
+    };
+    if !latency.is_zero() {
+        tokio::time::sleep(latency).await;
+    }
+
+    let caller = if route.resource.anon {
+        Caller {
+            username: String::new(),
+            is_admin: false,
+        }
+    } else {
+        authenticate(shared, req, &query, &form)?
+    };
+    let mut params = query.without_oauth();
+    params.extend(form.without_oauth());
+    let params = Params::from_pairs(
+        params
+            .pairs()
+            .iter()
+            .filter(|(k, _)| k != "op")
+            .cloned()
+            .collect(),
+    );
+    run(shared, &route, action.name, &op_key, &caller, &params)
+}
+
+fn authenticate(
+    shared: &Shared,
+    req: &Request<Bytes>,
+    query: &Params,
+    form: &Params,
+) -> Result<Caller, ApiError> {
+    let base_url = format!("{}{}", origin(shared.scheme, req), req.uri().path());
+    let post_form = if *req.method() == Method::POST {
+        form.clone()
+    } else {
+        Params::default()
+    };
+    let auth_request = AuthRequest {
+        header: req
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok()),
+        method: req.method().as_str(),
+        base_url: &base_url,
+        query,
+        form: &post_form,
+    };
+    let index = if shared.strict_auth {
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let strictness = Strictness {
+            now,
+            window: shared.auth_window.as_secs(),
+        };
+        let mut nonces = shared
+            .nonces
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        auth::authenticate(&auth_request, &shared.keys, Some((strictness, &mut nonces)))?
+    } else {
+        auth::authenticate(&auth_request, &shared.keys, None)?
+    };
+    let key = &shared.keys[index];
+    Ok(Caller {
+        username: key.username.clone(),
+        is_admin: key.is_admin,
+    })
+}
+
+fn run(
+    shared: &Shared,
+    route: &RouteMatch,
+    action: &str,
+    op_key: &str,
+    caller: &Caller,
+    params: &Params,
+) -> Result<Reply, ApiError> {
+    let mut world = shared.lock();
+    world.advance();
+    let roll: f64 = world.rng.0.random();
+    if let Some(error) = faults::injected_error(&world.faults, op_key, roll) {
+        return Err(error);
+    }
+    let mut call = Call {
+        caller,
+        params,
+        args: &route.args,
+        world: &mut world,
+    };
+    api::dispatch(route.resource.kind, action, &mut call)
+}
+
+/// Call counts per operation key.
+pub(crate) fn counts(world: &World) -> BTreeMap<String, u64> {
+    world.counts.clone()
+}

@@ -1,0 +1,505 @@
+//! Machine selection: allocate constraints (`AcquireNodeForm`) and list filters (`ReadNodesForm`).
+//! Pure functions over the world, so ranking and error texts are unit-tested.
+
+use crate::error::ApiError;
+use crate::model::Machine;
+use crate::params::Params;
+use crate::status::NodeStatus;
+use crate::world::World;
+
+/// Which form the parameters feed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mode {
+    Allocate,
+    List,
+}
+
+const IGNORED: &[&str] = &[
+    "op",
+    "comment",
+    "agent_name",
+    "bridge_all",
+    "bridge_type",
+    "bridge_stp",
+    "bridge_fd",
+    "dry_run",
+    "verbose",
+];
+const ALLOCATE_KEYS: &[&str] = &[
+    "name",
+    "system_id",
+    "arch",
+    "not_arch",
+    "cpu_count",
+    "mem",
+    "cpu_speed",
+    "tags",
+    "not_tags",
+    "zone",
+    "not_in_zone",
+    "pool",
+    "not_in_pool",
+    "pod",
+    "not_pod",
+    "pod_type",
+    "not_pod_type",
+    "storage",
+];
+const LIST_KEYS: &[&str] = &[
+    "id",
+    "not_id",
+    "hostname",
+    "not_hostname",
+    "mac_address",
+    "domain",
+    "not_domain",
+    "agent_name",
+    "not_agent_name",
+    "zone",
+    "not_in_zone",
+    "pool",
+    "not_in_pool",
+    "tags",
+    "not_tags",
+    "arch",
+    "not_arch",
+    "owner",
+    "not_owner",
+    "power_state",
+    "not_power_state",
+    "status",
+    "not_status",
+    "simple_status",
+    "not_simple_status",
+    "cpu_count",
+    "mem",
+    "cpu_speed",
+    "pod",
+    "not_pod",
+    "pod_type",
+    "not_pod_type",
+    "storage",
+];
+/// Real MAAS constraints the simulator does not model; refused loudly instead of ignored.
+const UNSUPPORTED: &[&str] = &[
+    "subnets",
+    "not_subnets",
+    "fabrics",
+    "not_fabrics",
+    "fabric_classes",
+    "not_fabric_classes",
+    "vlans",
+    "not_vlans",
+    "link_speed",
+    "interfaces",
+    "devices",
+    "deployment_target",
+    "not_deployment_target",
+];
+const ARCHES: &[&str] = &[
+    "amd64", "arm64", "i386", "armhf", "ppc64el", "s390x", "riscv64",
+];
+
+/// Parsed selection criteria; empty vectors mean "no constraint".
+#[derive(Debug, Default, Clone, PartialEq)]
+pub(crate) struct Criteria {
+    pub(crate) system_ids: Vec<String>,
+    pub(crate) not_system_ids: Vec<String>,
+    pub(crate) names: Vec<String>,
+    pub(crate) not_names: Vec<String>,
+    pub(crate) macs: Vec<String>,
+    pub(crate) domains: Vec<String>,
+    pub(crate) not_domains: Vec<String>,
+    pub(crate) agent_names: Vec<String>,
+    pub(crate) not_agent_names: Vec<String>,
+    pub(crate) arch: Vec<String>,
+    pub(crate) not_arch: Vec<String>,
+    pub(crate) cpu_count: Option<f64>,
+    pub(crate) mem: Option<f64>,
+    pub(crate) cpu_speed: Option<f64>,
+    pub(crate) tags: Vec<String>,
+    pub(crate) not_tags: Vec<String>,
+    pub(crate) zones: Vec<String>,
+    pub(crate) not_zones: Vec<String>,
+    pub(crate) pools: Vec<String>,
+    pub(crate) not_pools: Vec<String>,
+    pub(crate) owners: Vec<String>,
+    pub(crate) not_owners: Vec<String>,
+    pub(crate) power: Vec<String>,
+    pub(crate) not_power: Vec<String>,
+    pub(crate) statuses: Vec<NodeStatus>,
+    pub(crate) not_statuses: Vec<NodeStatus>,
+    pub(crate) simple: Vec<String>,
+    pub(crate) not_simple: Vec<String>,
+    /// Machines are never VM-host guests here: any `pod`/`pod_type` constraint matches nothing.
+    pub(crate) pod: bool,
+    /// Minimum disk sizes in bytes, one distinct disk each.
+    pub(crate) storage: Vec<u64>,
+}
+
+impl Criteria {
+    /// True when nothing constrains the choice.
+    pub(crate) fn is_empty(&self) -> bool {
+        *self == Self::default()
+    }
+}
+
+fn strings(params: &Params, key: &str) -> Vec<String> {
+    params
+        .all(key)
+        .iter()
+        .map(|v| v.trim())
+        .filter(|v| !v.is_empty())
+        .map(ToOwned::to_owned)
+        .collect()
+}
+
+/// Tag lists may also be comma or space separated.
+fn tag_list(params: &Params, key: &str) -> Vec<String> {
+    params
+        .all(key)
+        .iter()
+        .flat_map(|v| v.split([',', ' ']))
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
+        .map(ToOwned::to_owned)
+        .collect()
+}
+
+fn minimum(params: &Params, key: &str, message: &str) -> Result<Option<f64>, ApiError> {
+    let mut min: Option<f64> = None;
+    for v in params.all(key).iter().filter(|v| !v.trim().is_empty()) {
+        let value: f64 = v
+            .trim()
+            .parse()
+            .map_err(|_| ApiError::field(key, message))?;
+        if !value.is_finite() {
+            return Err(ApiError::field(key, message));
+        }
+        min = Some(min.map_or(value, |m: f64| m.min(value)));
+    }
+    Ok(min)
+}
+
+fn check_known(
+    field: &str,
+    values: &[String],
+    known: impl Fn(&str) -> bool,
+    what: &str,
+    quote: bool,
+) -> Result<(), ApiError> {
+    let unknown: Vec<String> = values
+        .iter()
+        .filter(|v| !known(v))
+        .map(|v| if quote { format!("'{v}'") } else { v.clone() })
+        .collect();
+    if unknown.is_empty() {
+        Ok(())
+    } else {
+        Err(ApiError::field(
+            field,
+            format!("No such {what}(s): {}.", unknown.join(", ")),
+        ))
+    }
+}
+
+fn parse_storage(params: &Params) -> Result<Vec<u64>, ApiError> {
+    let mut sizes = Vec::new();
+    for entry in params
+        .all("storage")
+        .iter()
+        .flat_map(|v| v.split(','))
+        .map(str::trim)
+        .filter(|e| !e.is_empty())
+    {
+        let without_label = entry.split_once(':').map_or(entry, |(_, rest)| rest);
+        let size_text = without_label.split('(').next().unwrap_or("").trim();
+        let gb: f64 = size_text.parse().map_err(|_| {
+            ApiError::field(
+                "storage",
+                format!("Malformed storage constraint, \"{entry}\"."),
+            )
+        })?;
+        if !gb.is_finite() || gb < 0.0 {
+            return Err(ApiError::field(
+                "storage",
+                format!("Malformed storage constraint, \"{entry}\"."),
+            ));
+        }
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+        sizes.push((gb * 1e9) as u64);
+    }
+    Ok(sizes)
+}
+
+/// Parses and validates the parameters of `mode`; unknown keys are 400 "No such constraint.".
+pub(crate) fn parse(params: &Params, world: &World, mode: Mode) -> Result<Criteria, ApiError> {
+    let allowed = match mode {
+        Mode::Allocate => ALLOCATE_KEYS,
+        Mode::List => LIST_KEYS,
+    };
+    for key in params.keys() {
+        if UNSUPPORTED.contains(&key) && params.all(key).iter().any(|v| !v.is_empty()) {
+            return Err(ApiError::field(
+                key,
+                "Constraint not supported by the MAAS simulator.",
+            ));
+        }
+        if !allowed.contains(&key) && !IGNORED.contains(&key) && !UNSUPPORTED.contains(&key) {
+            return Err(ApiError::field(key, "No such constraint."));
+        }
+    }
+    let mut c = Criteria {
+        system_ids: strings(
+            params,
+            if mode == Mode::List {
+                "id"
+            } else {
+                "system_id"
+            },
+        ),
+        not_system_ids: strings(params, "not_id"),
+        names: strings(
+            params,
+            if mode == Mode::List {
+                "hostname"
+            } else {
+                "name"
+            },
+        ),
+        not_names: strings(params, "not_hostname"),
+        macs: strings(params, "mac_address")
+            .into_iter()
+            .map(|m| m.to_ascii_lowercase())
+            .collect(),
+        domains: strings(params, "domain"),
+        not_domains: strings(params, "not_domain"),
+        arch: strings(params, "arch"),
+        not_arch: strings(params, "not_arch"),
+        cpu_count: minimum(params, "cpu_count", "Invalid CPU count: number required.")?,
+        mem: minimum(params, "mem", "Invalid memory: number of MiB required.")?,
+        cpu_speed: minimum(
+            params,
+            "cpu_speed",
+            "Invalid CPU speed: number of MHz required.",
+        )?,
+        tags: tag_list(params, "tags"),
+        not_tags: tag_list(params, "not_tags"),
+        zones: strings(params, "zone"),
+        not_zones: strings(params, "not_in_zone"),
+        pools: strings(params, "pool"),
+        not_pools: strings(params, "not_in_pool"),
+        owners: strings(params, "owner"),
+        not_owners: strings(params, "not_owner"),
+        power: strings(params, "power_state"),
+        not_power: strings(params, "not_power_state"),
+        simple: strings(params, "simple_status"),
+        not_simple: strings(params, "not_simple_status"),
+        pod: !strings(params, "pod").is_empty() || !strings(params, "pod_type").is_empty(),
+        storage: parse_storage(params)?,
+        ..Criteria::default()
+    };
+    if mode == Mode::List {
+        c.agent_names = strings(params, "agent_name");
+        c.not_agent_names = strings(params, "not_agent_name");
+        for (key, target) in [
+            ("status", &mut c.statuses),
+            ("not_status", &mut c.not_statuses),
+        ] {
+            for v in strings(params, key) {
+                let status = NodeStatus::from_filter(&v).ok_or_else(|| {
+                    ApiError::field(
+                        key,
+                        format!("Select a valid choice. {v} is not one of the available choices."),
+                    )
+                })?;
+                target.push(status);
+            }
+        }
+    }
+    for (field, values) in [("arch", &c.arch), ("not_arch", &c.not_arch)] {
+        if values
+            .iter()
+            .any(|a| !ARCHES.contains(&a.split('/').next().unwrap_or("")))
+        {
+            return Err(ApiError::field(field, "Architecture not recognised."));
+        }
+    }
+    let tag_known = |t: &str| world.tags.iter().any(|x| x.name == t);
+    check_known("tags", &c.tags, tag_known, "tag", true)?;
+    check_known("not_tags", &c.not_tags, tag_known, "tag", true)?;
+    let zone_known = |z: &str| world.zones.iter().any(|x| x.name == z);
+    check_known("zone", &c.zones, zone_known, "zone", false)?;
+    check_known("not_in_zone", &c.not_zones, zone_known, "zone", false)?;
+    let pool_known = |p: &str| world.pools.iter().any(|x| x.name == p);
+    check_known("pool", &c.pools, pool_known, "pool", false)?;
+    check_known("not_in_pool", &c.not_pools, pool_known, "pool", false)?;
+    Ok(c)
+}
+
+fn arch_matches(wanted: &str, actual: &str) -> bool {
+    if wanted.contains('/') {
+        wanted == actual
+    } else {
+        actual.split('/').next() == Some(wanted)
+    }
+}
+
+fn any_or_all<T>(values: &[T], test: impl Fn(&T) -> bool) -> bool {
+    values.is_empty() || values.iter().any(test)
+}
+
+fn storage_fits(wanted: &[u64], m: &Machine) -> bool {
+    let mut sizes: Vec<u64> = m.disks.iter().map(|d| d.size).collect();
+    sizes.sort_unstable();
+    let mut wanted = wanted.to_vec();
+    wanted.sort_unstable();
+    // Smallest request first takes the smallest disk that fits: optimal for single sizes.
+    for want in wanted {
+        match sizes.iter().position(|s| *s >= want) {
+            Some(i) => {
+                sizes.remove(i);
+            }
+            None => return false,
+        }
+    }
+    true
+}
+
+/// Whether machine `m` satisfies `c`.
+pub(crate) fn matches(c: &Criteria, m: &Machine, world: &World) -> bool {
+    let domain = world.domain_name(m.domain_id);
+    let fqdn = format!("{}.{domain}", m.hostname);
+    let owner = m.owner.as_deref().unwrap_or("");
+    #[allow(clippy::cast_precision_loss)]
+    let memory = m.memory as f64;
+    any_or_all(&c.system_ids, |s| *s == m.system_id)
+        && !c.not_system_ids.contains(&m.system_id)
+        && any_or_all(&c.names, |n| *n == m.hostname || *n == fqdn)
+        && !c.not_names.iter().any(|n| *n == m.hostname || *n == fqdn)
+        && any_or_all(&c.macs, |mac| {
+            m.interfaces.iter().any(|i| i.mac_address == *mac)
+        })
+        && any_or_all(&c.domains, |d| d == domain)
+        && !c.not_domains.iter().any(|d| d == domain)
+        && any_or_all(&c.agent_names, |a| *a == m.agent_name)
+        && !c.not_agent_names.contains(&m.agent_name)
+        && any_or_all(&c.arch, |a| arch_matches(a, &m.architecture))
+        && !c.not_arch.iter().any(|a| arch_matches(a, &m.architecture))
+        && c.cpu_count.is_none_or(|n| f64::from(m.cpu_count) >= n)
+        && c.mem.is_none_or(|n| memory >= n)
+        && c.cpu_speed.is_none_or(|n| f64::from(m.cpu_speed) >= n)
+        && c.tags.iter().all(|t| m.tags.contains(t))
+        && !c.not_tags.iter().any(|t| m.tags.contains(t))
+        && any_or_all(&c.zones, |z| *z == m.zone)
+        && !c.not_zones.contains(&m.zone)
+        && any_or_all(&c.pools, |p| *p == m.pool)
+        && !c.not_pools.contains(&m.pool)
+        && any_or_all(&c.owners, |o| o == owner)
+        && !c.not_owners.iter().any(|o| o == owner)
+        && any_or_all(&c.power, |p| p == m.power_state.as_str())
+        && !c.not_power.iter().any(|p| p == m.power_state.as_str())
+        && any_or_all(&c.statuses, |s| *s == m.status)
+        && !c.not_statuses.contains(&m.status)
+        && any_or_all(&c.simple, |s| s == m.status.simple())
+        && !c.not_simple.iter().any(|s| s == m.status.simple())
+        && !c.pod
+        && storage_fits(&c.storage, m)
+}
+
+/// The cheapest Ready machine matching `c` that `may_take` allows: lowest
+/// `cpu_count + memory/1024`, ties by id (MAAS orders by cost, then id).
+pub(crate) fn choose(
+    world: &World,
+    c: &Criteria,
+    may_take: impl Fn(&Machine) -> bool,
+) -> Option<usize> {
+    world
+        .machines
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| m.status == NodeStatus::Ready && may_take(m) && matches(c, m, world))
+        .min_by(|(_, a), (_, b)| a.cost().total_cmp(&b.cost()).then(a.id.cmp(&b.id)))
+        .map(|(i, _)| i)
+}
+
+/// Python `repr()` of a str.
+fn py_repr(s: &str) -> String {
+    let quote = if s.contains('\'') && !s.contains('"') {
+        '"'
+    } else {
+        '\''
+    };
+    let mut out = String::from(quote);
+    for ch in s.chars() {
+        match ch {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c == quote => {
+                out.push('\\');
+                out.push(c);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push(quote);
+    out
+}
+
+fn float(v: f64) -> String {
+    format!("{v:?}")
+}
+
+/// The 409 text of an allocation without match, exactly as MAAS words it.
+pub(crate) fn no_match_message(params: &Params, c: &Criteria) -> String {
+    if c.is_empty() {
+        return "No machine available.".to_owned();
+    }
+    if let Some(id) = c.system_ids.first() {
+        return format!("No machine with system ID {id} available.");
+    }
+    let submitted: Vec<String> = params
+        .keys()
+        .into_iter()
+        .filter(|k| *k != "op")
+        .map(|k| {
+            let values: Vec<String> = params.all(k).iter().map(|v| py_repr(v)).collect();
+            format!("({}, [{}])", py_repr(k), values.join(", "))
+        })
+        .collect();
+    let mut resolved: Vec<(String, String)> = Vec::new();
+    let mut push = |k: &str, v: String| {
+        if !v.is_empty() {
+            resolved.push((k.to_owned(), v));
+        }
+    };
+    push("arch", c.arch.join(","));
+    push("cpu_count", c.cpu_count.map(float).unwrap_or_default());
+    push("cpu_speed", c.cpu_speed.map(float).unwrap_or_default());
+    push("mem", c.mem.map(float).unwrap_or_default());
+    push("name", c.names.join(","));
+    push("not_arch", c.not_arch.join(","));
+    push("not_in_pool", c.not_pools.join(","));
+    push("not_in_zone", c.not_zones.join(","));
+    push("not_tags", c.not_tags.join(","));
+    push("pool", c.pools.join(","));
+    push("storage", params.all("storage").join(","));
+    push("tags", c.tags.join(","));
+    push("zone", c.zones.join(","));
+    resolved.sort();
+    let resolved: Vec<String> = resolved
+        .into_iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    format!(
+        "No available machine matches constraints: [{}] (resolved to \"{}\")",
+        submitted.join(", "),
+        resolved.join(" ")
+    )
+}
+
+#[cfg(test)]
+#[path = "criteria_tests.rs"]
+mod tests;

@@ -1,0 +1,347 @@
+//! [`SimHandle`]: direct inspection and mutation of the simulator for tests (no HTTP).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use base64::Engine as _;
+use serde::{Serialize, Serializer};
+
+use crate::app::Shared;
+use crate::faults::FaultConfig;
+use crate::model::{Machine, PowerState, Tag};
+use crate::status::NodeStatus;
+use crate::world::World;
+
+/// A snapshot of one machine, for assertions.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MachineView {
+    /// MAAS system id.
+    pub system_id: String,
+    /// Hostname.
+    pub hostname: String,
+    /// Status.
+    pub status: NodeStatus,
+    /// Status number as MAAS sends it.
+    pub status_number: u8,
+    /// Status label as MAAS sends it.
+    pub status_name: String,
+    /// Latest status message.
+    pub status_message: Option<String>,
+    /// Error description (failed deployment text, mark_broken comment).
+    pub error_description: String,
+    /// Owner username.
+    pub owner: Option<String>,
+    /// `agent_name` given at allocation.
+    pub agent_name: String,
+    /// Workload annotations / owner data.
+    pub owner_data: BTreeMap<String, String>,
+    /// Power state.
+    pub power_state: PowerState,
+    /// Number of power-ons (deployments included).
+    pub power_on_count: u64,
+    /// Zone name.
+    pub zone: String,
+    /// Pool name.
+    pub pool: String,
+    /// Tags.
+    pub tags: BTreeSet<String>,
+    /// Cores.
+    pub cpu_count: u32,
+    /// MiB.
+    pub memory: u64,
+    /// `amd64/generic`...
+    pub architecture: String,
+    /// OS of the deployment.
+    pub osystem: String,
+    /// Series or custom image of the deployment.
+    pub distro_series: String,
+    /// Kernel of the deployment.
+    pub hwe_kernel: Option<String>,
+    /// Decoded user data of the deployment (base64 in JSON).
+    #[serde(serialize_with = "as_base64")]
+    pub user_data: Option<Vec<u8>>,
+    /// Ephemeral deployment.
+    pub ephemeral_deploy: bool,
+    /// Locked against changes.
+    pub locked: bool,
+    /// Addresses on the machine's links.
+    pub ip_addresses: Vec<String>,
+    /// MAC addresses of the NICs.
+    pub mac_addresses: Vec<String>,
+    /// Comment of the last operation.
+    pub last_comment: String,
+}
+
+#[allow(clippy::ref_option)] // serde's `serialize_with` passes `&Option<T>`.
+fn as_base64<S: Serializer>(value: &Option<Vec<u8>>, serializer: S) -> Result<S::Ok, S::Error> {
+    match value {
+        Some(bytes) => {
+            serializer.serialize_some(&base64::engine::general_purpose::STANDARD.encode(bytes))
+        }
+        None => serializer.serialize_none(),
+    }
+}
+
+impl MachineView {
+    pub(crate) fn of(m: &Machine) -> Self {
+        Self {
+            system_id: m.system_id.clone(),
+            hostname: m.hostname.clone(),
+            status: m.status,
+            status_number: m.status.number(),
+            status_name: m.status.name().to_owned(),
+            status_message: m.status_message.clone(),
+            error_description: m.error_description.clone(),
+            owner: m.owner.clone(),
+            agent_name: m.agent_name.clone(),
+            owner_data: m.owner_data.clone(),
+            power_state: m.power_state,
+            power_on_count: m.power_on_count,
+            zone: m.zone.clone(),
+            pool: m.pool.clone(),
+            tags: m.tags.clone(),
+            cpu_count: m.cpu_count,
+            memory: m.memory,
+            architecture: m.architecture.clone(),
+            osystem: m.osystem.clone(),
+            distro_series: m.distro_series.clone(),
+            hwe_kernel: m.hwe_kernel.clone(),
+            user_data: m.user_data.clone(),
+            ephemeral_deploy: m.ephemeral_deploy,
+            locked: m.locked,
+            ip_addresses: m.ip_addresses().iter().map(ToString::to_string).collect(),
+            mac_addresses: m.interfaces.iter().map(|i| i.mac_address.clone()).collect(),
+            last_comment: m.last_comment.clone(),
+        }
+    }
+}
+
+/// Error of a [`SimHandle`] mutation.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HandleError {
+    /// No machine has this system id.
+    #[error("no machine with system id {0}")]
+    NoSuchMachine(String),
+    /// The fault configuration is invalid.
+    #[error("invalid faults: {0}")]
+    InvalidFaults(String),
+}
+
+impl HandleError {
+    /// Low-cardinality label.
+    pub fn category(&self) -> &'static str {
+        match self {
+            Self::NoSuchMachine(_) => "not_found",
+            Self::InvalidFaults(_) => "invalid",
+        }
+    }
+}
+
+/// Direct access to a running simulator's state.
+#[derive(Clone)]
+pub struct SimHandle {
+    pub(crate) shared: Arc<Shared>,
+}
+
+impl fmt::Debug for SimHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SimHandle").finish_non_exhaustive()
+    }
+}
+
+impl SimHandle {
+    fn with_world<T>(&self, f: impl FnOnce(&mut World) -> T) -> T {
+        let mut world = self.shared.lock();
+        world.advance();
+        f(&mut world)
+    }
+
+    fn with_machine(
+        &self,
+        system_id: &str,
+        f: impl FnOnce(&mut Machine),
+    ) -> Result<(), HandleError> {
+        self.with_world(|w| {
+            let m = w.machines.iter_mut().find(|m| m.system_id == system_id);
+            let m = m.ok_or_else(|| HandleError::NoSuchMachine(system_id.to_owned()))?;
+            f(m);
+            w.dirty = true;
+            Ok(())
+        })
+    }
+
+    /// Every machine, ordered by id.
+    pub fn machines(&self) -> Vec<MachineView> {
+        self.with_world(|w| w.machines.iter().map(MachineView::of).collect())
+    }
+
+    /// One machine.
+    pub fn machine(&self, system_id: &str) -> Option<MachineView> {
+        self.with_world(|w| {
+            w.machines
+                .iter()
+                .find(|m| m.system_id == system_id)
+                .map(MachineView::of)
+        })
+    }
+
+    /// Number of machines per status.
+    pub fn status_counts(&self) -> BTreeMap<NodeStatus, usize> {
+        self.with_world(|w| {
+            let mut out = BTreeMap::new();
+            for m in &w.machines {
+                *out.entry(m.status).or_default() += 1;
+            }
+            out
+        })
+    }
+
+    /// The active faults.
+    pub fn faults(&self) -> FaultConfig {
+        self.with_world(|w| w.faults.clone())
+    }
+
+    /// Replaces the active faults (an `outage_seconds` starts an outage now).
+    pub fn set_faults(&self, faults: FaultConfig) -> Result<(), HandleError> {
+        faults.validate().map_err(HandleError::InvalidFaults)?;
+        self.with_world(|w| apply_faults(w, faults));
+        Ok(())
+    }
+
+    /// Every MAAS API call answers 503 for `duration`.
+    pub fn start_outage(&self, duration: Duration) {
+        self.with_world(|w| {
+            let until = w.now_ms() + u64::try_from(duration.as_millis()).unwrap_or(u64::MAX);
+            w.outage_until_ms = Some(until);
+        });
+    }
+
+    /// Calls per operation key (`machines.allocate`, `machine.deploy`, `machines.read`...).
+    pub fn call_counts(&self) -> BTreeMap<String, u64> {
+        self.with_world(|w| crate::app::counts(w))
+    }
+
+    /// Zeroes the call counts.
+    pub fn reset_counts(&self) {
+        self.with_world(|w| w.counts.clear());
+    }
+
+    /// Hardware failure: the machine becomes Broken with `power_state: error`.
+    pub fn break_machine(&self, system_id: &str) -> Result<(), HandleError> {
+        self.with_machine(system_id, |m| {
+            m.status_before_broken = Some(m.status);
+            m.status = NodeStatus::Broken;
+            m.pending = None;
+            m.pending_power = None;
+            m.power_state = PowerState::Error;
+            m.status_message = Some("Marked broken".to_owned());
+            "Simulated hardware failure".clone_into(&mut m.error_description);
+        })
+    }
+
+    /// Forces the power state (e.g. `Off` for a machine that lost power).
+    pub fn set_power(&self, system_id: &str, power: PowerState) -> Result<(), HandleError> {
+        self.with_machine(system_id, |m| {
+            m.pending_power = None;
+            m.power_state = power;
+        })
+    }
+
+    /// Adds a tag (created when missing) to a machine.
+    pub fn add_tag(&self, system_id: &str, tag: &str) -> Result<(), HandleError> {
+        self.with_world(|w| {
+            if !w.tags.iter().any(|t| t.name == tag) {
+                w.tags.push(Tag {
+                    name: tag.to_owned(),
+                    definition: String::new(),
+                    comment: String::new(),
+                    kernel_opts: String::new(),
+                });
+            }
+            Ok::<(), HandleError>(())
+        })?;
+        self.with_machine(system_id, |m| {
+            m.tags.insert(tag.to_owned());
+        })
+    }
+
+    /// Removes a machine from MAAS (it answers 404 afterwards).
+    pub fn remove_machine(&self, system_id: &str) -> Result<(), HandleError> {
+        self.with_world(|w| {
+            let index = w
+                .machine_index(system_id)
+                .ok_or_else(|| HandleError::NoSuchMachine(system_id.to_owned()))?;
+            w.machines.remove(index);
+            w.dirty = true;
+            Ok(())
+        })
+    }
+
+    /// The next deployment of this machine ends in Failed deployment (11).
+    pub fn fail_next_deploy(&self, system_id: &str) -> Result<(), HandleError> {
+        self.with_world(|w| {
+            w.machine_index(system_id)
+                .ok_or_else(|| HandleError::NoSuchMachine(system_id.to_owned()))?;
+            w.faults
+                .fail_next_deploy_system_ids
+                .push(system_id.to_owned());
+            Ok(())
+        })
+    }
+
+    /// Every deployment of this machine fails until [`Self::clear_deploy_failure`].
+    pub fn fail_all_deploys(&self, system_id: &str) -> Result<(), HandleError> {
+        self.with_world(|w| {
+            w.machine_index(system_id)
+                .ok_or_else(|| HandleError::NoSuchMachine(system_id.to_owned()))?;
+            w.faults.fail_deploy_system_ids.push(system_id.to_owned());
+            Ok(())
+        })
+    }
+
+    /// The next deployment of this machine loses power: Failed deployment, `power_state: error`.
+    pub fn power_fail_deploys(&self, system_id: &str) -> Result<(), HandleError> {
+        self.with_world(|w| {
+            w.machine_index(system_id)
+                .ok_or_else(|| HandleError::NoSuchMachine(system_id.to_owned()))?;
+            w.faults.power_fail_system_ids.push(system_id.to_owned());
+            Ok(())
+        })
+    }
+
+    /// Undoes [`Self::fail_all_deploys`], [`Self::fail_next_deploy`] and [`Self::power_fail_deploys`].
+    pub fn clear_deploy_failure(&self, system_id: &str) {
+        self.with_world(|w| {
+            w.faults.fail_deploy_system_ids.retain(|s| s != system_id);
+            w.faults
+                .fail_next_deploy_system_ids
+                .retain(|s| s != system_id);
+            w.faults.power_fail_system_ids.retain(|s| s != system_id);
+        });
+    }
+
+    /// The next `n` releases (without erase) end in Releasing failed (13).
+    pub fn fail_next_releases(&self, n: u32) {
+        self.with_world(|w| w.faults.fail_next_releases = n);
+    }
+
+    /// The next `n` erasures end in Failed disk erasing (15).
+    pub fn fail_next_erases(&self, n: u32) {
+        self.with_world(|w| w.faults.fail_next_erases = n);
+    }
+
+    /// The next `n` deployments (any machine) fail.
+    pub fn fail_next_deploys(&self, n: u32) {
+        self.with_world(|w| w.faults.fail_next_deploys = n);
+    }
+}
+
+/// Installs `faults`, turning `outage_seconds` into an outage deadline.
+pub(crate) fn apply_faults(world: &mut World, mut faults: FaultConfig) {
+    if let Some(seconds) = faults.outage_seconds.take() {
+        world.outage_until_ms = Some(world.now_ms() + seconds.saturating_mul(1000));
+    }
+    world.faults = faults;
+}

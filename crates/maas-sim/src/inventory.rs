@@ -1,0 +1,502 @@
+//! The initial world: generated deterministically from a seed, or read from a YAML inventory.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
+use std::path::Path;
+
+use ipnet::IpNet;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde::Deserialize;
+
+use crate::config::SimConfig;
+use crate::error::SimError;
+use crate::model::{
+    BootResource, Disk, Domain, Interface, Link, LinkMode, Machine, Pool, PowerState, Subnet, Tag,
+    Zone,
+};
+use crate::status::NodeStatus;
+use crate::world::{Clock, SimRng, World};
+
+/// A YAML inventory file.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Inventory {
+    /// Zones to create (besides `default`).
+    #[serde(default)]
+    pub zones: Vec<String>,
+    /// Resource pools to create (besides `default`).
+    #[serde(default)]
+    pub pools: Vec<String>,
+    /// Tags to create.
+    #[serde(default)]
+    pub tags: Vec<String>,
+    /// Machines; fields left out are generated.
+    #[serde(default)]
+    pub machines: Vec<InventoryMachine>,
+}
+
+/// One machine of a YAML inventory.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InventoryMachine {
+    /// Hostname.
+    pub hostname: Option<String>,
+    /// System id (6 lowercase alphanumerics).
+    pub system_id: Option<String>,
+    /// Zone name.
+    pub zone: Option<String>,
+    /// Pool name.
+    pub pool: Option<String>,
+    /// Cores.
+    pub cpu_count: Option<u32>,
+    /// Memory in MiB.
+    pub memory: Option<u64>,
+    /// `amd64/generic`, `arm64/generic`...
+    pub architecture: Option<String>,
+    /// Tag names (created when missing).
+    #[serde(default)]
+    pub tags: Vec<String>,
+    /// Disk sizes in bytes.
+    pub disks: Option<Vec<u64>>,
+    /// MAC addresses, one NIC each.
+    pub mac_addresses: Option<Vec<String>>,
+    /// `ipmi`, `redfish`, `manual`...
+    pub power_type: Option<String>,
+    /// Initial status constant (`ready`, `new`, `broken`...), default `ready`.
+    pub status: Option<String>,
+}
+
+const ADJECTIVES: [&str; 16] = [
+    "able", "bold", "calm", "deft", "eager", "fair", "glad", "hale", "keen", "lucid", "merry",
+    "neat", "proud", "quick", "sharp", "tidy",
+];
+const ANIMALS: [&str; 16] = [
+    "ant", "bass", "crow", "deer", "eel", "fox", "gnu", "hare", "ibis", "jay", "koala", "lynx",
+    "mole", "newt", "owl", "puma",
+];
+const SYSTEM_ID_ALPHABET: &[u8] = b"abcdefghjkmnpqrstwxy0123456789";
+const CPU_CHOICES: [u32; 8] = [4, 8, 12, 16, 24, 32, 48, 64];
+const MEMORY_GIB: [u64; 7] = [8, 16, 32, 64, 128, 256, 512];
+const DISK_BYTES: [u64; 5] = [
+    240_057_409_536,
+    480_103_981_056,
+    960_197_124_096,
+    1_920_383_410_176,
+    4_000_787_030_016,
+];
+
+fn names_or_default(names: &[String]) -> Vec<String> {
+    let mut out = vec!["default".to_owned()];
+    for n in names {
+        let n = n.trim();
+        if !n.is_empty() && !out.iter().any(|o| o == n) {
+            out.push(n.to_owned());
+        }
+    }
+    out
+}
+
+fn parse_net(cidr: &str) -> IpNet {
+    cidr.parse()
+        .unwrap_or_else(|_| IpNet::V4(ipnet::Ipv4Net::default()))
+}
+
+fn base_world(cfg: &SimConfig, zones: &[String], pools: &[String]) -> World {
+    let subnet = |id: u64, name: &str, cidr: &str, gw: &str, fabric_id: u64| Subnet {
+        id,
+        name: name.to_owned(),
+        cidr: parse_net(cidr),
+        gateway_ip: gw.parse::<IpAddr>().ok(),
+        dns_servers: Vec::new(),
+        vlan_id: 5000 + fabric_id,
+        fabric: format!("fabric-{fabric_id}"),
+        fabric_id,
+        space: "undefined".to_owned(),
+    };
+    World {
+        machines: Vec::new(),
+        zones: names_or_default(zones)
+            .into_iter()
+            .zip(1u64..)
+            .map(|(name, id)| Zone {
+                id,
+                name,
+                description: String::new(),
+            })
+            .collect(),
+        pools: names_or_default(pools)
+            .into_iter()
+            .zip(0u64..)
+            .map(|(name, id)| Pool {
+                id,
+                name,
+                description: String::new(),
+            })
+            .collect(),
+        tags: Vec::new(),
+        domains: vec![Domain {
+            id: 0,
+            name: cfg.domain.clone(),
+            ttl: None,
+            authoritative: true,
+        }],
+        dns_resources: Vec::new(),
+        subnets: vec![
+            subnet(1, "10.20.0.0/16", "10.20.0.0/16", "10.20.0.1", 0),
+            subnet(2, "10.30.0.0/16", "10.30.0.0/16", "10.30.0.1", 1),
+        ],
+        boot_resources: default_boot_resources(),
+        next_id: 1000,
+        timings: cfg.timings,
+        faults: cfg.faults.clone(),
+        outage_until_ms: None,
+        counts: BTreeMap::new(),
+        clock: Clock::default(),
+        rng: SimRng(StdRng::seed_from_u64(cfg.seed)),
+        dirty: false,
+    }
+}
+
+fn default_boot_resources() -> Vec<BootResource> {
+    let synced = |id: u64, series: &str, version: &str| BootResource {
+        id,
+        rtype: "Synced".to_owned(),
+        name: format!("ubuntu/{series}"),
+        architecture: "amd64/ga-".to_owned() + version,
+        subarches: format!("generic,hwe-{version},ga-{version}"),
+        title: format!("Ubuntu {version} LTS"),
+        base_image: String::new(),
+    };
+    vec![
+        synced(1, "focal", "20.04"),
+        synced(2, "jammy", "22.04"),
+        synced(3, "noble", "24.04"),
+        BootResource {
+            id: 4,
+            rtype: "Uploaded".to_owned(),
+            name: "u-2204-0-k-1330-0".to_owned(),
+            architecture: "amd64/generic".to_owned(),
+            subarches: "generic".to_owned(),
+            title: "Ubuntu 22.04 with Kubernetes 1.33.0".to_owned(),
+            base_image: "ubuntu/jammy".to_owned(),
+        },
+    ]
+}
+
+/// Generates a unique MAAS-looking system id.
+fn system_id(rng: &mut StdRng, taken: &BTreeSet<String>) -> String {
+    loop {
+        let id: String = (0..6)
+            .map(|_| char::from(SYSTEM_ID_ALPHABET[rng.random_range(0..SYSTEM_ID_ALPHABET.len())]))
+            .collect();
+        if !taken.contains(&id) {
+            return id;
+        }
+    }
+}
+
+fn hostname(index: usize) -> String {
+    let base = format!("{}-{}", ADJECTIVES[index % 16], ANIMALS[(index / 16) % 16]);
+    if index < 256 {
+        base
+    } else {
+        format!("{base}-{}", index / 256)
+    }
+}
+
+/// A generated machine; `index` makes hostnames and MACs unique.
+fn generated_machine(
+    world: &mut World,
+    rng: &mut StdRng,
+    index: usize,
+    taken: &BTreeSet<String>,
+) -> Machine {
+    let id = world.new_id();
+    let disk_count = rng.random_range(1..=3);
+    let disks = (0..disk_count)
+        .map(|d| Disk {
+            id: id * 10 + d,
+            name: format!("sd{}", char::from(b'a' + u8::try_from(d).unwrap_or(0))),
+            size: DISK_BYTES[rng.random_range(0..DISK_BYTES.len())],
+            model: "QEMU HARDDISK".to_owned(),
+            serial: format!("QM{index:05}{d}"),
+        })
+        .collect();
+    let nic_count = rng.random_range(1..=2u64);
+    let interfaces = (0..nic_count)
+        .map(|n| {
+            let iface_id = world.new_id();
+            let link_id = world.new_id();
+            let subnet_id = n + 1;
+            Interface {
+                id: iface_id,
+                name: format!("eth{n}"),
+                mac_address: format!(
+                    "52:54:00:{:02x}:{:02x}:{:02x}",
+                    (index >> 8) & 0xff,
+                    index & 0xff,
+                    n
+                ),
+                subnet_id,
+                links: vec![Link {
+                    id: link_id,
+                    mode: if n == 0 {
+                        LinkMode::Auto
+                    } else {
+                        LinkMode::LinkUp
+                    },
+                    subnet_id: Some(subnet_id),
+                    ip: None,
+                }],
+            }
+        })
+        .collect();
+    let architecture = if rng.random_range(0..8) == 0 {
+        "arm64/generic"
+    } else {
+        "amd64/generic"
+    };
+    Machine {
+        id,
+        system_id: system_id(rng, taken),
+        hostname: hostname(index),
+        description: String::new(),
+        domain_id: world.default_domain_id(),
+        zone: world.zones[index % world.zones.len()].name.clone(),
+        pool: world.pools[index % world.pools.len()].name.clone(),
+        architecture: architecture.to_owned(),
+        cpu_count: CPU_CHOICES[rng.random_range(0..CPU_CHOICES.len())],
+        cpu_speed: 2000 + 100 * rng.random_range(0..16u32),
+        memory: MEMORY_GIB[rng.random_range(0..MEMORY_GIB.len())] * 1024,
+        disks,
+        interfaces,
+        tags: BTreeSet::new(),
+        power_type: "ipmi".to_owned(),
+        power_state: PowerState::Off,
+        status: NodeStatus::Ready,
+        status_before_broken: None,
+        status_message: Some("Ready".to_owned()),
+        status_action: String::new(),
+        error_description: String::new(),
+        owner: None,
+        agent_name: String::new(),
+        owner_data: BTreeMap::new(),
+        osystem: String::new(),
+        distro_series: String::new(),
+        hwe_kernel: None,
+        min_hwe_kernel: String::new(),
+        user_data: None,
+        ephemeral_deploy: false,
+        enable_hw_sync: false,
+        locked: false,
+        netboot: true,
+        swap_size: None,
+        hardware_uuid: format!("{:08x}-0000-4000-8000-{:012x}", rng.random::<u32>(), index),
+        last_comment: String::new(),
+        pending: None,
+        pending_power: None,
+        power_on_count: 0,
+    }
+}
+
+fn add_tag(world: &mut World, name: &str) {
+    if !world.tags.iter().any(|t| t.name == name) {
+        world.tags.push(Tag {
+            name: name.to_owned(),
+            definition: String::new(),
+            comment: String::new(),
+            kernel_opts: String::new(),
+        });
+    }
+}
+
+fn apply_overrides(
+    world: &mut World,
+    m: &mut Machine,
+    spec: &InventoryMachine,
+) -> Result<(), String> {
+    if let Some(h) = &spec.hostname {
+        m.hostname.clone_from(h);
+    }
+    if let Some(s) = &spec.system_id {
+        m.system_id.clone_from(s);
+    }
+    if let Some(z) = &spec.zone {
+        if !world.zones.iter().any(|x| &x.name == z) {
+            return Err(format!("machine {}: unknown zone {z}", m.hostname));
+        }
+        m.zone.clone_from(z);
+    }
+    if let Some(p) = &spec.pool {
+        if !world.pools.iter().any(|x| &x.name == p) {
+            return Err(format!("machine {}: unknown pool {p}", m.hostname));
+        }
+        m.pool.clone_from(p);
+    }
+    m.cpu_count = spec.cpu_count.unwrap_or(m.cpu_count);
+    m.memory = spec.memory.unwrap_or(m.memory);
+    if let Some(a) = &spec.architecture {
+        m.architecture = if a.contains('/') {
+            a.clone()
+        } else {
+            format!("{a}/generic")
+        };
+    }
+    for t in &spec.tags {
+        add_tag(world, t);
+        m.tags.insert(t.clone());
+    }
+    if let Some(sizes) = &spec.disks {
+        m.disks.truncate(sizes.len().max(1));
+        for (disk, size) in m.disks.iter_mut().zip(sizes) {
+            disk.size = *size;
+        }
+    }
+    if let Some(macs) = &spec.mac_addresses {
+        for (iface, mac) in m.interfaces.iter_mut().zip(macs) {
+            iface.mac_address = mac.to_ascii_lowercase();
+        }
+    }
+    if let Some(p) = &spec.power_type {
+        m.power_type.clone_from(p);
+    }
+    if let Some(s) = &spec.status {
+        m.status = NodeStatus::from_filter(s)
+            .ok_or_else(|| format!("machine {}: unknown status {s}", m.hostname))?;
+        m.status_message = Some(m.status.name().to_owned());
+    }
+    Ok(())
+}
+
+/// Reads a YAML inventory.
+pub fn load_inventory(path: &Path) -> Result<Inventory, SimError> {
+    let text =
+        std::fs::read_to_string(path).map_err(|e| SimError::io(path.display().to_string(), e))?;
+    serde_saphyr::from_str(&text).map_err(|e| SimError::Inventory {
+        path: path.display().to_string(),
+        message: e.to_string(),
+    })
+}
+
+/// Builds the initial world from the config (and its inventory file, if any).
+pub(crate) fn build_world(cfg: &SimConfig) -> Result<World, SimError> {
+    let inventory = match &cfg.inventory_file {
+        Some(path) => Some(load_inventory(path)?),
+        None => None,
+    };
+    let inv = inventory.unwrap_or_default();
+    let zones: Vec<String> = cfg.zones.iter().chain(&inv.zones).cloned().collect();
+    let pools: Vec<String> = cfg.pools.iter().chain(&inv.pools).cloned().collect();
+    let mut world = base_world(cfg, &zones, &pools);
+    for t in &inv.tags {
+        add_tag(&mut world, t);
+    }
+    let mut rng = StdRng::seed_from_u64(cfg.seed);
+    let mut taken = BTreeSet::new();
+    let count = if inv.machines.is_empty() {
+        cfg.machines
+    } else {
+        inv.machines.len()
+    };
+    for index in 0..count {
+        let mut machine = generated_machine(&mut world, &mut rng, index, &taken);
+        if let Some(spec) = inv.machines.get(index) {
+            let path = cfg
+                .inventory_file
+                .as_ref()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default();
+            apply_overrides(&mut world, &mut machine, spec).map_err(|message| {
+                SimError::Inventory {
+                    path: path.clone(),
+                    message,
+                }
+            })?;
+            if taken.contains(&machine.system_id)
+                || world
+                    .machines
+                    .iter()
+                    .any(|m| m.hostname == machine.hostname)
+            {
+                return Err(SimError::Inventory {
+                    path,
+                    message: format!("duplicate machine {}", machine.hostname),
+                });
+            }
+        }
+        taken.insert(machine.system_id.clone());
+        world.machines.push(machine);
+    }
+    Ok(world)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generation_is_deterministic_and_unique() {
+        let cfg = SimConfig {
+            machines: 300,
+            zones: vec!["z1".into(), "z2".into()],
+            ..SimConfig::default()
+        };
+        let a = build_world(&cfg).unwrap();
+        let b = build_world(&cfg).unwrap();
+        let ids: Vec<_> = a.machines.iter().map(|m| m.system_id.clone()).collect();
+        assert_eq!(
+            ids,
+            b.machines
+                .iter()
+                .map(|m| m.system_id.clone())
+                .collect::<Vec<_>>()
+        );
+        let unique: BTreeSet<_> = ids.iter().collect();
+        assert_eq!(unique.len(), 300);
+        let macs: BTreeSet<_> = a
+            .machines
+            .iter()
+            .flat_map(|m| m.interfaces.iter().map(|i| i.mac_address.clone()))
+            .collect();
+        let nics: usize = a.machines.iter().map(|m| m.interfaces.len()).sum();
+        assert_eq!(macs.len(), nics);
+        let hosts: BTreeSet<_> = a.machines.iter().map(|m| m.hostname.clone()).collect();
+        assert_eq!(hosts.len(), 300);
+        for m in &a.machines {
+            assert_eq!(m.system_id.len(), 6);
+            assert!((4..=64).contains(&m.cpu_count));
+            assert!((8 * 1024..=512 * 1024).contains(&m.memory));
+            assert!(["default", "z1", "z2"].contains(&m.zone.as_str()));
+        }
+        let other = build_world(&SimConfig { seed: 2, ..cfg }).unwrap();
+        assert_ne!(other.machines[0].system_id, a.machines[0].system_id);
+    }
+
+    #[test]
+    fn yaml_inventory_overrides_generated_fields() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("inv.yaml");
+        std::fs::write(
+            &path,
+            "zones: [rack1]\ntags: [gpu]\nmachines:\n  - hostname: big\n    system_id: abc123\n    zone: rack1\n    cpu_count: 64\n    memory: 524288\n    tags: [gpu, nvme]\n  - hostname: small\n    status: new\n",
+        )
+        .unwrap();
+        let cfg = SimConfig {
+            inventory_file: Some(path.clone()),
+            ..SimConfig::default()
+        };
+        let world = build_world(&cfg).unwrap();
+        assert_eq!(world.machines.len(), 2);
+        assert_eq!(world.machines[0].system_id, "abc123");
+        assert_eq!(world.machines[0].zone, "rack1");
+        assert!(world.machines[0].tags.contains("nvme"));
+        assert!(world.tags.iter().any(|t| t.name == "nvme"));
+        assert_eq!(world.machines[1].status, NodeStatus::New);
+
+        std::fs::write(&path, "machines:\n  - zone: nowhere\n").unwrap();
+        assert!(build_world(&cfg).is_err());
+        std::fs::write(&path, "machines:\n  - flavour: x\n").unwrap();
+        assert!(build_world(&cfg).is_err());
+    }
+}

@@ -1,0 +1,43 @@
+//! A faithful MAAS REST API 2.0 simulator: wire format, OAuth (PLAINTEXT and HMAC-SHA1),
+//! machine lifecycle with time-driven transitions, allocation rules, networking, DNS, tags,
+//! zones, pools, boot resources, fault injection and a control API for tests.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), maas_sim::SimError> {
+//! let sim = maas_sim::Simulator::start(maas_sim::SimConfig::instant()).await?;
+//! println!("{} {}", sim.url(), sim.api_key());
+//! assert_eq!(sim.state().machines().len(), 10);
+//! sim.shutdown().await;
+//! # Ok(()) }
+//! ```
+
+#![recursion_limit = "256"]
+
+mod api;
+mod app;
+pub mod auth;
+mod config;
+mod control;
+mod criteria;
+mod describe;
+mod error;
+mod faults;
+mod handle;
+mod inventory;
+mod model;
+pub mod params;
+mod persist;
+mod render;
+pub mod routes;
+mod server;
+mod status;
+mod world;
+
+pub use config::{ApiKey, SimConfig, Timings, TlsFiles};
+pub use error::{ApiError, ErrorBody, SimError};
+pub use faults::{FaultConfig, OpFault};
+pub use handle::{HandleError, MachineView, SimHandle};
+pub use inventory::{Inventory, InventoryMachine, load_inventory};
+pub use model::PowerState;
+pub use server::{RunningSim, Simulator};
+pub use status::NodeStatus;

@@ -1,0 +1,305 @@
+//! The simulated MAAS objects. Serializable so the state file can hold them.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
+
+use ipnet::IpNet;
+use serde::{Deserialize, Serialize};
+
+use crate::status::NodeStatus;
+
+/// A machine's power state as MAAS reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PowerState {
+    /// Powered on.
+    On,
+    /// Powered off.
+    Off,
+    /// The BMC has not been queried.
+    Unknown,
+    /// The BMC could not be reached.
+    Error,
+}
+
+impl PowerState {
+    /// The string MAAS uses (`on`, `off`, `unknown`, `error`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::On => "on",
+            Self::Off => "off",
+            Self::Unknown => "unknown",
+            Self::Error => "error",
+        }
+    }
+
+    /// Parses the MAAS string.
+    pub fn parse(value: &str) -> Option<Self> {
+        match value {
+            "on" => Some(Self::On),
+            "off" => Some(Self::Off),
+            "unknown" => Some(Self::Unknown),
+            "error" => Some(Self::Error),
+            _ => None,
+        }
+    }
+}
+
+/// A physical disk.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Disk {
+    pub(crate) id: u64,
+    pub(crate) name: String,
+    /// Bytes.
+    pub(crate) size: u64,
+    pub(crate) model: String,
+    pub(crate) serial: String,
+}
+
+/// How an interface is linked to a subnet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum LinkMode {
+    /// Address assigned from the subnet at deploy time, released on release.
+    Auto,
+    /// DHCP.
+    Dhcp,
+    /// A fixed address kept across deployments.
+    Static,
+    /// Link up, no address.
+    LinkUp,
+}
+
+impl LinkMode {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Self::Auto => "auto",
+            Self::Dhcp => "dhcp",
+            Self::Static => "static",
+            Self::LinkUp => "link_up",
+        }
+    }
+
+    pub(crate) fn parse(value: &str) -> Option<Self> {
+        match value.to_ascii_lowercase().as_str() {
+            "auto" => Some(Self::Auto),
+            "dhcp" => Some(Self::Dhcp),
+            "static" => Some(Self::Static),
+            "link_up" => Some(Self::LinkUp),
+            _ => None,
+        }
+    }
+}
+
+/// A link of an interface.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Link {
+    pub(crate) id: u64,
+    pub(crate) mode: LinkMode,
+    pub(crate) subnet_id: Option<u64>,
+    pub(crate) ip: Option<IpAddr>,
+}
+
+/// A physical network interface.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Interface {
+    pub(crate) id: u64,
+    pub(crate) name: String,
+    pub(crate) mac_address: String,
+    /// The subnet (and so the VLAN/fabric) the NIC is cabled to.
+    pub(crate) subnet_id: u64,
+    pub(crate) links: Vec<Link>,
+}
+
+/// What a time-driven transition will do when due.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum PendingKind {
+    Deploy,
+    Release,
+    Erase,
+    Commission,
+}
+
+/// How a pending transition ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum Outcome {
+    Success,
+    Fail,
+    /// Deployment fails because the BMC stops answering.
+    PowerFail,
+}
+
+/// A transition in progress.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Pending {
+    pub(crate) kind: PendingKind,
+    /// Simulator clock (milliseconds) when it started and when it is due.
+    pub(crate) started_ms: u64,
+    pub(crate) due_ms: u64,
+    pub(crate) outcome: Outcome,
+}
+
+/// A power change the BMC has not carried out yet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct PendingPower {
+    pub(crate) target: PowerState,
+    pub(crate) due_ms: u64,
+}
+
+/// A machine.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Machine {
+    pub(crate) id: u64,
+    pub(crate) system_id: String,
+    pub(crate) hostname: String,
+    pub(crate) description: String,
+    pub(crate) domain_id: u64,
+    pub(crate) zone: String,
+    pub(crate) pool: String,
+    pub(crate) architecture: String,
+    pub(crate) cpu_count: u32,
+    pub(crate) cpu_speed: u32,
+    /// MiB.
+    pub(crate) memory: u64,
+    pub(crate) disks: Vec<Disk>,
+    pub(crate) interfaces: Vec<Interface>,
+    pub(crate) tags: BTreeSet<String>,
+    pub(crate) power_type: String,
+    pub(crate) power_state: PowerState,
+    pub(crate) status: NodeStatus,
+    /// Status before Broken, so `mark_fixed` can return a deployed machine to Deployed.
+    pub(crate) status_before_broken: Option<NodeStatus>,
+    pub(crate) status_message: Option<String>,
+    pub(crate) status_action: String,
+    pub(crate) error_description: String,
+    pub(crate) owner: Option<String>,
+    pub(crate) agent_name: String,
+    pub(crate) owner_data: BTreeMap<String, String>,
+    pub(crate) osystem: String,
+    pub(crate) distro_series: String,
+    pub(crate) hwe_kernel: Option<String>,
+    pub(crate) min_hwe_kernel: String,
+    /// Decoded cloud-init user data of the current deployment.
+    pub(crate) user_data: Option<Vec<u8>>,
+    pub(crate) ephemeral_deploy: bool,
+    pub(crate) enable_hw_sync: bool,
+    pub(crate) locked: bool,
+    pub(crate) netboot: bool,
+    pub(crate) swap_size: Option<u64>,
+    pub(crate) hardware_uuid: String,
+    /// Comment of the last operation (MAAS keeps it in the event log).
+    pub(crate) last_comment: String,
+    pub(crate) pending: Option<Pending>,
+    pub(crate) pending_power: Option<PendingPower>,
+    /// Count of power cycles/ons, for tests that check "never power-cycle a healthy node".
+    pub(crate) power_on_count: u64,
+}
+
+impl Machine {
+    /// Storage in decimal MB, as MAAS reports it.
+    pub(crate) fn storage_mb(&self) -> f64 {
+        #[allow(clippy::cast_precision_loss)]
+        let bytes = self.disks.iter().map(|d| d.size).sum::<u64>() as f64;
+        bytes / 1e6
+    }
+
+    /// MAAS's allocation cost: cheapest first.
+    pub(crate) fn cost(&self) -> f64 {
+        #[allow(clippy::cast_precision_loss)]
+        let memory = self.memory as f64;
+        f64::from(self.cpu_count) + memory / 1024.0
+    }
+
+    /// All addresses currently configured on the machine's links.
+    pub(crate) fn ip_addresses(&self) -> Vec<IpAddr> {
+        self.interfaces
+            .iter()
+            .flat_map(|i| i.links.iter().filter_map(|l| l.ip))
+            .collect()
+    }
+}
+
+/// A subnet (with its implicit untagged VLAN on its own fabric).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Subnet {
+    pub(crate) id: u64,
+    pub(crate) name: String,
+    pub(crate) cidr: IpNet,
+    pub(crate) gateway_ip: Option<IpAddr>,
+    pub(crate) dns_servers: Vec<IpAddr>,
+    pub(crate) vlan_id: u64,
+    pub(crate) fabric: String,
+    pub(crate) fabric_id: u64,
+    pub(crate) space: String,
+}
+
+/// An availability zone.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Zone {
+    pub(crate) id: u64,
+    pub(crate) name: String,
+    pub(crate) description: String,
+}
+
+/// A resource pool.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Pool {
+    pub(crate) id: u64,
+    pub(crate) name: String,
+    pub(crate) description: String,
+}
+
+/// A tag.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Tag {
+    pub(crate) name: String,
+    pub(crate) definition: String,
+    pub(crate) comment: String,
+    pub(crate) kernel_opts: String,
+}
+
+/// A DNS domain.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Domain {
+    pub(crate) id: u64,
+    pub(crate) name: String,
+    pub(crate) ttl: Option<u32>,
+    pub(crate) authoritative: bool,
+}
+
+/// A DNS resource (name → addresses).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct DnsResource {
+    pub(crate) id: u64,
+    pub(crate) name: String,
+    pub(crate) domain_id: u64,
+    pub(crate) address_ttl: Option<u32>,
+    pub(crate) ip_addresses: Vec<IpAddr>,
+    /// Owner of the record (the user that created it).
+    pub(crate) owner: String,
+}
+
+/// A boot resource (image).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct BootResource {
+    pub(crate) id: u64,
+    /// `Synced` or `Uploaded`.
+    pub(crate) rtype: String,
+    pub(crate) name: String,
+    pub(crate) architecture: String,
+    pub(crate) subarches: String,
+    pub(crate) title: String,
+    pub(crate) base_image: String,
+}
+
+impl BootResource {
+    /// `(osystem, series)` a deploy with this image shows on the machine.
+    pub(crate) fn os_and_series(&self) -> (String, String) {
+        match self.name.split_once('/') {
+            Some((os, series)) => (os.to_owned(), series.to_owned()),
+            None => ("custom".to_owned(), self.name.clone()),
+        }
+    }
+}

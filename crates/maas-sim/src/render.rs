@@ -1,0 +1,221 @@
+//! JSON shapes of MAAS objects (`DISPLAYED_MACHINE_FIELDS` and friends), `resource_uri` on all.
+
+use serde_json::{Value, json};
+
+use crate::model::{
+    BootResource, DnsResource, Domain, Interface, Machine, Pool, Subnet, Tag, Zone,
+};
+use crate::world::World;
+
+/// API root path.
+pub(crate) const API: &str = "/MAAS/api/2.0/";
+
+pub(crate) fn zone(z: &Zone) -> Value {
+    json!({"id": z.id, "name": z.name, "description": z.description, "resource_uri": format!("{API}zones/{}/", z.name)})
+}
+
+pub(crate) fn pool(p: &Pool) -> Value {
+    json!({"id": p.id, "name": p.name, "description": p.description, "resource_uri": format!("{API}resourcepool/{}/", p.id)})
+}
+
+pub(crate) fn tag(t: &Tag) -> Value {
+    json!({"name": t.name, "definition": t.definition, "comment": t.comment, "kernel_opts": t.kernel_opts,
+        "resource_uri": format!("{API}tags/{}/", t.name)})
+}
+
+pub(crate) fn domain(world: &World, d: &Domain) -> Value {
+    let count = world
+        .dns_resources
+        .iter()
+        .filter(|r| r.domain_id == d.id)
+        .count()
+        + world
+            .machines
+            .iter()
+            .filter(|m| m.domain_id == d.id)
+            .count();
+    json!({"id": d.id, "name": d.name, "ttl": d.ttl, "authoritative": d.authoritative,
+        "is_default": d.id == world.default_domain_id(), "resource_record_count": count,
+        "resource_uri": format!("{API}domains/{}/", d.id)})
+}
+
+fn vlan(s: &Subnet) -> Value {
+    json!({"id": s.vlan_id, "vid": 0, "name": "untagged", "fabric": s.fabric, "fabric_id": s.fabric_id, "mtu": 1500,
+        "dhcp_on": true, "external_dhcp": null, "relay_vlan": null, "primary_rack": null, "secondary_rack": null,
+        "space": s.space, "resource_uri": format!("{API}vlans/{}/", s.vlan_id)})
+}
+
+pub(crate) fn subnet(s: &Subnet) -> Value {
+    json!({"id": s.id, "name": s.name, "cidr": s.cidr.to_string(), "vlan": vlan(s), "space": s.space,
+        "gateway_ip": s.gateway_ip.map(|ip| ip.to_string()), "dns_servers": s.dns_servers.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        "rdns_mode": 2, "allow_dns": true, "allow_proxy": true, "active_discovery": false, "managed": true,
+        "disabled_boot_architectures": [], "description": "", "resource_uri": format!("{API}subnets/{}/", s.id)})
+}
+
+pub(crate) fn interface(world: &World, m: &Machine, i: &Interface) -> Value {
+    let cabled = world.subnets.iter().find(|s| s.id == i.subnet_id);
+    let links: Vec<Value> = i
+        .links
+        .iter()
+        .map(|l| {
+            let mut link = json!({"id": l.id, "mode": l.mode.as_str()});
+            if let Some(s) = l
+                .subnet_id
+                .and_then(|id| world.subnets.iter().find(|s| s.id == id))
+            {
+                link["subnet"] = subnet(s);
+            }
+            if let Some(ip) = l.ip {
+                link["ip_address"] = json!(ip.to_string());
+            }
+            link
+        })
+        .collect();
+    json!({
+        "id": i.id, "name": i.name, "type": "physical", "mac_address": i.mac_address,
+        "vlan": cabled.map(vlan), "links": links, "enabled": true, "tags": [], "params": "",
+        "discovered": [], "effective_mtu": 1500, "parents": [], "children": [], "link_connected": true,
+        "interface_speed": 10000, "link_speed": 10000, "numa_node": 0, "sriov_max_vf": 0,
+        "vendor": "Red Hat, Inc.", "product": "Virtio network device", "firmware_version": null,
+        "system_id": m.system_id,
+        "resource_uri": format!("{API}nodes/{}/interfaces/{}/", m.system_id, i.id),
+    })
+}
+
+fn block_device(m: &Machine, index: usize) -> Value {
+    let d = &m.disks[index];
+    json!({"id": d.id, "name": d.name, "path": format!("/dev/disk/by-dname/{}", d.name), "size": d.size,
+        "block_size": 512, "model": d.model, "serial": d.serial, "type": "physical", "tags": ["ssd"],
+        "id_path": format!("/dev/{}", d.name), "uuid": null, "filesystem": null, "partitions": [],
+        "partition_table_type": null, "available_size": d.size, "used_size": 0, "used_for": "Unused",
+        "storage_pool": null, "numa_node": 0, "system_id": m.system_id,
+        "resource_uri": format!("{API}nodes/{}/blockdevices/{}/", m.system_id, d.id)})
+}
+
+/// The full machine object.
+pub(crate) fn machine(world: &World, m: &Machine) -> Value {
+    let zone_value = world
+        .zones
+        .iter()
+        .find(|z| z.name == m.zone)
+        .map_or(Value::Null, zone);
+    let pool_value = world
+        .pools
+        .iter()
+        .find(|p| p.name == m.pool)
+        .map_or(Value::Null, pool);
+    let domain_value = world
+        .domains
+        .iter()
+        .find(|d| d.id == m.domain_id)
+        .map_or(Value::Null, |d| domain(world, d));
+    let interfaces: Vec<Value> = m
+        .interfaces
+        .iter()
+        .map(|i| interface(world, m, i))
+        .collect();
+    let disks: Vec<Value> = (0..m.disks.len()).map(|i| block_device(m, i)).collect();
+    let ips: Vec<String> = m.ip_addresses().iter().map(ToString::to_string).collect();
+    json!({
+        "system_id": m.system_id,
+        "hostname": m.hostname,
+        "description": m.description,
+        "fqdn": format!("{}.{}", m.hostname, world.domain_name(m.domain_id)),
+        "domain": domain_value,
+        "owner": m.owner,
+        "owner_data": m.owner_data,
+        "workload_annotations": m.owner_data,
+        "locked": m.locked,
+        "hardware_uuid": m.hardware_uuid,
+        "status": m.status.number(),
+        "status_name": m.status.name(),
+        "status_message": m.status_message,
+        "status_action": m.status_action,
+        "error_description": m.error_description,
+        "power_state": m.power_state.as_str(),
+        "power_type": m.power_type,
+        "cpu_count": m.cpu_count,
+        "cpu_speed": m.cpu_speed,
+        "memory": m.memory,
+        "swap_size": m.swap_size,
+        "storage": m.storage_mb(),
+        "architecture": m.architecture,
+        "min_hwe_kernel": m.min_hwe_kernel,
+        "hwe_kernel": m.hwe_kernel,
+        "osystem": m.osystem,
+        "distro_series": m.distro_series,
+        "ephemeral_deploy": m.ephemeral_deploy,
+        "netboot": m.netboot,
+        "disable_ipv4": false,
+        "enable_hw_sync": m.enable_hw_sync,
+        "enable_kernel_crash_dump": false,
+        "is_dpu": false,
+        "ip_addresses": ips,
+        "boot_interface": interfaces.first().cloned().unwrap_or(Value::Null),
+        "interface_set": interfaces,
+        "tag_names": m.tags.iter().collect::<Vec<_>>(),
+        "zone": zone_value,
+        "pool": pool_value,
+        "pod": null,
+        "parent": null,
+        "node_type": 0,
+        "node_type_name": "Machine",
+        "boot_disk": disks.first().cloned().unwrap_or(Value::Null),
+        "blockdevice_set": disks.clone(),
+        "physicalblockdevice_set": disks,
+        "virtualblockdevice_set": [],
+        "volume_groups": [],
+        "raids": [],
+        "cache_sets": [],
+        "bcaches": [],
+        "special_filesystems": [],
+        "numanode_set": [{"index": 0, "cores": (0..m.cpu_count).collect::<Vec<_>>(), "memory": m.memory, "hugepages_set": []}],
+        "hardware_info": {"system_vendor": "QEMU", "system_product": "Standard PC (Q35 + ICH9, 2009)", "cpu_model": "Intel Xeon Processor"},
+        "default_gateways": {"ipv4": {"gateway_ip": null, "link_id": null}, "ipv6": {"gateway_ip": null, "link_id": null}},
+        "bios_boot_method": "uefi",
+        "address_ttl": null,
+        "current_commissioning_result_id": -1,
+        "current_testing_result_id": -1,
+        "current_installation_result_id": -1,
+        "commissioning_status": 2,
+        "commissioning_status_name": "Passed",
+        "testing_status": 2,
+        "testing_status_name": "Passed",
+        "resource_uri": format!("{API}machines/{}/", m.system_id),
+    })
+}
+
+pub(crate) fn dns_resource(world: &World, r: &DnsResource) -> Value {
+    let domain_name = world.domain_name(r.domain_id);
+    let fqdn = if r.name == "@" {
+        domain_name.to_owned()
+    } else {
+        format!("{}.{domain_name}", r.name)
+    };
+    let ips: Vec<Value> = r
+        .ip_addresses
+        .iter()
+        .map(|ip| {
+            let subnet = world.subnets.iter().find(|s| s.cidr.contains(ip)).map(subnet);
+            json!({"ip": ip.to_string(), "alloc_type": 4, "alloc_type_name": "User reserved", "created": "2024-01-01T00:00:00",
+                "owner": {"username": r.owner}, "subnet": subnet, "interface_set": [],
+                "resource_uri": format!("{API}ipaddresses/")})
+        })
+        .collect();
+    json!({"id": r.id, "fqdn": fqdn, "address_ttl": r.address_ttl, "ip_addresses": ips, "resource_records": [],
+        "resource_uri": format!("{API}dnsresources/{}/", r.id)})
+}
+
+pub(crate) fn boot_resource(b: &BootResource, detailed: bool) -> Value {
+    let mut v = json!({"id": b.id, "type": b.rtype, "name": b.name, "architecture": b.architecture,
+        "subarches": b.subarches, "title": b.title, "last_deployed": null,
+        "resource_uri": format!("{API}boot-resources/{}/", b.id)});
+    if !b.base_image.is_empty() {
+        v["base_image"] = json!(b.base_image);
+    }
+    if detailed {
+        v["sets"] = json!({"20240101": {"version": "20240101", "label": "stable", "size": 1_073_741_824u64,
+            "complete": true, "progress": 100, "files": {}}});
+    }
+    v
+}
