@@ -1,0 +1,265 @@
+//! Brings up the whole end-to-end environment: a management API server with Cluster API
+//! core, a workload API server, the MAAS simulator, our binaries as processes and the
+//! kubelet stand-in.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use capmaas_testenv::{Process, TestEnv, free_port, repo_root};
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::core::GroupVersionKind;
+use kube::discovery::pinned_kind;
+use maas_sim::{RunningSim, SimConfig, Timings};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use crate::error::{Error, Result};
+use crate::{capi, kubelet};
+
+/// Our binaries, in start order.
+pub const CONTROLLERS: [&str; 3] = ["maas-client", "cluster-controller", "machine-controller"];
+
+/// How to size the environment.
+#[derive(Debug, Clone)]
+pub struct HarnessConfig {
+    /// Simulated MAAS machines.
+    pub machines: usize,
+    /// MAAS zones.
+    pub zones: Vec<String>,
+    /// Simulated deployment time of one machine.
+    pub deploy_time: Duration,
+    /// Simulated release time.
+    pub release_time: Duration,
+    /// `RUST_LOG` filter of our binaries.
+    pub log_filter: String,
+}
+
+impl Default for HarnessConfig {
+    fn default() -> Self {
+        Self {
+            machines: 20,
+            zones: vec!["z1".into(), "z2".into(), "z3".into()],
+            deploy_time: Duration::from_secs(2),
+            release_time: Duration::from_millis(500),
+            log_filter: "info".into(),
+        }
+    }
+}
+
+/// The running environment; dropping it stops everything.
+#[derive(Debug)]
+pub struct Harness {
+    /// The management cluster (CAPI core, our CRDs, our controllers).
+    pub management: TestEnv,
+    /// The workload cluster (Nodes registered by the kubelet stand-in).
+    pub workload: TestEnv,
+    /// The MAAS simulator.
+    pub sim: RunningSim,
+    capi: Process,
+    controllers: Vec<Process>,
+    dir: tempfile::TempDir,
+    cancel: CancellationToken,
+}
+
+/// Where `cargo build` put the workspace's binaries (`CAPMAAS_BIN_DIR` overrides).
+pub fn bin_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("CAPMAAS_BIN_DIR") {
+        return PathBuf::from(dir);
+    }
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map_or_else(|| repo_root().join("target"), PathBuf::from);
+    target.join("debug")
+}
+
+/// Path of one of our binaries, or a clear error when it has not been built.
+pub fn binary(name: &str) -> Result<PathBuf> {
+    let path = bin_dir().join(name);
+    if path.is_file() {
+        Ok(path)
+    } else {
+        Err(Error::MissingBinary { path })
+    }
+}
+
+impl Harness {
+    /// Starts everything; returns when CAPI core and our controllers are running.
+    pub async fn start(config: HarnessConfig) -> Result<Self> {
+        for name in CONTROLLERS {
+            binary(name)?;
+        }
+        let dir = tempfile::Builder::new()
+            .prefix("capmaas-e2e-")
+            .tempdir()
+            .map_err(Error::io("creating the e2e directory"))?;
+        let (management, workload) = tokio::join!(
+            TestEnv::start(),
+            TestEnv::builder()
+                .our_crds(false)
+                .capi_crds(false)
+                .controller_manager(false)
+                .start(),
+        );
+        let (management, workload) = (management?, workload?);
+        let mut sim_config = SimConfig::with_machines(config.machines);
+        sim_config.zones.clone_from(&config.zones);
+        sim_config.timings = Timings {
+            deploy: config.deploy_time,
+            release: config.release_time,
+            ..Timings::default()
+        };
+        let sim = maas_sim::Simulator::start(sim_config).await?;
+        let capi = capi::start_core_manager(&management, dir.path()).await?;
+
+        let cancel = CancellationToken::new();
+        tokio::spawn(kubelet::run(sim.state(), workload.client(), cancel.clone()));
+
+        let mut harness = Self {
+            management,
+            workload,
+            sim,
+            capi,
+            controllers: Vec::new(),
+            dir,
+            cancel,
+        };
+        for name in CONTROLLERS {
+            let process = harness.start_controller(name, &config.log_filter)?;
+            harness.controllers.push(process);
+        }
+        Ok(harness)
+    }
+
+    /// Starts (or restarts) one of our binaries against the management API server.
+    pub fn start_controller(&self, name: &'static str, log_filter: &str) -> Result<Process> {
+        let binary = binary(name)?;
+        let args = vec![
+            format!(
+                "--kubeconfig={}",
+                self.management.kubeconfig_path().display()
+            ),
+            format!("--health-addr=127.0.0.1:{}", free_port()?),
+            format!("--metrics-bind-addr=127.0.0.1:{}", free_port()?),
+            "--log-format=text".into(),
+        ];
+        let url = self.sim.url();
+        let key = self.sim.api_key();
+        let mut env: Vec<(&str, &str)> = vec![("RUST_LOG", log_filter)];
+        if name == "maas-client" {
+            env.push(("MAAS_ENDPOINT", &url));
+            env.push(("MAAS_API_KEY", &key));
+        }
+        Ok(Process::start(name, &binary, &args, &env, self.dir.path())?)
+    }
+
+    /// Kills one of our binaries (SIGKILL) and starts it again.
+    pub async fn restart_controller(&mut self, name: &'static str) -> Result<()> {
+        if let Some(index) = self.controllers.iter().position(|p| p.name() == name) {
+            let mut old = self.controllers.remove(index);
+            old.kill().await;
+        }
+        let process = self.start_controller(name, "info")?;
+        self.controllers.push(process);
+        Ok(())
+    }
+
+    /// Our running binaries.
+    pub fn controllers(&self) -> &[Process] {
+        &self.controllers
+    }
+
+    /// The CAPI core manager process.
+    pub fn capi_manager(&self) -> &Process {
+        &self.capi
+    }
+
+    /// Folder of the processes' logs.
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Fails when one of the processes has exited.
+    pub fn ensure_running(&mut self) -> Result<()> {
+        self.capi.ensure_running()?;
+        for process in &mut self.controllers {
+            process.ensure_running()?;
+        }
+        Ok(())
+    }
+
+    /// The tail of every process log.
+    pub fn logs(&self, lines: usize) -> String {
+        use std::fmt::Write as _;
+        let mut out = String::new();
+        for process in std::iter::once(&self.capi).chain(&self.controllers) {
+            let _ = writeln!(
+                out,
+                "===== {} =====\n{}",
+                process.name(),
+                process.log_tail(lines)
+            );
+        }
+        out
+    }
+
+    /// Server-side applies `object` (any kind) in the management cluster.
+    pub async fn apply(&self, object: &Value) -> Result<DynamicObject> {
+        apply(&self.management.client(), object).await
+    }
+}
+
+impl Drop for Harness {
+    fn drop(&mut self) {
+        self.cancel.cancel();
+        if std::thread::panicking() {
+            eprintln!("e2e process logs (test panicked):\n{}", self.logs(80));
+        }
+    }
+}
+
+/// Server-side applies `object` with field manager `e2e`.
+pub async fn apply(client: &kube::Client, object: &Value) -> Result<DynamicObject> {
+    let api_version = object["apiVersion"].as_str().unwrap_or_default();
+    let kind = object["kind"].as_str().unwrap_or_default();
+    let name = object["metadata"]["name"].as_str().unwrap_or_default();
+    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+    let (resource, _) = pinned_kind(client, &GroupVersionKind::gvk(group, version, kind))
+        .await
+        .map_err(Error::kube(format!("discovering {api_version} {kind}")))?;
+    let api: Api<DynamicObject> = match object["metadata"]["namespace"].as_str() {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
+        None => Api::all_with(client.clone(), &resource),
+    };
+    api.patch(
+        name,
+        &PatchParams::apply("e2e").force(),
+        &Patch::Apply(object),
+    )
+    .await
+    .map_err(Error::kube(format!("applying {kind} {name}")))
+}
+
+/// Polls `check` every `every` until it returns `Some`, or fails after `timeout`.
+pub async fn wait_for<T, F, Fut>(
+    what: &str,
+    timeout: Duration,
+    every: Duration,
+    mut check: F,
+) -> Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<Option<T>>>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if let Some(value) = check().await? {
+            return Ok(value);
+        }
+        if tokio::time::Instant::now() > deadline {
+            return Err(Error::Timeout {
+                what: what.into(),
+                seconds: timeout.as_secs(),
+            });
+        }
+        tokio::time::sleep(every).await;
+    }
+}

@@ -1,0 +1,102 @@
+//! A kubelet stand-in: when a simulated MAAS machine finishes deploying, register a Ready
+//! Node named after its hostname in the workload API server; when it is released, the
+//! Node goes. This is what real kubelets would do after cloud-init joined the cluster.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use maas_sim::{NodeStatus, SimHandle};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use crate::error::{Error, Result};
+
+const POLL: Duration = Duration::from_millis(250);
+
+/// Runs until `cancel` fires.
+pub async fn run(sim: SimHandle, workload: kube::Client, cancel: CancellationToken) {
+    let nodes: Api<Node> = Api::all(workload);
+    let mut registered: BTreeSet<String> = BTreeSet::new();
+    loop {
+        if let Err(e) = sync_once(&sim, &nodes, &mut registered).await {
+            tracing::warn!(error = %e, "kubelet stand-in: sync failed, retrying");
+        }
+        tokio::select! {
+            () = cancel.cancelled() => return,
+            () = tokio::time::sleep(POLL) => {}
+        }
+    }
+}
+
+async fn sync_once(
+    sim: &SimHandle,
+    nodes: &Api<Node>,
+    registered: &mut BTreeSet<String>,
+) -> Result<()> {
+    let deployed: BTreeSet<String> = sim
+        .machines()
+        .into_iter()
+        .filter(|m| m.status == NodeStatus::Deployed)
+        .map(|m| m.hostname)
+        .collect();
+    for hostname in deployed.difference(&registered.clone()) {
+        register(nodes, hostname).await?;
+        registered.insert(hostname.clone());
+    }
+    for hostname in registered.clone().difference(&deployed) {
+        match nodes.delete(hostname, &DeleteParams::default()).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(e) => return Err(Error::kube(format!("deleting Node {hostname}"))(e)),
+        }
+        registered.remove(hostname);
+    }
+    Ok(())
+}
+
+async fn register(nodes: &Api<Node>, hostname: &str) -> Result<()> {
+    let node: Node = serde_json::from_value(json!({
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": hostname, "labels": {"kubernetes.io/hostname": hostname}},
+    }))
+    .map_err(|e| Error::Manifest {
+        name: hostname.into(),
+        message: e.to_string(),
+    })?;
+    match nodes.create(&PostParams::default(), &node).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.code == 409 => {}
+        Err(e) => return Err(Error::kube(format!("creating Node {hostname}"))(e)),
+    }
+    let now =
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::now());
+    let status = json!({
+        "apiVersion": "v1",
+        "kind": "Node",
+        "status": {
+            "conditions": [{
+                "type": "Ready", "status": "True", "reason": "KubeletReady",
+                "message": "kubelet stand-in is posting ready status",
+                "lastHeartbeatTime": now, "lastTransitionTime": now
+            }],
+            "nodeInfo": {
+                "architecture": "amd64", "bootID": "", "containerRuntimeVersion": "containerd://2.0.0",
+                "kernelVersion": "6.8.0", "kubeProxyVersion": "", "kubeletVersion": "v1.36.3",
+                "machineID": hostname, "operatingSystem": "linux", "osImage": "Ubuntu 24.04 LTS",
+                "systemUUID": hostname
+            }
+        }
+    });
+    nodes
+        .patch_status(
+            hostname,
+            &PatchParams::apply("kubelet-stand-in").force(),
+            &Patch::Apply(&status),
+        )
+        .await
+        .map_err(Error::kube(format!("reporting Node {hostname} Ready")))?;
+    Ok(())
+}

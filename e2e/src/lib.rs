@@ -1,0 +1,14 @@
+//! End-to-end environment of the provider: Cluster API core built from Go modules and
+//! run against a real management API server, a second API server as the workload
+//! cluster, the MAAS simulator, our binaries as processes, and a kubelet stand-in that
+//! registers Nodes when simulated servers finish deploying.
+
+pub mod capi;
+pub mod error;
+pub mod harness;
+pub mod kubelet;
+pub mod objects;
+
+pub use error::{Error, Result};
+pub use harness::{Harness, HarnessConfig, apply, wait_for};
+pub use objects::{ClusterSpec, kubeconfig_secret};

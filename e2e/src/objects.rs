@@ -1,0 +1,230 @@
+//! The objects a person declares for a cluster: the story cluster is 3 control-plane
+//! Machines (created directly, KubeadmControlPlane needs real nodes) and a
+//! MachineDeployment of workers, on MAAS machines imported by a MaasInventory.
+
+use serde_json::{Value, json};
+
+const INFRA_GROUP: &str = "infrastructure.cluster.x-k8s.io";
+const INFRA_VERSION: &str = "infrastructure.cluster.x-k8s.io/v1beta1";
+const CAPI_VERSION: &str = "cluster.x-k8s.io/v1beta2";
+
+/// What to declare.
+#[derive(Debug, Clone)]
+pub struct ClusterSpec {
+    /// Cluster name (also the DNS name's first label).
+    pub name: String,
+    /// Namespace, which the inventory imports hosts into.
+    pub namespace: String,
+    /// MAAS DNS domain of the control-plane endpoint.
+    pub dns_domain: String,
+    /// MAAS zones used as failure domains.
+    pub zones: Vec<String>,
+    /// Control-plane Machines.
+    pub control_plane: usize,
+    /// Worker replicas of the MachineDeployment.
+    pub workers: usize,
+    /// OS image of every machine.
+    pub image: String,
+    /// Re-image the same servers on upgrades.
+    pub node_reuse: bool,
+    /// MAAS resource pool to import.
+    pub pool: String,
+}
+
+impl ClusterSpec {
+    /// The story cluster: 3 control-plane nodes and 5 workers.
+    pub fn story(namespace: &str) -> Self {
+        Self {
+            name: "story".into(),
+            namespace: namespace.into(),
+            dns_domain: "maas".into(),
+            zones: vec!["z1".into(), "z2".into(), "z3".into()],
+            control_plane: 3,
+            workers: 5,
+            image: "ubuntu/jammy".into(),
+            node_reuse: false,
+            pool: "default".into(),
+        }
+    }
+
+    /// Name of the worker MaasMachineTemplate for `image` (templates are immutable, so an
+    /// image change is a new template).
+    pub fn worker_template_name(&self, image: &str) -> String {
+        let suffix: String = image
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+            .collect();
+        format!("{}-workers-{}", self.name, suffix.trim_matches('-'))
+    }
+
+    /// Every object, in the order to create them (the kubeconfig Secret excepted, which
+    /// the harness writes for the workload API server).
+    pub fn objects(&self) -> Vec<Value> {
+        let mut objects = vec![
+            self.bootstrap_secret(),
+            self.inventory(),
+            self.maas_cluster(),
+            self.cluster(),
+            self.worker_template(&self.image),
+            self.machine_deployment(&self.image),
+        ];
+        for index in 0..self.control_plane {
+            objects.push(self.control_plane_maas_machine(index));
+            objects.push(self.control_plane_machine(index));
+        }
+        objects
+    }
+
+    fn labels(&self) -> Value {
+        json!({"cluster.x-k8s.io/cluster-name": self.name})
+    }
+
+    /// Cloud-init every machine boots with (the simulator only stores it).
+    pub fn bootstrap_secret(&self) -> Value {
+        json!({
+            "apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": format!("{}-bootstrap", self.name), "namespace": self.namespace, "labels": self.labels()},
+            "type": "cluster.x-k8s.io/secret",
+            "stringData": {"value": "#cloud-config\nruncmd:\n  - echo joining the cluster\n", "format": "cloud-config"}
+        })
+    }
+
+    /// The MaasInventory importing the pool's machines into the namespace.
+    pub fn inventory(&self) -> Value {
+        json!({
+            "apiVersion": INFRA_VERSION, "kind": "MaasInventory",
+            "metadata": {"name": self.pool, "namespace": self.namespace},
+            "spec": {"resourcePool": self.pool, "syncIntervalSeconds": 10}
+        })
+    }
+
+    /// The MaasCluster.
+    pub fn maas_cluster(&self) -> Value {
+        json!({
+            "apiVersion": INFRA_VERSION, "kind": "MaasCluster",
+            "metadata": {"name": self.name, "namespace": self.namespace, "labels": self.labels()},
+            "spec": {"dnsDomain": self.dns_domain, "failureDomains": self.zones}
+        })
+    }
+
+    /// The CAPI Cluster (no control-plane provider).
+    pub fn cluster(&self) -> Value {
+        json!({
+            "apiVersion": CAPI_VERSION, "kind": "Cluster",
+            "metadata": {"name": self.name, "namespace": self.namespace, "labels": self.labels()},
+            "spec": {
+                "clusterNetwork": {"pods": {"cidrBlocks": ["192.168.0.0/16"]}},
+                "infrastructureRef": {"apiGroup": INFRA_GROUP, "kind": "MaasCluster", "name": self.name}
+            }
+        })
+    }
+
+    fn machine_spec(&self) -> Value {
+        json!({"minCPU": 2, "minMemory": 4096, "image": self.image})
+    }
+
+    /// The worker MaasMachineTemplate for `image`.
+    pub fn worker_template(&self, image: &str) -> Value {
+        let mut spec = self.machine_spec();
+        spec["image"] = json!(image);
+        json!({
+            "apiVersion": INFRA_VERSION, "kind": "MaasMachineTemplate",
+            "metadata": {"name": self.worker_template_name(image), "namespace": self.namespace, "labels": self.labels()},
+            "spec": {"template": {"spec": spec}, "nodeReuse": self.node_reuse}
+        })
+    }
+
+    /// The worker MachineDeployment, using the template for `image`.
+    pub fn machine_deployment(&self, image: &str) -> Value {
+        let md_labels = json!({"cluster.x-k8s.io/cluster-name": self.name, "cluster.x-k8s.io/deployment-name": format!("{}-workers", self.name)});
+        json!({
+            "apiVersion": CAPI_VERSION, "kind": "MachineDeployment",
+            "metadata": {"name": format!("{}-workers", self.name), "namespace": self.namespace, "labels": self.labels()},
+            "spec": {
+                "clusterName": self.name,
+                "replicas": self.workers,
+                "selector": {"matchLabels": md_labels},
+                "rollout": {"strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 0, "maxUnavailable": 1}}},
+                "template": {
+                    "metadata": {"labels": md_labels},
+                    "spec": {
+                        "clusterName": self.name,
+                        "version": "v1.33.0",
+                        "bootstrap": {"dataSecretName": format!("{}-bootstrap", self.name)},
+                        "infrastructureRef": {"apiGroup": INFRA_GROUP, "kind": "MaasMachineTemplate", "name": self.worker_template_name(image)}
+                    }
+                }
+            }
+        })
+    }
+
+    fn control_plane_name(&self, index: usize) -> String {
+        format!("{}-control-plane-{index}", self.name)
+    }
+
+    /// The MaasMachine of control-plane node `index`.
+    pub fn control_plane_maas_machine(&self, index: usize) -> Value {
+        json!({
+            "apiVersion": INFRA_VERSION, "kind": "MaasMachine",
+            "metadata": {"name": self.control_plane_name(index), "namespace": self.namespace, "labels": self.labels()},
+            "spec": self.machine_spec()
+        })
+    }
+
+    /// The Machine of control-plane node `index`, spread over the failure domains.
+    pub fn control_plane_machine(&self, index: usize) -> Value {
+        let mut labels = self.labels();
+        labels["cluster.x-k8s.io/control-plane"] = json!("");
+        let mut spec = json!({
+            "clusterName": self.name,
+            "version": "v1.33.0",
+            "bootstrap": {"dataSecretName": format!("{}-bootstrap", self.name)},
+            "infrastructureRef": {"apiGroup": INFRA_GROUP, "kind": "MaasMachine", "name": self.control_plane_name(index)}
+        });
+        if !self.zones.is_empty() {
+            spec["failureDomain"] = json!(self.zones[index % self.zones.len()]);
+        }
+        json!({
+            "apiVersion": CAPI_VERSION, "kind": "Machine",
+            "metadata": {"name": self.control_plane_name(index), "namespace": self.namespace, "labels": labels},
+            "spec": spec
+        })
+    }
+}
+
+/// The `<cluster>-kubeconfig` Secret through which CAPI and our controllers reach the
+/// workload API server.
+pub fn kubeconfig_secret(cluster: &str, namespace: &str, kubeconfig: &str) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": format!("{cluster}-kubeconfig"), "namespace": namespace,
+                     "labels": {"cluster.x-k8s.io/cluster-name": cluster}},
+        "type": "cluster.x-k8s.io/secret",
+        "stringData": {"value": kubeconfig}
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_story_cluster_has_every_object() {
+        let spec = ClusterSpec::story("ns");
+        let objects = spec.objects();
+        let kinds: Vec<&str> = objects.iter().filter_map(|o| o["kind"].as_str()).collect();
+        assert_eq!(kinds.iter().filter(|k| **k == "Machine").count(), 3);
+        assert_eq!(kinds.iter().filter(|k| **k == "MaasMachine").count(), 3);
+        assert!(kinds.contains(&"MachineDeployment") && kinds.contains(&"MaasInventory"));
+        let zones: Vec<&str> = objects
+            .iter()
+            .filter(|o| o["kind"] == "Machine")
+            .filter_map(|o| o["spec"]["failureDomain"].as_str())
+            .collect();
+        assert_eq!(zones, ["z1", "z2", "z3"]);
+        assert_eq!(
+            spec.worker_template_name("ubuntu/noble"),
+            "story-workers-ubuntu-noble"
+        );
+    }
+}
