@@ -84,6 +84,11 @@ pub fn binary(name: &str) -> Result<PathBuf> {
 impl Harness {
     /// Starts everything; returns when CAPI core and our controllers are running.
     pub async fn start(config: HarnessConfig) -> Result<Self> {
+        // Two API servers' start-up futures are large; keep them off the caller's stack.
+        Box::pin(Self::start_inner(config)).await
+    }
+
+    async fn start_inner(config: HarnessConfig) -> Result<Self> {
         for name in CONTROLLERS {
             binary(name)?;
         }

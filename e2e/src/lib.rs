@@ -8,6 +8,7 @@ pub mod error;
 pub mod harness;
 pub mod kubelet;
 pub mod objects;
+pub mod progress;
 
 pub use error::{Error, Result};
 pub use harness::{Harness, HarnessConfig, apply, wait_for};

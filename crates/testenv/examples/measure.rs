@@ -4,6 +4,10 @@
 
 use std::time::Duration;
 
+fn mib(kib: u64) -> f64 {
+    f64::from(u32::try_from(kib).unwrap_or(u32::MAX)) / 1024.0
+}
+
 fn rss_kib(pid: u32) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     status
@@ -28,9 +32,9 @@ async fn main() -> Result<(), capmaas_testenv::Error> {
             for process in env.processes() {
                 let rss = process.pid().and_then(rss_kib).unwrap_or(0);
                 total += rss;
-                println!("  {:<26} {:>7.1} MiB", process.name(), rss as f64 / 1024.0);
+                println!("  {:<26} {:>7.1} MiB", process.name(), mib(rss));
             }
-            println!("  {:<26} {:>7.1} MiB", "total", total as f64 / 1024.0);
+            println!("  {:<26} {:>7.1} MiB", "total", mib(total));
         }
         env.stop().await;
     }

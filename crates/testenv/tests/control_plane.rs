@@ -57,7 +57,7 @@ async fn control_plane_serves_real_version_capi_crds_rbac_and_gc() {
     let ns = env.create_namespace("rbac").await.unwrap();
     let alice = env.user_client("alice", &["devs"]).await.unwrap();
     let err = Api::<ConfigMap>::namespaced(alice, &ns)
-        .list(&Default::default())
+        .list(&kube::api::ListParams::default())
         .await
         .unwrap_err();
     assert!(
@@ -183,6 +183,5 @@ async fn two_environments_run_side_by_side_and_clean_up() {
 
 fn is_zombie(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .map(|s| s.split_whitespace().nth(2) == Some("Z"))
-        .unwrap_or(true)
+        .map_or(true, |s| s.split_whitespace().nth(2) == Some("Z"))
 }

@@ -1,0 +1,143 @@
+//! A terminal view of a cluster coming up: Machines with their phase, host and provider
+//! id, MAAS servers by state, a progress bar and the elapsed time.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use kube::api::{Api, DynamicObject, ListParams};
+use kube::core::GroupVersionKind;
+use kube::discovery::pinned_kind;
+use maas_sim::SimHandle;
+
+use crate::error::{Error, Result};
+
+/// One observation of the cluster.
+#[derive(Debug, Clone, Default)]
+pub struct Snapshot {
+    /// (name, phase, host, provider id) per Machine.
+    pub machines: Vec<[String; 4]>,
+    /// MAAS status name → number of servers.
+    pub servers: BTreeMap<String, usize>,
+    /// Machines Running with a nodeRef.
+    pub running: usize,
+}
+
+/// Reads Machines and MaasMachines of `namespace` and the simulator's servers.
+pub async fn snapshot(client: &kube::Client, namespace: &str, sim: &SimHandle) -> Result<Snapshot> {
+    let machines = list(client, namespace, "cluster.x-k8s.io", "v1beta2", "Machine").await?;
+    let maas_machines = list(
+        client,
+        namespace,
+        "infrastructure.cluster.x-k8s.io",
+        "v1beta1",
+        "MaasMachine",
+    )
+    .await?;
+    let host_of: BTreeMap<String, String> = maas_machines
+        .iter()
+        .filter_map(|m| {
+            let host = m.data["status"]["hostRef"]["name"].as_str()?;
+            Some((m.metadata.name.clone()?, host.to_owned()))
+        })
+        .collect();
+    let mut snap = Snapshot::default();
+    for machine in &machines {
+        let name = machine.metadata.name.clone().unwrap_or_default();
+        let phase = machine.data["status"]["phase"]
+            .as_str()
+            .unwrap_or("Pending")
+            .to_owned();
+        let infra = machine.data["spec"]["infrastructureRef"]["name"]
+            .as_str()
+            .unwrap_or_default();
+        let host = host_of.get(infra).cloned().unwrap_or_else(|| "-".into());
+        let provider = machine.data["spec"]["providerID"]
+            .as_str()
+            .unwrap_or("-")
+            .to_owned();
+        if phase == "Running" && machine.data["status"]["nodeRef"]["name"].is_string() {
+            snap.running += 1;
+        }
+        snap.machines.push([name, phase, host, provider]);
+    }
+    snap.machines.sort();
+    for server in sim.machines() {
+        *snap.servers.entry(server.status_name).or_default() += 1;
+    }
+    Ok(snap)
+}
+
+async fn list(
+    client: &kube::Client,
+    ns: &str,
+    group: &str,
+    version: &str,
+    kind: &str,
+) -> Result<Vec<DynamicObject>> {
+    let (resource, _) = pinned_kind(client, &GroupVersionKind::gvk(group, version, kind))
+        .await
+        .map_err(Error::kube(format!("discovering {kind}")))?;
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &resource);
+    Ok(api
+        .list(&ListParams::default())
+        .await
+        .map_err(Error::kube(format!("listing {kind}")))?
+        .items)
+}
+
+/// The screen for `snap` after `elapsed`, for `expected` machines.
+pub fn render(snap: &Snapshot, expected: usize, elapsed: Duration) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{:<28} {:<13} {:<22} PROVIDER ID",
+        "MACHINE", "PHASE", "MAAS HOST"
+    );
+    for [name, phase, host, provider] in &snap.machines {
+        let _ = writeln!(out, "{name:<28} {phase:<13} {host:<22} {provider}");
+    }
+    let servers: Vec<String> = snap
+        .servers
+        .iter()
+        .map(|(state, n)| format!("{state}: {n}"))
+        .collect();
+    let _ = writeln!(out, "\nMAAS servers  {}", servers.join("  "));
+    let width = 40;
+    let filled = (snap.running * width)
+        .checked_div(expected)
+        .unwrap_or(width);
+    let _ = writeln!(
+        out,
+        "\n[{}{}] {}/{} machines running   {:>5.1}s",
+        "#".repeat(filled.min(width)),
+        ".".repeat(width - filled.min(width)),
+        snap.running,
+        expected,
+        elapsed.as_secs_f64()
+    );
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn render_shows_rows_servers_and_a_proportional_bar() {
+        let snap = Snapshot {
+            machines: vec![[
+                "m-0".into(),
+                "Running".into(),
+                "host-a".into(),
+                "maas:///z1/abc123".into(),
+            ]],
+            servers: BTreeMap::from([("Deployed".into(), 1), ("Ready".into(), 19)]),
+            running: 1,
+        };
+        let screen = render(&snap, 2, Duration::from_secs(3));
+        assert!(screen.contains("m-0") && screen.contains("maas:///z1/abc123"));
+        assert!(screen.contains("Deployed: 1  Ready: 19"));
+        assert!(screen.contains(&format!("[{}{}] 1/2", "#".repeat(20), ".".repeat(20))));
+    }
+}
