@@ -32,9 +32,11 @@ test: testenv libmaas
     cargo build --workspace --bins
     cargo test --workspace --no-fail-fast
 
-# Benchmarks (numbers are printed, never asserted).
-bench:
+# Benchmarks (numbers are printed, never asserted): simulator throughput and client overhead,
+# test control plane start-up time and memory.
+bench: testenv
     cargo bench -p maas-client --bench throughput
+    cargo run -q -p capmaas-testenv --example measure
 
 # Run the MAAS simulator in the foreground with 20 machines (Ctrl-C stops it).
 sim *ARGS:

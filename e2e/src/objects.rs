@@ -164,9 +164,13 @@ impl ClusterSpec {
 
     /// The MaasMachine of control-plane node `index`.
     pub fn control_plane_maas_machine(&self, index: usize) -> Value {
+        // KubeadmControlPlane labels the infrastructure machines it creates; we create
+        // them by hand, so we label them the same way.
+        let mut labels = self.labels();
+        labels["cluster.x-k8s.io/control-plane"] = json!("");
         json!({
             "apiVersion": INFRA_VERSION, "kind": "MaasMachine",
-            "metadata": {"name": self.control_plane_name(index), "namespace": self.namespace, "labels": self.labels()},
+            "metadata": {"name": self.control_plane_name(index), "namespace": self.namespace, "labels": labels},
             "spec": self.machine_spec()
         })
     }

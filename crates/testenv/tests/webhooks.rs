@@ -117,7 +117,9 @@ async fn a_local_validating_webhook_is_called_by_the_api_server() {
                 break;
             }
             Ok(_) => {
-                api.delete("no", &kube::api::DeleteParams::default()).await.unwrap();
+                api.delete("no", &kube::api::DeleteParams::default())
+                    .await
+                    .unwrap();
                 tokio::time::sleep(std::time::Duration::from_millis(200)).await;
             }
             Err(other) => panic!("unexpected error {other:?}"),
