@@ -1,0 +1,209 @@
+//! A live, unpaused MaasCluster: endpoint, DNS record, status.
+
+use capmaas_api::conditions::{self as cond, reasons};
+use capmaas_api::keys::{LABEL_CLUSTER_NAME, LABEL_CONTROL_PLANE};
+use capmaas_api::{MaasCluster, MaasDNSRecord, MaasDNSRecordSpec, MaasMachine};
+use capmaas_runtime::conditions::{ConditionStatus, NewCondition};
+use capmaas_runtime::status::now;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{ListParams, Patch, PatchParams};
+use kube::runtime::controller::Action;
+use kube::runtime::events::EventType;
+use kube::{Api, Resource, ResourceExt};
+use tracing::{debug, info};
+
+use crate::addresses::{addresses_differ, control_plane_addresses, parse_subnet, plan_addresses};
+use crate::capi::Cluster;
+use crate::controller::Ctx;
+use crate::error::{Error, Result};
+use crate::prober::{ClusterRef, ProbeState};
+use crate::reconcile::{
+    DnsName, StatusParts, api_server_condition, build_status, failure_domains,
+    load_balancer_condition, owned_by, paused_condition, plan_endpoint, status_with,
+};
+use crate::writes::{announce_api_server, publish, set_endpoint, write_status};
+
+/// Paused: only the `Paused` condition changes; the probe stops.
+pub(crate) async fn pause(
+    api: &Api<MaasCluster>,
+    mc: &MaasCluster,
+    key: &ClusterRef,
+    why: &str,
+    ctx: &Ctx,
+) -> Result<Action> {
+    ctx.prober.stop(key);
+    let status = status_with(
+        mc.status.as_ref(),
+        paused_condition(Some(why)).observed_generation(mc.metadata.generation),
+        &now(),
+    );
+    write_status(api, mc, &status, ctx).await?;
+    debug!(reason = why, "paused");
+    Ok(Action::await_change())
+}
+
+/// The normal pass: endpoint, DNS record, probe, status.
+pub(crate) async fn apply(
+    api: &Api<MaasCluster>,
+    mc: &MaasCluster,
+    key: &ClusterRef,
+    cluster_name: &str,
+    cluster: &Cluster,
+    ctx: &Ctx,
+) -> Result<Action> {
+    let previous = mc.status.as_ref();
+    let generation = mc.metadata.generation;
+    let failure_domains = failure_domains(&mc.spec);
+    let probe = ctx.prober.ensure(key, cluster_name);
+    let failed_status = |problem: &str, probe: &ProbeState| {
+        let lb = NewCondition::new(
+            cond::LOAD_BALANCER_READY,
+            ConditionStatus::False,
+            reasons::LOAD_BALANCER_FAILED,
+        )
+        .message(problem);
+        let parts = StatusParts {
+            provisioned: false,
+            dns_name: previous
+                .and_then(|s| s.network.as_ref())
+                .and_then(|n| n.dns_name.clone()),
+            failure_domains: failure_domains.clone(),
+            load_balancer: lb,
+            api_server: api_server_condition(probe),
+            generation,
+        };
+        build_status(previous, parts, &now())
+    };
+
+    let plan = match plan_endpoint(cluster_name, &mc.spec, cluster) {
+        Ok(plan) => plan,
+        Err(problem) => {
+            write_status(api, mc, &failed_status(&problem, &probe), ctx).await?;
+            publish(ctx, mc, EventType::Warning, "InvalidEndpoint", &problem).await;
+            return Err(Error::InvalidSpec(problem));
+        }
+    };
+    let mc = if plan.patch_spec {
+        let updated = set_endpoint(api, mc, &plan.endpoint).await?;
+        publish(
+            ctx,
+            &updated,
+            EventType::Normal,
+            "EndpointSet",
+            &format!(
+                "control-plane endpoint {}:{}",
+                plan.endpoint.host, plan.endpoint.port
+            ),
+        )
+        .await;
+        updated
+    } else {
+        mc.clone()
+    };
+    let record = match &plan.dns {
+        Some(dns) => match ensure_dns_record(&mc, dns, cluster_name, ctx).await {
+            Ok(record) => Some(record),
+            Err(e @ (Error::InvalidSpec(_) | Error::DnsRecordConflict(_))) => {
+                write_status(api, &mc, &failed_status(&e.to_string(), &probe), ctx).await?;
+                publish(
+                    ctx,
+                    &mc,
+                    EventType::Warning,
+                    reasons::LOAD_BALANCER_FAILED,
+                    &e.to_string(),
+                )
+                .await;
+                return Err(e);
+            }
+            Err(e) => return Err(e),
+        },
+        None => None,
+    };
+    let parts = StatusParts {
+        provisioned: true,
+        dns_name: plan.dns.as_ref().map(DnsName::fqdn),
+        failure_domains,
+        load_balancer: load_balancer_condition(&plan, record.as_ref()),
+        api_server: api_server_condition(&probe),
+        generation,
+    };
+    let status = build_status(previous, parts, &now());
+    write_status(api, &mc, &status, ctx).await?;
+    announce_api_server(ctx, &mc, previous, &status).await;
+    Ok(Action::requeue(ctx.sync_period))
+}
+
+/// Creates or updates the MaasDNSRecord; writes only when the address set or TTL changes.
+async fn ensure_dns_record(
+    mc: &MaasCluster,
+    dns: &DnsName,
+    cluster: &str,
+    ctx: &Ctx,
+) -> Result<MaasDNSRecord> {
+    let ns = mc.namespace().ok_or(Error::MissingMetadata("namespace"))?;
+    let uid = mc.uid().ok_or(Error::MissingMetadata("uid"))?;
+    let records: Api<MaasDNSRecord> = Api::namespaced(ctx.client.clone(), &ns);
+    let existing = records
+        .get_opt(&dns.name)
+        .await
+        .map_err(Error::kube("get MaasDNSRecord"))?;
+    if let Some(record) = &existing {
+        if !owned_by(record, &uid) {
+            return Err(Error::DnsRecordConflict(dns.name.clone()));
+        }
+        if record.metadata.deletion_timestamp.is_some() {
+            // Deleted by someone; it is recreated once the gateway has let it go.
+            return Ok(record.clone());
+        }
+    }
+    let options = mc.spec.dns_record.clone().unwrap_or_default();
+    let subnet =
+        parse_subnet(options.published_address_subnet.as_deref()).map_err(Error::InvalidSpec)?;
+    let machines = Api::<MaasMachine>::namespaced(ctx.client.clone(), &ns)
+        .list(&ListParams::default().labels(&format!(
+            "{LABEL_CLUSTER_NAME}={cluster},{LABEL_CONTROL_PLANE}"
+        )))
+        .await
+        .map_err(Error::kube("list MaasMachines"))?;
+    let live = control_plane_addresses(&machines.items, cluster, subnet.as_ref());
+    let current = existing
+        .as_ref()
+        .map(|r| r.spec.addresses.as_deref().unwrap_or_default());
+    let plan = plan_addresses(&live, current);
+    let unchanged = existing.as_ref().is_some_and(|r| {
+        !addresses_differ(current, &plan.addresses)
+            && r.spec.ttl == options.ttl
+            && r.spec.domain == dns.domain
+    });
+    if let (true, Some(record)) = (unchanged, existing) {
+        return Ok(record);
+    }
+    if plan.kept_previous {
+        info!("no live control-plane address; keeping the published ones");
+    }
+    let desired = MaasDNSRecord {
+        metadata: ObjectMeta {
+            name: Some(dns.name.clone()),
+            namespace: Some(ns.clone()),
+            labels: Some([(LABEL_CLUSTER_NAME.to_owned(), cluster.to_owned())].into()),
+            owner_references: mc.controller_owner_ref(&()).map(|o| vec![o]),
+            ..ObjectMeta::default()
+        },
+        spec: MaasDNSRecordSpec {
+            name: dns.name.clone(),
+            domain: dns.domain.clone(),
+            addresses: Some(plan.addresses.clone()),
+            ttl: options.ttl,
+        },
+        status: None,
+    };
+    let params = PatchParams::apply(&ctx.field_manager).force();
+    let record = records
+        .patch(&dns.name, &params, &Patch::Apply(&desired))
+        .await
+        .map_err(Error::kube("apply MaasDNSRecord"))?;
+    let note = format!("{} -> [{}]", dns.fqdn(), plan.addresses.join(", "));
+    info!(record = dns.name, addresses = ?plan.addresses, "MaasDNSRecord written");
+    publish(ctx, mc, EventType::Normal, "DNSRecordUpdated", &note).await;
+    Ok(record)
+}

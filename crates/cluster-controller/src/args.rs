@@ -1,0 +1,85 @@
+//! Flags of the cluster-controller beyond the common ones.
+
+use std::time::Duration;
+
+use capmaas_runtime::flags::parse_duration;
+
+use crate::prober::ProberConfig;
+
+/// cluster-controller flags.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ControllerArgs {
+    /// Limit of one workload API-server probe (Secret read, `/version` call).
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = parse_duration)]
+    pub api_probe_timeout: Duration,
+
+    /// Interval between probes of a workload API server that answers.
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_duration)]
+    pub api_probe_interval: Duration,
+
+    /// First retry delay of a workload API server that does not answer; doubles on each failure.
+    #[arg(long, value_name = "DURATION", default_value = "1s", value_parser = parse_duration)]
+    pub api_probe_min_backoff: Duration,
+
+    /// Largest retry delay of a workload API server that does not answer.
+    #[arg(long, value_name = "DURATION", default_value = "2m", value_parser = parse_duration)]
+    pub api_probe_max_backoff: Duration,
+}
+
+impl Default for ControllerArgs {
+    fn default() -> Self {
+        let d = ProberConfig::default();
+        Self {
+            api_probe_timeout: d.timeout,
+            api_probe_interval: d.refresh,
+            api_probe_min_backoff: d.min_backoff,
+            api_probe_max_backoff: d.max_backoff,
+        }
+    }
+}
+
+impl ControllerArgs {
+    /// The prober configuration these flags describe.
+    pub fn prober_config(&self) -> ProberConfig {
+        ProberConfig {
+            timeout: self.api_probe_timeout,
+            refresh: self.api_probe_interval,
+            min_backoff: self.api_probe_min_backoff,
+            max_backoff: self.api_probe_max_backoff.max(self.api_probe_min_backoff),
+            jitter: true,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: ControllerArgs,
+    }
+
+    #[test]
+    fn defaults_match_prober_defaults_and_flags_parse() {
+        let cli = Cli::try_parse_from(["x"]).unwrap();
+        let expected = ProberConfig {
+            jitter: true,
+            ..ProberConfig::default()
+        };
+        assert_eq!(cli.args.prober_config(), expected);
+        assert_eq!(ControllerArgs::default().prober_config(), expected);
+        let cli = Cli::try_parse_from([
+            "x",
+            "--api-probe-interval=5m",
+            "--api-probe-max-backoff=100ms",
+            "--api-probe-min-backoff=1s",
+        ])
+        .unwrap();
+        let c = cli.args.prober_config();
+        assert_eq!(c.refresh, Duration::from_secs(300));
+        assert_eq!(c.max_backoff, Duration::from_secs(1), "max never below min");
+    }
+}

@@ -1,0 +1,90 @@
+//! Deleting a MaasCluster: machines first, then the DNS record, then the finalizer.
+
+use std::time::Duration;
+
+use capmaas_api::keys::LABEL_CLUSTER_NAME;
+use capmaas_api::{MaasCluster, MaasDNSRecord, MaasMachine};
+use capmaas_runtime::status::now;
+use kube::api::{DeleteParams, ListParams};
+use kube::runtime::controller::Action;
+use kube::runtime::events::EventType;
+use kube::{Api, ResourceExt};
+use tracing::{debug, info};
+
+use crate::controller::Ctx;
+use crate::error::{Error, Result};
+use crate::prober::ClusterRef;
+use crate::reconcile::{DeletionStep, deletion_condition, deletion_step, owned_by, status_with};
+use crate::writes::{publish, set_finalizers, write_status};
+
+/// Backstop while deletion waits for machines (their deletion also wakes us through the watch).
+const DELETE_WAIT_MACHINES: Duration = Duration::from_secs(30);
+/// Backstop while deletion waits for the gateway to remove the DNS record.
+const DELETE_WAIT_RECORD: Duration = Duration::from_secs(10);
+
+/// One step of deletion per pass (see [`crate::reconcile::deletion_step`]).
+pub(crate) async fn cleanup(
+    api: &Api<MaasCluster>,
+    mc: &MaasCluster,
+    key: &ClusterRef,
+    cluster: Option<&str>,
+    ctx: &Ctx,
+) -> Result<Action> {
+    ctx.prober.stop(key);
+    let ns = mc.namespace().ok_or(Error::MissingMetadata("namespace"))?;
+    let uid = mc.uid().ok_or(Error::MissingMetadata("uid"))?;
+    let machines = match cluster {
+        Some(c) => {
+            Api::<MaasMachine>::namespaced(ctx.client.clone(), &ns)
+                .list(&ListParams::default().labels(&format!("{LABEL_CLUSTER_NAME}={c}")))
+                .await
+                .map_err(Error::kube("list MaasMachines"))?
+                .items
+        }
+        None => Vec::new(),
+    };
+    let records: Api<MaasDNSRecord> = Api::namespaced(ctx.client.clone(), &ns);
+    let owned: Vec<MaasDNSRecord> = records
+        .list(&ListParams::default())
+        .await
+        .map_err(Error::kube("list MaasDNSRecords"))?
+        .items
+        .into_iter()
+        .filter(|r| owned_by(r, &uid))
+        .collect();
+    let step = deletion_step(&machines, &owned);
+    if let Some(condition) = deletion_condition(&step, mc.metadata.generation) {
+        let status = status_with(mc.status.as_ref(), condition.clone(), &now());
+        let changed = mc.status.as_ref() != Some(&status);
+        write_status(api, mc, &status, ctx).await?;
+        if changed {
+            let (reason, kind) = match step {
+                DeletionStep::WaitForMachines(_) => ("DeletionBlocked", EventType::Normal),
+                _ => ("DeletingDNSRecord", EventType::Normal),
+            };
+            publish(ctx, mc, kind, reason, &condition.message).await;
+        }
+    }
+    match step {
+        DeletionStep::WaitForMachines(names) => {
+            debug!(machines = ?names, "deletion waits for MaasMachines");
+            Ok(Action::requeue(DELETE_WAIT_MACHINES))
+        }
+        DeletionStep::DeleteDnsRecords(names) => {
+            for name in names {
+                match records.delete(&name, &DeleteParams::default()).await {
+                    Ok(_) => info!(record = name, "MaasDNSRecord deleted"),
+                    Err(kube::Error::Api(s)) if s.code == 404 => {}
+                    Err(e) => return Err(Error::kube("delete MaasDNSRecord")(e)),
+                }
+            }
+            Ok(Action::requeue(DELETE_WAIT_RECORD))
+        }
+        DeletionStep::WaitForDnsRecords(_) => Ok(Action::requeue(DELETE_WAIT_RECORD)),
+        DeletionStep::RemoveFinalizer => {
+            set_finalizers(api, mc, false).await?;
+            info!("MaasCluster cleaned up; finalizer removed");
+            Ok(Action::await_change())
+        }
+    }
+}

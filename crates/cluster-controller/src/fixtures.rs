@@ -1,0 +1,58 @@
+//! Objects for unit tests.
+#![allow(clippy::unwrap_used)]
+
+use capmaas_api::common::MachineAddress;
+use capmaas_api::keys::{LABEL_CLUSTER_NAME, LABEL_CONTROL_PLANE};
+use capmaas_api::{MaasCluster, MaasMachine, MaasMachineStatus};
+
+/// A MaasMachine of `cluster` with the given `(type, address)` pairs in status.
+pub(crate) fn machine(name: &str, cluster: &str, cp: bool, addrs: &[(&str, &str)]) -> MaasMachine {
+    let mut m: MaasMachine = serde_json::from_value(serde_json::json!({
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
+        "kind": "MaasMachine",
+        "metadata": {"name": name, "namespace": "ns", "labels": {LABEL_CLUSTER_NAME: cluster}},
+        "spec": {"minCPU": 1, "minMemory": 1024, "image": "ubuntu/jammy"}
+    }))
+    .unwrap();
+    if cp {
+        m.metadata
+            .labels
+            .as_mut()
+            .unwrap()
+            .insert(LABEL_CONTROL_PLANE.into(), String::new());
+    }
+    let addresses = addrs
+        .iter()
+        .map(|(t, a)| {
+            serde_json::from_value::<MachineAddress>(serde_json::json!({"type": t, "address": a}))
+                .unwrap()
+        })
+        .collect();
+    m.status = Some(MaasMachineStatus {
+        addresses: Some(addresses),
+        ..Default::default()
+    });
+    m
+}
+
+/// A MaasCluster `name` in `ns` owned by Cluster `cluster`.
+pub(crate) fn maas_cluster(name: &str, cluster: &str, spec: &serde_json::Value) -> MaasCluster {
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
+        "kind": "MaasCluster",
+        "metadata": {
+            "name": name,
+            "namespace": "ns",
+            "uid": "mc-uid",
+            "generation": 1,
+            "ownerReferences": [{
+                "apiVersion": "cluster.x-k8s.io/v1beta2",
+                "kind": "Cluster",
+                "name": cluster,
+                "uid": "cluster-uid"
+            }]
+        },
+        "spec": spec
+    }))
+    .unwrap()
+}

@@ -1,0 +1,475 @@
+//! What the controller decides, as pure functions of what it observed.
+//!
+//! The I/O layer (`controller.rs`) reads the MaasCluster, its Cluster, MaasMachines, the
+//! MaasDNSRecord and the probe state, asks these functions what the world should look like, and
+//! writes only the differences.
+
+use capmaas_api::cluster::ClusterNetworkStatus;
+use capmaas_api::cluster::{ApiEndpoint, FailureDomain, MaasClusterSpec};
+use capmaas_api::common::Initialization;
+use capmaas_api::conditions::{self as cond, reasons};
+use capmaas_api::keys::{ANNOTATION_MANAGED_BY, ANNOTATION_PAUSED, FINALIZER_MAAS_CLUSTER};
+use capmaas_api::{MaasCluster, MaasClusterStatus, MaasDNSRecord, MaasMachine};
+use capmaas_runtime::conditions::{ConditionStatus, NewCondition, set_condition, summarize_ready};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::ResourceExt;
+
+use crate::capi::{CAPI_GROUP, CLUSTER_KIND, Cluster};
+use crate::prober::ProbeState;
+
+/// Port of the generated endpoint when the Cluster does not name one.
+pub const DEFAULT_API_SERVER_PORT: i32 = 6443;
+
+/// Reasons this controller uses besides the shared ones in `capmaas_api::conditions::reasons`.
+pub mod reason {
+    /// `LoadBalancerReady=True` (CAPMAAS name).
+    pub const LOAD_BALANCER_READY: &str = "LoadBalancerReady";
+    /// `APIServerAvailable=True` (CAPMAAS name).
+    pub const API_SERVER_AVAILABLE: &str = "APIServerAvailable";
+    /// The first probe of the workload API server has not finished.
+    pub const PROBE_PENDING: &str = "ProbePending";
+    /// Deletion waits for the cluster's MaasMachines to go.
+    pub const WAITING_FOR_MACHINE_DELETION: &str = "WaitingForMachineDeletion";
+    /// Deletion waits for the MAAS gateway to delete the DNS record.
+    pub const DELETING_DNS_RECORD: &str = "DeletingDNSRecord";
+    /// The user provided the endpoint; no DNS record is managed.
+    pub const EXTERNAL_ENDPOINT: &str = "ExternalEndpoint";
+}
+
+/// Name of the owning CAPI Cluster, from the owner reference CAPI sets.
+pub fn owner_cluster_name(mc: &MaasCluster) -> Option<&str> {
+    mc.owner_references()
+        .iter()
+        .find(|o| {
+            o.kind == CLUSTER_KIND
+                && o.api_version.split('/').next() == Some(CAPI_GROUP)
+                && !o.name.is_empty()
+        })
+        .map(|o| o.name.as_str())
+}
+
+/// Whether someone else manages this infrastructure (`cluster.x-k8s.io/managed-by`).
+pub fn is_externally_managed(mc: &MaasCluster) -> bool {
+    mc.annotations().contains_key(ANNOTATION_MANAGED_BY)
+}
+
+/// Whether our finalizer is present.
+pub fn has_finalizer(mc: &MaasCluster) -> bool {
+    mc.finalizers().iter().any(|f| f == FINALIZER_MAAS_CLUSTER)
+}
+
+/// Why reconciliation is paused, or `None`.
+pub fn pause_reason(mc: &MaasCluster, cluster: Option<&Cluster>) -> Option<String> {
+    if cluster.is_some_and(Cluster::is_paused) {
+        Some("Cluster spec.paused is true".to_owned())
+    } else if mc.annotations().contains_key(ANNOTATION_PAUSED) {
+        Some(format!("annotation {ANNOTATION_PAUSED} is set"))
+    } else {
+        None
+    }
+}
+
+/// The deterministic DNS name of a cluster's API server: `<cluster>.<dnsDomain>`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DnsName {
+    /// Host part, the Cluster's name; also the MaasDNSRecord's name.
+    pub name: String,
+    /// MAAS DNS domain without a trailing dot.
+    pub domain: String,
+}
+
+impl DnsName {
+    /// The name for `cluster` in `domain`; an error when the cluster name cannot be a DNS label.
+    pub fn for_cluster(cluster: &str, domain: &str) -> Result<Self, String> {
+        let label_ok = !cluster.is_empty()
+            && cluster.len() <= 63
+            && cluster
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+            && !cluster.starts_with('-')
+            && !cluster.ends_with('-');
+        if !label_ok {
+            return Err(format!(
+                "Cluster name {cluster:?} is not a DNS label (at most 63 of a-z, 0-9, '-'); set spec.controlPlaneEndpoint"
+            ));
+        }
+        let domain = domain.trim().trim_end_matches('.');
+        if domain.is_empty() {
+            return Err("spec.dnsDomain is empty".to_owned());
+        }
+        Ok(Self {
+            name: cluster.to_owned(),
+            domain: domain.to_owned(),
+        })
+    }
+
+    /// `<name>.<domain>`.
+    pub fn fqdn(&self) -> String {
+        format!("{}.{}", self.name, self.domain)
+    }
+}
+
+/// The settled control-plane endpoint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EndpointPlan {
+    /// The endpoint `spec.controlPlaneEndpoint` must hold.
+    pub endpoint: ApiEndpoint,
+    /// Set when the endpoint is our generated name, served by a MaasDNSRecord.
+    pub dns: Option<DnsName>,
+    /// `spec.controlPlaneEndpoint` must be written.
+    pub patch_spec: bool,
+}
+
+/// Settles the endpoint: the MaasCluster's own endpoint when set, else one the user put on the
+/// Cluster, else `<cluster>.<dnsDomain>:<apiServerPort or 6443>` (deterministic: a retried or
+/// failed status write can never create a second name, unlike CAPMAAS's random suffix).
+pub fn plan_endpoint(
+    cluster_name: &str,
+    spec: &MaasClusterSpec,
+    cluster: &Cluster,
+) -> Result<EndpointPlan, String> {
+    let generated = DnsName::for_cluster(cluster_name, &spec.dns_domain);
+    let ours = |host: &str| {
+        generated
+            .as_ref()
+            .ok()
+            .filter(|g| g.fqdn().eq_ignore_ascii_case(host.trim_end_matches('.')))
+            .cloned()
+    };
+    let port = cluster
+        .spec
+        .cluster_network
+        .as_ref()
+        .and_then(|n| n.api_server_port)
+        .unwrap_or(DEFAULT_API_SERVER_PORT);
+    if let Some(own) = spec
+        .control_plane_endpoint
+        .as_ref()
+        .filter(|e| !e.host.is_empty())
+    {
+        return Ok(EndpointPlan {
+            dns: ours(&own.host),
+            endpoint: own.clone(),
+            patch_spec: false,
+        });
+    }
+    let from_cluster = cluster.spec.control_plane_endpoint.as_ref().and_then(|e| {
+        e.host
+            .as_deref()
+            .filter(|h| !h.is_empty())
+            .map(|h| (h, e.port))
+    });
+    if let Some((host, cluster_port)) = from_cluster {
+        return Ok(EndpointPlan {
+            dns: ours(host),
+            endpoint: ApiEndpoint {
+                host: host.to_owned(),
+                port: cluster_port.unwrap_or(port),
+            },
+            patch_spec: true,
+        });
+    }
+    let name = generated?;
+    Ok(EndpointPlan {
+        endpoint: ApiEndpoint {
+            host: name.fqdn(),
+            port,
+        },
+        dns: Some(name),
+        patch_spec: true,
+    })
+}
+
+/// Failure domains for status: one per MAAS zone in the spec, all eligible for the control
+/// plane, duplicates dropped (the status list is a map keyed by name).
+pub fn failure_domains(spec: &MaasClusterSpec) -> Option<Vec<FailureDomain>> {
+    let zones = spec.failure_domains.as_ref()?;
+    let mut out: Vec<FailureDomain> = Vec::with_capacity(zones.len());
+    for zone in zones.iter().map(|z| z.trim()).filter(|z| !z.is_empty()) {
+        if !out.iter().any(|d| d.name == zone) {
+            out.push(FailureDomain {
+                name: zone.to_owned(),
+                control_plane: Some(true),
+                attributes: None,
+            });
+        }
+    }
+    (!out.is_empty()).then_some(out)
+}
+
+/// `LoadBalancerReady` from the record the gateway reports on.
+pub fn load_balancer_condition(
+    plan: &EndpointPlan,
+    record: Option<&MaasDNSRecord>,
+) -> NewCondition {
+    let Some(dns) = &plan.dns else {
+        return NewCondition::new(
+            cond::LOAD_BALANCER_READY,
+            ConditionStatus::True,
+            reason::EXTERNAL_ENDPOINT,
+        )
+        .message(format!(
+            "endpoint {} is managed outside this provider",
+            plan.endpoint.host
+        ));
+    };
+    let fqdn = dns.fqdn();
+    let waiting = |message: String| {
+        NewCondition::new(
+            cond::LOAD_BALANCER_READY,
+            ConditionStatus::False,
+            reasons::WAIT_FOR_DNS_NAME,
+        )
+        .message(message)
+    };
+    let Some(record) = record else {
+        return waiting(format!("creating MaasDNSRecord for {fqdn}"));
+    };
+    let status = record.status.clone().unwrap_or_default();
+    let generation = record.metadata.generation;
+    let synced = status.ready == Some(true) && status.observed_generation == generation;
+    let failed = status
+        .conditions
+        .as_deref()
+        .unwrap_or_default()
+        .iter()
+        .find(|c| {
+            c.type_ == cond::DNS_RECORD_SYNCED
+                && c.status == "False"
+                && c.observed_generation == generation
+        });
+    if let Some(f) = failed.filter(|_| !synced) {
+        return NewCondition::new(
+            cond::LOAD_BALANCER_READY,
+            ConditionStatus::False,
+            reasons::LOAD_BALANCER_FAILED,
+        )
+        .message(format!("{fqdn}: {}", f.message));
+    }
+    let observed = status.observed_addresses.unwrap_or_default();
+    if observed.is_empty() {
+        let wanted = record.spec.addresses.as_deref().unwrap_or_default();
+        return waiting(if synced || wanted.is_empty() {
+            format!("{fqdn} has no control-plane address yet")
+        } else {
+            format!("waiting for MAAS to publish {fqdn}")
+        });
+    }
+    let mut message = format!("{fqdn} resolves to {}", observed.join(", "));
+    if !synced {
+        // The name already answers; MAAS is catching up with a changed address set.
+        message.push_str("; update pending");
+    }
+    NewCondition::new(
+        cond::LOAD_BALANCER_READY,
+        ConditionStatus::True,
+        reason::LOAD_BALANCER_READY,
+    )
+    .message(message)
+}
+
+/// `APIServerAvailable` from the shared prober's state.
+pub fn api_server_condition(probe: &ProbeState) -> NewCondition {
+    match probe {
+        ProbeState::Pending => NewCondition::new(
+            cond::API_SERVER_AVAILABLE,
+            ConditionStatus::Unknown,
+            reason::PROBE_PENDING,
+        )
+        .message("the workload API server has not been probed yet"),
+        ProbeState::Available { version } => NewCondition::new(
+            cond::API_SERVER_AVAILABLE,
+            ConditionStatus::True,
+            reason::API_SERVER_AVAILABLE,
+        )
+        .message(format!("workload API server {version} answers")),
+        ProbeState::Unavailable { reason, message } => {
+            NewCondition::new(cond::API_SERVER_AVAILABLE, ConditionStatus::False, reason)
+                .message(message.clone())
+        }
+    }
+}
+
+/// `Paused` (v1beta2 contract).
+pub fn paused_condition(reason: Option<&str>) -> NewCondition {
+    match reason {
+        Some(why) => {
+            NewCondition::new(cond::PAUSED, ConditionStatus::True, reasons::PAUSED).message(why)
+        }
+        None => NewCondition::new(cond::PAUSED, ConditionStatus::False, reasons::NOT_PAUSED),
+    }
+}
+
+/// Everything a normal reconcile puts into status.
+#[derive(Debug, Clone)]
+pub struct StatusParts {
+    /// The endpoint is settled (spec written, DNS record created when managed).
+    pub provisioned: bool,
+    /// Generated API FQDN, when the DNS record is ours.
+    pub dns_name: Option<String>,
+    /// Failure domains from the spec.
+    pub failure_domains: Option<Vec<FailureDomain>>,
+    /// `LoadBalancerReady`.
+    pub load_balancer: NewCondition,
+    /// `APIServerAvailable`.
+    pub api_server: NewCondition,
+    /// `metadata.generation` the status was computed from.
+    pub generation: Option<i64>,
+}
+
+/// The full status this controller owns after a normal reconcile. Deterministic: transition
+/// times move only when a condition's status changes, so an unchanged world compares equal to
+/// the previous status and causes no write.
+pub fn build_status(
+    previous: Option<&MaasClusterStatus>,
+    parts: StatusParts,
+    now: &Time,
+) -> MaasClusterStatus {
+    let mut conditions = previous
+        .and_then(|s| s.conditions.clone())
+        .unwrap_or_default();
+    let generation = parts.generation;
+    set_condition(
+        &mut conditions,
+        paused_condition(None).observed_generation(generation),
+        now,
+    );
+    set_condition(
+        &mut conditions,
+        parts.load_balancer.observed_generation(generation),
+        now,
+    );
+    set_condition(
+        &mut conditions,
+        parts.api_server.observed_generation(generation),
+        now,
+    );
+    let ready = summarize_ready(
+        &conditions,
+        &[cond::LOAD_BALANCER_READY, cond::API_SERVER_AVAILABLE],
+        generation,
+    );
+    set_condition(&mut conditions, ready, now);
+    // Provisioned is never taken back: CAPI would treat the cluster as new.
+    let provisioned = parts.provisioned || was_provisioned(previous);
+    MaasClusterStatus {
+        ready: provisioned.then_some(true),
+        initialization: provisioned.then_some(Initialization {
+            provisioned: Some(true),
+        }),
+        network: parts.dns_name.map(|dns_name| ClusterNetworkStatus {
+            dns_name: Some(dns_name),
+        }),
+        failure_domains: parts.failure_domains,
+        conditions: Some(conditions),
+    }
+}
+
+/// Whether the previous status says provisioned.
+pub fn was_provisioned(previous: Option<&MaasClusterStatus>) -> bool {
+    previous
+        .and_then(|s| s.initialization.as_ref())
+        .and_then(|i| i.provisioned)
+        == Some(true)
+}
+
+/// The previous status with one condition set (pause, deletion progress): nothing else changes
+/// while the controller is told to keep its hands off.
+pub fn status_with(
+    previous: Option<&MaasClusterStatus>,
+    condition: NewCondition,
+    now: &Time,
+) -> MaasClusterStatus {
+    let mut status = previous.cloned().unwrap_or_default();
+    let mut conditions = status.conditions.take().unwrap_or_default();
+    set_condition(&mut conditions, condition, now);
+    status.conditions = Some(conditions);
+    status
+}
+
+/// The next step of deleting a MaasCluster.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DeletionStep {
+    /// MaasMachines of the cluster still exist (names, sorted).
+    WaitForMachines(Vec<String>),
+    /// Delete these MaasDNSRecords.
+    DeleteDnsRecords(Vec<String>),
+    /// These records are being deleted; the gateway removes them from MAAS first.
+    WaitForDnsRecords(Vec<String>),
+    /// Nothing is left: remove the finalizer.
+    RemoveFinalizer,
+}
+
+/// Deletion order: machines first (CAPMAAS issue #25: deleting the cluster first hung machine
+/// deletion), then the DNS record, then the finalizer.
+pub fn deletion_step(machines: &[MaasMachine], owned_records: &[MaasDNSRecord]) -> DeletionStep {
+    if !machines.is_empty() {
+        let mut names: Vec<String> = machines.iter().map(ResourceExt::name_any).collect();
+        names.sort();
+        return DeletionStep::WaitForMachines(names);
+    }
+    let (deleting, live): (Vec<_>, Vec<_>) = owned_records
+        .iter()
+        .partition(|r| r.metadata.deletion_timestamp.is_some());
+    let names = |records: Vec<&MaasDNSRecord>| {
+        let mut n: Vec<String> = records.into_iter().map(ResourceExt::name_any).collect();
+        n.sort();
+        n
+    };
+    if !live.is_empty() {
+        DeletionStep::DeleteDnsRecords(names(live))
+    } else if !deleting.is_empty() {
+        DeletionStep::WaitForDnsRecords(names(deleting))
+    } else {
+        DeletionStep::RemoveFinalizer
+    }
+}
+
+/// The `Ready=False` condition shown while deletion waits.
+pub fn deletion_condition(step: &DeletionStep, generation: Option<i64>) -> Option<NewCondition> {
+    let (reason, message) = match step {
+        DeletionStep::WaitForMachines(names) => (
+            reason::WAITING_FOR_MACHINE_DELETION,
+            format!(
+                "waiting for {} MaasMachine(s) to be deleted: {}",
+                names.len(),
+                short_list(names)
+            ),
+        ),
+        DeletionStep::DeleteDnsRecords(names) | DeletionStep::WaitForDnsRecords(names) => (
+            reason::DELETING_DNS_RECORD,
+            format!("deleting MaasDNSRecord {}", short_list(names)),
+        ),
+        DeletionStep::RemoveFinalizer => return None,
+    };
+    Some(
+        NewCondition::new(cond::READY, ConditionStatus::False, reason)
+            .message(message)
+            .observed_generation(generation),
+    )
+}
+
+/// Whether `record` is owned by the MaasCluster with `uid`.
+pub fn owned_by(record: &MaasDNSRecord, uid: &str) -> bool {
+    record.owner_references().iter().any(|o| o.uid == uid)
+}
+
+fn short_list(names: &[String]) -> String {
+    const SHOWN: usize = 5;
+    let mut out = names
+        .iter()
+        .take(SHOWN)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if names.len() > SHOWN {
+        out.push_str(" and ");
+        out.push_str(&(names.len() - SHOWN).to_string());
+        out.push_str(" more");
+    }
+    out
+}
+
+#[cfg(test)]
+#[path = "reconcile_tests.rs"]
+mod tests;

@@ -1,0 +1,483 @@
+//! The cluster-controller, run in-process against a real API server (capmaas-testenv).
+//!
+//! One management API server hosts every scenario in its own namespace; a second API server is
+//! the workload cluster for the `APIServerAvailable` probe.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::future::Future;
+use std::time::Duration;
+
+use capmaas_api::conditions as cond;
+use capmaas_api::keys::{
+    FINALIZER_MAAS_CLUSTER, FINALIZER_MAAS_DNS_RECORD, LABEL_CLUSTER_NAME, LABEL_CONTROL_PLANE,
+};
+use capmaas_api::{MaasCluster, MaasDNSRecord, MaasMachine};
+use capmaas_runtime::{CommonArgs, Runtime};
+use capmaas_testenv::TestEnv;
+use cluster_controller::capi::Cluster;
+use cluster_controller::{BINARY, ControllerArgs};
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Api, Client, Resource, ResourceExt};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+const WAIT: Duration = Duration::from_secs(30);
+
+async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+struct Controller {
+    stop: CancellationToken,
+    task: tokio::task::JoinHandle<Result<(), capmaas_runtime::Error>>,
+}
+
+async fn start_controller(env: &TestEnv) -> Controller {
+    let kubeconfig = Kubeconfig::from_yaml(&env.kubeconfig_yaml().unwrap()).unwrap();
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .unwrap();
+    let common =
+        CommonArgs::try_parse_from([BINARY, "--metrics-bind-addr=0", "--health-addr=0"]).unwrap();
+    let stop = CancellationToken::new();
+    let runtime = Runtime::builder(BINARY)
+        .with_args(common)
+        .with_kube_config(config)
+        .without_telemetry()
+        .with_shutdown_token(stop.clone())
+        .drain_timeout(Duration::from_secs(5))
+        .build()
+        .await
+        .unwrap();
+    let args = ControllerArgs {
+        api_probe_timeout: Duration::from_secs(2),
+        api_probe_interval: Duration::from_secs(2),
+        api_probe_min_backoff: Duration::from_millis(200),
+        api_probe_max_backoff: Duration::from_secs(1),
+    };
+    let task = tokio::spawn(runtime.run(move |ctx| cluster_controller::run(ctx, args.clone())));
+    Controller { stop, task }
+}
+
+/// A CAPI Cluster `name` pointing at MaasCluster `<name>-maas`, and that MaasCluster owned by it
+/// (CAPI core would set the owner reference; it does not run here).
+async fn create_cluster(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    paused: bool,
+    mc_spec: serde_json::Value,
+) -> MaasCluster {
+    let clusters: Api<Cluster> = Api::namespaced(client.clone(), ns);
+    let cluster: Cluster = serde_json::from_value(json!({
+        "apiVersion": "cluster.x-k8s.io/v1beta2",
+        "kind": "Cluster",
+        "metadata": {"name": name},
+        "spec": {
+            "paused": paused,
+            "infrastructureRef": {
+                "apiGroup": "infrastructure.cluster.x-k8s.io",
+                "kind": "MaasCluster",
+                "name": format!("{name}-maas")
+            }
+        }
+    }))
+    .unwrap();
+    let cluster = clusters
+        .create(&PostParams::default(), &cluster)
+        .await
+        .unwrap();
+    let mc: MaasCluster = serde_json::from_value(json!({
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
+        "kind": "MaasCluster",
+        "metadata": {
+            "name": format!("{name}-maas"),
+            "labels": {LABEL_CLUSTER_NAME: name},
+            "ownerReferences": [cluster.controller_owner_ref(&()).unwrap()]
+        },
+        "spec": mc_spec
+    }))
+    .unwrap();
+    Api::<MaasCluster>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &mc)
+        .await
+        .unwrap()
+}
+
+async fn create_machine(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    cluster: &str,
+    control_plane: bool,
+    ips: &[&str],
+) {
+    let api: Api<MaasMachine> = Api::namespaced(client.clone(), ns);
+    let mut labels = json!({LABEL_CLUSTER_NAME: cluster});
+    if control_plane {
+        labels[LABEL_CONTROL_PLANE] = json!("");
+    }
+    let machine: MaasMachine = serde_json::from_value(json!({
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
+        "kind": "MaasMachine",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {"minCPU": 2, "minMemory": 4096, "image": "ubuntu/jammy"}
+    }))
+    .unwrap();
+    api.create(&PostParams::default(), &machine).await.unwrap();
+    let addresses: Vec<_> = ips
+        .iter()
+        .flat_map(|ip| {
+            [
+                json!({"type": "InternalIP", "address": ip}),
+                json!({"type": "ExternalIP", "address": ip}),
+            ]
+        })
+        .chain([json!({"type": "Hostname", "address": name})])
+        .collect();
+    api.patch_status(
+        name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"addresses": addresses, "ready": true}})),
+    )
+    .await
+    .unwrap();
+}
+
+fn condition<'a>(mc: &'a MaasCluster, type_: &str) -> Option<&'a Condition> {
+    mc.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == type_)
+}
+
+fn addresses(record: &MaasDNSRecord) -> Vec<String> {
+    record.spec.addresses.clone().unwrap_or_default()
+}
+
+async fn provisioned(api: &Api<MaasCluster>, name: &str) -> MaasCluster {
+    eventually("provisioned", || async {
+        let mc = api.get(name).await.unwrap();
+        let done = mc
+            .status
+            .as_ref()
+            .and_then(|s| s.initialization.as_ref())
+            .and_then(|i| i.provisioned);
+        (done == Some(true)).then_some(mc)
+    })
+    .await
+}
+
+/// Cluster + MaasCluster → finalizer, endpoint, failure domains, DNS record, provisioned; then
+/// the record follows the control-plane machines, is written only on change, is never emptied;
+/// then deletion waits for the machines and for the record.
+async fn provision_follow_and_delete(client: &Client, ns: &str) {
+    let mc = create_cluster(
+        client,
+        ns,
+        "prod",
+        false,
+        json!({"dnsDomain": "maas", "failureDomains": ["az1", "az2", "az1"]}),
+    )
+    .await;
+    let clusters: Api<MaasCluster> = Api::namespaced(client.clone(), ns);
+    let records: Api<MaasDNSRecord> = Api::namespaced(client.clone(), ns);
+
+    let mc = provisioned(&clusters, &mc.name_any()).await;
+    assert!(mc.finalizers().contains(&FINALIZER_MAAS_CLUSTER.to_owned()));
+    let endpoint = mc.spec.control_plane_endpoint.clone().unwrap();
+    assert_eq!((endpoint.host.as_str(), endpoint.port), ("prod.maas", 6443));
+    let status = mc.status.clone().unwrap();
+    assert_eq!(status.ready, Some(true));
+    assert_eq!(
+        status.network.unwrap().dns_name.as_deref(),
+        Some("prod.maas")
+    );
+    let fds = status.failure_domains.unwrap();
+    assert_eq!(
+        fds.iter().map(|f| f.name.as_str()).collect::<Vec<_>>(),
+        ["az1", "az2"]
+    );
+    assert!(fds.iter().all(|f| f.control_plane == Some(true)));
+    assert_eq!(condition(&mc, cond::PAUSED).unwrap().status, "False");
+    assert_eq!(
+        condition(&mc, cond::LOAD_BALANCER_READY).unwrap().reason,
+        "WaitForDNSName"
+    );
+
+    let record = records.get("prod").await.unwrap();
+    assert_eq!(
+        (record.spec.name.as_str(), record.spec.domain.as_str()),
+        ("prod", "maas")
+    );
+    assert!(addresses(&record).is_empty());
+    assert_eq!(record.owner_references()[0].uid, mc.uid().unwrap());
+    assert_eq!(
+        record.labels().get(LABEL_CLUSTER_NAME).map(String::as_str),
+        Some("prod")
+    );
+
+    // The record follows the control-plane machines (not the workers), sorted.
+    create_machine(client, ns, "prod-cp-a", "prod", true, &["10.0.0.12"]).await;
+    create_machine(client, ns, "prod-cp-b", "prod", true, &["10.0.0.3"]).await;
+    create_machine(client, ns, "prod-worker", "prod", false, &["10.0.0.50"]).await;
+    let record = eventually("record follows the control plane", || async {
+        let r = records.get("prod").await.unwrap();
+        (addresses(&r) == ["10.0.0.3", "10.0.0.12"]).then_some(r)
+    })
+    .await;
+    let generation = record.metadata.generation;
+
+    // The gateway reports the record published: LoadBalancerReady turns True.
+    records
+        .patch_status(
+            "prod",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {
+                "ready": true, "observedGeneration": generation, "dnsResourceID": 7,
+                "observedAddresses": ["10.0.0.3", "10.0.0.12"]
+            }})),
+        )
+        .await
+        .unwrap();
+    eventually("LoadBalancerReady", || async {
+        let mc = clusters.get("prod-maas").await.unwrap();
+        (condition(&mc, cond::LOAD_BALANCER_READY)?.status == "True").then_some(())
+    })
+    .await;
+    // More reconciles with the same set: no spec write.
+    clusters
+        .patch(
+            "prod-maas",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {"test/touch": "1"}}})),
+        )
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(
+        records.get("prod").await.unwrap().metadata.generation,
+        generation,
+        "unchanged set, no update"
+    );
+
+    // Every control-plane machine gone: the record keeps the last set.
+    let machines: Api<MaasMachine> = Api::namespaced(client.clone(), ns);
+    for name in ["prod-cp-a", "prod-cp-b"] {
+        machines
+            .delete(name, &DeleteParams::default())
+            .await
+            .unwrap();
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        addresses(&records.get("prod").await.unwrap()),
+        ["10.0.0.3", "10.0.0.12"],
+        "never emptied"
+    );
+    // A replacement takes over.
+    create_machine(client, ns, "prod-cp-c", "prod", true, &["10.0.0.7"]).await;
+    eventually("record follows the replacement", || async {
+        (addresses(&records.get("prod").await.unwrap()) == ["10.0.0.7"]).then_some(())
+    })
+    .await;
+
+    // Deletion: blocked while MaasMachines exist. The record carries the gateway's finalizer,
+    // as it would in a real installation.
+    records
+        .patch(
+            "prod",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": [FINALIZER_MAAS_DNS_RECORD]}})),
+        )
+        .await
+        .unwrap();
+    clusters
+        .delete("prod-maas", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("deletion blocked by machines", || async {
+        let mc = clusters.get("prod-maas").await.unwrap();
+        (condition(&mc, cond::READY)?.reason == "WaitingForMachineDeletion").then_some(())
+    })
+    .await;
+    assert!(
+        records
+            .get("prod")
+            .await
+            .unwrap()
+            .metadata
+            .deletion_timestamp
+            .is_none()
+    );
+    for name in ["prod-cp-c", "prod-worker"] {
+        machines
+            .delete(name, &DeleteParams::default())
+            .await
+            .unwrap();
+    }
+    // Then the record is deleted, and the MaasCluster waits for the gateway to let it go.
+    eventually("record deletion requested", || async {
+        records
+            .get("prod")
+            .await
+            .unwrap()
+            .metadata
+            .deletion_timestamp
+            .map(|_| ())
+    })
+    .await;
+    let mc = clusters.get("prod-maas").await.unwrap();
+    assert!(
+        mc.finalizers().contains(&FINALIZER_MAAS_CLUSTER.to_owned()),
+        "waits for the record"
+    );
+    records
+        .patch(
+            "prod",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+        )
+        .await
+        .unwrap();
+    eventually("MaasCluster gone", || async {
+        clusters
+            .get_opt("prod-maas")
+            .await
+            .unwrap()
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    assert!(records.get_opt("prod").await.unwrap().is_none());
+}
+
+/// A paused Cluster is left alone (only the Paused condition), and resumes when unpaused.
+async fn paused_cluster_is_left_alone(client: &Client, ns: &str) {
+    create_cluster(client, ns, "idle", true, json!({"dnsDomain": "maas"})).await;
+    let clusters: Api<MaasCluster> = Api::namespaced(client.clone(), ns);
+    let mc = eventually("Paused condition", || async {
+        let mc = clusters.get("idle-maas").await.unwrap();
+        (condition(&mc, cond::PAUSED)?.status == "True").then_some(mc)
+    })
+    .await;
+    assert!(mc.finalizers().is_empty());
+    assert!(mc.spec.control_plane_endpoint.is_none());
+    assert!(mc.status.as_ref().unwrap().initialization.is_none());
+    let records: Api<MaasDNSRecord> = Api::namespaced(client.clone(), ns);
+    assert!(records.get_opt("idle").await.unwrap().is_none());
+
+    Api::<Cluster>::namespaced(client.clone(), ns)
+        .patch(
+            "idle",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"paused": false}})),
+        )
+        .await
+        .unwrap();
+    let mc = provisioned(&clusters, "idle-maas").await;
+    assert_eq!(condition(&mc, cond::PAUSED).unwrap().status, "False");
+    assert_eq!(mc.spec.control_plane_endpoint.unwrap().host, "idle.maas");
+}
+
+/// APIServerAvailable: False with a dead endpoint, True with the workload server's kubeconfig.
+async fn api_server_probe(client: &Client, ns: &str, workload: &TestEnv) {
+    let good = workload.kubeconfig_yaml().unwrap();
+    let dead = good.replace(workload.server_url(), "https://127.0.0.1:1");
+    assert_ne!(good, dead);
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
+    let secret = |yaml: &str| Secret {
+        metadata: kube::api::ObjectMeta {
+            name: Some("wl-kubeconfig".into()),
+            ..Default::default()
+        },
+        data: Some([("value".to_owned(), ByteString(yaml.as_bytes().to_vec()))].into()),
+        ..Default::default()
+    };
+    secrets
+        .create(&PostParams::default(), &secret(&dead))
+        .await
+        .unwrap();
+    create_cluster(client, ns, "wl", false, json!({"dnsDomain": "maas"})).await;
+    let clusters: Api<MaasCluster> = Api::namespaced(client.clone(), ns);
+    let c = eventually("APIServerAvailable=False", || async {
+        let mc = clusters.get("wl-maas").await.unwrap();
+        condition(&mc, cond::API_SERVER_AVAILABLE)
+            .filter(|c| c.status == "False")
+            .cloned()
+    })
+    .await;
+    assert_eq!(c.reason, "APIServerNotReady");
+    assert!(
+        !c.message.contains("BEGIN"),
+        "no credentials in messages: {}",
+        c.message
+    );
+
+    secrets
+        .replace("wl-kubeconfig", &PostParams::default(), &secret(&good))
+        .await
+        .unwrap();
+    let c = eventually("APIServerAvailable=True", || async {
+        let mc = clusters.get("wl-maas").await.unwrap();
+        condition(&mc, cond::API_SERVER_AVAILABLE)
+            .filter(|c| c.status == "True")
+            .cloned()
+    })
+    .await;
+    assert_eq!(c.reason, "APIServerAvailable");
+    // Ready summarises LoadBalancerReady too, which waits for the DNS record here.
+    let mc = clusters.get("wl-maas").await.unwrap();
+    assert_eq!(condition(&mc, cond::READY).unwrap().status, "False");
+}
+
+#[tokio::test]
+async fn cluster_controller_against_a_real_api_server() {
+    let (management, workload) = tokio::join!(
+        TestEnv::start(),
+        TestEnv::builder()
+            .controller_manager(false)
+            .our_crds(false)
+            .capi_crds(false)
+            .start()
+    );
+    let (management, workload) = (management.unwrap(), workload.unwrap());
+    let client = management.client();
+    let controller = start_controller(&management).await;
+    let (a, b, c) = (
+        management.create_namespace("cc-provision").await.unwrap(),
+        management.create_namespace("cc-paused").await.unwrap(),
+        management.create_namespace("cc-probe").await.unwrap(),
+    );
+    tokio::join!(
+        provision_follow_and_delete(&client, &a),
+        paused_cluster_is_left_alone(&client, &b),
+        api_server_probe(&client, &c, &workload),
+    );
+    controller.stop.cancel();
+    tokio::time::timeout(Duration::from_secs(15), controller.task)
+        .await
+        .expect("controller stops")
+        .unwrap()
+        .unwrap();
+}
