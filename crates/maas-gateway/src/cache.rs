@@ -1,0 +1,225 @@
+//! The latest MAAS view of every imported machine, shared by the inventory sync (which fills
+//! it with one list call per inventory) and the host controller (which reads it instead of
+//! asking MAAS, and adds the answers of its own calls and polls).
+//!
+//! An answer only replaces an entry if its request was sent after the entry's: a slow list
+//! that started before a deploy must not roll the cache back to `Ready`.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Instant;
+
+use maas_client::Machine;
+
+#[derive(Debug)]
+struct Entry {
+    machine: Arc<Machine>,
+    sent_at: Instant,
+    inventory: Option<String>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    machines: HashMap<String, Entry>,
+    synced_inventories: HashSet<String>,
+}
+
+/// What the cache knows about one machine.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Lookup {
+    /// The latest MAAS view.
+    Present(Arc<Machine>),
+    /// The inventory was synced and MAAS no longer lists the machine.
+    Absent,
+    /// The inventory has not been synced since start: nothing is known yet.
+    Unknown,
+}
+
+/// Shared machine cache; cheap to clone.
+#[derive(Debug, Clone, Default)]
+pub struct MachineCache {
+    state: Arc<Mutex<State>>,
+}
+
+impl MachineCache {
+    /// An empty cache.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Records the answer of a request sent at `sent_at`. Returns whether the entry changed.
+    pub fn observe(&self, machine: Machine, sent_at: Instant) -> bool {
+        let mut state = self.lock();
+        let inventory = state
+            .machines
+            .get(&machine.system_id)
+            .and_then(|e| e.inventory.clone());
+        insert(&mut state, machine, sent_at, inventory)
+    }
+
+    /// Replaces the machines of inventory `key` (`namespace/name`) with the answer of a list
+    /// sent at `sent_at`; returns the system ids whose view changed, vanished ones included.
+    pub fn sync_inventory(
+        &self,
+        key: &str,
+        machines: Vec<Machine>,
+        sent_at: Instant,
+    ) -> Vec<String> {
+        let mut state = self.lock();
+        let listed: HashSet<String> = machines.iter().map(|m| m.system_id.clone()).collect();
+        let mut changed = Vec::new();
+        let vanished: Vec<String> = state
+            .machines
+            .iter()
+            .filter(|(id, e)| {
+                e.inventory.as_deref() == Some(key) && !listed.contains(*id) && e.sent_at <= sent_at
+            })
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in vanished {
+            state.machines.remove(&id);
+            changed.push(id);
+        }
+        for machine in machines {
+            let id = machine.system_id.clone();
+            if insert(&mut state, machine, sent_at, Some(key.to_owned())) {
+                changed.push(id);
+            }
+        }
+        state.synced_inventories.insert(key.to_owned());
+        changed
+    }
+
+    /// Forgets an inventory (deleted).
+    pub fn forget_inventory(&self, key: &str) {
+        let mut state = self.lock();
+        state.synced_inventories.remove(key);
+        state
+            .machines
+            .retain(|_, e| e.inventory.as_deref() != Some(key));
+    }
+
+    /// The view of `system_id`, judged against inventory `key`.
+    pub fn lookup(&self, key: &str, system_id: &str) -> Lookup {
+        let state = self.lock();
+        match state.machines.get(system_id) {
+            Some(e) => Lookup::Present(e.machine.clone()),
+            None if state.synced_inventories.contains(key) => Lookup::Absent,
+            None => Lookup::Unknown,
+        }
+    }
+
+    /// How long ago the request behind `system_id`'s entry was sent.
+    pub fn age(&self, system_id: &str) -> Option<std::time::Duration> {
+        self.lock()
+            .machines
+            .get(system_id)
+            .map(|e| e.sent_at.elapsed())
+    }
+
+    /// Whether inventory `key` has been synced since start.
+    pub fn is_synced(&self, key: &str) -> bool {
+        self.lock().synced_inventories.contains(key)
+    }
+
+    /// Number of cached machines.
+    pub fn len(&self) -> usize {
+        self.lock().machines.len()
+    }
+
+    /// Whether the cache is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+fn insert(
+    state: &mut State,
+    machine: Machine,
+    sent_at: Instant,
+    inventory: Option<String>,
+) -> bool {
+    match state.machines.get_mut(&machine.system_id) {
+        Some(e) if e.sent_at > sent_at => false,
+        Some(e) => {
+            e.sent_at = sent_at;
+            if inventory.is_some() {
+                e.inventory = inventory;
+            }
+            if *e.machine == machine {
+                false
+            } else {
+                e.machine = Arc::new(machine);
+                true
+            }
+        }
+        None => {
+            state.machines.insert(
+                machine.system_id.clone(),
+                Entry {
+                    machine: Arc::new(machine),
+                    sent_at,
+                    inventory,
+                },
+            );
+            true
+        }
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    pub(crate) fn machine(id: &str, status: i64) -> Machine {
+        serde_json::from_value(serde_json::json!({
+            "system_id": id,
+            "hostname": format!("h-{id}"),
+            "status": status,
+            "status_name": "x",
+            "power_state": "off",
+            "architecture": "amd64/generic",
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn older_answers_never_replace_newer_ones() {
+        let cache = MachineCache::new();
+        let t0 = Instant::now();
+        let t1 = t0 + Duration::from_millis(10);
+        assert_eq!(cache.lookup("ns/inv", "a"), Lookup::Unknown);
+        assert!(cache.observe(machine("a", 9), t1));
+        let changed = cache.sync_inventory("ns/inv", vec![machine("a", 4), machine("b", 4)], t0);
+        assert_eq!(changed, vec!["b".to_owned()]);
+        let Lookup::Present(a) = cache.lookup("ns/inv", "a") else {
+            panic!()
+        };
+        assert_eq!(
+            a.status.number(),
+            9,
+            "the deploy answer is newer than the list"
+        );
+        assert_eq!(cache.lookup("ns/inv", "zz"), Lookup::Absent);
+    }
+
+    #[test]
+    fn sync_reports_changes_and_vanished_machines() {
+        let cache = MachineCache::new();
+        let t0 = Instant::now();
+        cache.sync_inventory("k", vec![machine("a", 4), machine("b", 4)], t0);
+        let changed = cache.sync_inventory("k", vec![machine("a", 4)], t0 + Duration::from_secs(1));
+        assert_eq!(changed, vec!["b".to_owned()]);
+        assert_eq!(cache.lookup("k", "b"), Lookup::Absent);
+        let changed = cache.sync_inventory("k", vec![machine("a", 6)], t0 + Duration::from_secs(2));
+        assert_eq!(changed, vec!["a".to_owned()]);
+        cache.forget_inventory("k");
+        assert_eq!(cache.lookup("k", "a"), Lookup::Unknown);
+        assert!(cache.is_empty());
+    }
+}

@@ -1,0 +1,382 @@
+//! Command-line flags and the MAAS credentials, resolved into a [`GatewayConfig`].
+//!
+//! The API key is read from `MAAS_API_KEY` or from the file given with `--maas-api-key-file`,
+//! never from a flag value (command lines are visible in `ps` and in pod specs). Every failure
+//! names the variable or flag at fault and shows an example; none shows the key.
+
+use std::num::NonZeroU32;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use capmaas_runtime::CommonArgs;
+use capmaas_runtime::flags::{leader_namespace_from_env, parse_duration};
+use maas_client::{ApiKey, Config as MaasConfig, RetryPolicy};
+
+/// Environment variable holding the MAAS URL.
+pub const ENV_MAAS_ENDPOINT: &str = "MAAS_ENDPOINT";
+/// Environment variable holding the MAAS API key.
+pub const ENV_MAAS_API_KEY: &str = "MAAS_API_KEY";
+
+/// Flags of the `maas-client` binary.
+#[derive(Debug, Clone, clap::Parser)]
+#[command(
+    name = "maas-client",
+    about = "The only component that talks to MAAS: imports MaasHosts from MaasInventories and \
+             executes allocate, deploy, release, power and DNS requests.",
+    after_help = "Environment: MAAS_ENDPOINT (e.g. https://maas.example:5443/MAAS/) and \
+                  MAAS_API_KEY (consumer_key:token_key:token_secret) unless --maas-api-key-file is given."
+)]
+pub struct Args {
+    /// Flags shared by every capmaas binary.
+    #[command(flatten)]
+    pub common: CommonArgs,
+
+    /// MAAS URL, e.g. `https://maas.example:5443/MAAS/`.
+    #[arg(long, env = ENV_MAAS_ENDPOINT, value_name = "URL")]
+    pub maas_endpoint: Option<String>,
+
+    /// File holding the MAAS API key (`consumer_key:token_key:token_secret`), e.g. a mounted
+    /// Secret. Takes precedence over MAAS_API_KEY.
+    #[arg(long, value_name = "PATH")]
+    pub maas_api_key_file: Option<PathBuf>,
+
+    /// PEM bundle of the CA that signed the MAAS certificate (default: platform roots).
+    #[arg(long, value_name = "PATH")]
+    pub maas_ca_file: Option<PathBuf>,
+
+    /// Identifies this installation in MAAS: the `agent_name` of every allocation. Default:
+    /// `capmaas-<namespace of this pod>`.
+    #[arg(long, value_name = "ID")]
+    pub installation_id: Option<String>,
+
+    /// Interval between two MAAS syncs of every MaasInventory. Without it each inventory uses
+    /// its `spec.syncIntervalSeconds` (default 30 s).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub inventory_sync_interval: Option<Duration>,
+
+    /// Maximum number of MAAS requests in flight.
+    #[arg(long, value_name = "N", default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub maas_max_concurrency: u32,
+
+    /// Maximum MAAS requests per second (token bucket; bursts up to the same number).
+    #[arg(long, value_name = "PER_SECOND", default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub maas_rate_limit: u32,
+
+    /// How often MAAS machines allocated with our agent_name are checked for orphans.
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_duration)]
+    pub orphan_sweep_interval: Duration,
+
+    /// How long an allocation of ours may stay unclaimed by a consumed MaasHost before it is
+    /// released.
+    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = parse_duration)]
+    pub orphan_grace_period: Duration,
+
+    /// Deployments retried after a Failed deployment before the host is left failed for its
+    /// consumer to decide.
+    #[arg(long, value_name = "N", default_value_t = 2)]
+    pub deploy_retries: u32,
+}
+
+/// Why the gateway cannot start. The messages name the variable and show an example; they
+/// never contain the key.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// `MAAS_ENDPOINT` is unset or empty.
+    #[error(
+        "{ENV_MAAS_ENDPOINT} is not set: set it (or --maas-endpoint) to the MAAS URL, e.g. {ENV_MAAS_ENDPOINT}=https://maas.example:5443/MAAS/"
+    )]
+    MissingEndpoint,
+    /// The endpoint is not a usable URL.
+    #[error(
+        "{ENV_MAAS_ENDPOINT} is invalid ({reason}); expected a URL such as https://maas.example:5443/MAAS/"
+    )]
+    InvalidEndpoint {
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// Neither `MAAS_API_KEY` nor `--maas-api-key-file` is given.
+    #[error(
+        "{ENV_MAAS_API_KEY} is not set: set it to the MAAS API key, e.g. {ENV_MAAS_API_KEY}=consumer_key:token_key:token_secret, or pass --maas-api-key-file=/etc/maas/api-key"
+    )]
+    MissingApiKey,
+    /// The key does not have the MAAS shape.
+    #[error(
+        "{source_name} does not hold a valid MAAS API key ({reason}); expected consumer_key:token_key:token_secret"
+    )]
+    InvalidApiKey {
+        /// `MAAS_API_KEY` or the key file path.
+        source_name: String,
+        /// Shape problem (never the key itself).
+        reason: String,
+    },
+    /// A file could not be read.
+    #[error("cannot read {flag} {path}: {source}")]
+    ReadFile {
+        /// The flag naming the file.
+        flag: &'static str,
+        /// The path.
+        path: String,
+        /// The IO error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The installation id cannot serve as MAAS agent_name and annotation value.
+    #[error(
+        "--installation-id {0:?} is invalid: use 1-63 characters of letters, digits, '.', '_' or '-', e.g. capmaas-prod"
+    )]
+    InvalidInstallationId(String),
+}
+
+impl ConfigError {
+    /// Low-cardinality label.
+    pub fn category(&self) -> &'static str {
+        "config"
+    }
+}
+
+/// Everything the gateway needs besides the Kubernetes runtime.
+#[derive(Debug, Clone)]
+pub struct GatewayConfig {
+    /// MAAS client settings (endpoint, key, TLS, concurrency).
+    pub maas: MaasConfig,
+    /// `agent_name` of our allocations.
+    pub installation_id: String,
+    /// Sync interval override for every inventory.
+    pub inventory_sync_interval: Option<Duration>,
+    /// Requests per second towards MAAS.
+    pub rate_limit: NonZeroU32,
+    /// Orphan sweep period.
+    pub orphan_sweep_interval: Duration,
+    /// Grace period before an unclaimed allocation is released.
+    pub orphan_grace_period: Duration,
+    /// Deployment retries after a failure.
+    pub deploy_retries: u32,
+}
+
+/// Where the key and the endpoint come from; separated from the process environment so the
+/// resolution is testable.
+#[derive(Debug, Clone, Default)]
+pub struct Environment {
+    /// `MAAS_API_KEY`.
+    pub api_key: Option<String>,
+    /// Namespace of this pod (for the default installation id).
+    pub namespace: String,
+}
+
+impl Environment {
+    /// Reads the process environment.
+    pub fn from_process() -> Self {
+        Self {
+            api_key: std::env::var(ENV_MAAS_API_KEY).ok(),
+            namespace: leader_namespace_from_env(None),
+        }
+    }
+}
+
+/// The default installation id: `capmaas-<namespace>`.
+pub fn default_installation_id(namespace: &str) -> String {
+    let ns = namespace.trim();
+    if ns.is_empty() {
+        "capmaas".to_owned()
+    } else {
+        format!("capmaas-{ns}")
+    }
+}
+
+fn valid_installation_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= 63
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+}
+
+fn read_file(flag: &'static str, path: &Path) -> Result<Vec<u8>, ConfigError> {
+    std::fs::read(path).map_err(|source| ConfigError::ReadFile {
+        flag,
+        path: path.display().to_string(),
+        source,
+    })
+}
+
+fn load_api_key(args: &Args, env: &Environment) -> Result<ApiKey, ConfigError> {
+    let (source_name, raw) = match (&args.maas_api_key_file, &env.api_key) {
+        (Some(path), _) => {
+            let bytes = read_file("--maas-api-key-file", path)?;
+            let text = String::from_utf8(bytes).map_err(|_| ConfigError::InvalidApiKey {
+                source_name: path.display().to_string(),
+                reason: "not UTF-8 text".to_owned(),
+            })?;
+            (path.display().to_string(), text)
+        }
+        (None, Some(key)) if !key.trim().is_empty() => (ENV_MAAS_API_KEY.to_owned(), key.clone()),
+        (None, _) => return Err(ConfigError::MissingApiKey),
+    };
+    ApiKey::parse(&raw).map_err(|e| ConfigError::InvalidApiKey {
+        source_name,
+        reason: e.to_string(),
+    })
+}
+
+impl GatewayConfig {
+    /// Resolves the flags and environment; never panics, never logs the key.
+    pub fn resolve(args: &Args, env: &Environment) -> Result<Self, ConfigError> {
+        let endpoint = args
+            .maas_endpoint
+            .as_deref()
+            .map(str::trim)
+            .filter(|e| !e.is_empty())
+            .ok_or(ConfigError::MissingEndpoint)?;
+        let key = load_api_key(args, env)?;
+        let installation_id = args
+            .installation_id
+            .clone()
+            .unwrap_or_else(|| default_installation_id(&env.namespace));
+        if !valid_installation_id(&installation_id) {
+            return Err(ConfigError::InvalidInstallationId(installation_id));
+        }
+        let mut builder = MaasConfig::builder(endpoint, key)
+            .max_concurrent_requests(args.maas_max_concurrency as usize)
+            .retry_policy(RetryPolicy::default());
+        if let Some(path) = &args.maas_ca_file {
+            builder = builder.ca_bundle_pem(
+                read_file("--maas-ca-file", path)?,
+                maas_client::CaMode::Only,
+            );
+        }
+        let maas = builder.build().map_err(|e| ConfigError::InvalidEndpoint {
+            reason: e.to_string(),
+        })?;
+        Ok(Self {
+            maas,
+            installation_id,
+            inventory_sync_interval: args.inventory_sync_interval,
+            rate_limit: NonZeroU32::new(args.maas_rate_limit).unwrap_or(NonZeroU32::MIN),
+            orphan_sweep_interval: args.orphan_sweep_interval,
+            orphan_grace_period: args.orphan_grace_period,
+            deploy_retries: args.deploy_retries,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    const KEY: &str = "ck:tk:very-secret-token";
+
+    fn args(extra: &[&str]) -> Args {
+        let mut v = vec!["maas-client"];
+        v.extend_from_slice(extra);
+        Args::try_parse_from(v).unwrap()
+    }
+
+    fn env(key: Option<&str>) -> Environment {
+        Environment {
+            api_key: key.map(str::to_owned),
+            namespace: "capmaas-system".into(),
+        }
+    }
+
+    #[test]
+    fn resolves_defaults() {
+        let cfg = GatewayConfig::resolve(
+            &args(&["--maas-endpoint=http://127.0.0.1:5240/MAAS/"]),
+            &env(Some(KEY)),
+        )
+        .unwrap();
+        assert_eq!(cfg.installation_id, "capmaas-capmaas-system");
+        assert_eq!(cfg.maas.max_concurrent_requests, 8);
+        assert_eq!(cfg.rate_limit.get(), 20);
+        assert_eq!(cfg.inventory_sync_interval, None);
+        assert_eq!(cfg.orphan_grace_period, Duration::from_secs(300));
+        assert_eq!(
+            cfg.maas.api_root.as_str(),
+            "http://127.0.0.1:5240/MAAS/api/2.0/"
+        );
+        assert!(!format!("{cfg:?}").contains("very-secret-token"));
+    }
+
+    #[test]
+    fn flags_override() {
+        let cfg = GatewayConfig::resolve(
+            &args(&[
+                "--maas-endpoint=http://m/MAAS",
+                "--installation-id=prod-1",
+                "--inventory-sync-interval=2s",
+                "--maas-max-concurrency=3",
+                "--maas-rate-limit=50",
+            ]),
+            &env(Some(KEY)),
+        )
+        .unwrap();
+        assert_eq!(cfg.installation_id, "prod-1");
+        assert_eq!(cfg.inventory_sync_interval, Some(Duration::from_secs(2)));
+        assert_eq!(cfg.maas.max_concurrent_requests, 3);
+        assert_eq!(cfg.rate_limit.get(), 50);
+    }
+
+    #[test]
+    fn missing_values_name_the_variable() {
+        let err = GatewayConfig::resolve(&args(&[]), &env(Some(KEY))).unwrap_err();
+        assert!(matches!(err, ConfigError::MissingEndpoint));
+        assert!(err.to_string().contains("MAAS_ENDPOINT=https://"));
+
+        let err = GatewayConfig::resolve(&args(&["--maas-endpoint=http://m/MAAS"]), &env(None))
+            .unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("MAAS_API_KEY=consumer_key:token_key:token_secret")
+        );
+        let err =
+            GatewayConfig::resolve(&args(&["--maas-endpoint=http://m/MAAS"]), &env(Some("  ")))
+                .unwrap_err();
+        assert!(matches!(err, ConfigError::MissingApiKey));
+    }
+
+    #[test]
+    fn malformed_values_are_errors_without_the_key() {
+        let err = GatewayConfig::resolve(
+            &args(&["--maas-endpoint=http://m/MAAS"]),
+            &env(Some("only:two-secret")),
+        )
+        .unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("MAAS_API_KEY"), "{text}");
+        assert!(!text.contains("two-secret"), "{text}");
+
+        let err = GatewayConfig::resolve(&args(&["--maas-endpoint=not a url"]), &env(Some(KEY)))
+            .unwrap_err();
+        assert!(matches!(err, ConfigError::InvalidEndpoint { .. }), "{err}");
+
+        let err = GatewayConfig::resolve(
+            &args(&["--maas-endpoint=http://m/MAAS", "--installation-id=a/b"]),
+            &env(Some(KEY)),
+        )
+        .unwrap_err();
+        assert!(matches!(err, ConfigError::InvalidInstallationId(_)));
+    }
+
+    #[test]
+    fn key_file_wins_and_is_trimmed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("key");
+        std::fs::write(&path, format!("{KEY}\n")).unwrap();
+        let flag = format!("--maas-api-key-file={}", path.display());
+        let cfg = GatewayConfig::resolve(
+            &args(&["--maas-endpoint=http://m/MAAS", &flag]),
+            &env(Some("bad")),
+        )
+        .unwrap();
+        assert_eq!(cfg.maas.api_key.token_key(), "tk");
+
+        let missing = format!("--maas-api-key-file={}", dir.path().join("nope").display());
+        let err = GatewayConfig::resolve(
+            &args(&["--maas-endpoint=http://m/MAAS", &missing]),
+            &env(Some(KEY)),
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("--maas-api-key-file"));
+    }
+}

@@ -1,0 +1,260 @@
+//! The MAAS operations behind the steps that need more than one call: allocate (or adopt),
+//! deploy (with user data and network data), release, power on.
+
+use std::time::{Duration, Instant};
+
+use capmaas_api::common::SecretKeyReference;
+use capmaas_api::host::HostAllocation;
+use capmaas_runtime::status::now;
+use k8s_openapi::api::core::v1::Secret;
+use kube::ResourceExt;
+use kube::api::Api;
+use maas_client::{
+    AllocateRequest, DeployRequest, LinkSubnetRequest, MaasError, MachineFilter, MachineStatus,
+    PowerState,
+};
+use tracing::info;
+
+use super::annotations as ann;
+use super::controller::{Run, unix_now};
+use super::network::{self, LinkAction};
+use super::step::{RebootState, Wait};
+use crate::error::{Error, Result};
+
+impl Run<'_> {
+    /// Allocates the exact machine with our agent_name, unless MAAS already shows it allocated
+    /// with our agent_name (a previous attempt whose answer or record was lost). Records the
+    /// allocation in status before anything else happens.
+    pub(super) async fn allocate_or_adopt(&mut self) -> Result<()> {
+        let installation = self.gw.settings.installation_id.clone();
+        let sent = Instant::now();
+        let filter = MachineFilter::new()
+            .system_id(self.system_id.clone())
+            .agent_name(installation.clone());
+        let mine = self
+            .gw
+            .maas
+            .list_machines(&filter)
+            .await
+            .map_err(Error::maas("look up allocation"))?;
+        let machine = if let Some(m) = mine.into_iter().next() {
+            info!(system_id = %self.system_id, "adopting a machine already allocated with our agent_name");
+            m
+        } else {
+            let request = AllocateRequest {
+                system_id: Some(self.system_id.clone()),
+                agent_name: Some(installation.clone()),
+                comment: Some(self.comment("allocate")),
+                ..AllocateRequest::default()
+            };
+            match self.gw.maas.allocate(&request).await {
+                Ok(m) => m,
+                Err(e @ MaasError::NoMatchingMachine { .. }) => {
+                    self.refresh().await?;
+                    return Err(Error::NotOurs {
+                        system_id: self.system_id.clone(),
+                        reason: e.to_string(),
+                    });
+                }
+                Err(e) => return Err(Error::maas("allocate")(e)),
+            }
+        };
+        self.seen(machine, sent);
+        self.allocation = Some(HostAllocation {
+            agent_name: Some(installation),
+            consumer_uid: self.host.spec.consumer_ref.as_ref().map(|c| c.uid.clone()),
+            allocated_at: Some(now()),
+        });
+        self.facts.allocation_recorded = true;
+        self.facts.allocated_for_other_consumer = false;
+        // Record at once: from here on the host, not only MAAS's agent_name, says it is ours.
+        self.write_status(Wait::Idle).await?;
+        self.gw
+            .event(
+                self.host,
+                false,
+                "Allocated",
+                format!("allocated MAAS machine {}", self.system_id),
+            )
+            .await;
+        Ok(())
+    }
+
+    async fn secret_value(&self, reference: &SecretKeyReference) -> Result<Vec<u8>> {
+        let api: Api<Secret> = Api::namespaced(
+            self.gw.kube.clone(),
+            &self.host.namespace().unwrap_or_default(),
+        );
+        let secret = api
+            .get(&reference.name)
+            .await
+            .map_err(Error::kube("read Secret"))?;
+        secret
+            .data
+            .and_then(|mut d| d.remove(&reference.key))
+            .map(|b| b.0)
+            .ok_or_else(|| {
+                Error::InvalidSpec(format!(
+                    "Secret {} has no key {}",
+                    reference.name, reference.key
+                ))
+            })
+    }
+
+    /// Applies the static addresses of the rendered network data to the (Allocated) machine's
+    /// interface links; does only what is missing, so it is safe to repeat.
+    async fn apply_network_data(&mut self, reference: &SecretKeyReference) -> Result<()> {
+        let raw = self.secret_value(reference).await?;
+        let text = String::from_utf8(raw).map_err(|_| {
+            Error::InvalidSpec(format!(
+                "network data in Secret {} is not UTF-8",
+                reference.name
+            ))
+        })?;
+        let data = network::parse(&text).map_err(|e| Error::InvalidSpec(e.to_string()))?;
+        let interfaces = self
+            .machine
+            .as_ref()
+            .map(|m| m.interface_set.clone())
+            .unwrap_or_default();
+        let subnets = self
+            .gw
+            .maas
+            .list_subnets()
+            .await
+            .map_err(Error::maas("list subnets"))?;
+        let actions = network::plan_links(&data, &interfaces, &subnets)
+            .map_err(|e| Error::InvalidSpec(e.to_string()))?;
+        if actions.is_empty() {
+            return Ok(());
+        }
+        for action in &actions {
+            match *action {
+                LinkAction::Unlink { interface, link } => {
+                    self.gw
+                        .maas
+                        .unlink_subnet(&self.system_id, interface, link)
+                        .await
+                        .map_err(Error::maas("unlink subnet"))?;
+                }
+                LinkAction::LinkStatic {
+                    interface,
+                    subnet,
+                    ip,
+                } => {
+                    self.gw
+                        .maas
+                        .link_subnet(
+                            &self.system_id,
+                            interface,
+                            &LinkSubnetRequest::static_ip(subnet, ip),
+                        )
+                        .await
+                        .map_err(Error::maas("link subnet"))?;
+                }
+            }
+        }
+        info!(system_id = %self.system_id, links = actions.len(), "applied static addresses from network data");
+        self.refresh().await
+    }
+
+    pub(super) async fn deploy(&mut self) -> Result<()> {
+        let Some(provisioning) = self.host.spec.provisioning.clone() else {
+            return Ok(());
+        };
+        let user_data = match &provisioning.user_data_secret_ref {
+            Some(reference) => Some(self.secret_value(reference).await?),
+            None => None,
+        };
+        // Deploy is not idempotent: act only on a fresh Allocated view.
+        self.refresh().await?;
+        if self.machine.as_ref().map(|m| m.status) != Some(MachineStatus::Allocated) {
+            return Ok(());
+        }
+        if let Some(reference) = &provisioning.network_data_secret_ref {
+            self.apply_network_data(reference).await?;
+        }
+        let request = DeployRequest {
+            distro_series: Some(provisioning.image.clone()),
+            hwe_kernel: provisioning.hwe_kernel.clone(),
+            user_data,
+            ephemeral_deploy: provisioning.deploy_in_memory.then_some(true),
+            comment: Some(self.comment("deploy")),
+            ..DeployRequest::default()
+        };
+        let sent = Instant::now();
+        let m = self
+            .gw
+            .maas
+            .deploy(&self.system_id, &request)
+            .await
+            .map_err(Error::maas("deploy"))?;
+        self.seen(m, sent);
+        self.gw
+            .event(
+                self.host,
+                false,
+                "DeployStarted",
+                format!("deploying {}", provisioning.image),
+            )
+            .await;
+        Ok(())
+    }
+
+    pub(super) async fn release(&mut self) -> Result<()> {
+        let empty = std::collections::BTreeMap::new();
+        let annotations = self.machine.as_ref().map_or(&empty, |m| m.annotations());
+        let request = ann::release_request(
+            annotations,
+            self.host
+                .spec
+                .provisioning
+                .as_ref()
+                .and_then(|p| p.release_policy.as_ref()),
+            self.comment("release"),
+        );
+        let sent = Instant::now();
+        let m = self
+            .gw
+            .maas
+            .release(&self.system_id, &request)
+            .await
+            .map_err(Error::maas("release"))?;
+        self.seen(m, sent);
+        self.gw
+            .event(
+                self.host,
+                false,
+                "Released",
+                format!("released MAAS machine {}", self.system_id),
+            )
+            .await;
+        Ok(())
+    }
+
+    pub(super) async fn power_on(&mut self) -> Result<()> {
+        // IPMI power-on cycles a running machine: only on a fresh `off` reading.
+        self.refresh().await?;
+        let off = self.machine.as_ref().is_some_and(|m| {
+            m.power_state == PowerState::Off && m.status == MachineStatus::Deployed
+        });
+        if !off {
+            return Ok(());
+        }
+        let now_unix = unix_now();
+        self.patch_annotation(ann::REBOOT_STATE, Some(ann::powering_on(now_unix)))
+            .await?;
+        self.facts.reboot = RebootState::PoweringOn {
+            since: Duration::ZERO,
+        };
+        let sent = Instant::now();
+        let m = self
+            .gw
+            .maas
+            .power_on(&self.system_id, &self.comment("reboot"))
+            .await
+            .map_err(Error::maas("power on"))?;
+        self.seen(m, sent);
+        Ok(())
+    }
+}

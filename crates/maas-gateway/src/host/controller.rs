@@ -1,0 +1,397 @@
+//! The MaasHost reconciler: reads the machine (cache, or a poll when MAAS is moving), asks
+//! [`next_step`] what to do, does it, and repeats until a step has to wait; then writes the
+//! status once.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use capmaas_api::MaasHost;
+use capmaas_api::host::HostAllocation;
+use capmaas_api::keys;
+use capmaas_runtime::status::{apply_status, now};
+use kube::ResourceExt;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::controller::Action;
+use maas_client::{MaasError, Machine, MachineStatus};
+use serde_json::json;
+use tracing::info;
+
+use super::annotations::{self as ann};
+use super::status::{StatusInput, build_status};
+use super::step::{HostFacts, Step, Wait, next_step};
+use crate::cache::Lookup;
+use crate::context::Gateway;
+use crate::error::{Error, Result};
+
+/// Steps executed per reconcile at most (allocate, annotate, rename, deploy fit in one).
+const MAX_STEPS: usize = 6;
+/// Requeue while the inventory cache is not filled yet.
+const CACHE_WAIT: Duration = Duration::from_secs(2);
+/// Retry of a host whose machine someone else allocated first.
+const HELD_BY_OTHER_RETRY: Duration = Duration::from_secs(300);
+
+pub(super) fn unix_now() -> i64 {
+    jiff::Timestamp::now().as_second()
+}
+
+/// The facts [`next_step`] needs, read from the host.
+pub fn host_facts(
+    host: &MaasHost,
+    installation: &str,
+    max_retries: u32,
+    now_unix: i64,
+) -> HostFacts {
+    let spec = &host.spec;
+    let annotations = host.annotations();
+    let consumer = spec.consumer_ref.as_ref();
+    let recorded = host
+        .status
+        .as_ref()
+        .and_then(|s| s.allocation.as_ref())
+        .filter(|a| a.agent_name.as_deref() == Some(installation));
+    let consumer_uid = consumer.map(|c| c.uid.as_str());
+    let provisioning = spec.provisioning.as_ref();
+    HostFacts {
+        consumed: consumer.is_some(),
+        provisioning: provisioning.is_some(),
+        allocation_recorded: recorded.is_some_and(|a| a.consumer_uid.as_deref() == consumer_uid),
+        allocated_for_other_consumer: recorded
+            .is_some_and(|a| a.consumer_uid.is_some() && a.consumer_uid.as_deref() != consumer_uid),
+        reboot_requested: annotations.keys().any(|k| keys::is_reboot_annotation(k)),
+        reboot: ann::reboot_state(
+            annotations.get(ann::REBOOT_STATE).map(String::as_str),
+            now_unix,
+        ),
+        deploy_failures: ann::deploy_failures(
+            annotations.get(ann::DEPLOY_FAILURES).map(String::as_str),
+        ),
+        max_deploy_retries: max_retries,
+        hostname: provisioning.and_then(|p| p.hostname.clone()),
+        annotations: ann::desired_machine_annotations(
+            installation,
+            &host.namespace().unwrap_or_default(),
+            &host.name_any(),
+            consumer.map(|c| (c.kind.as_str(), c.name.as_str(), c.uid.as_str())),
+            provisioning.and_then(|p| p.release_policy.as_ref()),
+        ),
+    }
+}
+
+/// Reconciles one MaasHost.
+pub async fn reconcile(host: Arc<MaasHost>, gw: Arc<Gateway>) -> Result<Action> {
+    let timer = gw.host_metrics.start_reconcile();
+    let result = reconcile_inner(&host, &gw).await;
+    drop(timer);
+    let key = kube::runtime::reflector::ObjectRef::from_obj(host.as_ref());
+    match &result {
+        Ok(_) => {
+            gw.backoff.reset(&key);
+            gw.host_metrics.reconcile_succeeded();
+        }
+        Err(e) => gw
+            .host_metrics
+            .reconcile_failed(capmaas_runtime::ErrorCategory::category(e)),
+    }
+    result
+}
+
+pub(super) struct Run<'a> {
+    pub(super) gw: &'a Gateway,
+    pub(super) host: &'a MaasHost,
+    pub(super) api: Api<MaasHost>,
+    pub(super) system_id: String,
+    pub(super) facts: HostFacts,
+    pub(super) machine: Option<Arc<Machine>>,
+    pub(super) allocation: Option<HostAllocation>,
+}
+
+async fn reconcile_inner(host: &MaasHost, gw: &Gateway) -> Result<Action> {
+    let namespace = host.namespace().unwrap_or_default();
+    let Some(machine) = current_machine(host, gw, &namespace).await? else {
+        return Ok(Action::requeue(CACHE_WAIT));
+    };
+    let settings = &gw.settings;
+    let facts = host_facts(
+        host,
+        &settings.installation_id,
+        settings.deploy_retries,
+        unix_now(),
+    );
+    let allocation = host.status.as_ref().and_then(|s| s.allocation.clone());
+    let mut run = Run {
+        gw,
+        host,
+        api: Api::namespaced(gw.kube.clone(), &namespace),
+        system_id: host.spec.system_id.clone(),
+        facts,
+        machine,
+        allocation,
+    };
+    let mut polled = false;
+    let mut outcome = (Wait::Idle, None);
+    for _ in 0..MAX_STEPS {
+        let step = next_step(&run.facts, run.machine.as_deref());
+        match step {
+            Step::Wait { why, poll } => {
+                // Poll only machines MAAS is changing, and not more often than `poll`.
+                let stale =
+                    poll.is_some_and(|p| gw.cache.age(&run.system_id).is_none_or(|age| age >= p));
+                if stale && !polled && run.machine.is_some() {
+                    polled = true;
+                    run.refresh().await?;
+                    continue;
+                }
+                outcome = (why, poll);
+                break;
+            }
+            step => match run.execute(step).await {
+                Ok(true) => {}
+                Ok(false) => {
+                    // MAAS completes the operation on its own: report what we wait for.
+                    outcome = (in_flight_reason(&run), Some(super::step::POLL));
+                    break;
+                }
+                Err(Error::NotOurs { system_id, reason }) => {
+                    // Someone else took the machine first: report it, look again later.
+                    info!(%system_id, %reason, "machine held by someone else");
+                    outcome = (Wait::HeldByOther, Some(HELD_BY_OTHER_RETRY));
+                    break;
+                }
+                Err(e) => return Err(e),
+            },
+        }
+    }
+    run.write_status(outcome.0).await?;
+    // A quiet host is looked at again after --sync-period; the inventory sync wakes it on any
+    // MAAS change anyway.
+    Ok(Action::requeue(outcome.1.unwrap_or(gw.settings.resync)))
+}
+
+/// Why the host waits right after an operation MAAS completes asynchronously.
+fn in_flight_reason(run: &Run<'_>) -> Wait {
+    match next_step(&run.facts, run.machine.as_deref()) {
+        Step::Wait { why, .. } => why,
+        _ => match run.machine.as_ref().map(|m| m.status) {
+            Some(MachineStatus::Deploying) => Wait::Deploying,
+            Some(MachineStatus::Releasing | MachineStatus::DiskErasing) => Wait::Releasing,
+            _ => Wait::PowerTransition,
+        },
+    }
+}
+
+/// The machine from the cache; `Ok(None)` while the host's inventory is not synced yet.
+async fn current_machine(
+    host: &MaasHost,
+    gw: &Gateway,
+    namespace: &str,
+) -> Result<Option<Option<Arc<Machine>>>> {
+    let inventory = host.labels().get(keys::LABEL_HOST_INVENTORY);
+    let key = inventory.map(|i| format!("{namespace}/{i}"));
+    let inventory_exists = inventory.is_some_and(|i| {
+        gw.inventories
+            .get(&kube::runtime::reflector::ObjectRef::new(i).within(namespace))
+            .is_some()
+    });
+    if let Some(key) = key.filter(|_| inventory_exists) {
+        return Ok(match gw.cache.lookup(&key, &host.spec.system_id) {
+            Lookup::Present(m) => Some(Some(m)),
+            Lookup::Absent => Some(None),
+            Lookup::Unknown => None,
+        });
+    }
+    // Not imported by a live inventory: ask MAAS directly.
+    let sent = Instant::now();
+    match gw.maas.get_machine(&host.spec.system_id).await {
+        Ok(m) => {
+            gw.cache.observe(m.clone(), sent);
+            Ok(Some(Some(Arc::new(m))))
+        }
+        Err(MaasError::NotFound { .. }) => Ok(Some(None)),
+        Err(e) => Err(Error::maas("get machine")(e)),
+    }
+}
+
+impl Run<'_> {
+    pub(super) fn seen(&mut self, machine: Machine, sent: Instant) {
+        self.gw.cache.observe(machine.clone(), sent);
+        self.machine = Some(Arc::new(machine));
+    }
+
+    pub(super) async fn refresh(&mut self) -> Result<()> {
+        let sent = Instant::now();
+        match self.gw.maas.get_machine(&self.system_id).await {
+            Ok(m) => self.seen(m, sent),
+            Err(MaasError::NotFound { .. }) => self.machine = None,
+            Err(e) => return Err(Error::maas("get machine")(e)),
+        }
+        Ok(())
+    }
+
+    pub(super) fn comment(&self, what: &str) -> String {
+        format!(
+            "capmaas {what}: MaasHost {}/{}",
+            self.host.namespace().unwrap_or_default(),
+            self.host.name_any()
+        )
+    }
+
+    /// Executes a step; returns whether the next step may follow at once (false after an
+    /// operation MAAS completes asynchronously).
+    async fn execute(&mut self, step: Step) -> Result<bool> {
+        let sid = self.system_id.clone();
+        let maas = self.gw.maas.clone();
+        let sent = Instant::now();
+        match step {
+            Step::Wait { .. } => return Ok(false),
+            Step::Allocate => {
+                self.allocate_or_adopt().await?;
+                return Ok(true);
+            }
+            Step::SetAnnotations => {
+                let m = maas
+                    .set_workload_annotations(&sid, &self.facts.annotations)
+                    .await
+                    .map_err(Error::maas("set workload annotations"))?;
+                self.seen(m, sent);
+                return Ok(true);
+            }
+            Step::SetHostname(name) => {
+                let m = maas
+                    .update_hostname(&sid, &name)
+                    .await
+                    .map_err(Error::maas("set hostname"))?;
+                self.seen(m, sent);
+                return Ok(true);
+            }
+            Step::Deploy => self.deploy().await?,
+            Step::Release => self.release().await?,
+            Step::RetryDeployment => {
+                let failures = self.facts.deploy_failures.saturating_add(1);
+                self.patch_annotation(ann::DEPLOY_FAILURES, Some(failures.to_string()))
+                    .await?;
+                self.facts.deploy_failures = failures;
+                self.gw
+                    .event(
+                        self.host,
+                        true,
+                        "DeploymentRetried",
+                        format!(
+                            "MAAS deployment failed; retry {failures} of {}",
+                            self.facts.max_deploy_retries
+                        ),
+                    )
+                    .await;
+                self.release().await?;
+            }
+            Step::ResetFailures => {
+                self.patch_annotation(ann::DEPLOY_FAILURES, None).await?;
+                self.facts.deploy_failures = 0;
+                return Ok(true);
+            }
+            Step::BeginReboot => {
+                self.patch_annotation(ann::REBOOT_STATE, Some("off".to_owned()))
+                    .await?;
+                self.facts.reboot = super::step::RebootState::PoweringOff;
+                self.gw
+                    .event(
+                        self.host,
+                        false,
+                        "RebootStarted",
+                        "powering off for a reboot request".into(),
+                    )
+                    .await;
+                return Ok(true);
+            }
+            Step::PowerOff => {
+                let answer = maas
+                    .power_off(&sid, &self.comment("reboot"))
+                    .await
+                    .map_err(Error::maas("power off"))?;
+                match answer {
+                    Some(m) => self.seen(m, sent),
+                    None => self.refresh().await?,
+                }
+            }
+            Step::PowerOn => self.power_on().await?,
+            Step::FinishReboot => {
+                self.patch_annotation(ann::REBOOT_STATE, None).await?;
+                self.facts.reboot = super::step::RebootState::Idle;
+                self.gw
+                    .event(
+                        self.host,
+                        false,
+                        "RebootFinished",
+                        "powered on again".into(),
+                    )
+                    .await;
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    pub(super) async fn patch_annotation(&self, key: &str, value: Option<String>) -> Result<()> {
+        let patch = json!({ "metadata": { "annotations": { key: value } } });
+        self.api
+            .patch(
+                &self.host.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await
+            .map_err(Error::kube("annotate host"))?;
+        Ok(())
+    }
+
+    pub(super) async fn write_status(&self, wait: Wait) -> Result<()> {
+        let machine = self.machine.as_deref();
+        let ours = machine.is_some_and(|m| {
+            !matches!(m.status, MachineStatus::Ready | MachineStatus::New)
+                && (self.facts.allocation_recorded
+                    || m.annotations().get(ann::INSTALLATION)
+                        == Some(&self.gw.settings.installation_id))
+        });
+        let previous = self.host.status.as_ref();
+        let input = StatusInput {
+            previous,
+            machine,
+            ours,
+            wants_deploy: self.facts.wants_deploy(),
+            allocation: self.allocation.clone(),
+            wait,
+            deploy_failures: self.facts.deploy_failures,
+            generation: self.host.metadata.generation,
+        };
+        let status = build_status(&input, &now());
+        if previous == Some(&status) {
+            return Ok(());
+        }
+        let old_state = previous.and_then(|s| s.provisioning_state);
+        apply_status(
+            &self.api,
+            &self.host.name_any(),
+            &self.gw.settings.field_manager,
+            &status,
+        )
+        .await?;
+        if let Some(state) = status.provisioning_state.filter(|s| old_state != Some(*s)) {
+            {
+                let warning = matches!(
+                    state,
+                    capmaas_api::host::ProvisioningState::Failed
+                        | capmaas_api::host::ProvisioningState::Broken
+                        | capmaas_api::host::ProvisioningState::Missing
+                );
+                self.gw
+                    .event(
+                        self.host,
+                        warning,
+                        "ProvisioningState",
+                        format!("{old_state:?} -> {state:?}"),
+                    )
+                    .await;
+            }
+        }
+        Ok(())
+    }
+}

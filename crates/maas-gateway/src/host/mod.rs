@@ -1,0 +1,8 @@
+//! The MaasHost controller: provisioning state machine, reboot requests, status.
+
+mod actions;
+pub mod annotations;
+pub mod controller;
+pub mod network;
+pub mod status;
+pub mod step;

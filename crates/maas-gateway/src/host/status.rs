@@ -1,0 +1,267 @@
+//! The MaasHost status maas-client writes: MAAS observations, life-cycle state, allocation
+//! record and conditions. Deterministic (sorted lists, times kept unless something changed),
+//! so an unchanged host causes no write and no self-triggered reconcile.
+
+use capmaas_api::conditions::{self as cond, reasons};
+use capmaas_api::host::{HostAllocation, MaasHostStatus, ProvisioningState};
+use capmaas_runtime::conditions::{ConditionStatus, NewCondition, set_condition, summarize_ready};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use maas_client::Machine;
+
+use super::step::Wait;
+use crate::mapping;
+
+/// Reason of `Provisioned=False` on a host nobody asked to deploy.
+pub const REASON_NOT_REQUESTED: &str = "NotRequested";
+
+/// Everything the status is computed from.
+#[derive(Debug)]
+pub struct StatusInput<'a> {
+    /// The previous status.
+    pub previous: Option<&'a MaasHostStatus>,
+    /// The latest MAAS view; `None` when the machine vanished.
+    pub machine: Option<&'a Machine>,
+    /// The machine is held by this installation.
+    pub ours: bool,
+    /// A deployment is requested.
+    pub wants_deploy: bool,
+    /// The allocation record to keep (only while ours).
+    pub allocation: Option<HostAllocation>,
+    /// Why the controller stopped acting.
+    pub wait: Wait,
+    /// Failed deployments so far.
+    pub deploy_failures: u32,
+    /// `metadata.generation`.
+    pub generation: Option<i64>,
+}
+
+fn provisioned_condition(input: &StatusInput<'_>, state: ProvisioningState) -> NewCondition {
+    use ConditionStatus::{False, True, Unknown};
+    let (status, reason, message): (ConditionStatus, &str, String) = match (input.wait, state) {
+        (_, ProvisioningState::Deployed) if input.wants_deploy => {
+            (True, reasons::MACHINE_DEPLOYED, String::new())
+        }
+        (Wait::Missing, _) => (
+            False,
+            reasons::HOST_MISSING,
+            "the machine is gone from MAAS".into(),
+        ),
+        (Wait::DeployFailedFinal, _) => (
+            False,
+            reasons::MACHINE_DEPLOY_FAILED,
+            format!(
+                "deployment failed {} time(s); retries exhausted, waiting for the consumer",
+                input.deploy_failures.saturating_add(1)
+            ),
+        ),
+        (Wait::Broken, _) => (False, "MachineBroken", machine_error(input.machine)),
+        (Wait::ReleaseFailed, _) => (False, "ReleaseFailed", machine_error(input.machine)),
+        (Wait::HeldByOther, _) => (
+            False,
+            "HeldByOther",
+            "the MAAS machine is allocated to someone else".into(),
+        ),
+        (Wait::Unavailable, _) => (
+            False,
+            reasons::MACHINE_STATE_UNDEFINED,
+            machine_error(input.machine),
+        ),
+        (Wait::PowerUnknown, _) => (
+            Unknown,
+            "PowerStateUnknown",
+            "power state is error/unknown; not acted upon".into(),
+        ),
+        (Wait::RebootHeld | Wait::PowerTransition, _) => (Unknown, "Rebooting", String::new()),
+        (Wait::Deploying, _) => {
+            let message = input
+                .machine
+                .and_then(|m| m.status_message.clone())
+                .unwrap_or_default();
+            (Unknown, reasons::MACHINE_DEPLOYING, message)
+        }
+        (Wait::Releasing, _) => (Unknown, "Releasing", String::new()),
+        (_, _) if !input.wants_deploy => (False, REASON_NOT_REQUESTED, String::new()),
+        (_, _) => (Unknown, reasons::MACHINE_DEPLOY_STARTED, String::new()),
+    };
+    NewCondition::new(cond::PROVISIONED, status, reason)
+        .message(message)
+        .observed_generation(input.generation)
+}
+
+fn machine_error(machine: Option<&Machine>) -> String {
+    machine.map_or_else(String::new, |m| {
+        if m.error_description.is_empty() {
+            format!("MAAS status {}", m.status_name)
+        } else {
+            format!("MAAS status {}: {}", m.status_name, m.error_description)
+        }
+    })
+}
+
+/// The new status. `lastUpdated` and condition times are kept when nothing else changed.
+pub fn build_status(input: &StatusInput<'_>, now: &Time) -> MaasHostStatus {
+    let previous = input.previous.cloned().unwrap_or_default();
+    let state = mapping::provisioning_state(input.machine, input.ours, input.wants_deploy);
+    let mut status = match input.machine {
+        Some(m) => observed(m),
+        // Keep the last known hardware of a vanished machine; drop live fields.
+        None => MaasHostStatus {
+            power_state: None,
+            status_message: None,
+            missing: Some(true),
+            ..strip_times(previous.clone())
+        },
+    };
+    status.provisioning_state = Some(state);
+    status.allocation = input.allocation.clone().filter(|_| input.ours);
+    status.observed_generation = input.generation;
+    let mut conditions = previous.conditions.clone().unwrap_or_default();
+    let present = match input.machine {
+        Some(_) => NewCondition::new(
+            cond::HOST_PRESENT,
+            ConditionStatus::True,
+            reasons::RECONCILED,
+        ),
+        None => NewCondition::new(
+            cond::HOST_PRESENT,
+            ConditionStatus::False,
+            reasons::HOST_MISSING,
+        )
+        .message("the machine is gone from MAAS"),
+    }
+    .observed_generation(input.generation);
+    set_condition(&mut conditions, present, now);
+    set_condition(&mut conditions, provisioned_condition(input, state), now);
+    let types: &[&str] = if input.wants_deploy {
+        &[cond::HOST_PRESENT, cond::PROVISIONED]
+    } else {
+        &[cond::HOST_PRESENT]
+    };
+    let ready = summarize_ready(&conditions, types, input.generation);
+    set_condition(&mut conditions, ready, now);
+    status.conditions = Some(conditions);
+    status.last_updated.clone_from(&previous.last_updated);
+    if strip_times(status.clone()) != strip_times(previous) || status.last_updated.is_none() {
+        status.last_updated = Some(now.clone());
+    }
+    status
+}
+
+fn strip_times(mut status: MaasHostStatus) -> MaasHostStatus {
+    status.last_updated = None;
+    status
+}
+
+/// The status fields observed in MAAS.
+pub fn observed(m: &Machine) -> MaasHostStatus {
+    let mut tags = m.tag_names.clone();
+    tags.sort();
+    let mut addresses: Vec<String> = m.ip_addresses.iter().map(ToString::to_string).collect();
+    addresses.sort();
+    MaasHostStatus {
+        hostname: Some(m.hostname.clone()).filter(|h| !h.is_empty()),
+        maas_status: i32::try_from(m.status.number()).ok(),
+        maas_status_name: Some(m.status_name.clone()).filter(|s| !s.is_empty()),
+        status_message: m.status_message.clone().filter(|s| !s.is_empty()),
+        power_state: Some(mapping::power_state(&m.power_state)),
+        cpu_count: i32::try_from(m.cpu_count).ok(),
+        memory_mib: i64::try_from(m.memory).ok(),
+        storage_gib: Some(mapping::storage_gib(m.storage)),
+        architecture: Some(m.architecture.clone()).filter(|a| !a.is_empty()),
+        zone: Some(m.zone_name().to_owned()).filter(|z| !z.is_empty()),
+        pool: Some(m.pool_name().to_owned()).filter(|p| !p.is_empty()),
+        tags: Some(tags),
+        interfaces: Some(mapping::interfaces(m)),
+        addresses: Some(addresses),
+        deployed_image: mapping::deployed_image(m),
+        ..MaasHostStatus::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use capmaas_runtime::conditions::get_condition;
+    use maas_client::MachineStatus;
+
+    fn t(s: i64) -> Time {
+        Time(jiff::Timestamp::from_second(s).unwrap())
+    }
+
+    fn input<'a>(
+        machine: Option<&'a Machine>,
+        previous: Option<&'a MaasHostStatus>,
+        wait: Wait,
+    ) -> StatusInput<'a> {
+        StatusInput {
+            previous,
+            machine,
+            ours: true,
+            wants_deploy: true,
+            allocation: Some(HostAllocation {
+                agent_name: Some("a".into()),
+                ..Default::default()
+            }),
+            wait,
+            deploy_failures: 0,
+            generation: Some(3),
+        }
+    }
+
+    #[test]
+    fn unchanged_status_keeps_its_times() {
+        let mut m = crate::cache::tests::machine("abc", 6);
+        m.status = MachineStatus::Deployed;
+        let first = build_status(&input(Some(&m), None, Wait::Deployed), &t(100));
+        assert_eq!(first.provisioning_state, Some(ProvisioningState::Deployed));
+        assert_eq!(first.last_updated, Some(t(100)));
+        let conditions = first.conditions.clone().unwrap();
+        assert_eq!(get_condition(&conditions, "Ready").unwrap().status, "True");
+        let second = build_status(&input(Some(&m), Some(&first), Wait::Deployed), &t(200));
+        assert_eq!(second, first, "no change, no write");
+        m.power_state = maas_client::PowerState::On;
+        let third = build_status(&input(Some(&m), Some(&second), Wait::Deployed), &t(300));
+        assert_eq!(third.last_updated, Some(t(300)));
+    }
+
+    #[test]
+    fn missing_and_failed_are_reported() {
+        let ready = crate::cache::tests::machine("abc", 4);
+        let before = build_status(&input(Some(&ready), None, Wait::Idle), &t(1));
+        let gone = build_status(&input(None, Some(&before), Wait::Missing), &t(2));
+        assert_eq!(gone.missing, Some(true));
+        assert_eq!(gone.provisioning_state, Some(ProvisioningState::Missing));
+        assert_eq!(gone.cpu_count, before.cpu_count, "hardware kept");
+        assert_eq!(gone.allocation, None.or(gone.allocation.clone()));
+        let gone_conditions = gone.conditions.unwrap();
+        assert_eq!(
+            get_condition(&gone_conditions, "HostPresent")
+                .unwrap()
+                .reason,
+            reasons::HOST_MISSING
+        );
+        assert_eq!(
+            get_condition(&gone_conditions, "Ready").unwrap().status,
+            "False"
+        );
+
+        let mut failed = crate::cache::tests::machine("abc", 11);
+        failed.status = MachineStatus::FailedDeployment;
+        failed.error_description = "time-out during deployment".into();
+        let mut failed_input = input(Some(&failed), None, Wait::DeployFailedFinal);
+        failed_input.deploy_failures = 2;
+        let failed_status = build_status(&failed_input, &t(3));
+        assert_eq!(
+            failed_status.provisioning_state,
+            Some(ProvisioningState::Failed)
+        );
+        let conditions = failed_status.conditions.unwrap();
+        let provisioned = get_condition(&conditions, "Provisioned").unwrap();
+        assert_eq!(provisioned.reason, reasons::MACHINE_DEPLOY_FAILED);
+        assert!(
+            provisioned.message.contains("3 time(s)"),
+            "{}",
+            provisioned.message
+        );
+    }
+}

@@ -1,0 +1,275 @@
+//! The provisioning state machine of a MaasHost: given what the host asks for and what MAAS
+//! shows, the next MAAS operation. Pure; the controller executes the step and asks again.
+//!
+//! Safety rules encoded here:
+//! - nothing is done to a machine that is not ours, except allocating a Ready machine for a
+//!   consumed host that asks for it;
+//! - deploy only from Allocated; power on only a machine whose power state reads `off`;
+//!   `error`/`unknown` power states are reported, never acted upon;
+//! - a reboot request, once started, is carried through exactly once: off, then on when no
+//!   request remains;
+//! - a failed deployment is retried (release, allocate, deploy) a bounded number of times,
+//!   then left for the consumer to decide.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use maas_client::{Machine, MachineStatus, PowerState};
+
+/// Poll delay for a machine MAAS is changing (deploying, releasing, powering).
+pub const POLL: Duration = Duration::from_secs(2);
+/// A power-on is repeated only if the machine still reads `off` this long after it was sent
+/// (repeating sooner could count as a second power cycle).
+pub const POWER_ON_RETRY_AFTER: Duration = Duration::from_secs(60);
+
+/// Progress of a reboot request, persisted on the MaasHost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RebootState {
+    /// No reboot in progress.
+    Idle,
+    /// Power-off requested (or about to be); the host stays off while a request exists.
+    PoweringOff,
+    /// Power-on sent; `since` is how long ago.
+    PoweringOn {
+        /// Time since the power-on was sent.
+        since: Duration,
+    },
+}
+
+/// What the MaasHost asks for and what maas-client recorded on it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostFacts {
+    /// `spec.consumerRef` is set.
+    pub consumed: bool,
+    /// `spec.provisioning` is set.
+    pub provisioning: bool,
+    /// `status.allocation` records an allocation by this installation for the current consumer.
+    pub allocation_recorded: bool,
+    /// `status.allocation` names a different consumer than `spec.consumerRef`.
+    pub allocated_for_other_consumer: bool,
+    /// At least one `reboot.maas.cluster.x-k8s.io/*` annotation exists.
+    pub reboot_requested: bool,
+    /// Reboot progress.
+    pub reboot: RebootState,
+    /// Failed deployments counted so far.
+    pub deploy_failures: u32,
+    /// Retries allowed after a failed deployment.
+    pub max_deploy_retries: u32,
+    /// The hostname the host asks for.
+    pub hostname: Option<String>,
+    /// Workload annotations the machine must carry while allocated to us.
+    pub annotations: BTreeMap<String, String>,
+}
+
+impl HostFacts {
+    /// A deployment is requested.
+    pub fn wants_deploy(&self) -> bool {
+        self.consumed && self.provisioning
+    }
+}
+
+/// Why nothing is done now; also the `Provisioned` condition reason.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wait {
+    /// Not requested, machine free.
+    Idle,
+    /// MAAS is deploying.
+    Deploying,
+    /// MAAS is releasing or erasing.
+    Releasing,
+    /// Deployed and running as asked.
+    Deployed,
+    /// Held off by a reboot request.
+    RebootHeld,
+    /// Waiting for the power state to follow a power request.
+    PowerTransition,
+    /// Power state `error`/`unknown`: reported, never acted upon.
+    PowerUnknown,
+    /// Deployment failed and the retries are used up.
+    DeployFailedFinal,
+    /// MAAS reports the machine broken.
+    Broken,
+    /// Release or erase failed in MAAS.
+    ReleaseFailed,
+    /// The machine is held by someone else.
+    HeldByOther,
+    /// MAAS state that needs a human (commissioning, testing, rescue, new...).
+    Unavailable,
+    /// The machine vanished from MAAS.
+    Missing,
+}
+
+/// The next thing to do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    /// Nothing to do in MAAS now; report and look again (after `poll` when MAAS is moving).
+    Wait {
+        /// Why.
+        why: Wait,
+        /// Poll again after this long; `None` = wait for a change.
+        poll: Option<Duration>,
+    },
+    /// Allocate the exact machine, or adopt it if it is already allocated with our agent_name.
+    Allocate,
+    /// Set the workload annotations naming the host and its consumer.
+    SetAnnotations,
+    /// Rename the machine.
+    SetHostname(String),
+    /// Deploy the requested image.
+    Deploy,
+    /// Release (erase per policy).
+    Release,
+    /// Count a failed deployment, then release to try again.
+    RetryDeployment,
+    /// Record that a reboot started, then power off if on.
+    BeginReboot,
+    /// Power off (reboot in progress, machine still on).
+    PowerOff,
+    /// Record the power-on, then power on (machine reads `off`).
+    PowerOn,
+    /// The machine is back on: forget the reboot.
+    FinishReboot,
+    /// Forget the recorded failures (after success or release).
+    ResetFailures,
+}
+
+fn wait(why: Wait, poll: Option<Duration>) -> Step {
+    Step::Wait { why, poll }
+}
+
+/// Whether MAAS shows this machine as one this installation holds: recorded in the host
+/// status, or carrying our installation annotation.
+fn held_by_us(host: &HostFacts, machine: &Machine) -> bool {
+    let owned = !matches!(
+        machine.status,
+        MachineStatus::Ready | MachineStatus::New | MachineStatus::Commissioning
+    );
+    let annotated = host
+        .annotations
+        .get(crate::host::annotations::INSTALLATION)
+        .is_some_and(|ours| {
+            machine
+                .annotations()
+                .get(crate::host::annotations::INSTALLATION)
+                == Some(ours)
+        });
+    owned && (host.allocation_recorded || annotated)
+}
+
+/// The next step for a host.
+pub fn next_step(host: &HostFacts, machine: Option<&Machine>) -> Step {
+    let Some(machine) = machine else {
+        return wait(Wait::Missing, None);
+    };
+    let ours = held_by_us(host, machine);
+    // A reboot in progress is finished before anything else happens to the machine.
+    if ours && host.reboot != RebootState::Idle && machine.status == MachineStatus::Deployed {
+        return reboot_step(host, machine);
+    }
+    if host.wants_deploy() && !host.allocated_for_other_consumer {
+        deploy_path(host, machine, ours)
+    } else {
+        release_path(host, machine, ours)
+    }
+}
+
+fn deploy_path(host: &HostFacts, machine: &Machine, ours: bool) -> Step {
+    match machine.status {
+        MachineStatus::Ready => Step::Allocate,
+        // Allocated with our agent_name but not recorded (crash after allocate): adopt.
+        MachineStatus::Allocated | MachineStatus::Deploying | MachineStatus::Deployed if !ours => {
+            Step::Allocate
+        }
+        MachineStatus::Allocated => {
+            if !annotations_match(host, machine) {
+                Step::SetAnnotations
+            } else if let Some(name) = host.hostname.as_ref().filter(|h| **h != machine.hostname) {
+                Step::SetHostname(name.clone())
+            } else {
+                Step::Deploy
+            }
+        }
+        MachineStatus::Deploying => wait(Wait::Deploying, Some(POLL)),
+        MachineStatus::Deployed => deployed(host),
+        MachineStatus::FailedDeployment if ours => {
+            if host.deploy_failures < host.max_deploy_retries {
+                Step::RetryDeployment
+            } else {
+                wait(Wait::DeployFailedFinal, None)
+            }
+        }
+        MachineStatus::Releasing | MachineStatus::DiskErasing => wait(Wait::Releasing, Some(POLL)),
+        MachineStatus::FailedReleasing | MachineStatus::FailedDiskErasing => {
+            wait(Wait::ReleaseFailed, None)
+        }
+        MachineStatus::Broken => wait(Wait::Broken, None),
+        _ if !ours && machine.owner.is_some() => wait(Wait::HeldByOther, None),
+        _ => wait(Wait::Unavailable, None),
+    }
+}
+
+fn deployed(host: &HostFacts) -> Step {
+    if host.reboot_requested {
+        return Step::BeginReboot;
+    }
+    if host.deploy_failures > 0 {
+        return Step::ResetFailures;
+    }
+    wait(Wait::Deployed, None)
+}
+
+fn reboot_step(host: &HostFacts, machine: &Machine) -> Step {
+    match (host.reboot, &machine.power_state) {
+        (_, PowerState::Error | PowerState::Unknown | PowerState::Other(_)) => {
+            wait(Wait::PowerUnknown, Some(POLL))
+        }
+        (RebootState::PoweringOff, PowerState::On) => Step::PowerOff,
+        (RebootState::PoweringOff, PowerState::Off) if host.reboot_requested => {
+            wait(Wait::RebootHeld, None)
+        }
+        (RebootState::PoweringOff, PowerState::Off) => Step::PowerOn,
+        (RebootState::PoweringOn { .. }, PowerState::On) => Step::FinishReboot,
+        (RebootState::PoweringOn { since }, PowerState::Off) if since >= POWER_ON_RETRY_AFTER => {
+            Step::PowerOn
+        }
+        (RebootState::PoweringOn { .. } | RebootState::Idle, PowerState::Off) => {
+            wait(Wait::PowerTransition, Some(POLL))
+        }
+        (RebootState::Idle, PowerState::On) => wait(Wait::Deployed, None),
+    }
+}
+
+fn release_path(host: &HostFacts, machine: &Machine, ours: bool) -> Step {
+    match machine.status {
+        MachineStatus::Releasing | MachineStatus::DiskErasing => wait(Wait::Releasing, Some(POLL)),
+        MachineStatus::Ready if host.deploy_failures > 0 && !host.wants_deploy() => {
+            Step::ResetFailures
+        }
+        MachineStatus::Ready => wait(Wait::Idle, None),
+        MachineStatus::Allocated
+        | MachineStatus::Deploying
+        | MachineStatus::Deployed
+        | MachineStatus::FailedDeployment
+        | MachineStatus::Broken
+        | MachineStatus::FailedReleasing
+        | MachineStatus::FailedDiskErasing
+            if ours =>
+        {
+            Step::Release
+        }
+        MachineStatus::Broken => wait(Wait::Broken, None),
+        _ if machine.owner.is_some() => wait(Wait::HeldByOther, None),
+        _ => wait(Wait::Unavailable, None),
+    }
+}
+
+fn annotations_match(host: &HostFacts, machine: &Machine) -> bool {
+    let current = machine.annotations();
+    host.annotations
+        .iter()
+        .all(|(k, v)| current.get(k) == Some(v))
+}
+
+#[cfg(test)]
+#[path = "step_tests.rs"]
+mod tests;

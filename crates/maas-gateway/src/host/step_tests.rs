@@ -1,0 +1,308 @@
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use maas_client::{Machine, MachineStatus, PowerState};
+
+use super::*;
+use crate::host::annotations::{self, INSTALLATION};
+
+fn machine(status: MachineStatus, power: PowerState) -> Machine {
+    let mut m = crate::cache::tests::machine("abc", 4);
+    m.status = status;
+    m.power_state = power;
+    m
+}
+
+fn ours(mut m: Machine, host: &HostFacts) -> Machine {
+    m.owner = Some("admin".into());
+    m.workload_annotations = host.annotations.clone();
+    m.hostname = host.hostname.clone().unwrap_or_default();
+    m
+}
+
+fn wanting() -> HostFacts {
+    HostFacts {
+        consumed: true,
+        provisioning: true,
+        allocation_recorded: true,
+        allocated_for_other_consumer: false,
+        reboot_requested: false,
+        reboot: RebootState::Idle,
+        deploy_failures: 0,
+        max_deploy_retries: 2,
+        hostname: Some("node-1".into()),
+        annotations: annotations::desired_machine_annotations("capmaas-t", "ns", "abc", None, None),
+    }
+}
+
+fn idle() -> HostFacts {
+    HostFacts {
+        consumed: false,
+        provisioning: false,
+        allocation_recorded: false,
+        ..wanting()
+    }
+}
+
+fn is_wait(step: &Step, expected: Wait) -> bool {
+    matches!(step, Step::Wait { why, .. } if *why == expected)
+}
+
+#[test]
+fn missing_machine_is_reported() {
+    assert!(is_wait(&next_step(&wanting(), None), Wait::Missing));
+}
+
+#[test]
+fn provisioning_sequence() {
+    let host = wanting();
+    let ready = machine(MachineStatus::Ready, PowerState::Off);
+    assert_eq!(next_step(&host, Some(&ready)), Step::Allocate);
+    assert_eq!(
+        next_step(
+            &HostFacts {
+                consumed: false,
+                ..wanting()
+            },
+            Some(&ready)
+        ),
+        Step::Wait {
+            why: Wait::Idle,
+            poll: None
+        }
+    );
+
+    let mut allocated = machine(MachineStatus::Allocated, PowerState::Off);
+    allocated.owner = Some("admin".into());
+    assert_eq!(next_step(&host, Some(&allocated)), Step::SetAnnotations);
+    allocated.workload_annotations = host.annotations.clone();
+    assert_eq!(
+        next_step(&host, Some(&allocated)),
+        Step::SetHostname("node-1".into())
+    );
+    allocated.hostname = "node-1".into();
+    assert_eq!(next_step(&host, Some(&allocated)), Step::Deploy);
+
+    let deploying = ours(machine(MachineStatus::Deploying, PowerState::On), &host);
+    assert_eq!(
+        next_step(&host, Some(&deploying)),
+        Step::Wait {
+            why: Wait::Deploying,
+            poll: Some(POLL)
+        }
+    );
+    let deployed = ours(machine(MachineStatus::Deployed, PowerState::On), &host);
+    assert_eq!(
+        next_step(&host, Some(&deployed)),
+        Step::Wait {
+            why: Wait::Deployed,
+            poll: None
+        }
+    );
+}
+
+#[test]
+fn unrecorded_allocation_is_adopted_not_redone() {
+    // Crash after allocate, before the status write: MAAS shows Allocated without our
+    // annotations. The Allocate step looks the machine up by agent_name before allocating.
+    let host = HostFacts {
+        allocation_recorded: false,
+        ..wanting()
+    };
+    let mut m = machine(MachineStatus::Allocated, PowerState::Off);
+    m.owner = Some("admin".into());
+    assert_eq!(next_step(&host, Some(&m)), Step::Allocate);
+    // With our annotations it is recognised as ours and deployment continues.
+    let m = ours(m, &host);
+    assert_eq!(next_step(&host, Some(&m)), Step::Deploy);
+    // Crash after deploy: Deploying is never deployed again.
+    let mut d = ours(machine(MachineStatus::Deploying, PowerState::On), &host);
+    assert!(is_wait(&next_step(&host, Some(&d)), Wait::Deploying));
+    d.status = MachineStatus::Deployed;
+    assert!(is_wait(&next_step(&host, Some(&d)), Wait::Deployed));
+}
+
+#[test]
+fn failed_deployment_is_retried_a_bounded_number_of_times() {
+    let host = wanting();
+    let failed = ours(
+        machine(MachineStatus::FailedDeployment, PowerState::Off),
+        &host,
+    );
+    assert_eq!(next_step(&host, Some(&failed)), Step::RetryDeployment);
+    let host1 = HostFacts {
+        deploy_failures: 1,
+        ..wanting()
+    };
+    assert_eq!(next_step(&host1, Some(&failed)), Step::RetryDeployment);
+    let spent = HostFacts {
+        deploy_failures: 2,
+        ..wanting()
+    };
+    assert!(is_wait(
+        &next_step(&spent, Some(&failed)),
+        Wait::DeployFailedFinal
+    ));
+    // The consumer gives up: release, then forget the failures.
+    let given_up = HostFacts {
+        provisioning: false,
+        ..spent.clone()
+    };
+    assert_eq!(next_step(&given_up, Some(&failed)), Step::Release);
+    let ready = machine(MachineStatus::Ready, PowerState::Off);
+    assert_eq!(
+        next_step(
+            &HostFacts {
+                allocation_recorded: false,
+                ..given_up
+            },
+            Some(&ready)
+        ),
+        Step::ResetFailures
+    );
+    // Success forgets them too.
+    let deployed = ours(machine(MachineStatus::Deployed, PowerState::On), &host1);
+    assert_eq!(next_step(&host1, Some(&deployed)), Step::ResetFailures);
+}
+
+#[test]
+fn release_when_provisioning_is_cleared() {
+    let mut host = wanting();
+    host.provisioning = false;
+    for status in [
+        MachineStatus::Allocated,
+        MachineStatus::Deploying,
+        MachineStatus::Deployed,
+        MachineStatus::Broken,
+        MachineStatus::FailedDiskErasing,
+    ] {
+        let m = ours(machine(status, PowerState::On), &host);
+        assert_eq!(next_step(&host, Some(&m)), Step::Release, "{status:?}");
+    }
+    let m = ours(machine(MachineStatus::Releasing, PowerState::On), &host);
+    assert!(is_wait(&next_step(&host, Some(&m)), Wait::Releasing));
+    let m = machine(MachineStatus::Ready, PowerState::Off);
+    assert!(is_wait(&next_step(&idle(), Some(&m)), Wait::Idle));
+}
+
+#[test]
+fn a_new_consumer_gets_a_freshly_released_machine() {
+    let host = HostFacts {
+        allocated_for_other_consumer: true,
+        ..wanting()
+    };
+    let m = ours(machine(MachineStatus::Deployed, PowerState::On), &host);
+    assert_eq!(next_step(&host, Some(&m)), Step::Release);
+}
+
+#[test]
+fn machines_of_others_are_never_touched() {
+    let host = HostFacts {
+        allocation_recorded: false,
+        ..idle()
+    };
+    let mut m = machine(MachineStatus::Deployed, PowerState::On);
+    m.owner = Some("someone".into());
+    m.workload_annotations = BTreeMap::from([(INSTALLATION.to_owned(), "other".to_owned())]);
+    assert!(is_wait(&next_step(&host, Some(&m)), Wait::HeldByOther));
+    let reboot = HostFacts {
+        reboot_requested: true,
+        reboot: RebootState::PoweringOff,
+        ..host
+    };
+    assert!(is_wait(&next_step(&reboot, Some(&m)), Wait::HeldByOther));
+}
+
+#[test]
+fn reboot_powers_off_while_requested_then_on_once() {
+    let requested = HostFacts {
+        reboot_requested: true,
+        ..wanting()
+    };
+    let on = ours(machine(MachineStatus::Deployed, PowerState::On), &requested);
+    let off = ours(
+        machine(MachineStatus::Deployed, PowerState::Off),
+        &requested,
+    );
+    assert_eq!(next_step(&requested, Some(&on)), Step::BeginReboot);
+    let powering_off = HostFacts {
+        reboot: RebootState::PoweringOff,
+        ..requested.clone()
+    };
+    assert_eq!(next_step(&powering_off, Some(&on)), Step::PowerOff);
+    assert!(is_wait(
+        &next_step(&powering_off, Some(&off)),
+        Wait::RebootHeld
+    ));
+    let released = HostFacts {
+        reboot_requested: false,
+        ..powering_off.clone()
+    };
+    assert_eq!(next_step(&released, Some(&off)), Step::PowerOn);
+    // A request removed before the power-off took effect still completes the cycle.
+    assert_eq!(next_step(&released, Some(&on)), Step::PowerOff);
+
+    let sent = HostFacts {
+        reboot: RebootState::PoweringOn {
+            since: Duration::from_secs(1),
+        },
+        ..released.clone()
+    };
+    assert!(
+        is_wait(&next_step(&sent, Some(&off)), Wait::PowerTransition),
+        "no second power-on"
+    );
+    assert_eq!(next_step(&sent, Some(&on)), Step::FinishReboot);
+    let stale = HostFacts {
+        reboot: RebootState::PoweringOn {
+            since: POWER_ON_RETRY_AFTER,
+        },
+        ..released
+    };
+    assert_eq!(next_step(&stale, Some(&off)), Step::PowerOn);
+}
+
+#[test]
+fn unknown_power_is_never_acted_upon() {
+    for power in [PowerState::Error, PowerState::Unknown] {
+        for reboot in [
+            RebootState::PoweringOff,
+            RebootState::PoweringOn {
+                since: POWER_ON_RETRY_AFTER * 2,
+            },
+        ] {
+            let host = HostFacts {
+                reboot,
+                ..wanting()
+            };
+            let m = ours(machine(MachineStatus::Deployed, power.clone()), &host);
+            assert!(is_wait(&next_step(&host, Some(&m)), Wait::PowerUnknown));
+        }
+    }
+    // A deployed host that is off without a reboot in progress is reported, not powered on.
+    let host = wanting();
+    let m = ours(machine(MachineStatus::Deployed, PowerState::Off), &host);
+    assert!(is_wait(&next_step(&host, Some(&m)), Wait::Deployed));
+}
+
+#[test]
+fn other_states_wait() {
+    let host = wanting();
+    let broken = ours(machine(MachineStatus::Broken, PowerState::Off), &host);
+    assert!(is_wait(&next_step(&host, Some(&broken)), Wait::Broken));
+    let failed_release = ours(
+        machine(MachineStatus::FailedReleasing, PowerState::Off),
+        &host,
+    );
+    assert!(is_wait(
+        &next_step(&host, Some(&failed_release)),
+        Wait::ReleaseFailed
+    ));
+    let erasing = ours(machine(MachineStatus::DiskErasing, PowerState::Off), &host);
+    assert!(is_wait(&next_step(&host, Some(&erasing)), Wait::Releasing));
+    let commissioning = machine(MachineStatus::Commissioning, PowerState::On);
+    assert!(is_wait(
+        &next_step(&host, Some(&commissioning)),
+        Wait::Unavailable
+    ));
+}

@@ -1,0 +1,312 @@
+//! The MaasInventory reconciler: one filtered MAAS list per inventory per sync interval,
+//! hosts created/relabelled/deleted per [`plan_inventory_sync`], changed hosts woken, counts
+//! written to the inventory status.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use capmaas_api::conditions::{self as cond, reasons};
+use capmaas_api::{MaasHost, MaasInventory, MaasInventoryStatus};
+use capmaas_runtime::conditions::{ConditionStatus, NewCondition, set_condition, summarize_ready};
+use capmaas_runtime::status::{apply_status, now};
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use kube::runtime::controller::Action;
+use kube::{Resource, ResourceExt};
+use maas_client::MachineFilter;
+use serde_json::json;
+use tracing::{debug, info};
+
+use super::plan::{ExistingHost, HostAction, inventory_counts, plan_inventory_sync};
+use crate::context::Gateway;
+use crate::error::{Error, Result};
+
+/// The interval between two syncs of `inventory`.
+pub fn sync_interval(inventory: &MaasInventory, flag: Option<Duration>) -> Duration {
+    flag.unwrap_or_else(|| {
+        Duration::from_secs(
+            u64::try_from(inventory.spec.sync_interval_seconds.max(1)).unwrap_or(30),
+        )
+    })
+}
+
+/// How long until the next sync is due, or `None` if it is due now. A sync is due when the
+/// spec changed since the last one, or the interval has passed.
+pub fn next_sync_in(
+    status: Option<&MaasInventoryStatus>,
+    generation: Option<i64>,
+    interval: Duration,
+    now: jiff::Timestamp,
+) -> Option<Duration> {
+    let status = status?;
+    if status.observed_generation != generation {
+        return None;
+    }
+    let last = status.last_sync_time.as_ref()?.0;
+    let elapsed = now.duration_since(last);
+    let elapsed = Duration::try_from(elapsed).unwrap_or(Duration::ZERO);
+    interval.checked_sub(elapsed).filter(|d| !d.is_zero())
+}
+
+fn existing(host: &MaasHost) -> ExistingHost {
+    ExistingHost {
+        name: host.name_any(),
+        system_id: host.spec.system_id.clone(),
+        labels: host.labels().clone(),
+        consumed: host.spec.consumer_ref.is_some(),
+        missing: host
+            .status
+            .as_ref()
+            .and_then(|s| s.missing)
+            .unwrap_or(false),
+    }
+}
+
+/// Reconciles one MaasInventory.
+pub async fn reconcile(inventory: Arc<MaasInventory>, gw: Arc<Gateway>) -> Result<Action> {
+    let timer = gw.inventory_metrics.start_reconcile();
+    let result = sync(&inventory, &gw).await;
+    drop(timer);
+    let key = kube::runtime::reflector::ObjectRef::from_obj(inventory.as_ref());
+    match &result {
+        Ok(_) => {
+            gw.backoff.reset(&key);
+            gw.inventory_metrics.reconcile_succeeded();
+        }
+        Err(e) => {
+            gw.inventory_metrics
+                .reconcile_failed(capmaas_runtime::ErrorCategory::category(e));
+            // Say so on the inventory; the error itself drives the backoff.
+            let _ = write_failure(&inventory, &gw, e).await;
+        }
+    }
+    result
+}
+
+async fn sync(inventory: &MaasInventory, gw: &Gateway) -> Result<Action> {
+    let namespace = inventory.namespace().unwrap_or_default();
+    let name = inventory.name_any();
+    let interval = sync_interval(inventory, gw.settings.inventory_sync_interval);
+    if inventory.meta().deletion_timestamp.is_some() {
+        gw.cache.forget_inventory(&format!("{namespace}/{name}"));
+        return Ok(Action::await_change());
+    }
+    if let Some(wait) = next_sync_in(
+        inventory.status.as_ref(),
+        inventory.metadata.generation,
+        interval,
+        jiff::Timestamp::now(),
+    ) {
+        // Woken early (our own status write, a restart): the cache is still fresh enough,
+        // unless it was lost with a restart.
+        if gw.cache.is_synced(&format!("{namespace}/{name}")) {
+            return Ok(Action::requeue(wait));
+        }
+    }
+    let spec = &inventory.spec;
+    let mut filter = MachineFilter::new().pool(spec.resource_pool.clone());
+    for zone in spec.zones.iter().flatten() {
+        filter = filter.zone(zone.clone());
+    }
+    for tag in spec.tags.iter().flatten() {
+        filter = filter.tag(tag.clone());
+    }
+    let sent = Instant::now();
+    let machines = gw
+        .maas
+        .list_machines(&filter)
+        .await
+        .map_err(Error::maas("list machines"))?;
+    let changed: BTreeSet<String> = gw
+        .cache
+        .sync_inventory(&format!("{namespace}/{name}"), machines.clone(), sent)
+        .into_iter()
+        .collect();
+    let hosts: Vec<ExistingHost> = gw
+        .hosts_of(&namespace, &name)
+        .iter()
+        .map(|h| existing(h))
+        .collect();
+    let actions = plan_inventory_sync(
+        &name,
+        &machines,
+        &hosts,
+        &changed,
+        spec.host_labels.as_ref(),
+    );
+    let api: Api<MaasHost> = Api::namespaced(gw.kube.clone(), &namespace);
+    let mut created = 0usize;
+    for action in &actions {
+        match action {
+            HostAction::Create {
+                name: host,
+                system_id,
+                labels,
+            } => {
+                apply_host(&api, &gw.settings.field_manager, host, system_id, labels).await?;
+                created += 1;
+            }
+            HostAction::Relabel { name: host, labels } => {
+                let system_id = hosts
+                    .iter()
+                    .find(|h| &h.name == host)
+                    .map_or_else(|| host.clone(), |h| h.system_id.clone());
+                apply_host(&api, &gw.settings.field_manager, host, &system_id, labels).await?;
+                gw.refresh_host(&namespace, host);
+            }
+            HostAction::Refresh { name: host } | HostAction::MarkMissing { name: host } => {
+                gw.refresh_host(&namespace, host);
+            }
+            HostAction::Delete { name: host } => {
+                match api.delete(host, &DeleteParams::default()).await {
+                    Ok(_) => {}
+                    Err(kube::Error::Api(status)) if status.code == 404 => {}
+                    Err(e) => return Err(Error::kube("delete host")(e)),
+                }
+                info!(
+                    namespace,
+                    host, "deleted host whose machine left the inventory"
+                );
+            }
+        }
+    }
+    if created > 0 {
+        info!(namespace, inventory = %name, created, "imported hosts");
+    }
+    debug!(namespace, inventory = %name, machines = machines.len(), actions = actions.len(), "inventory synced");
+    write_success(inventory, gw, &machines, &hosts).await?;
+    Ok(Action::requeue(interval))
+}
+
+async fn apply_host(
+    api: &Api<MaasHost>,
+    manager: &str,
+    name: &str,
+    system_id: &str,
+    labels: &BTreeMap<String, String>,
+) -> Result<()> {
+    let body = json!({
+        "apiVersion": MaasHost::api_version(&()),
+        "kind": MaasHost::kind(&()),
+        "metadata": { "name": name, "labels": labels },
+        "spec": { "systemID": system_id },
+    });
+    api.patch(
+        name,
+        &PatchParams::apply(manager).force(),
+        &Patch::Apply(&body),
+    )
+    .await
+    .map_err(Error::kube("apply host"))?;
+    Ok(())
+}
+
+async fn write_success(
+    inventory: &MaasInventory,
+    gw: &Gateway,
+    machines: &[maas_client::Machine],
+    hosts: &[ExistingHost],
+) -> Result<()> {
+    let counts = inventory_counts(machines, hosts);
+    let time = now();
+    let mut conditions = inventory
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.clone())
+        .unwrap_or_default();
+    let generation = inventory.metadata.generation;
+    set_condition(
+        &mut conditions,
+        NewCondition::new(cond::SYNCED, ConditionStatus::True, reasons::RECONCILED)
+            .observed_generation(generation),
+        &time,
+    );
+    let ready = summarize_ready(&conditions, &[cond::SYNCED], generation);
+    set_condition(&mut conditions, ready, &time);
+    let status = MaasInventoryStatus {
+        host_count: Some(counts.hosts),
+        available: Some(counts.available),
+        consumed: Some(counts.consumed),
+        provisioning: Some(counts.provisioning),
+        deployed: Some(counts.deployed),
+        missing: Some(counts.missing),
+        failed: Some(counts.failed),
+        last_sync_time: Some(time),
+        observed_generation: generation,
+        conditions: Some(conditions),
+    };
+    let api: Api<MaasInventory> =
+        Api::namespaced(gw.kube.clone(), &inventory.namespace().unwrap_or_default());
+    apply_status(
+        &api,
+        &inventory.name_any(),
+        &gw.settings.field_manager,
+        &status,
+    )
+    .await?;
+    Ok(())
+}
+
+async fn write_failure(inventory: &MaasInventory, gw: &Gateway, error: &Error) -> Result<()> {
+    let mut status = inventory.status.clone().unwrap_or_default();
+    let mut conditions = status.conditions.clone().unwrap_or_default();
+    let time = now();
+    let generation = inventory.metadata.generation;
+    let changed = set_condition(
+        &mut conditions,
+        NewCondition::new(
+            cond::SYNCED,
+            ConditionStatus::False,
+            reasons::MAAS_UNAVAILABLE,
+        )
+        .message(error.to_string())
+        .observed_generation(generation),
+        &time,
+    );
+    if !changed {
+        return Ok(());
+    }
+    let ready = summarize_ready(&conditions, &[cond::SYNCED], generation);
+    set_condition(&mut conditions, ready, &time);
+    status.conditions = Some(conditions);
+    let api: Api<MaasInventory> =
+        Api::namespaced(gw.kube.clone(), &inventory.namespace().unwrap_or_default());
+    apply_status(
+        &api,
+        &inventory.name_any(),
+        &gw.settings.field_manager,
+        &status,
+    )
+    .await?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sync_is_due_after_the_interval_or_a_spec_change() {
+        let t0 = jiff::Timestamp::from_second(1_000).unwrap();
+        let status = MaasInventoryStatus {
+            last_sync_time: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(t0)),
+            observed_generation: Some(2),
+            ..Default::default()
+        };
+        let interval = Duration::from_secs(30);
+        let later = |s: i64| t0.checked_add(jiff::SignedDuration::from_secs(s)).unwrap();
+        assert_eq!(
+            next_sync_in(Some(&status), Some(2), interval, later(10)),
+            Some(Duration::from_secs(20))
+        );
+        assert_eq!(
+            next_sync_in(Some(&status), Some(2), interval, later(30)),
+            None
+        );
+        assert_eq!(
+            next_sync_in(Some(&status), Some(3), interval, later(10)),
+            None
+        );
+        assert_eq!(next_sync_in(None, Some(2), interval, later(10)), None);
+    }
+}

@@ -1,0 +1,4 @@
+//! The MaasInventory controller: imports MAAS machines as MaasHosts.
+
+pub mod controller;
+pub mod plan;

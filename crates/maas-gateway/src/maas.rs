@@ -1,0 +1,307 @@
+//! The gateway's only path to MAAS: the typed client behind a process-wide rate limit, with
+//! request metrics per operation.
+//!
+//! The concurrency limit lives in the client ([`maas_client::Config::max_concurrent_requests`],
+//! shared by all clones); the rate limit (a GCRA token bucket from `governor`) is taken here
+//! before every call. Retries of idempotent calls inside the client are not re-limited: they are
+//! already spaced by the client's backoff.
+
+use std::collections::BTreeMap;
+use std::num::NonZeroU32;
+use std::sync::Arc;
+
+use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
+use maas_client::{
+    AllocateRequest, DeployRequest, DnsResource, DnsResourceFilter, DnsResourceSpec, Interface,
+    LinkSubnetRequest, MaasClient, MaasError, Machine, MachineFilter, ReleaseRequest, RequestEvent,
+    RequestObserver, StopMode, Subnet,
+};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OperationLabels {
+    operation: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutcomeLabels {
+    operation: &'static str,
+    outcome: &'static str,
+}
+
+type LatencyFamily = Family<OperationLabels, Histogram, fn() -> Histogram>;
+
+fn latency_histogram() -> Histogram {
+    // 5 ms .. ~160 s: from a cached read to a slow BMC query.
+    Histogram::new(exponential_buckets(0.005, 2.0, 16))
+}
+
+/// MAAS request metrics: `capmaas_maas_requests_total{operation,outcome}` (outcome `ok` or the
+/// error kind) and `capmaas_maas_request_duration_seconds{operation}`. One event per HTTP
+/// attempt, so retries are visible.
+#[derive(Clone, Debug)]
+pub struct MaasMetrics {
+    requests: Family<OutcomeLabels, Counter>,
+    latency: LatencyFamily,
+}
+
+impl MaasMetrics {
+    /// Registers the families in `registry`.
+    pub fn register(registry: &mut Registry) -> Self {
+        let this = Self {
+            requests: Family::default(),
+            latency: Family::new_with_constructor(latency_histogram),
+        };
+        registry.register(
+            "maas_requests",
+            "MAAS API requests by operation and outcome (ok or error kind)",
+            this.requests.clone(),
+        );
+        registry.register(
+            "maas_request_duration_seconds",
+            "Latency of MAAS API requests by operation",
+            this.latency.clone(),
+        );
+        this
+    }
+
+    /// Metrics that are not exported (tests, benchmarks).
+    pub fn unregistered() -> Self {
+        Self::register(&mut Registry::default())
+    }
+
+    /// Requests counted so far for `operation` with `outcome`.
+    pub fn count(&self, operation: &'static str, outcome: &'static str) -> u64 {
+        self.requests
+            .get_or_create(&OutcomeLabels { operation, outcome })
+            .get()
+    }
+}
+
+impl RequestObserver for MaasMetrics {
+    fn observe(&self, event: &RequestEvent) {
+        self.requests
+            .get_or_create(&OutcomeLabels {
+                operation: event.operation,
+                outcome: event.outcome,
+            })
+            .inc();
+        self.latency
+            .get_or_create(&OperationLabels {
+                operation: event.operation,
+            })
+            .observe(event.latency.as_secs_f64());
+    }
+}
+
+/// Rate-limited MAAS access; cheap to clone.
+#[derive(Clone)]
+pub struct Maas {
+    client: MaasClient,
+    limiter: Arc<DefaultDirectRateLimiter>,
+}
+
+impl std::fmt::Debug for Maas {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Maas").finish_non_exhaustive()
+    }
+}
+
+impl Maas {
+    /// Wraps `client` with a limit of `per_second` requests (bursts of the same size).
+    pub fn new(client: MaasClient, per_second: NonZeroU32) -> Self {
+        Self {
+            client,
+            limiter: Arc::new(RateLimiter::direct(Quota::per_second(per_second))),
+        }
+    }
+
+    async fn permit(&self) {
+        self.limiter.until_ready().await;
+    }
+
+    /// `GET /machines/` with filters.
+    pub async fn list_machines(&self, filter: &MachineFilter) -> Result<Vec<Machine>, MaasError> {
+        self.permit().await;
+        self.client.list_machines(filter).await
+    }
+
+    /// `GET /machines/{id}/`.
+    pub async fn get_machine(&self, system_id: &str) -> Result<Machine, MaasError> {
+        self.permit().await;
+        self.client.get_machine(system_id).await
+    }
+
+    /// `POST /machines/?op=allocate` (never retried by the client).
+    pub async fn allocate(&self, request: &AllocateRequest) -> Result<Machine, MaasError> {
+        self.permit().await;
+        self.client.allocate(request).await
+    }
+
+    /// `POST /machines/{id}/?op=deploy` (never retried by the client).
+    pub async fn deploy(
+        &self,
+        system_id: &str,
+        request: &DeployRequest,
+    ) -> Result<Machine, MaasError> {
+        self.permit().await;
+        self.client.deploy(system_id, request).await
+    }
+
+    /// `POST /machines/{id}/?op=release`.
+    pub async fn release(
+        &self,
+        system_id: &str,
+        request: &ReleaseRequest,
+    ) -> Result<Machine, MaasError> {
+        self.permit().await;
+        self.client.release(system_id, request).await
+    }
+
+    /// `POST /machines/{id}/?op=power_on`: only for a machine whose power state is `off`.
+    pub async fn power_on(&self, system_id: &str, comment: &str) -> Result<Machine, MaasError> {
+        self.permit().await;
+        self.client.power_on(system_id, Some(comment)).await
+    }
+
+    /// `POST /machines/{id}/?op=power_off` (hard).
+    pub async fn power_off(
+        &self,
+        system_id: &str,
+        comment: &str,
+    ) -> Result<Option<Machine>, MaasError> {
+        self.permit().await;
+        self.client
+            .power_off(system_id, StopMode::Hard, Some(comment))
+            .await
+    }
+
+    /// Sets workload annotations.
+    pub async fn set_workload_annotations(
+        &self,
+        system_id: &str,
+        annotations: &BTreeMap<String, String>,
+    ) -> Result<Machine, MaasError> {
+        self.permit().await;
+        self.client
+            .set_workload_annotations(system_id, annotations)
+            .await
+    }
+
+    /// Renames the machine.
+    pub async fn update_hostname(
+        &self,
+        system_id: &str,
+        hostname: &str,
+    ) -> Result<Machine, MaasError> {
+        self.permit().await;
+        self.client.update_hostname(system_id, hostname).await
+    }
+
+    /// `GET /subnets/`.
+    pub async fn list_subnets(&self) -> Result<Vec<Subnet>, MaasError> {
+        self.permit().await;
+        self.client.list_subnets().await
+    }
+
+    /// Links an interface to a subnet (never retried by the client).
+    pub async fn link_subnet(
+        &self,
+        system_id: &str,
+        interface_id: i64,
+        request: &LinkSubnetRequest,
+    ) -> Result<Interface, MaasError> {
+        self.permit().await;
+        self.client
+            .link_subnet(system_id, interface_id, request)
+            .await
+    }
+
+    /// Removes a link from an interface.
+    pub async fn unlink_subnet(
+        &self,
+        system_id: &str,
+        interface_id: i64,
+        link_id: i64,
+    ) -> Result<Interface, MaasError> {
+        self.permit().await;
+        self.client
+            .unlink_subnet(system_id, interface_id, link_id)
+            .await
+    }
+
+    /// `GET /dnsresources/` by FQDN.
+    pub async fn find_dns_resources(&self, fqdn: &str) -> Result<Vec<DnsResource>, MaasError> {
+        self.permit().await;
+        self.client
+            .list_dns_resources(&DnsResourceFilter::fqdn(fqdn))
+            .await
+    }
+
+    /// `POST /dnsresources/` (never retried by the client).
+    pub async fn create_dns_resource(
+        &self,
+        spec: &DnsResourceSpec,
+    ) -> Result<DnsResource, MaasError> {
+        self.permit().await;
+        self.client.create_dns_resource(spec).await
+    }
+
+    /// `PUT /dnsresources/{id}/`.
+    pub async fn update_dns_resource(
+        &self,
+        id: i64,
+        spec: &DnsResourceSpec,
+    ) -> Result<DnsResource, MaasError> {
+        self.permit().await;
+        self.client.update_dns_resource(id, spec).await
+    }
+
+    /// `DELETE /dnsresources/{id}/`.
+    pub async fn delete_dns_resource(&self, id: i64) -> Result<(), MaasError> {
+        self.permit().await;
+        self.client.delete_dns_resource(id).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn observer_counts_by_operation_and_outcome() {
+        let metrics = MaasMetrics::unregistered();
+        for outcome in ["ok", "ok", "unavailable"] {
+            metrics.observe(&RequestEvent {
+                operation: "machines.list",
+                outcome,
+                status: Some(200),
+                latency: Duration::from_millis(3),
+                attempt: 1,
+            });
+        }
+        assert_eq!(metrics.count("machines.list", "ok"), 2);
+        assert_eq!(metrics.count("machines.list", "unavailable"), 1);
+        assert_eq!(metrics.count("machines.get", "ok"), 0);
+    }
+
+    #[tokio::test]
+    async fn rate_limit_spaces_requests() {
+        let limiter = RateLimiter::direct(Quota::per_second(NonZeroU32::MIN.saturating_add(9)));
+        let start = Instant::now();
+        for _ in 0..15 {
+            limiter.until_ready().await;
+        }
+        // A burst of 10, then 5 more at 10/s: at least ~0.4 s.
+        assert!(
+            start.elapsed() >= Duration::from_millis(400),
+            "{:?}",
+            start.elapsed()
+        );
+    }
+}
