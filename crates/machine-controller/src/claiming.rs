@@ -1,0 +1,201 @@
+//! Choosing and claiming a host, safe against concurrent reconciles in this process and in
+//! other replicas.
+//!
+//! Intent before acquisition: the chosen host is first written to the MaasMachine's
+//! `status.hostRef` under the machine's resourceVersion, then claimed on the host under the
+//! host's resourceVersion. Two writers on the same machine cannot both record an intent, and
+//! two machines cannot both claim one host, so no host is claimed twice and no machine holds
+//! two hosts. A recorded intent whose host was lost is withdrawn (again under the
+//! resourceVersion) before another host is chosen.
+
+use std::time::Duration;
+
+use capmaas_api::conditions::{self as cond, reasons};
+use capmaas_api::{MaasHost, MaasMachine};
+use capmaas_runtime::conditions::{ConditionStatus, NewCondition};
+use kube::ResourceExt;
+use kube::api::{Patch, PatchParams};
+use kube::runtime::controller::Action;
+use kube::runtime::events::EventType;
+use kube::runtime::reflector::ObjectRef;
+use serde_json::{Value, json};
+use tracing::info;
+
+use crate::actions::{Flow, State, find_host, mm_api, namespace, publish, write_status};
+use crate::choose::{self, HostRequest, rank_hosts};
+use crate::context::Ctx;
+use crate::error::{Error, Result, is_conflict};
+use crate::host_ops::{self, Claim};
+use crate::reconcile::host_request;
+
+/// Hosts tried, best first, before a reconcile gives up claiming and looks again later.
+const CLAIM_CANDIDATES: usize = 8;
+
+/// Writes (or clears) `status.hostRef` only if the MaasMachine is still at `mm`'s
+/// resourceVersion; 409 means another writer got there first.
+async fn record_intent(ctx: &Ctx, mm: &MaasMachine, host: Option<&str>) -> Result<MaasMachine> {
+    let rv = mm
+        .resource_version()
+        .ok_or(Error::MissingMetadata("resourceVersion"))?;
+    let host_ref = host.map_or(Value::Null, |h| json!({"name": h}));
+    let patch = json!({"metadata": {"resourceVersion": rv}, "status": {"hostRef": host_ref}});
+    let params = PatchParams {
+        field_manager: Some(ctx.options.field_manager.clone()),
+        ..PatchParams::default()
+    };
+    mm_api(ctx, mm)?
+        .patch_status(&mm.name_any(), &params, &Patch::Merge(&patch))
+        .await
+        .map_err(|e| {
+            if is_conflict(&e) {
+                Error::Conflict("recording the chosen host".into())
+            } else {
+                Error::kube("recording the chosen host")(e)
+            }
+        })
+}
+
+fn recorded_host(mm: &MaasMachine) -> Option<String> {
+    mm.status
+        .as_ref()
+        .and_then(|s| s.host_ref.as_ref())
+        .map(|r| r.name.clone())
+}
+
+/// Chooses a host for `state.mm` and claims it.
+pub(crate) async fn choose_and_claim(ctx: &Ctx, state: &mut State) -> Result<Flow> {
+    let ns = namespace(&state.mm)?;
+    let uid = state.mm.uid().ok_or(Error::MissingMetadata("uid"))?;
+    // The cached object may predate a write of ours or of another replica; decisions below
+    // are made on a fresh read and written under its resourceVersion.
+    state.mm = mm_api(ctx, &state.mm)?
+        .get(&state.mm.name_any())
+        .await
+        .map_err(Error::kube("reading the MaasMachine"))?;
+    if state.mm.metadata.deletion_timestamp.is_some() {
+        return Ok(Flow::Continue);
+    }
+    if let Some(host) = find_host(ctx, &state.mm, &ns).await? {
+        state.host = Some(host);
+        return Ok(Flow::Continue);
+    }
+    let now = jiff::Timestamp::now();
+    let marked = ctx.claims.marked_by_others(&ns, &uid);
+    // Ranked in place from the cache (no copies): this runs once per machine at scale.
+    let cached = ctx.hosts.state();
+    let hosts: Vec<&MaasHost> = cached
+        .iter()
+        .filter(|h| h.namespace().as_deref() == Some(ns.as_str()))
+        .map(AsRef::as_ref)
+        .collect();
+    // Walking owners costs reads; only do it when some host is reserved at all.
+    let reuse_owner = match &state.machine {
+        Some(machine) if hosts.iter().any(|h| choose::reservation_active(h, now)) => {
+            crate::reuse::resolve(&ctx.client, &state.mm, machine)
+                .await?
+                .map(|t| t.owner.uid)
+        }
+        _ => None,
+    };
+    let mut request = host_request(&state.mm, state.machine.as_ref(), reuse_owner.clone());
+
+    // An intent recorded earlier (by us before a crash, or by another replica that may be
+    // claiming right now) is resumed. It is withdrawn only once the claim is definitely lost
+    // (the host went to another machine or no longer fits), never while it may still succeed.
+    if let Some(recorded) = recorded_host(&state.mm) {
+        if !ctx.claims.try_mark(&ns, &recorded, &uid) {
+            return Ok(Flow::Done(Action::requeue(retry_delay())));
+        }
+        if let Claim::Won(host) = host_ops::claim(ctx, &state.mm, &ns, &recorded, &request).await? {
+            state.host = Some(*host);
+            return Ok(Flow::Continue);
+        }
+        ctx.claims.unmark(&ns, &recorded, &uid);
+        state.mm = record_intent(ctx, &state.mm, None).await?;
+    }
+
+    request.busy_hosts = marked;
+    let ranking = rank_hosts(&request, hosts.iter().copied(), now);
+    let obj = ObjectRef::from_obj(&state.mm);
+    if ranking.candidates.is_empty() {
+        return no_host(ctx, state, &request, &ranking, &obj).await;
+    }
+    ctx.waits.reset(&obj);
+    for candidate in ranking.candidates.iter().take(CLAIM_CANDIDATES) {
+        let host_name = candidate.name_any();
+        if !ctx.claims.try_mark(&ns, &host_name, &uid) {
+            continue;
+        }
+        let claimed = claim_with_intent(ctx, state, &ns, &host_name, &request).await;
+        match claimed {
+            Ok(Some(host)) => {
+                let reused = choose::reserved_for(candidate, reuse_owner.as_deref(), now);
+                let (reason, note) = if reused {
+                    (
+                        reasons::HOST_REUSED,
+                        format!("reusing host {host_name}, reserved for this machine's owner"),
+                    )
+                } else {
+                    (
+                        reasons::HOST_CLAIMED,
+                        format!("claimed host {host_name} (system {})", host.spec.system_id),
+                    )
+                };
+                info!(host = %host_name, reused, "host claimed");
+                state.host = Some(host);
+                publish(ctx, &state.mm, EventType::Normal, reason, &note).await;
+                return Ok(Flow::Continue);
+            }
+            Ok(None) => ctx.claims.unmark(&ns, &host_name, &uid),
+            Err(e) => {
+                ctx.claims.unmark(&ns, &host_name, &uid);
+                return Err(e);
+            }
+        }
+    }
+    // Every candidate went to someone else meanwhile: the cache is behind; look again shortly.
+    Ok(Flow::Done(Action::requeue(retry_delay())))
+}
+
+/// Half a second to one and a half, so machines that lost the same race do not retry in
+/// lock-step.
+fn retry_delay() -> Duration {
+    Duration::from_millis(500 + fastrand::u64(0..1000))
+}
+
+/// Records the intent, claims the host, and withdraws the intent if the claim was lost.
+async fn claim_with_intent(
+    ctx: &Ctx,
+    state: &mut State,
+    ns: &str,
+    host: &str,
+    request: &HostRequest,
+) -> Result<Option<MaasHost>> {
+    state.mm = record_intent(ctx, &state.mm, Some(host)).await?;
+    match host_ops::claim(ctx, &state.mm, ns, host, request).await? {
+        Claim::Won(h) => Ok(Some(*h)),
+        Claim::Lost => {
+            state.mm = record_intent(ctx, &state.mm, None).await?;
+            Ok(None)
+        }
+    }
+}
+
+async fn no_host(
+    ctx: &Ctx,
+    state: &mut State,
+    request: &HostRequest,
+    ranking: &choose::Ranking<'_>,
+    obj: &ObjectRef<MaasMachine>,
+) -> Result<Flow> {
+    let (reason, message) = choose::no_host_explanation(request, ranking);
+    let conditions = vec![
+        NewCondition::new(cond::PAUSED, ConditionStatus::False, reasons::NOT_PAUSED),
+        NewCondition::new(cond::HOST_ASSOCIATED, ConditionStatus::False, reason).message(&message),
+        NewCondition::new(cond::MACHINE_DEPLOYED, ConditionStatus::False, reason).message(&message),
+    ];
+    if write_status(ctx, state, conditions, false).await? {
+        publish(ctx, &state.mm, EventType::Warning, reason, &message).await;
+    }
+    Ok(Flow::Done(Action::requeue(ctx.waits.next_delay(obj))))
+}

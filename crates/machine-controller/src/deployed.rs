@@ -1,0 +1,126 @@
+//! The host is deployed: fix the machine's identity, report it, and link the workload Node.
+
+use capmaas_api::conditions::reasons;
+use capmaas_runtime::error_chain;
+use kube::ResourceExt;
+use kube::api::{Patch, PatchParams};
+use kube::runtime::controller::Action;
+use kube::runtime::events::EventType;
+use kube::runtime::reflector::ObjectRef;
+use serde_json::json;
+
+use crate::actions::{Flow, State, mm_api, namespace, publish, write_status};
+use crate::context::Ctx;
+use crate::error::{Error, Result};
+use crate::reconcile::Step;
+use crate::status::{provider_id, step_conditions};
+use crate::workload::{NodeLink, link_node};
+
+pub(crate) async fn set_provider_id(ctx: &Ctx, state: &mut State) -> Result<()> {
+    let Some(host) = state.host.as_ref() else {
+        return Ok(());
+    };
+    let system_id = host.spec.system_id.clone();
+    // Never rewritten once set: the workload Node's copy is immutable.
+    let provider = state.mm.spec.provider_id.clone().unwrap_or_else(|| {
+        provider_id(
+            host.status.as_ref().and_then(|s| s.zone.as_deref()),
+            &system_id,
+        )
+    });
+    let patch = json!({"spec": {"providerID": provider, "systemID": system_id}});
+    let params = PatchParams {
+        field_manager: Some(ctx.options.field_manager.clone()),
+        ..PatchParams::default()
+    };
+    state.mm = mm_api(ctx, &state.mm)?
+        .patch(&state.mm.name_any(), &params, &Patch::Merge(&patch))
+        .await
+        .map_err(Error::kube("setting spec.providerID"))?;
+    Ok(())
+}
+
+pub(crate) async fn provisioned(ctx: &Ctx, state: &mut State) -> Result<Flow> {
+    let was_provisioned = state.mm.status.as_ref().and_then(|s| s.ready) == Some(true);
+    let conditions = step_conditions(&Step::Provisioned, state.host.as_ref());
+    write_status(ctx, state, conditions, true).await?;
+    let provider = state.mm.spec.provider_id.clone().unwrap_or_default();
+    if !was_provisioned {
+        publish(
+            ctx,
+            &state.mm,
+            EventType::Normal,
+            reasons::MACHINE_DEPLOYED,
+            &format!("host deployed; providerID {provider}"),
+        )
+        .await;
+    }
+    let backstop = Action::requeue(ctx.options.sync_period);
+    let uid = state.mm.uid().unwrap_or_default();
+    let node_known = state
+        .machine
+        .as_ref()
+        .and_then(|m| m.status.as_ref())
+        .is_some_and(|s| s.node_ref.is_some());
+    if node_known || ctx.is_linked(&uid) {
+        return Ok(Flow::Done(backstop));
+    }
+    let (Some(machine), Some(hostname)) = (
+        state.machine.as_ref(),
+        state
+            .host
+            .as_ref()
+            .and_then(|h| h.status.as_ref())
+            .and_then(|s| s.hostname.clone()),
+    ) else {
+        return Ok(Flow::Done(backstop));
+    };
+    let ns = namespace(&state.mm)?;
+    let cluster = machine.spec.cluster_name.clone();
+    let obj = ObjectRef::from_obj(&state.mm);
+    let linked = match ctx.workload.client(&ctx.client, &ns, &cluster).await {
+        Ok(client) => link_node(&client, &format!("{ns}/{cluster}"), &hostname, &provider).await,
+        Err(e) => Err(e),
+    };
+    match linked {
+        Ok(NodeLink::Linked { node, patched }) => {
+            ctx.mark_linked(&uid);
+            ctx.waits.reset(&obj);
+            if patched {
+                publish(
+                    ctx,
+                    &state.mm,
+                    EventType::Normal,
+                    "NodeProviderIDSet",
+                    &format!("set providerID {provider} on Node {node}"),
+                )
+                .await;
+            }
+            Ok(Flow::Done(backstop))
+        }
+        Ok(NodeLink::NodeNotFound) => Ok(Flow::Done(Action::requeue(ctx.waits.next_delay(&obj)))),
+        Ok(NodeLink::ProviderIdMismatch { node, existing }) => {
+            publish(
+                ctx,
+                &state.mm,
+                EventType::Warning,
+                "NodeProviderUpdateFailed",
+                &format!("Node {node} already has providerID {existing}, expected {provider}"),
+            )
+            .await;
+            Ok(Flow::Done(backstop))
+        }
+        Err(e) => {
+            ctx.workload.forget(&ns, &cluster);
+            publish(
+                ctx,
+                &state.mm,
+                EventType::Warning,
+                "NodeProviderUpdateFailed",
+                &error_chain(&e),
+            )
+            .await;
+            Ok(Flow::Done(Action::requeue(ctx.waits.next_delay(&obj))))
+        }
+    }
+}

@@ -1,0 +1,97 @@
+//! Writes to MaasHosts: every one a read-modify-replace under the object's resourceVersion, so
+//! a concurrent writer (another machine, the gateway) makes it fail with 409 and we look again.
+
+use capmaas_api::{MaasHost, MaasMachine, keys};
+use kube::api::PostParams;
+use kube::{Api, ResourceExt};
+
+use crate::choose::{self, HostRequest};
+use crate::context::Ctx;
+use crate::error::{Error, Result, is_conflict};
+use crate::status::{claimed_by, consumer_ref};
+
+/// Attempts for one host write when the host keeps changing under us (status updates by the
+/// gateway also move its resourceVersion).
+const WRITE_ATTEMPTS: usize = 5;
+
+/// What a mutation decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mutation {
+    /// Write the mutated host.
+    Write,
+    /// Leave the host as read.
+    Keep,
+}
+
+/// Reads `namespace/name` fresh, lets `mutate` change it, and replaces it under its
+/// resourceVersion; on 409 reads again and retries. `Ok(None)` when the host does not exist.
+pub async fn update_host<F>(
+    ctx: &Ctx,
+    namespace: &str,
+    name: &str,
+    what: &str,
+    mut mutate: F,
+) -> Result<Option<MaasHost>>
+where
+    F: FnMut(&mut MaasHost) -> Mutation,
+{
+    let api: Api<MaasHost> = Api::namespaced(ctx.client.clone(), namespace);
+    let params = PostParams {
+        field_manager: Some(ctx.options.field_manager.clone()),
+        ..PostParams::default()
+    };
+    for _ in 0..WRITE_ATTEMPTS {
+        let Some(mut host) = api
+            .get_opt(name)
+            .await
+            .map_err(Error::kube(format!("reading host {name}")))?
+        else {
+            return Ok(None);
+        };
+        if mutate(&mut host) == Mutation::Keep {
+            return Ok(Some(host));
+        }
+        match api.replace(name, &params, &host).await {
+            Ok(written) => return Ok(Some(written)),
+            Err(e) if is_conflict(&e) => {}
+            Err(e) => return Err(Error::kube(format!("{what} on host {name}"))(e)),
+        }
+    }
+    Err(Error::Conflict(format!("{what} on host {name}")))
+}
+
+/// Outcome of a claim attempt.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Claim {
+    /// The host is ours now (or already was).
+    Won(Box<MaasHost>),
+    /// Someone else holds it, or it no longer fits.
+    Lost,
+}
+
+/// Claims `host` for `mm`: sets `consumerRef` (and drops a reservation the request may take)
+/// under the resourceVersion of a fresh read that still shows the host free and fitting.
+pub async fn claim(
+    ctx: &Ctx,
+    mm: &MaasMachine,
+    namespace: &str,
+    host: &str,
+    request: &HostRequest,
+) -> Result<Claim> {
+    let consumer = consumer_ref(mm).ok_or(Error::MissingMetadata("name or uid"))?;
+    let now = jiff::Timestamp::now();
+    let written = update_host(ctx, namespace, host, "claiming", |h| {
+        if claimed_by(h, mm) || choose::exclusion(request, h, now).is_some() {
+            return Mutation::Keep;
+        }
+        h.spec.consumer_ref = Some(consumer.clone());
+        h.spec.reservation = None;
+        h.labels_mut().remove(keys::LABEL_NODE_REUSE);
+        Mutation::Write
+    })
+    .await?;
+    Ok(match written {
+        Some(h) if claimed_by(&h, mm) => Claim::Won(Box::new(h)),
+        _ => Claim::Lost,
+    })
+}

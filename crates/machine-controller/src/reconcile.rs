@@ -1,0 +1,329 @@
+//! The decision logic: what to do next for one MaasMachine, as a pure function of what was
+//! observed. The I/O layer ([`crate::controller`]) observes, asks [`decide`], performs the one
+//! step, updates its observation from the API's answer and asks again, until a step waits.
+
+use capmaas_api::conditions::reasons;
+use capmaas_api::host::ProvisioningState;
+use capmaas_api::{MaasHost, MaasMachine, keys};
+use kube::ResourceExt;
+
+use crate::capi::{Cluster, Machine};
+use crate::choose::HostRequest;
+
+/// Everything a decision depends on.
+#[derive(Debug, Clone, Copy)]
+pub struct Observed<'a> {
+    /// The object being reconciled.
+    pub maas_machine: &'a MaasMachine,
+    /// The owner CAPI Machine, when it exists.
+    pub machine: Option<&'a Machine>,
+    /// The Machine's Cluster, when it exists.
+    pub cluster: Option<&'a Cluster>,
+    /// The MaasHost whose `consumerRef` is this MaasMachine (matched by UID), if any.
+    pub host: Option<&'a MaasHost>,
+}
+
+/// The next step.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    /// CAPI has not set the owner Machine yet; its watch brings us back.
+    WaitForOwner,
+    /// The Machine names a Cluster that does not exist (yet).
+    WaitForCluster,
+    /// The Cluster or the object is paused.
+    Paused,
+    /// Put the finalizer on before anything else exists outside the object.
+    AddFinalizer,
+    /// `Cluster.status.initialization.infrastructureProvisioned` is not true yet.
+    WaitForClusterInfrastructure,
+    /// `Machine.spec.bootstrap.dataSecretName` is not set yet.
+    WaitForBootstrapData,
+    /// Choose and claim a host.
+    ChooseHost,
+    /// A providerID or systemID exists but no host is claimed for it any more: never choose a
+    /// second host for a machine whose identity is fixed.
+    HostLost,
+    /// Record the claimed host in status.
+    RecordHost,
+    /// Write `spec.provisioning` on the host.
+    RequestDeployment,
+    /// The host is on its way; report progress.
+    WaitForDeployment {
+        /// Condition reason.
+        reason: &'static str,
+        /// Condition message.
+        message: String,
+        /// The state is a failure a person should look at.
+        failed: bool,
+    },
+    /// Write `spec.providerID` and `spec.systemID`.
+    SetProviderId,
+    /// Deployed: report it and link the workload Node.
+    Provisioned,
+    /// Deleting: ask for the release by clearing `spec.provisioning`.
+    ClearProvisioning,
+    /// Deleting: wait until the host reports it is released.
+    WaitForRelease {
+        /// Condition message.
+        message: String,
+    },
+    /// Deleting: the host is released; clear the claim (or leave a reservation).
+    ReleaseHost,
+    /// Deleting: nothing outside is left; drop the finalizer.
+    RemoveFinalizer,
+    /// Deleting without our finalizer: nothing to do.
+    Done,
+}
+
+/// Whether reconciliation is paused by the Cluster or the object's annotation.
+pub fn is_paused(obs: &Observed<'_>) -> bool {
+    obs.cluster.is_some_and(Cluster::is_paused)
+        || obs
+            .maas_machine
+            .annotations()
+            .contains_key(keys::ANNOTATION_PAUSED)
+}
+
+/// Whether the MaasMachine carries our finalizer.
+pub fn has_finalizer(mm: &MaasMachine) -> bool {
+    mm.finalizers()
+        .iter()
+        .any(|f| f == keys::FINALIZER_MAAS_MACHINE)
+}
+
+/// The next step for `obs`.
+pub fn decide(obs: &Observed<'_>) -> Step {
+    if obs.maas_machine.metadata.deletion_timestamp.is_some() {
+        decide_delete(obs)
+    } else {
+        decide_apply(obs)
+    }
+}
+
+fn decide_apply(obs: &Observed<'_>) -> Step {
+    let mm = obs.maas_machine;
+    let Some(machine) = obs.machine else {
+        return Step::WaitForOwner;
+    };
+    let Some(cluster) = obs.cluster else {
+        return Step::WaitForCluster;
+    };
+    if is_paused(obs) {
+        return Step::Paused;
+    }
+    if !has_finalizer(mm) {
+        return Step::AddFinalizer;
+    }
+    let Some(host) = obs.host else {
+        if mm.spec.provider_id.is_some() || mm.spec.system_id.is_some() {
+            return Step::HostLost;
+        }
+        if !cluster.infrastructure_provisioned() {
+            return Step::WaitForClusterInfrastructure;
+        }
+        if bootstrap_secret(mm, machine).is_none() {
+            return Step::WaitForBootstrapData;
+        }
+        return Step::ChooseHost;
+    };
+    let recorded = mm
+        .status
+        .as_ref()
+        .and_then(|s| s.host_ref.as_ref())
+        .map(|r| r.name.as_str());
+    if recorded != Some(host.name_any().as_str()) {
+        return Step::RecordHost;
+    }
+    if host.spec.provisioning.is_none() {
+        if bootstrap_secret(mm, machine).is_none() {
+            return Step::WaitForBootstrapData;
+        }
+        return Step::RequestDeployment;
+    }
+    let status = host.status.clone().unwrap_or_default();
+    let detail = status.status_message.clone().unwrap_or_default();
+    let wait = |reason: &'static str, message: String, failed: bool| Step::WaitForDeployment {
+        reason,
+        message,
+        failed,
+    };
+    match status.provisioning_state {
+        Some(ProvisioningState::Deployed) => {
+            if mm.spec.provider_id.is_none() || mm.spec.system_id.is_none() {
+                Step::SetProviderId
+            } else {
+                Step::Provisioned
+            }
+        }
+        Some(ProvisioningState::Deploying) => wait(
+            reasons::MACHINE_DEPLOYING,
+            format!("MAAS is deploying host {}", host.name_any()),
+            false,
+        ),
+        None
+        | Some(
+            ProvisioningState::Available
+            | ProvisioningState::Allocating
+            | ProvisioningState::Allocated,
+        ) => wait(
+            reasons::MACHINE_DEPLOY_STARTED,
+            format!("deployment of host {} requested", host.name_any()),
+            false,
+        ),
+        Some(ProvisioningState::Failed) => wait(
+            reasons::MACHINE_DEPLOY_FAILED,
+            with_detail(
+                format!("deployment of host {} failed", host.name_any()),
+                &detail,
+            ),
+            true,
+        ),
+        Some(ProvisioningState::Broken) => wait(
+            reasons::MACHINE_DEPLOY_FAILED,
+            with_detail(
+                format!("MAAS reports host {} broken", host.name_any()),
+                &detail,
+            ),
+            true,
+        ),
+        Some(ProvisioningState::Missing) => wait(
+            reasons::HOST_MISSING,
+            format!("host {} disappeared from MAAS", host.name_any()),
+            true,
+        ),
+        Some(ProvisioningState::Releasing | ProvisioningState::Unavailable) => wait(
+            reasons::MACHINE_STATE_UNDEFINED,
+            with_detail(
+                format!(
+                    "host {} is {}",
+                    host.name_any(),
+                    state_name(status.provisioning_state)
+                ),
+                &detail,
+            ),
+            false,
+        ),
+    }
+}
+
+fn decide_delete(obs: &Observed<'_>) -> Step {
+    if !has_finalizer(obs.maas_machine) {
+        return Step::Done;
+    }
+    if is_paused(obs) {
+        return Step::Paused;
+    }
+    let Some(host) = obs.host else {
+        return Step::RemoveFinalizer;
+    };
+    if host.spec.provisioning.is_some() {
+        return Step::ClearProvisioning;
+    }
+    if is_released(host) {
+        Step::ReleaseHost
+    } else {
+        let state = host.status.as_ref().and_then(|s| s.provisioning_state);
+        Step::WaitForRelease {
+            message: format!(
+                "waiting for host {} to be released (now {})",
+                host.name_any(),
+                state_name(state)
+            ),
+        }
+    }
+}
+
+/// Whether the gateway has acted on the host's latest spec (no provisioning request) and
+/// reports it free: `Available` (released), or gone from MAAS. A host the gateway never
+/// reported on was never acted upon either.
+pub fn is_released(host: &MaasHost) -> bool {
+    let Some(status) = host.status.as_ref() else {
+        return true;
+    };
+    let Some(state) = status.provisioning_state else {
+        return true;
+    };
+    let observed = match (status.observed_generation, host.metadata.generation) {
+        (Some(seen), Some(current)) => seen >= current,
+        // Without generations there is nothing to compare: trust the state.
+        (_, None) => true,
+        (None, Some(_)) => false,
+    };
+    let gone = status.missing == Some(true) || state == ProvisioningState::Missing;
+    gone || (observed && state == ProvisioningState::Available)
+}
+
+/// The Secret holding the user data: `spec.userData` if set, else the Machine's bootstrap
+/// data Secret (key `value`).
+pub fn bootstrap_secret(
+    mm: &MaasMachine,
+    machine: &Machine,
+) -> Option<capmaas_api::common::SecretKeyReference> {
+    if let Some(user_data) = &mm.spec.user_data {
+        return Some(user_data.clone());
+    }
+    machine
+        .spec
+        .bootstrap
+        .data_secret_name
+        .as_deref()
+        .filter(|n| !n.is_empty())
+        .map(capmaas_api::common::SecretKeyReference::new)
+}
+
+/// The failure domain the machine must be placed in: CAPI's `Machine.spec.failureDomain`
+/// wins over `MaasMachine.spec.failureDomain`.
+pub fn failure_domain(mm: &MaasMachine, machine: Option<&Machine>) -> Option<String> {
+    machine
+        .and_then(|m| m.spec.failure_domain.clone())
+        .or_else(|| mm.spec.failure_domain.clone())
+        .filter(|fd| !fd.is_empty())
+}
+
+/// The host request of a machine: its constraints, the effective failure domain and the
+/// owner whose node-reuse reservations it may take.
+pub fn host_request(
+    mm: &MaasMachine,
+    machine: Option<&Machine>,
+    reuse_owner_uid: Option<String>,
+) -> HostRequest {
+    HostRequest {
+        min_cpu: i64::from(mm.spec.min_cpu),
+        min_memory_mib: i64::from(mm.spec.min_memory),
+        min_disk_gib: mm.spec.min_disk_size.map(i64::from),
+        tags: mm.spec.tags.clone().unwrap_or_default(),
+        resource_pool: mm.spec.resource_pool.clone().filter(|p| !p.is_empty()),
+        failure_domain: failure_domain(mm, machine),
+        host_selector: mm.spec.host_selector.clone(),
+        reuse_owner_uid,
+        busy_hosts: std::collections::BTreeSet::new(),
+    }
+}
+
+fn with_detail(message: String, detail: &str) -> String {
+    if detail.is_empty() {
+        message
+    } else {
+        format!("{message}: {detail}")
+    }
+}
+
+fn state_name(state: Option<ProvisioningState>) -> &'static str {
+    match state {
+        None => "unreported",
+        Some(ProvisioningState::Unavailable) => "Unavailable",
+        Some(ProvisioningState::Available) => "Available",
+        Some(ProvisioningState::Allocating) => "Allocating",
+        Some(ProvisioningState::Allocated) => "Allocated",
+        Some(ProvisioningState::Deploying) => "Deploying",
+        Some(ProvisioningState::Deployed) => "Deployed",
+        Some(ProvisioningState::Releasing) => "Releasing",
+        Some(ProvisioningState::Failed) => "Failed",
+        Some(ProvisioningState::Broken) => "Broken",
+        Some(ProvisioningState::Missing) => "Missing",
+    }
+}
+
+#[cfg(test)]
+#[path = "reconcile_tests.rs"]
+mod tests;

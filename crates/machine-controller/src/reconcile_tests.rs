@@ -1,0 +1,294 @@
+use super::*;
+use crate::test_support::{claimed, cluster, deleting, host, maas_machine, machine};
+use capmaas_api::common::LocalObjectReference;
+use capmaas_api::host::HostProvisioning;
+use capmaas_api::machine::MaasMachineStatus;
+
+fn provisioning() -> HostProvisioning {
+    HostProvisioning {
+        image: "ubuntu/jammy".into(),
+        user_data_secret_ref: None,
+        network_data_secret_ref: None,
+        hostname: None,
+        deploy_in_memory: false,
+        hwe_kernel: None,
+        release_policy: None,
+    }
+}
+
+fn recorded(mut mm: MaasMachine, host: &str) -> MaasMachine {
+    mm.status = Some(MaasMachineStatus {
+        host_ref: Some(LocalObjectReference::new(host)),
+        ..MaasMachineStatus::default()
+    });
+    mm
+}
+
+fn decide_for(
+    mm: &MaasMachine,
+    m: Option<&Machine>,
+    c: Option<&Cluster>,
+    h: Option<&MaasHost>,
+) -> Step {
+    decide(&Observed {
+        maas_machine: mm,
+        machine: m,
+        cluster: c,
+        host: h,
+    })
+}
+
+#[test]
+fn waits_for_owner_cluster_then_honours_pause_before_finalizer() {
+    let mut mm = maas_machine("m");
+    mm.metadata.finalizers = None;
+    let m = machine("m", Some("boot"));
+    let ready = cluster(true, false);
+    assert_eq!(
+        decide_for(&mm, None, Some(&ready), None),
+        Step::WaitForOwner
+    );
+    assert_eq!(decide_for(&mm, Some(&m), None, None), Step::WaitForCluster);
+    assert_eq!(
+        decide_for(&mm, Some(&m), Some(&cluster(true, true)), None),
+        Step::Paused
+    );
+    let mut annotated = mm.clone();
+    annotated
+        .annotations_mut()
+        .insert(keys::ANNOTATION_PAUSED.into(), String::new());
+    assert_eq!(
+        decide_for(&annotated, Some(&m), Some(&ready), None),
+        Step::Paused
+    );
+    assert_eq!(
+        decide_for(&mm, Some(&m), Some(&ready), None),
+        Step::AddFinalizer
+    );
+}
+
+#[test]
+fn waits_for_infrastructure_then_bootstrap_data_then_chooses() {
+    let mm = maas_machine("m");
+    let with_data = machine("m", Some("boot"));
+    let without = machine("m", None);
+    assert_eq!(
+        decide_for(&mm, Some(&with_data), Some(&cluster(false, false)), None),
+        Step::WaitForClusterInfrastructure
+    );
+    let ready = cluster(true, false);
+    assert_eq!(
+        decide_for(&mm, Some(&without), Some(&ready), None),
+        Step::WaitForBootstrapData
+    );
+    assert_eq!(
+        decide_for(&mm, Some(&with_data), Some(&ready), None),
+        Step::ChooseHost
+    );
+    // spec.userData replaces the bootstrap Secret.
+    let mut own_data = mm.clone();
+    own_data.spec.user_data = Some(capmaas_api::common::SecretKeyReference::new("custom"));
+    assert_eq!(
+        decide_for(&own_data, Some(&without), Some(&ready), None),
+        Step::ChooseHost
+    );
+    assert_eq!(
+        bootstrap_secret(&own_data, &without).unwrap().name,
+        "custom"
+    );
+    assert_eq!(bootstrap_secret(&mm, &with_data).unwrap().key, "value");
+}
+
+#[test]
+fn a_machine_with_identity_never_chooses_again() {
+    let mut mm = maas_machine("m");
+    mm.spec.provider_id = Some("maas:///az1/abc".into());
+    let step = decide_for(
+        &mm,
+        Some(&machine("m", Some("b"))),
+        Some(&cluster(true, false)),
+        None,
+    );
+    assert_eq!(step, Step::HostLost);
+}
+
+#[test]
+fn claimed_host_is_recorded_then_deployment_requested() {
+    let mm = maas_machine("m");
+    let m = machine("m", Some("boot"));
+    let c = cluster(true, false);
+    let h = claimed(host("h1", Some(ProvisioningState::Available)), &mm);
+    assert_eq!(
+        decide_for(&mm, Some(&m), Some(&c), Some(&h)),
+        Step::RecordHost
+    );
+    let mm = recorded(mm, "h1");
+    assert_eq!(
+        decide_for(&mm, Some(&m), Some(&c), Some(&h)),
+        Step::RequestDeployment
+    );
+    // Recorded another host (stale): record the one we hold.
+    let other = recorded(mm.clone(), "h0");
+    assert_eq!(
+        decide_for(&other, Some(&m), Some(&c), Some(&h)),
+        Step::RecordHost
+    );
+}
+
+#[test]
+fn deployment_progress_maps_host_states() {
+    let mm = recorded(maas_machine("m"), "h1");
+    let m = machine("m", Some("boot"));
+    let c = cluster(true, false);
+    let step_for = |state: Option<ProvisioningState>, message: Option<&str>| {
+        let mut h = claimed(host("h1", state), &mm);
+        h.spec.provisioning = Some(provisioning());
+        h.status.as_mut().unwrap().status_message = message.map(Into::into);
+        decide_for(&mm, Some(&m), Some(&c), Some(&h))
+    };
+    let reason_of = |step: Step| match step {
+        Step::WaitForDeployment {
+            reason,
+            failed,
+            message,
+        } => (reason, failed, message),
+        other => panic!("unexpected {other:?}"),
+    };
+    assert_eq!(
+        reason_of(step_for(Some(ProvisioningState::Available), None)).0,
+        reasons::MACHINE_DEPLOY_STARTED
+    );
+    assert_eq!(
+        reason_of(step_for(None, None)).0,
+        reasons::MACHINE_DEPLOY_STARTED
+    );
+    assert_eq!(
+        reason_of(step_for(Some(ProvisioningState::Allocated), None)).0,
+        reasons::MACHINE_DEPLOY_STARTED
+    );
+    assert_eq!(
+        reason_of(step_for(Some(ProvisioningState::Deploying), None)).0,
+        reasons::MACHINE_DEPLOYING
+    );
+    let (reason, failed, message) = reason_of(step_for(
+        Some(ProvisioningState::Failed),
+        Some("curtin failed"),
+    ));
+    assert_eq!(reason, reasons::MACHINE_DEPLOY_FAILED);
+    assert!(failed);
+    assert!(message.ends_with(": curtin failed"), "{message}");
+    assert!(reason_of(step_for(Some(ProvisioningState::Broken), None)).1);
+    assert_eq!(
+        reason_of(step_for(Some(ProvisioningState::Missing), None)).0,
+        reasons::HOST_MISSING
+    );
+    assert_eq!(
+        reason_of(step_for(Some(ProvisioningState::Releasing), None)).0,
+        reasons::MACHINE_STATE_UNDEFINED
+    );
+    assert_eq!(
+        step_for(Some(ProvisioningState::Deployed), None),
+        Step::SetProviderId
+    );
+}
+
+#[test]
+fn deployed_with_provider_id_is_provisioned() {
+    let mut mm = recorded(maas_machine("m"), "h1");
+    mm.spec.provider_id = Some("maas:///az1/sys-h1".into());
+    let mut h = claimed(host("h1", Some(ProvisioningState::Deployed)), &mm);
+    h.spec.provisioning = Some(provisioning());
+    let m = machine("m", Some("boot"));
+    let c = cluster(true, false);
+    assert_eq!(
+        decide_for(&mm, Some(&m), Some(&c), Some(&h)),
+        Step::SetProviderId,
+        "systemID missing"
+    );
+    mm.spec.system_id = Some("sys-h1".into());
+    assert_eq!(
+        decide_for(&mm, Some(&m), Some(&c), Some(&h)),
+        Step::Provisioned
+    );
+}
+
+#[test]
+fn delete_clears_request_waits_for_release_then_releases() {
+    let mm = deleting(recorded(maas_machine("m"), "h1"));
+    let mut h = claimed(host("h1", Some(ProvisioningState::Deployed)), &mm);
+    h.spec.provisioning = Some(provisioning());
+    assert_eq!(
+        decide_for(&mm, None, None, Some(&h)),
+        Step::ClearProvisioning
+    );
+
+    h.spec.provisioning = None;
+    h.metadata.generation = Some(2);
+    // The gateway has not seen the cleared request yet: still Deployed at generation 1.
+    assert!(matches!(
+        decide_for(&mm, None, None, Some(&h)),
+        Step::WaitForRelease { .. }
+    ));
+    // It has seen it and is releasing.
+    h.status.as_mut().unwrap().observed_generation = Some(2);
+    h.status.as_mut().unwrap().provisioning_state = Some(ProvisioningState::Releasing);
+    let Step::WaitForRelease { message } = decide_for(&mm, None, None, Some(&h)) else {
+        panic!("expected to wait");
+    };
+    assert!(message.contains("Releasing"), "{message}");
+    h.status.as_mut().unwrap().provisioning_state = Some(ProvisioningState::Available);
+    assert_eq!(decide_for(&mm, None, None, Some(&h)), Step::ReleaseHost);
+    // Available but observed an older spec: not yet.
+    h.status.as_mut().unwrap().observed_generation = Some(1);
+    assert!(matches!(
+        decide_for(&mm, None, None, Some(&h)),
+        Step::WaitForRelease { .. }
+    ));
+    // Gone from MAAS: nothing left to release.
+    h.status.as_mut().unwrap().missing = Some(true);
+    assert_eq!(decide_for(&mm, None, None, Some(&h)), Step::ReleaseHost);
+
+    assert_eq!(decide_for(&mm, None, None, None), Step::RemoveFinalizer);
+    let mut no_finalizer = mm.clone();
+    no_finalizer.metadata.finalizers = None;
+    assert_eq!(decide_for(&no_finalizer, None, None, Some(&h)), Step::Done);
+    // Paused deletion waits.
+    let m = machine("m", Some("boot"));
+    assert_eq!(
+        decide_for(&mm, Some(&m), Some(&cluster(true, true)), Some(&h)),
+        Step::Paused
+    );
+}
+
+#[test]
+fn never_reported_hosts_count_as_released() {
+    let mut h = host("h", None);
+    assert!(is_released(&h));
+    h.status = None;
+    assert!(is_released(&h));
+}
+
+#[test]
+fn host_request_takes_machine_failure_domain_first() {
+    let mut mm = maas_machine("m");
+    mm.spec.failure_domain = Some("az2".into());
+    mm.spec.tags = Some(vec!["gpu".into()]);
+    mm.spec.resource_pool = Some(String::new());
+    mm.spec.min_disk_size = Some(100);
+    let mut m = machine("m", Some("b"));
+    assert_eq!(
+        host_request(&mm, Some(&m), None).failure_domain.as_deref(),
+        Some("az2")
+    );
+    m.spec.failure_domain = Some("az3".into());
+    let request = host_request(&mm, Some(&m), Some("owner".into()));
+    assert_eq!(request.failure_domain.as_deref(), Some("az3"));
+    assert_eq!(request.tags, ["gpu"]);
+    assert_eq!(request.resource_pool, None, "empty pool means any");
+    assert_eq!(request.min_disk_gib, Some(100));
+    assert_eq!(request.min_memory_mib, 4096);
+    assert_eq!(request.reuse_owner_uid.as_deref(), Some("owner"));
+    m.spec.failure_domain = Some(String::new());
+    mm.spec.failure_domain = None;
+    assert_eq!(failure_domain(&mm, Some(&m)), None);
+}

@@ -1,0 +1,75 @@
+//! Deleting: clear the claim once the host is released, leaving a node-reuse reservation
+//! when the machine's template asks for it and the cluster is not being deleted.
+
+use capmaas_api::keys;
+use kube::ResourceExt;
+use kube::runtime::events::EventType;
+
+use crate::actions::{Flow, State, namespace, publish, write_status};
+use crate::context::Ctx;
+use crate::error::Result;
+use crate::host_ops::{self, Mutation};
+use crate::reconcile::Step;
+use crate::status::{claimed_by, step_conditions};
+
+/// Clears `consumerRef` (setting the reservation, if any) on the released host.
+pub(crate) async fn release_host(ctx: &Ctx, state: &mut State) -> Result<Flow> {
+    let Some(name) = state.host.as_ref().map(ResourceExt::name_any) else {
+        return Ok(Flow::Continue);
+    };
+    let ns = namespace(&state.mm)?;
+    let cluster_deleting = state
+        .cluster
+        .as_ref()
+        .is_none_or(|c| c.metadata.deletion_timestamp.is_some());
+    let mut reservation = None;
+    if let (false, Some(machine)) = (cluster_deleting, state.machine.as_ref())
+        && let Some(target) = crate::reuse::resolve(&ctx.client, &state.mm, machine).await?
+        && let Some(ttl) = crate::reuse::reuse_ttl(&ctx.client, &ns, &target).await?
+    {
+        reservation = Some(crate::reuse::reservation(
+            target.owner,
+            jiff::Timestamp::now(),
+            ttl,
+        ));
+    }
+    write_status(
+        ctx,
+        state,
+        step_conditions(&Step::ReleaseHost, state.host.as_ref()),
+        false,
+    )
+    .await?;
+    let mm = state.mm.clone();
+    host_ops::update_host(ctx, &ns, &name, "releasing the claim", |h| {
+        if !claimed_by(h, &mm) {
+            return Mutation::Keep;
+        }
+        h.spec.consumer_ref = None;
+        h.spec.reservation.clone_from(&reservation);
+        match reservation
+            .as_ref()
+            .and_then(|r| crate::reuse::reuse_label_value(&r.owner))
+        {
+            Some(value) => h
+                .labels_mut()
+                .insert(keys::LABEL_NODE_REUSE.to_owned(), value),
+            None => h.labels_mut().remove(keys::LABEL_NODE_REUSE),
+        };
+        Mutation::Write
+    })
+    .await?;
+    if let Some(uid) = mm.uid() {
+        ctx.claims.unmark(&ns, &name, &uid);
+    }
+    let note = match &reservation {
+        Some(r) => format!(
+            "released host {name}; reserved for {} {} until {}",
+            r.owner.kind, r.owner.name, r.expires_at.0
+        ),
+        None => format!("released host {name}"),
+    };
+    publish(ctx, &mm, EventType::Normal, "SuccessfulRelease", &note).await;
+    state.host = None;
+    Ok(Flow::Continue)
+}

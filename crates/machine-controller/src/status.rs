@@ -1,0 +1,274 @@
+//! Pure builders: the MaasMachine status this controller owns, the host provisioning request,
+//! the providerID and the machine addresses.
+
+use capmaas_api::common::{
+    ConsumerReference, Initialization, LocalObjectReference, MachineAddress, MachineAddressType,
+    SecretKeyReference,
+};
+use capmaas_api::conditions::{self as cond, reasons};
+use capmaas_api::host::{HostProvisioning, PowerState};
+use capmaas_api::machine::MaasMachineStatus;
+use capmaas_api::{MaasHost, MaasMachine};
+use capmaas_runtime::conditions::{ConditionStatus, NewCondition, set_condition, summarize_ready};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::{Resource, ResourceExt};
+
+use crate::reconcile::Step;
+
+/// Condition types this controller writes; others on the object belong to other controllers.
+pub const OWNED_CONDITIONS: [&str; 4] = [
+    cond::READY,
+    cond::PAUSED,
+    cond::HOST_ASSOCIATED,
+    cond::MACHINE_DEPLOYED,
+];
+
+/// Most addresses the CRD accepts in `status.addresses`.
+pub const MAX_ADDRESSES: usize = 64;
+
+/// `maas:///<zone>/<system_id>`, CAPMAAS's format (an empty zone gives `maas:////<id>`, as
+/// CAPMAAS writes it).
+pub fn provider_id(zone: Option<&str>, system_id: &str) -> String {
+    format!("maas:///{}/{system_id}", zone.unwrap_or_default())
+}
+
+/// The consumer reference naming `mm` (needs its UID).
+pub fn consumer_ref(mm: &MaasMachine) -> Option<ConsumerReference> {
+    Some(ConsumerReference {
+        api_version: MaasMachine::api_version(&()).into_owned(),
+        kind: MaasMachine::kind(&()).into_owned(),
+        name: mm.metadata.name.clone()?,
+        uid: mm.metadata.uid.clone()?,
+    })
+}
+
+/// Whether `host` is claimed by `mm` (same UID: a re-created machine with the same name is
+/// someone else).
+pub fn claimed_by(host: &MaasHost, mm: &MaasMachine) -> bool {
+    match (&host.spec.consumer_ref, &mm.metadata.uid) {
+        (Some(c), Some(uid)) => &c.uid == uid && c.kind == MaasMachine::kind(&()),
+        _ => false,
+    }
+}
+
+/// The deployment request for `host`.
+///
+/// The hostname is the host's MAAS hostname, not the Machine name: MAAS hostnames are unique
+/// in the whole MAAS region while Machine names are unique only per namespace, so renaming
+/// could collide between tenants; CAPMAAS keeps MAAS hostnames too, so Node names stay the same
+/// for its users. The kubelet registers the Node under this name and we find it by it.
+pub fn provisioning_request(
+    mm: &MaasMachine,
+    user_data: SecretKeyReference,
+    host: &MaasHost,
+) -> HostProvisioning {
+    HostProvisioning {
+        image: mm.spec.image.clone(),
+        user_data_secret_ref: Some(user_data),
+        network_data_secret_ref: None,
+        hostname: host
+            .status
+            .as_ref()
+            .and_then(|s| s.hostname.clone())
+            .filter(|h| is_dns_label(h)),
+        deploy_in_memory: mm.spec.deploy_in_memory,
+        hwe_kernel: None,
+        release_policy: mm.spec.release_policy.clone(),
+    }
+}
+
+fn is_dns_label(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+}
+
+/// Addresses for CAPI: every MAAS address as InternalIP and ExternalIP (as CAPMAAS reports
+/// them; MAAS does not say which network is external), then the hostname.
+pub fn machine_addresses(host: &MaasHost) -> Vec<MachineAddress> {
+    let status = host.status.clone().unwrap_or_default();
+    let mut out = Vec::new();
+    for address in status.addresses.iter().flatten().filter(|a| !a.is_empty()) {
+        for type_ in [
+            MachineAddressType::InternalIp,
+            MachineAddressType::ExternalIp,
+        ] {
+            out.push(MachineAddress {
+                type_,
+                address: address.clone(),
+            });
+        }
+    }
+    if let Some(hostname) = status.hostname.filter(|h| !h.is_empty()) {
+        out.push(MachineAddress {
+            type_: MachineAddressType::Hostname,
+            address: hostname,
+        });
+    }
+    out.truncate(MAX_ADDRESSES);
+    out
+}
+
+/// The conditions a step reports (besides `Ready`, computed from them).
+pub fn step_conditions(step: &Step, host: Option<&MaasHost>) -> Vec<NewCondition> {
+    use ConditionStatus::{False, True};
+    let not_paused = NewCondition::new(cond::PAUSED, False, reasons::NOT_PAUSED);
+    let host_name = host.map(ResourceExt::name_any).unwrap_or_default();
+    let associated = NewCondition::new(cond::HOST_ASSOCIATED, True, reasons::HOST_CLAIMED)
+        .message(format!("host {host_name} claimed"));
+    let both = |reason: &str, message: &str| {
+        vec![
+            not_paused.clone(),
+            NewCondition::new(cond::HOST_ASSOCIATED, False, reason).message(message),
+            NewCondition::new(cond::MACHINE_DEPLOYED, False, reason).message(message),
+        ]
+    };
+    match step {
+        Step::Paused => vec![
+            NewCondition::new(cond::PAUSED, True, reasons::PAUSED)
+                .message("the Cluster or this object is paused"),
+        ],
+        Step::WaitForClusterInfrastructure => both(
+            reasons::WAITING_FOR_CLUSTER_INFRASTRUCTURE,
+            "waiting for the Cluster's infrastructure to be provisioned",
+        ),
+        Step::WaitForBootstrapData => both(
+            reasons::WAITING_FOR_BOOTSTRAP_DATA,
+            "waiting for the Machine's bootstrap data secret",
+        ),
+        Step::HostLost => both(
+            reasons::MACHINE_NOT_FOUND,
+            "the machine has a providerID but no MaasHost is claimed for it any more",
+        ),
+        Step::RecordHost | Step::RequestDeployment => vec![
+            not_paused,
+            associated,
+            NewCondition::new(
+                cond::MACHINE_DEPLOYED,
+                False,
+                reasons::MACHINE_DEPLOY_STARTED,
+            )
+            .message(format!("deployment of host {host_name} requested")),
+        ],
+        Step::WaitForDeployment {
+            reason, message, ..
+        } => vec![
+            not_paused,
+            associated,
+            NewCondition::new(cond::MACHINE_DEPLOYED, False, reason).message(message.clone()),
+        ],
+        Step::SetProviderId | Step::Provisioned => vec![
+            not_paused,
+            associated,
+            NewCondition::new(cond::MACHINE_DEPLOYED, True, reasons::MACHINE_DEPLOYED)
+                .message(format!("host {host_name} is deployed")),
+        ],
+        Step::ClearProvisioning | Step::ReleaseHost => vec![
+            NewCondition::new(cond::MACHINE_DEPLOYED, False, reasons::MACHINE_TERMINATED)
+                .message(format!("releasing host {host_name}")),
+        ],
+        Step::WaitForRelease { message } => vec![
+            NewCondition::new(cond::MACHINE_DEPLOYED, False, reasons::MACHINE_TERMINATED)
+                .message(message.clone()),
+        ],
+        Step::WaitForOwner
+        | Step::WaitForCluster
+        | Step::AddFinalizer
+        | Step::ChooseHost
+        | Step::RemoveFinalizer
+        | Step::Done => Vec::new(),
+    }
+}
+
+/// The status this controller owns after a step: the current owned fields, host facts,
+/// `conditions` applied, `Ready` summarised, and the provisioning signals when `provisioned`
+/// (which are never reset once true).
+pub fn next_status(
+    mm: &MaasMachine,
+    host: Option<&MaasHost>,
+    conditions: Vec<NewCondition>,
+    provisioned: bool,
+    now: &Time,
+) -> MaasMachineStatus {
+    let current = mm.status.clone().unwrap_or_default();
+    let generation = mm.metadata.generation;
+    let mut list: Vec<_> = current
+        .conditions
+        .clone()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|c| OWNED_CONDITIONS.contains(&c.type_.as_str()))
+        .collect();
+    for c in conditions {
+        set_condition(&mut list, c.observed_generation(generation), now);
+    }
+    // A control-plane machine's DNSAttached (written by the cluster-controller) counts too.
+    let others = current.conditions.clone().unwrap_or_default();
+    let mut summary_of: Vec<&str> = vec![cond::HOST_ASSOCIATED, cond::MACHINE_DEPLOYED];
+    let mut summary_input = list.clone();
+    if let Some(dns) = others.iter().find(|c| c.type_ == cond::DNS_ATTACHED) {
+        summary_of.push(cond::DNS_ATTACHED);
+        summary_input.push(dns.clone());
+    }
+    let ready = summarize_ready(&summary_input, &summary_of, generation);
+    set_condition(&mut list, ready, now);
+
+    let mut status = MaasMachineStatus {
+        ready: current.ready,
+        initialization: current.initialization.clone(),
+        host_ref: current.host_ref.clone(),
+        system_id: current.system_id.clone(),
+        machine_state: current.machine_state.clone(),
+        machine_powered: current.machine_powered,
+        hostname: current.hostname.clone(),
+        dns_attached: None,
+        addresses: current.addresses.clone(),
+        failure_domain: current.failure_domain.clone(),
+        conditions: Some(list),
+    };
+    if let Some(host) = host {
+        let host_status = host.status.clone().unwrap_or_default();
+        status.host_ref = Some(LocalObjectReference::new(host.name_any()));
+        status.system_id = Some(host.spec.system_id.clone());
+        status
+            .machine_state
+            .clone_from(&host_status.maas_status_name);
+        status.machine_powered = host_status.power_state.map(|p| p == PowerState::On);
+        status.hostname.clone_from(&host_status.hostname);
+        if provisioned {
+            let addresses = machine_addresses(host);
+            status.addresses = (!addresses.is_empty()).then_some(addresses);
+            status.failure_domain.clone_from(&host_status.zone);
+        }
+    }
+    if provisioned {
+        status.ready = Some(true);
+        status.initialization = Some(Initialization {
+            provisioned: Some(true),
+        });
+    }
+    status
+}
+
+/// The owned part of the current status, to compare with [`next_status`] and skip writes that
+/// change nothing.
+pub fn owned_status(mm: &MaasMachine) -> MaasMachineStatus {
+    let mut status = mm.status.clone().unwrap_or_default();
+    status.dns_attached = None;
+    status.conditions = Some(
+        status
+            .conditions
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|c| OWNED_CONDITIONS.contains(&c.type_.as_str()))
+            .collect(),
+    );
+    status
+}
+
+#[cfg(test)]
+#[path = "status_tests.rs"]
+mod tests;

@@ -1,0 +1,199 @@
+use super::*;
+use crate::test_support::{claimed, host, maas_machine};
+use capmaas_api::host::ProvisioningState;
+use capmaas_runtime::conditions::get_condition;
+use jiff::Timestamp;
+
+fn t(secs: i64) -> Time {
+    Time(Timestamp::from_second(secs).unwrap())
+}
+
+#[test]
+fn provider_id_format_matches_capmaas() {
+    assert_eq!(provider_id(Some("az1"), "4y3h7a"), "maas:///az1/4y3h7a");
+    assert_eq!(provider_id(None, "4y3h7a"), "maas:////4y3h7a");
+}
+
+#[test]
+fn addresses_list_each_ip_twice_then_the_hostname() {
+    let mut h = host("node-1", Some(ProvisioningState::Deployed));
+    h.status.as_mut().unwrap().addresses =
+        Some(vec!["10.0.0.5".into(), String::new(), "fd00::5".into()]);
+    let addresses = machine_addresses(&h);
+    let rendered: Vec<(MachineAddressType, &str)> = addresses
+        .iter()
+        .map(|a| (a.type_, a.address.as_str()))
+        .collect();
+    assert_eq!(
+        rendered,
+        [
+            (MachineAddressType::InternalIp, "10.0.0.5"),
+            (MachineAddressType::ExternalIp, "10.0.0.5"),
+            (MachineAddressType::InternalIp, "fd00::5"),
+            (MachineAddressType::ExternalIp, "fd00::5"),
+            (MachineAddressType::Hostname, "node-1"),
+        ]
+    );
+    h.status.as_mut().unwrap().addresses = Some((0..100).map(|i| format!("10.0.1.{i}")).collect());
+    assert_eq!(machine_addresses(&h).len(), MAX_ADDRESSES);
+}
+
+#[test]
+fn provisioning_request_uses_bootstrap_secret_and_host_hostname() {
+    let mut mm = maas_machine("m");
+    mm.spec.deploy_in_memory = true;
+    let h = host("node-7", Some(ProvisioningState::Available));
+    let p = provisioning_request(&mm, SecretKeyReference::new("m-bootstrap"), &h);
+    assert_eq!(p.image, "ubuntu/jammy");
+    assert_eq!(p.user_data_secret_ref.as_ref().unwrap().name, "m-bootstrap");
+    assert_eq!(p.user_data_secret_ref.as_ref().unwrap().key, "value");
+    assert_eq!(p.hostname.as_deref(), Some("node-7"));
+    assert!(p.deploy_in_memory);
+    let mut odd = h.clone();
+    odd.status.as_mut().unwrap().hostname = Some("Not_A_Label".into());
+    assert_eq!(
+        provisioning_request(&mm, SecretKeyReference::new("s"), &odd).hostname,
+        None
+    );
+}
+
+#[test]
+fn claims_match_by_uid_not_name() {
+    let mm = maas_machine("m");
+    let h = claimed(host("h", None), &mm);
+    assert!(claimed_by(&h, &mm));
+    let mut recreated = mm.clone();
+    recreated.metadata.uid = Some("other".into());
+    assert!(!claimed_by(&h, &recreated));
+    assert!(!claimed_by(&host("h", None), &mm));
+}
+
+#[test]
+fn waiting_status_sets_reasons_and_ready_false() {
+    let mm = maas_machine("m");
+    let conditions = step_conditions(&Step::WaitForBootstrapData, None);
+    let status = next_status(&mm, None, conditions, false, &t(10));
+    let list = status.conditions.unwrap();
+    let ready = get_condition(&list, cond::READY).unwrap();
+    assert_eq!(ready.status, "False");
+    assert_eq!(ready.reason, reasons::WAITING_FOR_BOOTSTRAP_DATA);
+    assert_eq!(get_condition(&list, cond::PAUSED).unwrap().status, "False");
+    assert_eq!(ready.observed_generation, Some(1));
+    assert_eq!(status.ready, None);
+}
+
+#[test]
+fn provisioned_status_reports_host_facts_and_stays_stable() {
+    let mut mm = maas_machine("m");
+    let mut h = claimed(host("node-1", Some(ProvisioningState::Deployed)), &mm);
+    {
+        let s = h.status.as_mut().unwrap();
+        s.addresses = Some(vec!["10.0.0.5".into()]);
+        s.maas_status_name = Some("Deployed".into());
+        s.power_state = Some(PowerState::On);
+    }
+    let status = next_status(
+        &mm,
+        Some(&h),
+        step_conditions(&Step::Provisioned, Some(&h)),
+        true,
+        &t(10),
+    );
+    assert_eq!(status.ready, Some(true));
+    assert_eq!(
+        status.initialization.as_ref().unwrap().provisioned,
+        Some(true)
+    );
+    assert_eq!(status.host_ref.as_ref().unwrap().name, "node-1");
+    assert_eq!(status.system_id.as_deref(), Some("sys-node-1"));
+    assert_eq!(status.failure_domain.as_deref(), Some("az1"));
+    assert_eq!(status.machine_state.as_deref(), Some("Deployed"));
+    assert_eq!(status.machine_powered, Some(true));
+    assert_eq!(status.addresses.as_ref().unwrap().len(), 3);
+    let list = status.conditions.clone().unwrap();
+    assert_eq!(get_condition(&list, cond::READY).unwrap().status, "True");
+    assert_eq!(
+        get_condition(&list, cond::MACHINE_DEPLOYED).unwrap().status,
+        "True"
+    );
+
+    // Applying the same step later changes nothing (no write, no self-triggering).
+    mm.status = Some(status.clone());
+    let again = next_status(
+        &mm,
+        Some(&h),
+        step_conditions(&Step::Provisioned, Some(&h)),
+        true,
+        &t(99),
+    );
+    assert_eq!(again, status);
+    assert_eq!(owned_status(&mm), status);
+
+    // A later release keeps the provisioning signals (never reset) but Ready drops.
+    let releasing = next_status(
+        &mm,
+        Some(&h),
+        step_conditions(&Step::ClearProvisioning, Some(&h)),
+        false,
+        &t(100),
+    );
+    assert_eq!(releasing.ready, Some(true));
+    let list = releasing.conditions.unwrap();
+    assert_eq!(get_condition(&list, cond::READY).unwrap().status, "False");
+    assert_eq!(
+        get_condition(&list, cond::READY).unwrap().reason,
+        reasons::MACHINE_TERMINATED
+    );
+}
+
+#[test]
+fn foreign_conditions_are_not_owned_but_dns_attached_counts_for_ready() {
+    let mut mm = maas_machine("m");
+    let h = claimed(host("node-1", Some(ProvisioningState::Deployed)), &mm);
+    let mut foreign = Vec::new();
+    set_condition(
+        &mut foreign,
+        NewCondition::new(
+            cond::DNS_ATTACHED,
+            ConditionStatus::False,
+            reasons::DNS_ATTACH_PENDING,
+        ),
+        &t(1),
+    );
+    set_condition(
+        &mut foreign,
+        NewCondition::new("SomethingElse", ConditionStatus::True, "X"),
+        &t(1),
+    );
+    mm.status = Some(MaasMachineStatus {
+        conditions: Some(foreign),
+        dns_attached: Some(false),
+        ..MaasMachineStatus::default()
+    });
+    let status = next_status(
+        &mm,
+        Some(&h),
+        step_conditions(&Step::Provisioned, Some(&h)),
+        true,
+        &t(10),
+    );
+    let list = status.conditions.unwrap();
+    assert!(
+        get_condition(&list, cond::DNS_ATTACHED).is_none(),
+        "not ours to apply"
+    );
+    assert!(get_condition(&list, "SomethingElse").is_none());
+    assert_eq!(status.dns_attached, None);
+    let ready = get_condition(&list, cond::READY).unwrap();
+    assert_eq!(ready.status, "False");
+    assert_eq!(ready.reason, reasons::DNS_ATTACH_PENDING);
+}
+
+#[test]
+fn paused_only_reports_paused() {
+    let conditions = step_conditions(&Step::Paused, None);
+    assert_eq!(conditions.len(), 1);
+    assert_eq!(conditions[0].type_, cond::PAUSED);
+    assert_eq!(conditions[0].status, ConditionStatus::True);
+    assert!(step_conditions(&Step::ChooseHost, None).is_empty());
+}

@@ -1,0 +1,167 @@
+//! Claiming under contention, with two controller instances (as two replicas without leader
+//! election would) so that the resourceVersion precondition is what keeps claims exclusive,
+//! and the "no host" report.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use capmaas_api::conditions::{self as cond, reasons};
+use capmaas_testenv::TestEnv;
+use common::*;
+use kube::ResourceExt;
+use serde_json::json;
+
+/// Claims by consumer name, after checking that no host has two consumers (impossible by
+/// construction of the field, so the real check is that no machine holds two hosts).
+async fn claims(client: &kube::Client, ns: &str) -> BTreeMap<String, Vec<String>> {
+    let mut by_machine: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for host in hosts(client, ns).await {
+        if let Some(c) = &host.spec.consumer_ref {
+            by_machine
+                .entry(c.name.clone())
+                .or_default()
+                .push(host.name_any());
+        }
+    }
+    by_machine
+}
+
+#[tokio::test]
+async fn contention_never_claims_a_host_twice_and_no_host_is_reported() {
+    let env = TestEnv::builder()
+        .controller_manager(false)
+        .start()
+        .await
+        .unwrap();
+    let client = env.client();
+    let _a = start_controller(&client, None, 10);
+    let _b = start_controller(&client, None, 10);
+
+    // Two machines, one host: exactly one wins, the other says why it waits.
+    let race = env.create_namespace("mc-race").await.unwrap();
+    create_cluster(&client, &race, true, false).await;
+    create_host(&client, &race, "only", "az1", 8, 16384).await;
+    let (_, _) = tokio::join!(
+        create_machine_pair(&client, &race, "left", Some("b"), None, json!({})),
+        create_machine_pair(&client, &race, "right", Some("b"), None, json!({})),
+    );
+    let winner = eventually("one claim", 30, || async {
+        let c = claims(&client, &race).await;
+        (c.len() == 1).then(|| c.into_keys().next().unwrap())
+    })
+    .await;
+    let loser = if winner == "left" { "right" } else { "left" };
+    let waiting = eventually("the loser's NoHostAvailable condition", 30, || async {
+        get_mm(&client, &race, loser).await.filter(|m| {
+            condition(m, cond::HOST_ASSOCIATED)
+                .is_some_and(|c| c.reason == reasons::NO_HOST_AVAILABLE)
+        })
+    })
+    .await;
+    let message = &condition(&waiting, cond::HOST_ASSOCIATED).unwrap().message;
+    assert!(message.contains("1 claimed by other machines"), "{message}");
+    assert_eq!(condition(&waiting, cond::READY).unwrap().status, "False");
+    let winner_mm = get_mm(&client, &race, &winner).await.unwrap();
+    assert_eq!(winner_mm.status.unwrap().host_ref.unwrap().name, "only");
+    assert!(claims(&client, &race).await[&winner].len() == 1);
+
+    // Ten machines, twelve hosts, two controllers at concurrency 10 each.
+    let crowd = env.create_namespace("mc-crowd").await.unwrap();
+    create_cluster(&client, &crowd, true, false).await;
+    let host_names: Vec<String> = (0..12).map(|i| format!("h{i:02}")).collect();
+    futures::future::join_all(
+        host_names
+            .iter()
+            .map(|h| create_host(&client, &crowd, h, "az1", 4, 8192)),
+    )
+    .await;
+    let names: Vec<String> = (0..10).map(|i| format!("m{i}")).collect();
+    futures::future::join_all(
+        names
+            .iter()
+            .map(|n| create_machine_pair(&client, &crowd, n, Some("b"), None, json!({}))),
+    )
+    .await;
+    // Settled: every machine records a host and holds it. (A recorded host is an intent first;
+    // two machines may briefly record the same one until the loser of the claim withdraws.)
+    let claimed = eventually("ten recorded and held claims", 60, || async {
+        let mut recorded = BTreeMap::new();
+        for n in &names {
+            let host = get_mm(&client, &crowd, n).await?.status?.host_ref?.name;
+            recorded.insert(n.clone(), host);
+        }
+        let held = claims(&client, &crowd).await;
+        recorded
+            .iter()
+            .all(|(m, h)| held.get(m).is_some_and(|hs| hs.contains(h)))
+            .then_some(recorded)
+    })
+    .await;
+    let distinct: BTreeSet<&String> = claimed.values().collect();
+    assert_eq!(distinct.len(), 10, "no host recorded twice: {claimed:?}");
+    let by_machine = claims(&client, &crowd).await;
+    assert_eq!(by_machine.len(), 10);
+    for (machine, held) in &by_machine {
+        assert_eq!(held.len(), 1, "{machine} holds {held:?}");
+        assert_eq!(
+            &claimed[machine], &held[0],
+            "status names the host actually held"
+        );
+    }
+
+    // A request nothing satisfies: condition naming the constraint, and a Warning Event.
+    let big = env.create_namespace("mc-nohost").await.unwrap();
+    create_cluster(&client, &big, true, false).await;
+    create_host(&client, &big, "small", "az1", 4, 8192).await;
+    create_host(&client, &big, "other-zone", "az2", 64, 262_144).await;
+    create_machine_pair(
+        &client,
+        &big,
+        "huge",
+        Some("b"),
+        None,
+        json!({"minCPU": 32, "tags": ["gpu"]}),
+    )
+    .await;
+    let waiting = eventually("NoHostAvailable", 30, || async {
+        get_mm(&client, &big, "huge").await.filter(|m| {
+            condition(m, cond::HOST_ASSOCIATED)
+                .is_some_and(|c| c.reason == reasons::NO_HOST_AVAILABLE)
+        })
+    })
+    .await;
+    let message = condition(&waiting, cond::HOST_ASSOCIATED)
+        .unwrap()
+        .message
+        .clone();
+    assert!(message.contains("1 below minCPU 32"), "{message}");
+    assert!(message.contains("1 without tags [gpu]"), "{message}");
+    eventually("a NoHostAvailable event", 10, || async {
+        let found = events(&client, &big, "huge", reasons::NO_HOST_AVAILABLE).await;
+        found
+            .first()
+            .filter(|e| e.type_.as_deref() == Some("Warning"))
+            .map(|_| ())
+    })
+    .await;
+    // A fitting host appears: the waiting machine is woken and claims it.
+    create_host(&client, &big, "gpu-box", "az1", 48, 262_144).await;
+    kube::Api::<capmaas_api::MaasHost>::namespaced(client.clone(), &big)
+        .patch_status(
+            "gpu-box",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"status": {"tags": ["gpu"]}})),
+        )
+        .await
+        .unwrap();
+    eventually("the new host to be claimed", 30, || async {
+        claims(&client, &big)
+            .await
+            .get("huge")
+            .filter(|h| h.as_slice() == ["gpu-box"])
+            .map(|_| ())
+    })
+    .await;
+}

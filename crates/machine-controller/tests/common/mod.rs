@@ -1,0 +1,378 @@
+//! Test support: objects, a fake MAAS gateway that answers MaasHost requests in status, the
+//! controller running in-process, and polling helpers.
+#![allow(
+    dead_code,
+    unreachable_pub,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic
+)]
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use capmaas_api::{MaasHost, MaasMachine};
+use capmaas_runtime::KubeClients;
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::core::DynamicObject;
+use kube::discovery::ApiResource;
+use kube::{Client, ResourceExt};
+use machine_controller::Options;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+pub const CLUSTER: &str = "c1";
+pub const INFRA_GROUP: &str = "infrastructure.cluster.x-k8s.io";
+
+/// Starts the controller in-process, watching `namespace` (or all namespaces); stops on drop.
+pub struct RunningController {
+    cancel: CancellationToken,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for RunningController {
+    fn drop(&mut self) {
+        self.cancel.cancel();
+        self.task.abort();
+    }
+}
+
+pub fn start_controller(
+    client: &Client,
+    namespace: Option<&str>,
+    concurrency: u16,
+) -> RunningController {
+    let cancel = CancellationToken::new();
+    let options = Options {
+        namespace: namespace.map(str::to_owned),
+        concurrency,
+        ..Options::new()
+    };
+    let clients = KubeClients {
+        api: client.clone(),
+        watch: client.clone(),
+    };
+    let token = cancel.clone();
+    let task = tokio::spawn(async move {
+        machine_controller::run_controller(clients, options, token, || {})
+            .await
+            .unwrap();
+    });
+    RunningController { cancel, task }
+}
+
+/// Polls `check` every 100 ms until it returns `Some`, or panics after `secs` seconds.
+pub async fn eventually<T, F, Fut>(what: &str, secs: u64, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn dynamic_api(
+    client: &Client,
+    ns: &str,
+    group: &str,
+    version: &str,
+    kind: &str,
+    plural: &str,
+) -> Api<DynamicObject> {
+    let resource = ApiResource {
+        group: group.into(),
+        version: version.into(),
+        api_version: format!("{group}/{version}"),
+        kind: kind.into(),
+        plural: plural.into(),
+    };
+    Api::namespaced_with(client.clone(), ns, &resource)
+}
+
+pub fn capi_api(client: &Client, ns: &str, kind: &str, plural: &str) -> Api<DynamicObject> {
+    dynamic_api(client, ns, "cluster.x-k8s.io", "v1beta2", kind, plural)
+}
+
+async fn create(api: &Api<DynamicObject>, body: Value) -> DynamicObject {
+    api.create(
+        &PostParams::default(),
+        &serde_json::from_value(body).unwrap(),
+    )
+    .await
+    .unwrap()
+}
+
+/// A Cluster with `status.initialization.infrastructureProvisioned = provisioned`.
+pub async fn create_cluster(client: &Client, ns: &str, provisioned: bool, paused: bool) {
+    let api = capi_api(client, ns, "Cluster", "clusters");
+    create(
+        &api,
+        json!({
+            "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
+            "metadata": {"name": CLUSTER, "namespace": ns},
+            "spec": {"paused": paused}
+        }),
+    )
+    .await;
+    set_cluster_provisioned(client, ns, provisioned).await;
+}
+
+pub async fn set_cluster_provisioned(client: &Client, ns: &str, provisioned: bool) {
+    capi_api(client, ns, "Cluster", "clusters")
+        .patch_status(
+            CLUSTER,
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"status": {"initialization": {"infrastructureProvisioned": provisioned}}}),
+            ),
+        )
+        .await
+        .unwrap();
+}
+
+pub async fn set_cluster_paused(client: &Client, ns: &str, paused: bool) {
+    capi_api(client, ns, "Cluster", "clusters")
+        .patch(
+            CLUSTER,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"paused": paused}})),
+        )
+        .await
+        .unwrap();
+}
+
+fn machine_spec(name: &str, bootstrap: Option<&str>) -> Value {
+    json!({
+        "clusterName": CLUSTER,
+        "bootstrap": {"dataSecretName": bootstrap},
+        "infrastructureRef": {"apiGroup": INFRA_GROUP, "kind": "MaasMachine", "name": name}
+    })
+}
+
+/// A CAPI Machine (optionally owned by a MachineSet) and its MaasMachine owned by it.
+pub async fn create_machine_pair(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    bootstrap: Option<&str>,
+    owner: Option<&DynamicObject>,
+    mm_spec: Value,
+) -> MaasMachine {
+    let owners = owner.map(|o| {
+        json!([{
+            "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": o.types.as_ref().unwrap().kind,
+            "name": o.name_any(), "uid": o.uid().unwrap(), "controller": true
+        }])
+    });
+    let machine = create(&capi_api(client, ns, "Machine", "machines"), json!({
+        "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
+        "metadata": {"name": name, "namespace": ns, "labels": {"cluster.x-k8s.io/cluster-name": CLUSTER},
+                     "ownerReferences": owners},
+        "spec": machine_spec(name, bootstrap)
+    }))
+    .await;
+    let mut spec = json!({"minCPU": 2, "minMemory": 4096, "image": "ubuntu/jammy"});
+    if let (Some(base), Some(extra)) = (spec.as_object_mut(), mm_spec.as_object()) {
+        base.extend(extra.clone());
+    }
+    let api: Api<MaasMachine> = Api::namespaced(client.clone(), ns);
+    api.create(
+        &PostParams::default(),
+        &serde_json::from_value(json!({
+            "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "MaasMachine",
+            "metadata": {
+                "name": name, "namespace": ns,
+                "labels": {"cluster.x-k8s.io/cluster-name": CLUSTER},
+                "ownerReferences": [{
+                    "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
+                    "name": name, "uid": machine.uid().unwrap(), "controller": true
+                }]
+            },
+            "spec": spec
+        }))
+        .unwrap(),
+    )
+    .await
+    .unwrap()
+}
+
+/// A MachineDeployment and a MachineSet it owns, both templating `template` (a MaasMachineTemplate).
+pub async fn create_deployment(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    template: &str,
+) -> (DynamicObject, DynamicObject) {
+    let template_spec = json!({
+        "metadata": {"labels": {"pool": name}},
+        "spec": {
+            "clusterName": CLUSTER,
+            "bootstrap": {"dataSecretName": "bootstrap"},
+            "infrastructureRef": {"apiGroup": INFRA_GROUP, "kind": "MaasMachineTemplate", "name": template}
+        }
+    });
+    let md = create(&capi_api(client, ns, "MachineDeployment", "machinedeployments"), json!({
+        "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachineDeployment",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"clusterName": CLUSTER, "selector": {"matchLabels": {"pool": name}}, "template": template_spec}
+    }))
+    .await;
+    let ms = create(&capi_api(client, ns, "MachineSet", "machinesets"), json!({
+        "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachineSet",
+        "metadata": {"name": format!("{name}-abc"), "namespace": ns, "ownerReferences": [{
+            "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachineDeployment",
+            "name": name, "uid": md.uid().unwrap(), "controller": true
+        }]},
+        "spec": {"clusterName": CLUSTER, "selector": {"matchLabels": {"pool": name}}, "template": template_spec}
+    }))
+    .await;
+    (md, ms)
+}
+
+/// A MaasHost reported Available by the (fake) gateway.
+pub async fn create_host(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    zone: &str,
+    cpu: i32,
+    memory_mib: i64,
+) {
+    let api: Api<MaasHost> = Api::namespaced(client.clone(), ns);
+    api.create(&PostParams::default(), &serde_json::from_value(json!({
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "MaasHost",
+        "metadata": {"name": name, "namespace": ns, "labels": {"maas.cluster.x-k8s.io/zone": zone}},
+        "spec": {"systemID": format!("sys-{name}")}
+    })).unwrap())
+    .await
+    .unwrap();
+    api.patch_status(name, &PatchParams::default(), &Patch::Merge(json!({"status": {
+        "hostname": name, "zone": zone, "pool": "default", "cpuCount": cpu, "memoryMiB": memory_mib,
+        "storageGiB": 500, "provisioningState": "Available", "maasStatusName": "Ready",
+        "powerState": "off", "observedGeneration": 1
+    }})))
+    .await
+    .unwrap();
+}
+
+pub async fn get_mm(client: &Client, ns: &str, name: &str) -> Option<MaasMachine> {
+    Api::<MaasMachine>::namespaced(client.clone(), ns)
+        .get_opt(name)
+        .await
+        .unwrap()
+}
+
+pub async fn hosts(client: &Client, ns: &str) -> Vec<MaasHost> {
+    Api::<MaasHost>::namespaced(client.clone(), ns)
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+}
+
+pub fn condition<'a>(
+    mm: &'a MaasMachine,
+    type_: &str,
+) -> Option<&'a k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
+    mm.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == type_)
+}
+
+/// Events regarding object `name` with `reason`.
+pub async fn events(client: &Client, ns: &str, name: &str, reason: &str) -> Vec<Event> {
+    Api::<Event>::namespaced(client.clone(), ns)
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| {
+            e.reason.as_deref() == Some(reason)
+                && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
+        })
+        .collect()
+}
+
+/// Plays the MAAS gateway for every MaasHost of a namespace: a requested deployment becomes
+/// `Deployed` (with an address); a withdrawn one becomes `Available` again, or stays
+/// `Releasing` while `hold_release` is set. Always reports the generation it acted on.
+pub struct FakeGateway {
+    pub hold_release: Arc<AtomicBool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for FakeGateway {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+pub fn start_gateway(client: &Client, ns: &str) -> FakeGateway {
+    let hold = Arc::new(AtomicBool::new(false));
+    let hold_release = hold.clone();
+    let api: Api<MaasHost> = Api::namespaced(client.clone(), ns);
+    let task = tokio::spawn(async move {
+        loop {
+            if let Ok(list) = api.list(&ListParams::default()).await {
+                for (i, host) in list.items.iter().enumerate() {
+                    let status = host.status.clone().unwrap_or_default();
+                    let state = status
+                        .provisioning_state
+                        .map(|s| serde_json::to_value(s).unwrap());
+                    let state = state
+                        .as_ref()
+                        .and_then(Value::as_str)
+                        .unwrap_or("Available");
+                    let wanted = match (host.spec.provisioning.is_some(), state) {
+                        (true, "Available") => "Deployed",
+                        (false, "Deployed" | "Releasing") if hold.load(Ordering::SeqCst) => {
+                            "Releasing"
+                        }
+                        (false, "Deployed" | "Releasing") => "Available",
+                        (_, other) => other,
+                    };
+                    let generation = host.metadata.generation;
+                    if wanted == state && status.observed_generation == generation {
+                        continue;
+                    }
+                    let addresses = if wanted == "Deployed" {
+                        json!([format!("10.0.0.{}", i + 10)])
+                    } else {
+                        Value::Null
+                    };
+                    let patch = json!({"status": {
+                        "provisioningState": wanted, "observedGeneration": generation,
+                        "addresses": addresses,
+                        "maasStatusName": if wanted == "Deployed" { "Deployed" } else { "Ready" },
+                        "powerState": if wanted == "Deployed" { "on" } else { "off" }
+                    }});
+                    let _ = api
+                        .patch_status(
+                            &host.name_any(),
+                            &PatchParams::default(),
+                            &Patch::Merge(patch),
+                        )
+                        .await;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    });
+    FakeGateway { hold_release, task }
+}

@@ -1,0 +1,172 @@
+//! Pause, and node reuse: a deleted machine's host is reserved for its MachineDeployment,
+//! preferred by the deployment's next machine, refused to other owners, free after expiry.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use capmaas_api::conditions::{self as cond, reasons};
+use capmaas_api::{MaasHost, MaasMachine, keys};
+use capmaas_testenv::TestEnv;
+use common::*;
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+
+async fn host(client: &kube::Client, ns: &str, name: &str) -> MaasHost {
+    Api::<MaasHost>::namespaced(client.clone(), ns)
+        .get(name)
+        .await
+        .unwrap()
+}
+
+async fn holder(client: &kube::Client, ns: &str, name: &str) -> Option<String> {
+    host(client, ns, name)
+        .await
+        .spec
+        .consumer_ref
+        .map(|c| c.name)
+}
+
+#[tokio::test]
+async fn pause_and_node_reuse() {
+    let env = TestEnv::builder()
+        .controller_manager(false)
+        .start()
+        .await
+        .unwrap();
+    let client = env.client();
+    let _controller = start_controller(&client, None, 4);
+
+    // Paused Cluster: the machine reports it and touches nothing, not even its finalizer.
+    let paused = env.create_namespace("mc-pause").await.unwrap();
+    create_cluster(&client, &paused, true, true).await;
+    create_host(&client, &paused, "h1", "az1", 4, 8192).await;
+    create_machine_pair(&client, &paused, "p1", Some("b"), None, json!({})).await;
+    let mm = eventually("the Paused condition", 30, || async {
+        get_mm(&client, &paused, "p1")
+            .await
+            .filter(|m| condition(m, cond::PAUSED).is_some_and(|c| c.status == "True"))
+    })
+    .await;
+    assert!(mm.finalizers().is_empty());
+    assert_eq!(holder(&client, &paused, "h1").await, None);
+    // Unpausing the Cluster (a watched change) resumes at once.
+    set_cluster_paused(&client, &paused, false).await;
+    eventually("the claim after unpausing", 30, || async {
+        (holder(&client, &paused, "h1").await.as_deref() == Some("p1")).then_some(())
+    })
+    .await;
+    let mm = get_mm(&client, &paused, "p1").await.unwrap();
+    assert_eq!(condition(&mm, cond::PAUSED).unwrap().status, "False");
+    assert!(
+        mm.finalizers()
+            .contains(&keys::FINALIZER_MAAS_MACHINE.to_owned())
+    );
+
+    // Node reuse.
+    let ns = env.create_namespace("mc-reuse").await.unwrap();
+    create_cluster(&client, &ns, true, false).await;
+    let _gateway = start_gateway(&client, &ns);
+    Api::<capmaas_api::MaasMachineTemplate>::namespaced(client.clone(), &ns)
+        .create(&PostParams::default(), &serde_json::from_value(json!({
+            "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "MaasMachineTemplate",
+            "metadata": {"name": "workers-v1"},
+            "spec": {"nodeReuse": true, "nodeReuseTTLSeconds": 600,
+                     "template": {"spec": {"minCPU": 2, "minMemory": 4096, "image": "ubuntu/jammy"}}}
+        })).unwrap())
+        .await
+        .unwrap();
+    let (md, ms) = create_deployment(&client, &ns, "workers", "workers-v1").await;
+    create_host(&client, &ns, "big", "az1", 16, 65536).await;
+    create_machine_pair(&client, &ns, "w1", Some("b"), Some(&ms), json!({})).await;
+    eventually("w1 provisioned on big", 30, || async {
+        get_mm(&client, &ns, "w1")
+            .await
+            .and_then(|m| m.spec.provider_id)
+            .filter(|p| p.ends_with("/sys-big"))
+    })
+    .await;
+
+    // Deleting w1 leaves a reservation for the MachineDeployment.
+    Api::<MaasMachine>::namespaced(client.clone(), &ns)
+        .delete("w1", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("w1 gone", 30, || async {
+        get_mm(&client, &ns, "w1").await.is_none().then_some(())
+    })
+    .await;
+    let reserved = host(&client, &ns, "big").await;
+    assert!(reserved.spec.consumer_ref.is_none());
+    let reservation = reserved.spec.reservation.clone().expect("a reservation");
+    assert_eq!(reservation.owner.kind, "MachineDeployment");
+    assert_eq!(reservation.owner.uid, md.uid().unwrap());
+    let ttl = reservation.expires_at.0.as_second() - jiff::Timestamp::now().as_second();
+    assert!((500..=600).contains(&ttl), "expires in {ttl}s");
+    assert_eq!(
+        reserved
+            .labels()
+            .get(keys::LABEL_NODE_REUSE)
+            .map(String::as_str),
+        Some("md-workers")
+    );
+
+    // The deployment's next machine prefers the reserved host over a smaller free one.
+    create_host(&client, &ns, "small", "az1", 2, 4096).await;
+    create_machine_pair(&client, &ns, "w2", Some("b"), Some(&ms), json!({})).await;
+    eventually("w2 on the reserved host", 30, || async {
+        (holder(&client, &ns, "big").await.as_deref() == Some("w2")).then_some(())
+    })
+    .await;
+    let big = host(&client, &ns, "big").await;
+    assert!(
+        big.spec.reservation.is_none(),
+        "taken reservations are cleared"
+    );
+    assert!(!big.labels().contains_key(keys::LABEL_NODE_REUSE));
+    eventually("a HostReused event", 10, || async {
+        (!events(&client, &ns, "w2", reasons::HOST_REUSED)
+            .await
+            .is_empty())
+        .then_some(())
+    })
+    .await;
+
+    // Reserved again; a machine of another owner that only fits the big host must wait.
+    Api::<MaasMachine>::namespaced(client.clone(), &ns)
+        .delete("w2", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("w2 gone", 30, || async {
+        get_mm(&client, &ns, "w2").await.is_none().then_some(())
+    })
+    .await;
+    create_machine_pair(&client, &ns, "other", Some("b"), None, json!({"minCPU": 8})).await;
+    let waiting = eventually("other waiting", 30, || async {
+        get_mm(&client, &ns, "other").await.filter(|m| {
+            condition(m, cond::HOST_ASSOCIATED)
+                .is_some_and(|c| c.reason == reasons::NO_HOST_AVAILABLE)
+        })
+    })
+    .await;
+    let message = &condition(&waiting, cond::HOST_ASSOCIATED).unwrap().message;
+    assert!(
+        message.contains("1 reserved for another owner"),
+        "{message}"
+    );
+    assert_eq!(holder(&client, &ns, "big").await, None);
+
+    // The reservation expires (moved into the past, as time would): the host is free again.
+    Api::<MaasHost>::namespaced(client.clone(), &ns)
+        .patch(
+            "big",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"reservation": {"expiresAt": "2020-01-01T00:00:00Z"}}})),
+        )
+        .await
+        .unwrap();
+    eventually("other on the formerly reserved host", 30, || async {
+        (holder(&client, &ns, "big").await.as_deref() == Some("other")).then_some(())
+    })
+    .await;
+}

@@ -1,0 +1,183 @@
+//! Happy path against real API servers: a MaasMachine gets a host, a deployment request, a
+//! providerID, status, Events, and its workload Node (in a second API server) gets the
+//! providerID; deleting it clears the request, waits for the release, then frees the host.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
+
+use capmaas_api::common::MachineAddressType;
+use capmaas_api::conditions as cond;
+use capmaas_api::{MaasHost, MaasMachine, keys};
+use capmaas_testenv::TestEnv;
+use common::*;
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::{Node, Secret};
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, PostParams};
+use serde_json::json;
+
+#[tokio::test]
+async fn machine_is_provisioned_linked_to_its_node_and_released() {
+    let (management, workload) = tokio::join!(TestEnv::start(), TestEnv::start());
+    let (management, workload) = (management.unwrap(), workload.unwrap());
+    let client = management.client();
+    let ns = management.create_namespace("mc-happy").await.unwrap();
+
+    // The workload cluster: a kubeconfig Secret, and the Node the kubelet registered.
+    let secret = Secret {
+        metadata: kube::api::ObjectMeta {
+            name: Some(format!("{CLUSTER}-kubeconfig")),
+            ..Default::default()
+        },
+        data: Some(BTreeMap::from([(
+            "value".to_owned(),
+            ByteString(workload.kubeconfig_yaml().unwrap().into_bytes()),
+        )])),
+        ..Default::default()
+    };
+    Api::<Secret>::namespaced(client.clone(), &ns)
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap();
+    let nodes: Api<Node> = Api::all(workload.client());
+    nodes
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "node-small"}})).unwrap(),
+        )
+        .await
+        .unwrap();
+
+    create_cluster(&client, &ns, true, false).await;
+    create_host(&client, &ns, "node-big", "az1", 16, 65536).await;
+    create_host(&client, &ns, "node-small", "az1", 4, 8192).await;
+    let gateway = start_gateway(&client, &ns);
+    let _controller = start_controller(&client, Some(&ns), 4);
+    create_machine_pair(
+        &client,
+        &ns,
+        "m1",
+        Some("m1-bootstrap"),
+        None,
+        json!({"deployInMemory": true}),
+    )
+    .await;
+
+    let mm = eventually("the MaasMachine to be provisioned", 60, || async {
+        get_mm(&client, &ns, "m1")
+            .await
+            .filter(|m| m.status.as_ref().and_then(|s| s.ready) == Some(true))
+    })
+    .await;
+    assert_eq!(
+        mm.spec.provider_id.as_deref(),
+        Some("maas:///az1/sys-node-small"),
+        "smallest fit"
+    );
+    assert_eq!(mm.spec.system_id.as_deref(), Some("sys-node-small"));
+    assert!(
+        mm.finalizers()
+            .contains(&keys::FINALIZER_MAAS_MACHINE.to_owned())
+    );
+    let status = mm.status.clone().unwrap();
+    assert_eq!(status.initialization.unwrap().provisioned, Some(true));
+    assert_eq!(status.host_ref.unwrap().name, "node-small");
+    assert_eq!(status.failure_domain.as_deref(), Some("az1"));
+    let addresses = status.addresses.unwrap();
+    assert!(
+        addresses
+            .iter()
+            .any(|a| a.type_ == MachineAddressType::InternalIp)
+    );
+    assert!(
+        addresses
+            .iter()
+            .any(|a| a.type_ == MachineAddressType::Hostname && a.address == "node-small")
+    );
+    assert_eq!(condition(&mm, cond::READY).unwrap().status, "True");
+    assert_eq!(condition(&mm, cond::PAUSED).unwrap().status, "False");
+
+    // The request the gateway executed.
+    let host = Api::<MaasHost>::namespaced(client.clone(), &ns)
+        .get("node-small")
+        .await
+        .unwrap();
+    let request = host.spec.provisioning.clone().unwrap();
+    assert_eq!(request.image, "ubuntu/jammy");
+    assert!(request.deploy_in_memory);
+    let user_data = request.user_data_secret_ref.unwrap();
+    assert_eq!(
+        (user_data.name.as_str(), user_data.key.as_str()),
+        ("m1-bootstrap", "value")
+    );
+    assert_eq!(request.hostname.as_deref(), Some("node-small"));
+    assert_eq!(host.spec.consumer_ref.unwrap().uid, mm.uid().unwrap());
+    let big = Api::<MaasHost>::namespaced(client.clone(), &ns)
+        .get("node-big")
+        .await
+        .unwrap();
+    assert!(big.spec.consumer_ref.is_none());
+
+    let node = eventually("the Node's providerID", 30, || async {
+        nodes.get("node-small").await.ok().filter(|n| {
+            n.spec
+                .as_ref()
+                .and_then(|s| s.provider_id.as_ref())
+                .is_some()
+        })
+    })
+    .await;
+    assert_eq!(
+        node.spec.unwrap().provider_id.as_deref(),
+        Some("maas:///az1/sys-node-small")
+    );
+    for reason in ["HostClaimed", "MachineDeployed", "NodeProviderIDSet"] {
+        eventually(&format!("event {reason}"), 10, || async {
+            (!events(&client, &ns, "m1", reason).await.is_empty()).then_some(())
+        })
+        .await;
+    }
+
+    // Delete with the release held: the request goes, the claim and finalizer stay.
+    gateway.hold_release.store(true, Ordering::SeqCst);
+    Api::<MaasMachine>::namespaced(client.clone(), &ns)
+        .delete("m1", &DeleteParams::default())
+        .await
+        .unwrap();
+    let hosts_api: Api<MaasHost> = Api::namespaced(client.clone(), &ns);
+    let releasing = eventually("the host to be releasing", 30, || async {
+        let h = hosts_api.get("node-small").await.unwrap();
+        let state = h.status.as_ref().and_then(|s| s.provisioning_state);
+        (h.spec.provisioning.is_none()
+            && state == Some(capmaas_api::host::ProvisioningState::Releasing))
+        .then_some(h)
+    })
+    .await;
+    assert!(
+        releasing.spec.consumer_ref.is_some(),
+        "claim kept until released"
+    );
+    let mm = get_mm(&client, &ns, "m1")
+        .await
+        .expect("finalizer holds the object");
+    assert_eq!(
+        condition(&mm, cond::MACHINE_DEPLOYED).unwrap().reason,
+        "MachineTerminatedReason"
+    );
+
+    // Released: the claim goes, then the object.
+    gateway.hold_release.store(false, Ordering::SeqCst);
+    eventually("the MaasMachine to be gone", 30, || async {
+        get_mm(&client, &ns, "m1").await.is_none().then_some(())
+    })
+    .await;
+    let host = hosts_api.get("node-small").await.unwrap();
+    assert!(host.spec.consumer_ref.is_none());
+    assert!(
+        host.spec.reservation.is_none(),
+        "no nodeReuse: no reservation"
+    );
+}
