@@ -27,10 +27,21 @@ lint:
     cargo fmt --all -- --check
     cargo clippy --workspace --all-targets -- -D warnings
 
-# Everything needed, then every test: unit, integration against a real API server, simulator, python-libmaas.
+# Everything needed, then every test: unit, integration against a real API server, simulator,
+# python-libmaas, and the end-to-end scenarios (which run the built binaries).
 test: testenv libmaas
     cargo build --workspace --bins
     cargo test --workspace --no-fail-fast
+
+# Only the end-to-end scenarios: CAPI core, our binaries, maas-sim, two API servers.
+e2e: testenv
+    cargo build --workspace --bins
+    cargo test -p capmaas-e2e --no-fail-fast
+
+# A 3 + 5 node cluster on 20 simulated MAAS servers, shown live until ready; Ctrl-C stops it.
+demo: testenv
+    cargo build -q --workspace --bins
+    cargo run -q -p capmaas-e2e --bin demo
 
 # Benchmarks (numbers are printed, never asserted): simulator throughput and client overhead,
 # test control plane start-up time and memory.

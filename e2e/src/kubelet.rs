@@ -12,6 +12,7 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{Error, Result};
+use crate::objects::KUBERNETES_VERSION;
 
 const POLL: Duration = Duration::from_millis(250);
 
@@ -77,14 +78,21 @@ async fn register(nodes: &Api<Node>, hostname: &str) -> Result<()> {
         "apiVersion": "v1",
         "kind": "Node",
         "status": {
-            "conditions": [{
-                "type": "Ready", "status": "True", "reason": "KubeletReady",
-                "message": "kubelet stand-in is posting ready status",
-                "lastHeartbeatTime": now, "lastTransitionTime": now
-            }],
+            // CAPI's NodeHealthy needs the pressure conditions reported, not only Ready.
+            "conditions": [
+                {"type": "Ready", "status": "True", "reason": "KubeletReady",
+                 "message": "kubelet stand-in is posting ready status",
+                 "lastHeartbeatTime": now, "lastTransitionTime": now},
+                {"type": "MemoryPressure", "status": "False", "reason": "KubeletHasSufficientMemory",
+                 "message": "", "lastHeartbeatTime": now, "lastTransitionTime": now},
+                {"type": "DiskPressure", "status": "False", "reason": "KubeletHasNoDiskPressure",
+                 "message": "", "lastHeartbeatTime": now, "lastTransitionTime": now},
+                {"type": "PIDPressure", "status": "False", "reason": "KubeletHasSufficientPID",
+                 "message": "", "lastHeartbeatTime": now, "lastTransitionTime": now}
+            ],
             "nodeInfo": {
                 "architecture": "amd64", "bootID": "", "containerRuntimeVersion": "containerd://2.0.0",
-                "kernelVersion": "6.8.0", "kubeProxyVersion": "", "kubeletVersion": "v1.36.3",
+                "kernelVersion": "6.8.0", "kubeProxyVersion": "", "kubeletVersion": KUBERNETES_VERSION,
                 "machineID": hostname, "operatingSystem": "linux", "osImage": "Ubuntu 24.04 LTS",
                 "systemUUID": hostname
             }

@@ -7,6 +7,9 @@ use serde_json::{Value, json};
 const INFRA_GROUP: &str = "infrastructure.cluster.x-k8s.io";
 const INFRA_VERSION: &str = "infrastructure.cluster.x-k8s.io/v1beta1";
 const CAPI_VERSION: &str = "cluster.x-k8s.io/v1beta2";
+/// Kubernetes version of the declared Machines; the kubelet stand-in reports it, since
+/// CAPI only counts a Machine up to date when its Node runs the requested version.
+pub const KUBERNETES_VERSION: &str = "v1.33.0";
 
 /// What to declare.
 #[derive(Debug, Clone)]
@@ -149,7 +152,7 @@ impl ClusterSpec {
                     "metadata": {"labels": md_labels},
                     "spec": {
                         "clusterName": self.name,
-                        "version": "v1.33.0",
+                        "version": KUBERNETES_VERSION,
                         "bootstrap": {"dataSecretName": format!("{}-bootstrap", self.name)},
                         "infrastructureRef": {"apiGroup": INFRA_GROUP, "kind": "MaasMachineTemplate", "name": self.worker_template_name(image)}
                     }
@@ -181,7 +184,7 @@ impl ClusterSpec {
         labels["cluster.x-k8s.io/control-plane"] = json!("");
         let mut spec = json!({
             "clusterName": self.name,
-            "version": "v1.33.0",
+            "version": KUBERNETES_VERSION,
             "bootstrap": {"dataSecretName": format!("{}-bootstrap", self.name)},
             "infrastructureRef": {"apiGroup": INFRA_GROUP, "kind": "MaasMachine", "name": self.control_plane_name(index)}
         });

@@ -1,0 +1,514 @@
+//! End-to-end scenarios: CAPI core, maas-client, cluster-controller and
+//! machine-controller as processes, the MAAS simulator, two real API servers and the
+//! kubelet stand-in. One harness at a time (each is two API servers and five processes).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use capmaas_e2e::{ClusterSpec, Harness, HarnessConfig, apply, kubeconfig_secret, wait_for};
+use k8s_openapi::api::core::v1::{Event, Node};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use kube::core::GroupVersionKind;
+use kube::discovery::pinned_kind;
+use maas_sim::NodeStatus;
+use serde_json::{Value, json};
+
+/// The addresses MAAS serves for `fqdn`, through the MAAS API (None: no such record).
+async fn maas_dns(h: &Harness, fqdn: &str) -> Option<BTreeSet<String>> {
+    let key = maas_client::ApiKey::parse(&h.sim.api_key()).unwrap();
+    let client = maas_client::MaasClient::new(
+        maas_client::Config::builder(&h.sim.url(), key)
+            .build()
+            .unwrap(),
+    )
+    .unwrap();
+    let records = client
+        .list_dns_resources(&maas_client::DnsResourceFilter::default())
+        .await
+        .unwrap();
+    records.into_iter().find(|r| r.fqdn == fqdn).map(|r| {
+        r.ip_addresses
+            .iter()
+            .filter_map(|a| a.ip.map(|ip| ip.to_string()))
+            .collect()
+    })
+}
+
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+const LONG: Duration = Duration::from_secs(240);
+const POLL: Duration = Duration::from_millis(500);
+
+async fn api(
+    client: &kube::Client,
+    ns: &str,
+    group: &str,
+    version: &str,
+    kind: &str,
+) -> Api<DynamicObject> {
+    let (resource, _) = pinned_kind(client, &GroupVersionKind::gvk(group, version, kind))
+        .await
+        .unwrap();
+    Api::namespaced_with(client.clone(), ns, &resource)
+}
+
+async fn infra(h: &Harness, ns: &str, kind: &str) -> Api<DynamicObject> {
+    api(
+        &h.management.client(),
+        ns,
+        "infrastructure.cluster.x-k8s.io",
+        "v1beta1",
+        kind,
+    )
+    .await
+}
+
+async fn capi(h: &Harness, ns: &str, kind: &str) -> Api<DynamicObject> {
+    api(
+        &h.management.client(),
+        ns,
+        "cluster.x-k8s.io",
+        "v1beta2",
+        kind,
+    )
+    .await
+}
+
+async fn declare(h: &Harness, spec: &ClusterSpec) {
+    let kubeconfig = h.workload.kubeconfig_yaml().unwrap();
+    apply(
+        &h.management.client(),
+        &kubeconfig_secret(&spec.name, &spec.namespace, &kubeconfig),
+    )
+    .await
+    .unwrap();
+    for object in spec.objects() {
+        apply(&h.management.client(), &object).await.unwrap();
+    }
+}
+
+/// Machines of the cluster that are Running with a nodeRef.
+async fn running_machines(h: &Harness, ns: &str) -> Vec<DynamicObject> {
+    let machines = capi(h, ns, "Machine")
+        .await
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items;
+    machines
+        .into_iter()
+        .filter(|m| {
+            m.data["status"]["phase"] == "Running"
+                && m.data["status"]["nodeRef"]["name"].is_string()
+        })
+        .collect()
+}
+
+async fn wait_running(h: &mut Harness, ns: &str, count: usize) -> Vec<DynamicObject> {
+    let result = wait_for(
+        &format!("{count} Machines Running with a nodeRef"),
+        LONG,
+        POLL,
+        || async {
+            let running = running_machines(h, ns).await;
+            let total = capi(h, ns, "Machine")
+                .await
+                .list(&ListParams::default())
+                .await
+                .unwrap()
+                .items
+                .len();
+            Ok((running.len() == count && total == count).then_some(running))
+        },
+    )
+    .await;
+    h.ensure_running().unwrap();
+    result.unwrap_or_else(|e| panic!("{e}\n{}", h.logs(40)))
+}
+
+/// Every consumed host has one consumer and no consumer has two hosts.
+async fn assert_no_double_claims(h: &Harness, ns: &str) {
+    let hosts = infra(h, ns, "MaasHost")
+        .await
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items;
+    let mut consumers: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for host in &hosts {
+        if let Some(name) = host.data["spec"]["consumerRef"]["name"].as_str() {
+            consumers
+                .entry(name.to_owned())
+                .or_default()
+                .push(host.metadata.name.clone().unwrap());
+        }
+    }
+    for (consumer, hosts) in consumers {
+        assert_eq!(hosts.len(), 1, "{consumer} holds several hosts: {hosts:?}");
+    }
+}
+
+fn sim_counts(h: &Harness) -> BTreeMap<NodeStatus, usize> {
+    h.sim.state().status_counts()
+}
+
+fn in_use(h: &Harness) -> usize {
+    h.sim
+        .state()
+        .machines()
+        .iter()
+        .filter(|m| {
+            matches!(
+                m.status,
+                NodeStatus::Allocated | NodeStatus::Deploying | NodeStatus::Deployed
+            )
+        })
+        .count()
+}
+
+#[tokio::test]
+async fn story_cluster_scales_down_and_is_deleted_without_leaks() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let mut h = Harness::start(HarnessConfig::default()).await.unwrap();
+    let ns = h.management.create_namespace("story").await.unwrap();
+    let spec = ClusterSpec::story(&ns);
+    declare(&h, &spec).await;
+
+    let machines = wait_running(&mut h, &ns, 8).await;
+    // Every Machine got a providerID in the CAPMAAS format, and every Node carries it.
+    let provider_ids: BTreeSet<String> = machines
+        .iter()
+        .map(|m| m.data["spec"]["providerID"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(provider_ids.len(), 8);
+    assert!(
+        provider_ids.iter().all(|p| p.starts_with("maas:///")),
+        "{provider_ids:?}"
+    );
+    let nodes = Api::<Node>::all(h.workload.client())
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items;
+    let node_ids: BTreeSet<String> = nodes
+        .iter()
+        .filter_map(|n| n.spec.as_ref().and_then(|s| s.provider_id.clone()))
+        .collect();
+    assert_eq!(
+        node_ids, provider_ids,
+        "every Node has its Machine's providerID"
+    );
+    assert_no_double_claims(&h, &ns).await;
+
+    // The DNS record holds the control-plane addresses.
+    let control_plane_addresses: BTreeSet<String> = infra(&h, &ns, "MaasMachine")
+        .await
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .filter(|m| {
+            m.metadata
+                .name
+                .as_deref()
+                .is_some_and(|n| n.contains("control-plane"))
+        })
+        .flat_map(|m| {
+            m.data["status"]["addresses"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .filter(|a| a["type"] == "InternalIP")
+        .filter_map(|a| a["address"].as_str().map(str::to_owned))
+        .collect();
+    let records = infra(&h, &ns, "MaasDNSRecord").await;
+    wait_for(
+        "the DNS record to hold the control-plane addresses",
+        LONG,
+        POLL,
+        || async {
+            let record = records.get_opt("story").await.unwrap();
+            let addresses: BTreeSet<String> = record
+                .map(|r| {
+                    r.data["spec"]["addresses"]
+                        .as_array()
+                        .cloned()
+                        .unwrap_or_default()
+                })
+                .unwrap_or_default()
+                .iter()
+                .filter_map(|a| a.as_str().map(str::to_owned))
+                .collect();
+            Ok((!addresses.is_empty() && addresses == control_plane_addresses).then_some(()))
+        },
+    )
+    .await
+    .unwrap();
+
+    wait_for(
+        "MAAS to serve story.maas with the control-plane addresses",
+        LONG,
+        POLL,
+        || async {
+            Ok(
+                (maas_dns(&h, "story.maas").await.as_ref() == Some(&control_plane_addresses))
+                    .then_some(()),
+            )
+        },
+    )
+    .await
+    .unwrap();
+
+    // Scaling the workers 5 → 2 releases three servers.
+    let deployments = capi(&h, &ns, "MachineDeployment").await;
+    deployments
+        .patch(
+            "story-workers",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"replicas": 2}})),
+        )
+        .await
+        .unwrap();
+    wait_running(&mut h, &ns, 5).await;
+    wait_for("three servers released", LONG, POLL, || async {
+        Ok((in_use(&h) == 5).then_some(()))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}: {:?}", sim_counts(&h)));
+    assert_no_double_claims(&h, &ns).await;
+
+    // Deleting the Cluster releases every server and deletes the DNS record.
+    capi(&h, &ns, "Cluster")
+        .await
+        .delete("story", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_for("every server released", LONG, POLL, || async {
+        Ok((in_use(&h) == 0).then_some(()))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}: {:?}\n{}", sim_counts(&h), h.logs(30)));
+    wait_for("the DNS record to be deleted", LONG, POLL, || async {
+        Ok(records
+            .get_opt("story")
+            .await
+            .unwrap()
+            .is_none()
+            .then_some(()))
+    })
+    .await
+    .unwrap();
+    wait_for("MAAS to drop story.maas", LONG, POLL, || async {
+        Ok(maas_dns(&h, "story.maas").await.is_none().then_some(()))
+    })
+    .await
+    .unwrap();
+    h.ensure_running().unwrap();
+}
+
+#[tokio::test]
+async fn image_change_with_node_reuse_reimages_the_same_servers() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let mut h = Harness::start(HarnessConfig::default()).await.unwrap();
+    let ns = h.management.create_namespace("reuse").await.unwrap();
+    let mut spec = ClusterSpec::story(&ns);
+    spec.control_plane = 1;
+    spec.workers = 3;
+    spec.node_reuse = true;
+    declare(&h, &spec).await;
+    wait_running(&mut h, &ns, 4).await;
+    let workers_before: BTreeSet<String> = worker_system_ids(&h, &ns).await;
+    assert_eq!(workers_before.len(), 3);
+
+    apply(
+        &h.management.client(),
+        &spec.worker_template("ubuntu/noble"),
+    )
+    .await
+    .unwrap();
+    apply(
+        &h.management.client(),
+        &spec.machine_deployment("ubuntu/noble"),
+    )
+    .await
+    .unwrap();
+    let result = wait_for(
+        "the workers to be re-imaged with ubuntu/noble",
+        LONG,
+        POLL,
+        || async {
+            let noble = h
+                .sim
+                .state()
+                .machines()
+                .iter()
+                .filter(|m| m.status == NodeStatus::Deployed && m.distro_series.contains("noble"))
+                .count();
+            Ok((noble == 3 && running_machines(&h, &ns).await.len() == 4).then_some(()))
+        },
+    )
+    .await;
+    if let Err(e) = result {
+        panic!("{e}\n{}\n{}", describe_rollout(&h, &ns).await, h.logs(40));
+    }
+    assert_eq!(
+        worker_system_ids(&h, &ns).await,
+        workers_before,
+        "node reuse kept the same servers"
+    );
+    assert_no_double_claims(&h, &ns).await;
+}
+
+/// The MachineDeployment's status and each Machine's phase and conditions, for failures.
+async fn describe_rollout(h: &Harness, ns: &str) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    for md in capi(h, ns, "MachineDeployment")
+        .await
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+    {
+        let _ = writeln!(
+            out,
+            "MachineDeployment {:?}: {}",
+            md.metadata.name, md.data["status"]
+        );
+    }
+    for m in capi(h, ns, "Machine")
+        .await
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+    {
+        let _ = writeln!(
+            out,
+            "Machine {:?} phase {} conditions {}",
+            m.metadata.name, m.data["status"]["phase"], m.data["status"]["conditions"]
+        );
+    }
+    for m in infra(h, ns, "MaasMachine")
+        .await
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+    {
+        let _ = writeln!(
+            out,
+            "MaasMachine {:?} status {}",
+            m.metadata.name, m.data["status"]
+        );
+    }
+    out
+}
+
+async fn worker_system_ids(h: &Harness, ns: &str) -> BTreeSet<String> {
+    infra(h, ns, "MaasMachine")
+        .await
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .filter(|m| {
+            m.metadata
+                .name
+                .as_deref()
+                .is_some_and(|n| n.contains("workers"))
+        })
+        .filter_map(|m| m.data["spec"]["systemID"].as_str().map(str::to_owned))
+        .collect()
+}
+
+#[tokio::test]
+async fn paused_clusters_are_left_alone_and_impossible_requests_say_so() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let h = Harness::start(HarnessConfig::default()).await.unwrap();
+
+    // Paused: nothing is claimed or allocated.
+    let ns = h.management.create_namespace("paused").await.unwrap();
+    let mut spec = ClusterSpec::story(&ns);
+    spec.workers = 0;
+    declare(&h, &spec).await;
+    capi(&h, &ns, "Cluster")
+        .await
+        .patch(
+            "story",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"paused": true}})),
+        )
+        .await
+        .unwrap();
+    let paused_machine = spec.control_plane_maas_machine(0);
+    let machines = infra(&h, &ns, "MaasMachine").await;
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let machine = machines
+        .get(paused_machine["metadata"]["name"].as_str().unwrap())
+        .await
+        .unwrap();
+    assert!(
+        machine.data["spec"]["providerID"].is_null(),
+        "a paused cluster's machine was provisioned"
+    );
+
+    // Impossible: no host has 1000 cores; a condition and an Event say so.
+    let ns = h.management.create_namespace("impossible").await.unwrap();
+    let mut spec = ClusterSpec::story(&ns);
+    spec.control_plane = 1;
+    spec.workers = 0;
+    let mut objects = spec.objects();
+    for object in &mut objects {
+        if object["kind"] == "MaasMachine" {
+            object["spec"]["minCPU"] = json!(1000);
+        }
+    }
+    let kubeconfig = h.workload.kubeconfig_yaml().unwrap();
+    apply(
+        &h.management.client(),
+        &kubeconfig_secret(&spec.name, &ns, &kubeconfig),
+    )
+    .await
+    .unwrap();
+    for object in &objects {
+        apply(&h.management.client(), object).await.unwrap();
+    }
+    let machines = infra(&h, &ns, "MaasMachine").await;
+    let name = objects.iter().find(|o| o["kind"] == "MaasMachine").unwrap()["metadata"]["name"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let condition: Value = wait_for("a condition saying no host fits", LONG, POLL, || async {
+        let machine = machines.get(&name).await.unwrap();
+        Ok(machine.data["status"]["conditions"]
+            .as_array()
+            .and_then(|c| {
+                c.iter()
+                    .find(|c| {
+                        c["status"] == "False"
+                            && c["message"]
+                                .as_str()
+                                .is_some_and(|m| m.contains("CPU") || m.contains("cpu"))
+                    })
+                    .cloned()
+            }))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", h.logs(40)));
+    let events = Api::<Event>::namespaced(h.management.client(), &ns)
+        .list(&ListParams::default())
+        .await
+        .unwrap();
+    assert!(
+        events
+            .items
+            .iter()
+            .any(|e| e.involved_object.name.as_deref() == Some(name.as_str())
+                && e.type_.as_deref() == Some("Warning")),
+        "no Warning event for {name}; condition was {condition}"
+    );
+}
