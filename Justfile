@@ -43,11 +43,15 @@ demo: testenv
     cargo build -q --workspace --bins
     cargo run -q -p capmaas-e2e --bin demo
 
-# Benchmarks (numbers are printed, never asserted): simulator throughput and client overhead,
-# test control plane start-up time and memory.
+# Benchmarks (numbers are printed, never asserted): MAAS client and simulator throughput,
+# gateway MAAS calls and memory, test control plane start-up, and provisioning of 50, 200
+# and 500 machines end to end (release binaries; table in e2e/bench-results.md).
 bench: testenv
     cargo bench -p maas-client --bench throughput
+    cargo bench -p maas-gateway --bench gateway
     cargo run -q -p capmaas-testenv --example measure
+    cargo build --release --workspace --bins
+    CAPMAAS_BIN_DIR=target/release cargo run --release -q -p capmaas-e2e --bin bench
 
 # Run the MAAS simulator in the foreground with 20 machines (Ctrl-C stops it).
 sim *ARGS:
