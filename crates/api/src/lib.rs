@@ -6,6 +6,7 @@
 //! `crdgen` binary writes them to `deploy/crds/` and `docs/crd-reference.md`,
 //! and [`examples`] holds valid and invalid objects for API-server tests.
 
+pub mod capi;
 pub mod cluster;
 pub mod common;
 pub mod conditions;

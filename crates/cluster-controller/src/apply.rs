@@ -1,5 +1,6 @@
 //! A live, unpaused MaasCluster: endpoint, DNS record, status.
 
+use capmaas_api::capi::Cluster;
 use capmaas_api::conditions::{self as cond, reasons};
 use capmaas_api::keys::{LABEL_CLUSTER_NAME, LABEL_CONTROL_PLANE};
 use capmaas_api::{MaasCluster, MaasDNSRecord, MaasDNSRecordSpec, MaasMachine};
@@ -13,7 +14,6 @@ use kube::{Api, Resource, ResourceExt};
 use tracing::{debug, info};
 
 use crate::addresses::{addresses_differ, control_plane_addresses, parse_subnet, plan_addresses};
-use crate::capi::Cluster;
 use crate::controller::Ctx;
 use crate::error::{Error, Result};
 use crate::prober::{ClusterRef, ProbeState};

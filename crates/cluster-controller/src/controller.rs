@@ -3,6 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use capmaas_api::capi::Cluster;
 use capmaas_api::keys::{LABEL_CLUSTER_NAME, LABEL_CONTROL_PLANE};
 use capmaas_api::{MaasCluster, MaasDNSRecord, MaasMachine};
 use capmaas_runtime::{BoxError, ControllerMetrics, ErrorCategory, ObjectBackoff, error_chain};
@@ -16,7 +17,6 @@ use tracing::{Instrument, debug, info, info_span, warn};
 
 use crate::apply::{apply, pause};
 use crate::args::ControllerArgs;
-use crate::capi::Cluster;
 use crate::cleanup::cleanup;
 use crate::error::{Error, Result};
 use crate::prober::Prober;

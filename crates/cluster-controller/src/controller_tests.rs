@@ -1,6 +1,6 @@
 use super::*;
-use crate::capi::{ClusterSpec, ContractObjectReference};
 use crate::fixtures::{maas_cluster, machine};
+use capmaas_api::capi::{ClusterSpec, ContractObjectReference};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::runtime::{reflector, watcher};
 

@@ -12,7 +12,6 @@
 pub mod addresses;
 mod apply;
 pub mod args;
-pub mod capi;
 mod cleanup;
 pub mod controller;
 pub mod error;

@@ -4,6 +4,7 @@
 //! MaasDNSRecord and the probe state, asks these functions what the world should look like, and
 //! writes only the differences.
 
+use capmaas_api::capi::{CAPI_GROUP, CLUSTER_KIND, Cluster};
 use capmaas_api::cluster::ClusterNetworkStatus;
 use capmaas_api::cluster::{ApiEndpoint, FailureDomain, MaasClusterSpec};
 use capmaas_api::common::Initialization;
@@ -14,7 +15,6 @@ use capmaas_runtime::conditions::{ConditionStatus, NewCondition, set_condition, 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
 
-use crate::capi::{CAPI_GROUP, CLUSTER_KIND, Cluster};
 use crate::prober::ProbeState;
 
 /// Port of the generated endpoint when the Cluster does not name one.

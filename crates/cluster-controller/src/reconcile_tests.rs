@@ -1,8 +1,8 @@
 use super::*;
-use crate::capi::{ClusterEndpoint, ClusterNetwork, ClusterSpec};
 use crate::fixtures::{maas_cluster, machine};
 use crate::prober::probe_reason;
 use capmaas_api::MaasDNSRecordStatus;
+use capmaas_api::capi::{ClusterEndpoint, ClusterNetwork, ClusterSpec};
 use capmaas_api::conditions::DNS_RECORD_SYNCED;
 use capmaas_runtime::conditions::get_condition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;

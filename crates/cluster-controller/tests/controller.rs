@@ -7,6 +7,7 @@
 use std::future::Future;
 use std::time::Duration;
 
+use capmaas_api::capi::Cluster;
 use capmaas_api::conditions as cond;
 use capmaas_api::keys::{
     FINALIZER_MAAS_CLUSTER, FINALIZER_MAAS_DNS_RECORD, LABEL_CLUSTER_NAME, LABEL_CONTROL_PLANE,
@@ -14,7 +15,6 @@ use capmaas_api::keys::{
 use capmaas_api::{MaasCluster, MaasDNSRecord, MaasMachine};
 use capmaas_runtime::{CommonArgs, Runtime};
 use capmaas_testenv::TestEnv;
-use cluster_controller::capi::Cluster;
 use cluster_controller::{BINARY, ControllerArgs};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;

@@ -57,7 +57,10 @@ async fn outage_and_error_injection_converge_without_leaks() {
     );
 
     tokio::time::sleep(outage.saturating_sub(outage_started.elapsed())).await;
-    assert!(!gateway.task.is_finished(), "the gateway survives the whole outage");
+    assert!(
+        !gateway.task.is_finished(),
+        "the gateway survives the whole outage"
+    );
     assert!(
         state.machines().iter().all(|m| m.owner.is_none()),
         "nothing was allocated during the outage"

@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use capmaas_api::capi::{Cluster, Machine, is_capi_owner};
 use capmaas_api::conditions::reasons;
 use capmaas_api::{MaasHost, MaasMachine, keys};
 use capmaas_runtime::conditions::NewCondition;
@@ -14,7 +15,6 @@ use kube::{Api, Resource, ResourceExt};
 use serde_json::json;
 use tracing::warn;
 
-use crate::capi::{Cluster, Machine, is_capi_owner};
 use crate::context::Ctx;
 use crate::error::{Error, Result};
 use crate::host_ops::{self, Mutation};

@@ -8,6 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use capmaas_api::capi::{Cluster, Machine};
 use capmaas_api::conditions::{self as cond, reasons};
 use capmaas_api::host::ProvisioningState;
 use capmaas_api::{MaasHost, MaasMachine, keys};
@@ -21,7 +22,6 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use crate::actions::{self, Flow, State};
-use crate::capi::{Cluster, Machine};
 use crate::context::{BINARY, Ctx, Options, wait_backoff};
 use crate::error::Error;
 use crate::reconcile::{Observed, decide};

@@ -13,7 +13,6 @@
 //! Run it in-process (tests, embedding) with [`run_controller`].
 
 pub mod actions;
-pub mod capi;
 pub mod choose;
 mod claiming;
 pub mod context;

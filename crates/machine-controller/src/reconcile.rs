@@ -2,12 +2,12 @@
 //! observed. The I/O layer ([`crate::controller`]) observes, asks [`decide`], performs the one
 //! step, updates its observation from the API's answer and asks again, until a step waits.
 
+use capmaas_api::capi::{Cluster, Machine};
 use capmaas_api::conditions::reasons;
 use capmaas_api::host::ProvisioningState;
 use capmaas_api::{MaasHost, MaasMachine, keys};
 use kube::ResourceExt;
 
-use crate::capi::{Cluster, Machine};
 use crate::choose::HostRequest;
 
 /// Everything a decision depends on.

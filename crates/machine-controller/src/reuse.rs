@@ -6,6 +6,9 @@
 //! `spec.machineTemplate.spec.infrastructureRef`), falling back to the MachineSet's template
 //! and then to the `cloned-from` annotations, which CAPI does not always set.
 
+use capmaas_api::capi::{
+    CAPI_GROUP, Machine, MachineDeployment, MachineSet, api_group, is_capi_owner,
+};
 use capmaas_api::host::{HostReservation, ReservationOwner};
 use capmaas_api::machine::MaasMachineTemplate;
 use capmaas_api::{MaasMachine, keys};
@@ -14,7 +17,6 @@ use kube::api::{ApiResource, DynamicObject};
 use kube::core::GroupVersionKind;
 use kube::{Api, Client, Resource, ResourceExt};
 
-use crate::capi::{Machine, MachineDeployment, MachineSet, api_group, is_capi_owner};
 use crate::error::{Error, Result};
 
 /// `groupkind` value of the `cloned-from` annotation for our template kind.
@@ -97,7 +99,7 @@ pub async fn resolve(
             None => target_owner = owner_from_ref(owner),
         }
         templates.extend(set_template);
-    } else if api_group(&owner.api_version) == crate::capi::CAPI_GROUP {
+    } else if api_group(&owner.api_version) == CAPI_GROUP {
         // A Machine owned directly by another CAPI core kind (e.g. a MachinePool) has no
         // template we can reuse for.
         return Ok(None);

@@ -1,12 +1,12 @@
 //! Builders shared by the unit tests.
 
+use capmaas_api::capi::{Cluster, Machine};
 use capmaas_api::host::{MaasHostSpec, MaasHostStatus, ProvisioningState};
 use capmaas_api::machine::MaasMachineSpec;
 use capmaas_api::{MaasHost, MaasMachine, keys};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
 use serde_json::json;
 
-use crate::capi::{Cluster, Machine};
 use crate::status::consumer_ref;
 
 pub(crate) fn maas_machine(name: &str) -> MaasMachine {

@@ -10,6 +10,7 @@ use crate::error::ApiError;
 use crate::model::{DnsResource, Domain, Pool, Tag, Zone};
 use crate::render;
 use crate::routes::Kind;
+use crate::world::World;
 
 pub(super) fn version() -> Value {
     json!({"capabilities": ["networks-management", "static-ipaddresses", "ipv6-deployment-ubuntu",
@@ -30,8 +31,8 @@ fn required<'a>(call: &'a Call<'_>, key: &str) -> Result<&'a str, ApiError> {
 
 pub(super) fn dispatch(kind: Kind, action: &str, call: &mut Call<'_>) -> Result<Reply, ApiError> {
     match kind {
-        Kind::Zones | Kind::Zone => zones(kind, action, call),
-        Kind::Pools | Kind::Pool => pools(kind, action, call),
+        Kind::Zones | Kind::Zone => named_objects::<Zone>(kind == Kind::Zones, action, call),
+        Kind::Pools | Kind::Pool => named_objects::<Pool>(kind == Kind::Pools, action, call),
         Kind::Tags | Kind::Tag => super::tags::dispatch(kind, action, call),
         Kind::Domains | Kind::Domain => domains(kind, action, call),
         Kind::DnsResources | Kind::DnsResource => super::dns::dispatch(kind, action, call),
@@ -62,152 +63,172 @@ pub(super) fn dispatch(kind: Kind, action: &str, call: &mut Call<'_>) -> Result<
     }
 }
 
-fn zones(kind: Kind, action: &str, call: &mut Call<'_>) -> Result<Reply, ApiError> {
-    if kind == Kind::Zones {
-        if action == "create" {
-            call.require_admin()?;
-            let name = required(call, "name")?.to_owned();
-            if call.world.zones.iter().any(|z| z.name == name) {
-                return Err(ApiError::field(
-                    "name",
-                    "Zone with this Name already exists.",
-                ));
-            }
-            let zone = Zone {
-                id: call.world.new_id(),
-                name,
-                description: call
-                    .params
-                    .get("description")
-                    .unwrap_or_default()
-                    .to_owned(),
-            };
-            let value = render::zone(&zone);
-            call.world.zones.push(zone);
-            call.world.dirty = true;
-            return Ok(Reply::ok(value));
-        }
-        let mut zones: Vec<&Zone> = call.world.zones.iter().collect();
-        zones.sort_by(|a, b| a.name.cmp(&b.name));
-        return Ok(Reply::ok(Value::Array(
-            zones.into_iter().map(render::zone).collect(),
-        )));
-    }
-    let name = call.arg(0).to_owned();
-    let index = call
-        .world
-        .zones
-        .iter()
-        .position(|z| z.name == name)
-        .ok_or_else(|| ApiError::no_match("Zone"))?;
-    match action {
-        "update" => {
-            call.require_admin()?;
-            if let Some(new_name) = call.params.get_nonempty("name") {
-                let new_name = new_name.to_owned();
-                for m in call.world.machines.iter_mut().filter(|m| m.zone == name) {
-                    m.zone.clone_from(&new_name);
-                }
-                call.world.zones[index].name = new_name;
-            }
-            if let Some(d) = call.params.get("description") {
-                d.clone_into(&mut call.world.zones[index].description);
-            }
-            call.world.dirty = true;
-        }
-        "delete" => {
-            call.require_admin()?;
-            if name == "default" {
-                return Err(ApiError::bad_request(
-                    "This zone is the default zone, it cannot be deleted.",
-                ));
-            }
-            call.world.zones.remove(index);
-            for m in call.world.machines.iter_mut().filter(|m| m.zone == name) {
-                "default".clone_into(&mut m.zone);
-            }
-            call.world.dirty = true;
-            return Ok(deleted());
-        }
-        _ => {}
-    }
-    Ok(Reply::ok(render::zone(&call.world.zones[index])))
+/// An `{id, name, description}` record; zones and resource pools are both.
+trait Record {
+    fn new(id: u64, name: String, description: String) -> Self;
+    fn name(&self) -> &str;
+    /// Name and description, to update them.
+    fn text_mut(&mut self) -> (&mut String, &mut String);
 }
 
-fn pools(kind: Kind, action: &str, call: &mut Call<'_>) -> Result<Reply, ApiError> {
-    if kind == Kind::Pools {
+macro_rules! impl_record {
+    ($($ty:ty),*) => {$(
+        impl Record for $ty {
+            fn new(id: u64, name: String, description: String) -> Self {
+                Self { id, name, description }
+            }
+            fn name(&self) -> &str {
+                &self.name
+            }
+            fn text_mut(&mut self) -> (&mut String, &mut String) {
+                (&mut self.name, &mut self.description)
+            }
+        }
+    )*};
+}
+impl_record!(Zone, Pool);
+
+/// A collection of named objects that machines belong to by name (zones, resource pools).
+///
+/// Both answer alike (create with a unique name, sorted list, read/update/delete one); only the
+/// texts, the lookup key and what may be deleted differ.
+trait NamedObject: Record + Sized {
+    /// Model name in "No <model> matches the given query."
+    const MODEL: &'static str;
+    /// Error text when creating an object whose name is taken.
+    const DUPLICATE_NAME: &'static str;
+
+    fn render(&self) -> Value;
+    /// Whether the path argument `key` designates this object.
+    fn matches(&self, key: &str) -> bool;
+    /// The collection, and for every machine the field naming the object it belongs to.
+    fn split(world: &mut World) -> (&mut Vec<Self>, Vec<&mut String>);
+    /// Refuses deleting an object MAAS keeps; `members` as from [`NamedObject::split`].
+    fn check_delete(&self, members: &[&mut String]) -> Result<(), ApiError>;
+}
+
+impl NamedObject for Zone {
+    const MODEL: &'static str = "Zone";
+    const DUPLICATE_NAME: &'static str = "Zone with this Name already exists.";
+
+    fn render(&self) -> Value {
+        render::zone(self)
+    }
+    fn matches(&self, key: &str) -> bool {
+        self.name == key
+    }
+    fn split(world: &mut World) -> (&mut Vec<Self>, Vec<&mut String>) {
+        let members = world.machines.iter_mut().map(|m| &mut m.zone).collect();
+        (&mut world.zones, members)
+    }
+    fn check_delete(&self, _members: &[&mut String]) -> Result<(), ApiError> {
+        if self.name == DEFAULT {
+            return Err(ApiError::bad_request(
+                "This zone is the default zone, it cannot be deleted.",
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl NamedObject for Pool {
+    const MODEL: &'static str = "ResourcePool";
+    const DUPLICATE_NAME: &'static str = "Resource pool with this Name already exists.";
+
+    fn render(&self) -> Value {
+        render::pool(self)
+    }
+    fn matches(&self, key: &str) -> bool {
+        self.id.to_string() == key || self.name == key
+    }
+    fn split(world: &mut World) -> (&mut Vec<Self>, Vec<&mut String>) {
+        let members = world.machines.iter_mut().map(|m| &mut m.pool).collect();
+        (&mut world.pools, members)
+    }
+    fn check_delete(&self, members: &[&mut String]) -> Result<(), ApiError> {
+        if self.id == 0 {
+            return Err(ApiError::bad_request(
+                "This is the default pool, it cannot be deleted.",
+            ));
+        }
+        if members.iter().any(|m| **m == self.name) {
+            return Err(ApiError::bad_request(
+                "Pool has machines in it, it cannot be deleted.",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Name of the zone and pool machines fall back to.
+const DEFAULT: &str = "default";
+
+/// Handler of a [`NamedObject`] collection (`collection`) or of one of its objects.
+fn named_objects<T: NamedObject>(
+    collection: bool,
+    action: &str,
+    call: &mut Call<'_>,
+) -> Result<Reply, ApiError> {
+    if collection {
         if action == "create" {
             call.require_admin()?;
             let name = required(call, "name")?.to_owned();
-            if call.world.pools.iter().any(|p| p.name == name) {
-                return Err(ApiError::field(
-                    "name",
-                    "Resource pool with this Name already exists.",
-                ));
+            if T::split(call.world).0.iter().any(|o| o.name() == name) {
+                return Err(ApiError::field("name", T::DUPLICATE_NAME));
             }
-            let pool = Pool {
-                id: call.world.new_id(),
-                name,
-                description: call
-                    .params
-                    .get("description")
-                    .unwrap_or_default()
-                    .to_owned(),
-            };
-            let value = render::pool(&pool);
-            call.world.pools.push(pool);
+            let description = call.params.get("description").unwrap_or_default();
+            let object = T::new(call.world.new_id(), name, description.to_owned());
+            let value = object.render();
+            T::split(call.world).0.push(object);
             call.world.dirty = true;
             return Ok(Reply::ok(value));
         }
-        let mut pools: Vec<&Pool> = call.world.pools.iter().collect();
-        pools.sort_by(|a, b| a.name.cmp(&b.name));
+        let (objects, _) = T::split(call.world);
+        let mut objects: Vec<&T> = objects.iter().collect();
+        objects.sort_by(|a, b| a.name().cmp(b.name()));
         return Ok(Reply::ok(Value::Array(
-            pools.into_iter().map(render::pool).collect(),
+            objects.into_iter().map(T::render).collect(),
         )));
     }
-    let key = call.arg(0).to_owned();
-    let index = call
-        .world
-        .pools
+    let (args, params) = (call.args, call.params);
+    let key = args.first().map_or("", String::as_str);
+    let (objects, _) = T::split(call.world);
+    let index = objects
         .iter()
-        .position(|p| p.id.to_string() == key || p.name == key)
-        .ok_or_else(|| ApiError::no_match("ResourcePool"))?;
-    match action {
-        "update" => {
-            call.require_admin()?;
-            let old = call.world.pools[index].name.clone();
-            if let Some(new_name) = call.params.get_nonempty("name") {
-                let new_name = new_name.to_owned();
-                for m in call.world.machines.iter_mut().filter(|m| m.pool == old) {
-                    m.pool.clone_from(&new_name);
-                }
-                call.world.pools[index].name = new_name;
-            }
-            if let Some(d) = call.params.get("description") {
-                d.clone_into(&mut call.world.pools[index].description);
-            }
-            call.world.dirty = true;
-        }
-        "delete" => {
-            call.require_admin()?;
-            let name = call.world.pools[index].name.clone();
-            if call.world.pools[index].id == 0 {
-                return Err(ApiError::bad_request(
-                    "This is the default pool, it cannot be deleted.",
-                ));
-            }
-            if call.world.machines.iter().any(|m| m.pool == name) {
-                return Err(ApiError::bad_request(
-                    "Pool has machines in it, it cannot be deleted.",
-                ));
-            }
-            call.world.pools.remove(index);
-            call.world.dirty = true;
-            return Ok(deleted());
-        }
-        _ => {}
+        .position(|o| o.matches(key))
+        .ok_or_else(|| ApiError::no_match(T::MODEL))?;
+    if action != "update" && action != "delete" {
+        return Ok(Reply::ok(objects[index].render()));
     }
-    Ok(Reply::ok(render::pool(&call.world.pools[index])))
+    call.require_admin()?;
+    let (objects, mut members) = T::split(call.world);
+    if action == "delete" {
+        objects[index].check_delete(&members)?;
+        let removed = objects.remove(index);
+        // The zone's machines move to the default zone (a pool with machines is kept).
+        for member in &mut members {
+            if **member == removed.name() {
+                DEFAULT.clone_into(member);
+            }
+        }
+        call.world.dirty = true;
+        return Ok(deleted());
+    }
+    let (name, description) = objects[index].text_mut();
+    if let Some(new_name) = params.get_nonempty("name") {
+        for member in &mut members {
+            if **member == *name {
+                new_name.clone_into(member);
+            }
+        }
+        new_name.clone_into(name);
+    }
+    if let Some(d) = params.get("description") {
+        d.clone_into(description);
+    }
+    let value = objects[index].render();
+    call.world.dirty = true;
+    Ok(Reply::ok(value))
 }
 
 fn domains(kind: Kind, action: &str, call: &mut Call<'_>) -> Result<Reply, ApiError> {
@@ -380,4 +401,130 @@ pub(super) fn tagged_machines(call: &Call<'_>, tag: &str) -> Value {
             .map(|m| render::machine(world, m))
             .collect(),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::Caller;
+    use crate::config::SimConfig;
+    use crate::error::ErrorBody;
+    use crate::inventory::build_world;
+    use crate::params::parse_urlencoded;
+
+    /// Runs `"<action> <zones|pools>[/<key>][?<params>] -> <status> <body>"` steps in order as an
+    /// admin, in a world of zones `default, z1, z2`, pools `default (id 0), p1, p2` and two
+    /// machines, in `default`/`default` and `z1`/`p1`. Objects are shown as `name:description`.
+    fn check(steps: &[&str]) -> World {
+        let mut w = build_world(&SimConfig {
+            machines: 2,
+            zones: vec!["z1".into(), "z2".into()],
+            pools: vec!["p1".into(), "p2".into()],
+            ..SimConfig::default()
+        })
+        .unwrap();
+        let admin = Caller {
+            username: "admin".into(),
+            is_admin: true,
+        };
+        for step in steps {
+            let (request, expected) = step.split_once(" -> ").unwrap();
+            let (action, target) = request.split_once(' ').unwrap();
+            let (path, query) = target.split_once('?').unwrap_or((target, ""));
+            let (collection, key) = path
+                .split_once('/')
+                .map_or((path, None), |(c, k)| (c, Some(k)));
+            let kind = match (collection, key.is_some()) {
+                ("zones", false) => Kind::Zones,
+                ("zones", true) => Kind::Zone,
+                ("pools", false) => Kind::Pools,
+                ("pools", true) => Kind::Pool,
+                _ => panic!("bad step {step}"),
+            };
+            let args: Vec<String> = key.into_iter().map(str::to_owned).collect();
+            let params = parse_urlencoded(query.as_bytes());
+            let call = &mut Call {
+                caller: &admin,
+                params: &params,
+                args: &args,
+                world: &mut w,
+            };
+            let brief = |o: &Value| {
+                let text = |k: &str| o[k].as_str().unwrap_or_default().to_owned();
+                format!("{}:{}", text("name"), text("description"))
+            };
+            let (status, body) = match dispatch(kind, action, call) {
+                Ok(Reply::Json(status, Value::Array(list))) => {
+                    (status, list.iter().map(brief).collect::<Vec<_>>().join(","))
+                }
+                Ok(Reply::Json(status, object)) => (status, brief(&object)),
+                Ok(Reply::Empty(status)) => (status, String::new()),
+                Err(e) => match e.body {
+                    ErrorBody::Text(text) => (e.status, text),
+                    ErrorBody::Json(json) => (e.status, json.to_string()),
+                    other => panic!("unexpected error body {other:?}"),
+                },
+                other => panic!("unexpected answer {other:?}"),
+            };
+            assert_eq!(
+                format!("{} {body}", status.as_u16()).trim_end(),
+                expected,
+                "{step}"
+            );
+        }
+        w
+    }
+
+    #[test]
+    fn create_needs_a_free_name_and_lists_are_sorted() {
+        let w = check(&[
+            "create zones?name=b&description=rack -> 200 b:rack",
+            "create pools?name=a -> 200 a:",
+            r#"create zones?name=z1 -> 400 {"name":["Zone with this Name already exists."]}"#,
+            r#"create pools?name=default -> 400 {"name":["Resource pool with this Name already exists."]}"#,
+            "read zones -> 200 b:rack,default:,z1:,z2:",
+            "read pools -> 200 a:,default:,p1:,p2:",
+        ]);
+        assert!(w.dirty);
+    }
+
+    #[test]
+    fn zones_are_found_by_name_and_pools_by_id_or_name() {
+        check(&[
+            "read zones/z2 -> 200 z2:",
+            "read zones/1 -> 404 No Zone matches the given query.",
+            "read pools/0 -> 200 default:",
+            "read pools/p2 -> 200 p2:",
+            "update pools/gold?name=x -> 404 No ResourcePool matches the given query.",
+        ]);
+    }
+
+    #[test]
+    fn renaming_carries_the_machines_along() {
+        let w = check(&[
+            "update zones/z1?name=z9&description=d -> 200 z9:d",
+            "update pools/p1?name=&description= -> 200 p1:",
+            "update pools/p1?name=p9 -> 200 p9:",
+        ]);
+        let homes: Vec<_> = w
+            .machines
+            .iter()
+            .map(|m| (m.zone.as_str(), m.pool.as_str()))
+            .collect();
+        assert_eq!(homes, [("default", "default"), ("z9", "p9")]);
+    }
+
+    #[test]
+    fn deleting_keeps_defaults_and_rehomes_zone_machines() {
+        let w = check(&[
+            "delete zones/default -> 400 This zone is the default zone, it cannot be deleted.",
+            "delete zones/z1 -> 204",
+            "read zones -> 200 default:,z2:",
+            "delete pools/0 -> 400 This is the default pool, it cannot be deleted.",
+            "delete pools/p1 -> 400 Pool has machines in it, it cannot be deleted.",
+            "delete pools/p2 -> 204",
+            "read pools -> 200 default:,p1:",
+        ]);
+        assert_eq!(w.machines[1].zone, "default");
+    }
 }
