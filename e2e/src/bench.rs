@@ -96,7 +96,7 @@ pub async fn run(machines: usize, deploy_time: Duration, timeout: Duration) -> R
         .iter()
         .chain(std::iter::once(harness.capi_manager()))
     {
-        if let Some(kib) = process.pid().and_then(peak_rss_kib) {
+        if let Some(kib) = process.peak_resident_memory_kib() {
             peak_rss_mib.insert(process.name().to_owned(), kib_to_mib(kib));
         }
     }
@@ -192,15 +192,6 @@ fn parse_writes(metrics: &str) -> Writes {
         }
     }
     writes
-}
-
-fn peak_rss_kib(pid: u32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    status
-        .lines()
-        .find(|l| l.starts_with("VmHWM:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse().ok())
 }
 
 fn kib_to_mib(kib: u64) -> f64 {

@@ -57,6 +57,7 @@ pub struct Harness {
     pub sim: RunningSim,
     capi: Process,
     controllers: Vec<Process>,
+    log_filter: String,
     dir: tempfile::TempDir,
     cancel: CancellationToken,
 }
@@ -124,18 +125,19 @@ impl Harness {
             sim,
             capi,
             controllers: Vec::new(),
+            log_filter: config.log_filter,
             dir,
             cancel,
         };
         for name in CONTROLLERS {
-            let process = harness.start_controller(name, &config.log_filter)?;
+            let process = harness.start_controller(name)?;
             harness.controllers.push(process);
         }
         Ok(harness)
     }
 
     /// Starts (or restarts) one of our binaries against the management API server.
-    pub fn start_controller(&self, name: &'static str, log_filter: &str) -> Result<Process> {
+    pub fn start_controller(&self, name: &'static str) -> Result<Process> {
         let binary = binary(name)?;
         let args = vec![
             format!(
@@ -148,7 +150,7 @@ impl Harness {
         ];
         let url = self.sim.url();
         let key = self.sim.api_key();
-        let mut env: Vec<(&str, &str)> = vec![("RUST_LOG", log_filter)];
+        let mut env: Vec<(&str, &str)> = vec![("RUST_LOG", &self.log_filter)];
         if name == "maas-client" {
             env.push(("MAAS_ENDPOINT", &url));
             env.push(("MAAS_API_KEY", &key));
@@ -162,7 +164,7 @@ impl Harness {
             let mut old = self.controllers.remove(index);
             old.kill().await;
         }
-        let process = self.start_controller(name, "info")?;
+        let process = self.start_controller(name)?;
         self.controllers.push(process);
         Ok(())
     }
@@ -219,6 +221,20 @@ impl Drop for Harness {
             eprintln!("e2e process logs (test panicked):\n{}", self.logs(80));
         }
     }
+}
+
+/// A dynamic API for `group/version` `kind` in namespace `ns`, found by discovery.
+pub async fn dynamic_api(
+    client: &kube::Client,
+    ns: &str,
+    group: &str,
+    version: &str,
+    kind: &str,
+) -> Result<Api<DynamicObject>> {
+    let (resource, _) = pinned_kind(client, &GroupVersionKind::gvk(group, version, kind))
+        .await
+        .map_err(Error::kube(format!("discovering {group}/{version} {kind}")))?;
+    Ok(Api::namespaced_with(client.clone(), ns, &resource))
 }
 
 /// Server-side applies `object` with field manager `e2e`.

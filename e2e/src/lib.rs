@@ -12,5 +12,5 @@ pub mod objects;
 pub mod progress;
 
 pub use error::{Error, Result};
-pub use harness::{Harness, HarnessConfig, apply, wait_for};
+pub use harness::{Harness, HarnessConfig, apply, dynamic_api, wait_for};
 pub use objects::{ClusterSpec, kubeconfig_secret};

@@ -5,12 +5,11 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use kube::api::{Api, DynamicObject, ListParams};
-use kube::core::GroupVersionKind;
-use kube::discovery::pinned_kind;
+use kube::api::{DynamicObject, ListParams};
 use maas_sim::SimHandle;
 
 use crate::error::{Error, Result};
+use crate::harness::dynamic_api;
 
 /// One observation of the cluster.
 #[derive(Debug, Clone, Default)]
@@ -75,10 +74,7 @@ async fn list(
     version: &str,
     kind: &str,
 ) -> Result<Vec<DynamicObject>> {
-    let (resource, _) = pinned_kind(client, &GroupVersionKind::gvk(group, version, kind))
-        .await
-        .map_err(Error::kube(format!("discovering {kind}")))?;
-    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &resource);
+    let api = dynamic_api(client, ns, group, version, kind).await?;
     Ok(api
         .list(&ListParams::default())
         .await

@@ -5,20 +5,20 @@
 
 use std::time::Duration;
 
-use capmaas_e2e::{ClusterSpec, apply, capi, wait_for};
+use capmaas_e2e::{ClusterSpec, apply, capi, dynamic_api, wait_for};
 use capmaas_testenv::TestEnv;
 use kube::api::{Api, DynamicObject, ListParams};
-use kube::core::GroupVersionKind;
-use kube::discovery::pinned_kind;
 
 async fn maas_api(client: &kube::Client, ns: &str, kind: &str) -> Api<DynamicObject> {
-    let (resource, _) = pinned_kind(
+    dynamic_api(
         client,
-        &GroupVersionKind::gvk("infrastructure.cluster.x-k8s.io", "v1beta1", kind),
+        ns,
+        "infrastructure.cluster.x-k8s.io",
+        "v1beta1",
+        kind,
     )
     .await
-    .unwrap();
-    Api::namespaced_with(client.clone(), ns, &resource)
+    .unwrap()
 }
 
 fn owned_by(object: &DynamicObject, kind: &str) -> bool {

@@ -6,11 +6,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use capmaas_e2e::{ClusterSpec, Harness, HarnessConfig, apply, kubeconfig_secret, wait_for};
+use capmaas_e2e::{
+    ClusterSpec, Harness, HarnessConfig, apply, dynamic_api, kubeconfig_secret, wait_for,
+};
 use k8s_openapi::api::core::v1::{Event, Node};
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
-use kube::core::GroupVersionKind;
-use kube::discovery::pinned_kind;
 use maas_sim::NodeStatus;
 use serde_json::{Value, json};
 
@@ -46,10 +46,7 @@ async fn api(
     version: &str,
     kind: &str,
 ) -> Api<DynamicObject> {
-    let (resource, _) = pinned_kind(client, &GroupVersionKind::gvk(group, version, kind))
-        .await
-        .unwrap();
-    Api::namespaced_with(client.clone(), ns, &resource)
+    dynamic_api(client, ns, group, version, kind).await.unwrap()
 }
 
 async fn infra(h: &Harness, ns: &str, kind: &str) -> Api<DynamicObject> {

@@ -8,15 +8,6 @@ fn mib(kib: u64) -> f64 {
     f64::from(u32::try_from(kib).unwrap_or(u32::MAX)) / 1024.0
 }
 
-fn rss_kib(pid: u32) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    status
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse().ok())
-}
-
 #[tokio::main]
 async fn main() -> Result<(), capmaas_testenv::Error> {
     const RUNS: usize = 3;
@@ -30,7 +21,7 @@ async fn main() -> Result<(), capmaas_testenv::Error> {
             println!("testenv: resident memory after start (all CRDs installed):");
             let mut total = 0;
             for process in env.processes() {
-                let rss = process.pid().and_then(rss_kib).unwrap_or(0);
+                let rss = process.resident_memory_kib().unwrap_or(0);
                 total += rss;
                 println!("  {:<26} {:>7.1} MiB", process.name(), mib(rss));
             }

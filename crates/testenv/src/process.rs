@@ -69,6 +69,25 @@ impl Process {
         self.child.id()
     }
 
+    /// Resident memory now (`VmRSS`), KiB, while the process runs (Linux `/proc`).
+    pub fn resident_memory_kib(&self) -> Option<u64> {
+        self.proc_status_kib("VmRSS:")
+    }
+
+    /// Peak resident memory so far (`VmHWM`), KiB, while the process runs.
+    pub fn peak_resident_memory_kib(&self) -> Option<u64> {
+        self.proc_status_kib("VmHWM:")
+    }
+
+    fn proc_status_kib(&self, field: &str) -> Option<u64> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid()?)).ok()?;
+        status
+            .lines()
+            .find(|l| l.starts_with(field))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse().ok())
+    }
+
     /// Path of the file that receives the process output.
     pub fn log_path(&self) -> &Path {
         &self.log
