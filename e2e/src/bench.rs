@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
@@ -202,6 +203,25 @@ fn u64_to_f64(n: u64) -> f64 {
     f64::from(u32::try_from(n).unwrap_or(u32::MAX))
 }
 
+/// How the benchmarked binaries were built, in words that hold on any machine: the cargo
+/// profile (from the folder name, `target/<profile>`) and the folder, relative to the
+/// repository when it is inside it.
+pub fn describe_binaries(bin_dir: &Path, repo_root: &Path) -> String {
+    let profile = match bin_dir.file_name().and_then(|name| name.to_str()) {
+        Some("release") => "release build (`cargo build --release`)",
+        Some("debug") => "debug build (`cargo build`)",
+        _ => "build profile unknown",
+    };
+    let folder = if bin_dir.is_relative() {
+        format!("`{}`", bin_dir.display())
+    } else if let Ok(inside) = bin_dir.strip_prefix(repo_root) {
+        format!("`{}`", inside.display())
+    } else {
+        "a folder outside the repository (`CAPMAAS_BIN_DIR`)".to_owned()
+    };
+    format!("{profile}, binaries from {folder}")
+}
+
 /// A Markdown table of the results.
 pub fn table(results: &[BenchResult]) -> String {
     let names: Vec<String> = results
@@ -284,5 +304,22 @@ mod tests {
             "{table}"
         );
         assert!(table.contains("peak RSS maas-client"));
+    }
+
+    #[test]
+    fn binaries_are_described_by_profile_and_repository_folder() {
+        let repo = Path::new("/home/someone/capmaas-rs");
+        assert_eq!(
+            describe_binaries(&repo.join("target/release"), repo),
+            "release build (`cargo build --release`), binaries from `target/release`"
+        );
+        assert_eq!(
+            describe_binaries(Path::new("target/debug"), repo),
+            "debug build (`cargo build`), binaries from `target/debug`"
+        );
+        assert_eq!(
+            describe_binaries(Path::new("/opt/bin"), repo),
+            "build profile unknown, binaries from a folder outside the repository (`CAPMAAS_BIN_DIR`)"
+        );
     }
 }

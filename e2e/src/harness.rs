@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use capmaas_testenv::{Process, TestEnv, free_port, repo_root};
+use capmaas_testenv::{Process, TestEnv, free_port, poll_until, repo_root};
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::core::GroupVersionKind;
 use kube::discovery::pinned_kind;
@@ -259,28 +259,22 @@ pub async fn apply(client: &kube::Client, object: &Value) -> Result<DynamicObjec
     .map_err(Error::kube(format!("applying {kind} {name}")))
 }
 
-/// Polls `check` every `every` until it returns `Some`, or fails after `timeout`.
+/// Polls `check` every `every` until it returns `Some`, or fails after `timeout`
+/// ([`capmaas_testenv::poll_until`]; a timeout is [`Error::Timeout`]).
 pub async fn wait_for<T, F, Fut>(
     what: &str,
     timeout: Duration,
     every: Duration,
-    mut check: F,
+    check: F,
 ) -> Result<T>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<Option<T>>>,
 {
-    let deadline = tokio::time::Instant::now() + timeout;
-    loop {
-        if let Some(value) = check().await? {
-            return Ok(value);
-        }
-        if tokio::time::Instant::now() > deadline {
-            return Err(Error::Timeout {
-                what: what.into(),
-                seconds: timeout.as_secs(),
-            });
-        }
-        tokio::time::sleep(every).await;
-    }
+    poll_until(timeout, every, check)
+        .await?
+        .ok_or_else(|| Error::Timeout {
+            what: what.into(),
+            seconds: timeout.as_secs(),
+        })
 }

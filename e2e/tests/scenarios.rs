@@ -16,15 +16,15 @@ use serde_json::{Value, json};
 
 /// The addresses MAAS serves for `fqdn`, through the MAAS API (None: no such record).
 async fn maas_dns(h: &Harness, fqdn: &str) -> Option<BTreeSet<String>> {
-    let key = maas_client::ApiKey::parse(&h.sim.api_key()).unwrap();
-    let client = maas_client::MaasClient::new(
-        maas_client::Config::builder(&h.sim.url(), key)
+    let key = maas_api_client::ApiKey::parse(&h.sim.api_key()).unwrap();
+    let client = maas_api_client::MaasClient::new(
+        maas_api_client::Config::builder(&h.sim.url(), key)
             .build()
             .unwrap(),
     )
     .unwrap();
     let records = client
-        .list_dns_resources(&maas_client::DnsResourceFilter::default())
+        .list_dns_resources(&maas_api_client::DnsResourceFilter::default())
         .await
         .unwrap();
     records.into_iter().find(|r| r.fqdn == fqdn).map(|r| {

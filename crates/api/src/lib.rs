@@ -3,8 +3,11 @@
 //! Group `infrastructure.cluster.x-k8s.io`, version `v1beta1`, 13 namespaced
 //! kinds. Their schemas, CEL validation rules, printer columns and CRD labels
 //! live here; [`crd::all_crds`] returns every CustomResourceDefinition, the
-//! `crdgen` binary writes them to `deploy/crds/` and `docs/crd-reference.md`,
-//! and [`examples`] holds valid and invalid objects for API-server tests.
+//! `crdgen` binary writes them to `deploy/crds/` and `docs/crd-reference.md`.
+//!
+//! With the `examples` cargo feature (off by default, enabled only by tests),
+//! `examples` holds valid and invalid objects for API-server tests; the
+//! controllers do not compile it.
 
 pub mod capi;
 pub mod cluster;
@@ -16,6 +19,7 @@ pub mod data_meta;
 pub mod data_network;
 pub mod dns;
 pub mod error;
+#[cfg(feature = "examples")]
 pub mod examples;
 pub mod generate;
 pub mod host;

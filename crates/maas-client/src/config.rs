@@ -1,339 +1,382 @@
-//! Client configuration: endpoint, key, timeouts, concurrency, retries and TLS.
+//! Command-line flags and the MAAS credentials, resolved into a [`GatewayConfig`].
+//!
+//! The API key is read from `MAAS_API_KEY` or from the file given with `--maas-api-key-file`,
+//! never from a flag value (command lines are visible in `ps` and in pod specs). Every failure
+//! names the variable or flag at fault and shows an example; none shows the key.
 
-use std::sync::Arc;
+use std::num::NonZeroU32;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use url::Url;
+use capmaas_runtime::CommonArgs;
+use capmaas_runtime::flags::{leader_namespace_from_env, parse_duration};
+use maas_client::{ApiKey, Config as MaasConfig, RetryPolicy};
 
-use crate::auth::ApiKey;
-use crate::error::MaasError;
-use crate::observer::{NoopObserver, RequestObserver};
+/// Environment variable holding the MAAS URL.
+pub const ENV_MAAS_ENDPOINT: &str = "MAAS_ENDPOINT";
+/// Environment variable holding the MAAS API key.
+pub const ENV_MAAS_API_KEY: &str = "MAAS_API_KEY";
 
-/// How often and how patiently idempotent calls are retried.
-///
-/// Only idempotent operations are retried (reads, `query_power_state`, and writes that are
-/// idempotent by construction such as setting annotations, PUT updates, release and tag
-/// membership); never `allocate`, `deploy`, `power_on`, `link_subnet` or creates.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RetryPolicy {
-    /// Total attempts including the first (1 disables retries).
-    pub max_attempts: u32,
-    /// First backoff delay; doubles per attempt, with jitter.
-    pub base_delay: Duration,
-    /// Upper bound of the exponential backoff.
-    pub max_delay: Duration,
-    /// Upper bound for a server-sent `Retry-After` (MAAS sends 5 s or 10 s); the client waits
-    /// `max(backoff, min(retry_after, max_retry_after))`.
-    pub max_retry_after: Duration,
+/// Flags of the `maas-client` binary.
+#[derive(Debug, Clone, clap::Parser)]
+#[command(
+    name = "maas-client",
+    about = "The only component that talks to MAAS: imports MaasHosts from MaasInventories and \
+             executes allocate, deploy, release, power and DNS requests.",
+    after_help = "Environment: MAAS_ENDPOINT (e.g. https://maas.example:5443/MAAS/) and \
+                  MAAS_API_KEY (consumer_key:token_key:token_secret) unless --maas-api-key-file is given."
+)]
+pub struct Args {
+    /// Flags shared by every capmaas binary.
+    #[command(flatten)]
+    pub common: CommonArgs,
+
+    /// MAAS URL, e.g. `https://maas.example:5443/MAAS/`.
+    #[arg(long, env = ENV_MAAS_ENDPOINT, value_name = "URL")]
+    pub maas_endpoint: Option<String>,
+
+    /// File holding the MAAS API key (`consumer_key:token_key:token_secret`), e.g. a mounted
+    /// Secret. Takes precedence over MAAS_API_KEY.
+    #[arg(long, value_name = "PATH")]
+    pub maas_api_key_file: Option<PathBuf>,
+
+    /// PEM bundle of the CA that signed the MAAS certificate (default: platform roots).
+    #[arg(long, value_name = "PATH")]
+    pub maas_ca_file: Option<PathBuf>,
+
+    /// Identifies this installation in MAAS: the `agent_name` of every allocation. Default:
+    /// `capmaas-<namespace of this pod>`.
+    #[arg(long, value_name = "ID")]
+    pub installation_id: Option<String>,
+
+    /// Interval between two MAAS syncs of every MaasInventory. Without it each inventory uses
+    /// its `spec.syncIntervalSeconds` (default 30 s).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub inventory_sync_interval: Option<Duration>,
+
+    /// Maximum number of MAAS requests in flight.
+    #[arg(long, value_name = "N", default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    pub maas_max_concurrency: u32,
+
+    /// Maximum MAAS requests per second (token bucket; bursts up to the same number).
+    #[arg(long, value_name = "PER_SECOND", default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub maas_rate_limit: u32,
+
+    /// How often MAAS machines allocated with our agent_name are checked for orphans.
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_duration)]
+    pub orphan_sweep_interval: Duration,
+
+    /// How long an allocation of ours may stay unclaimed by a consumed MaasHost before it is
+    /// released.
+    #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = parse_duration)]
+    pub orphan_grace_period: Duration,
+
+    /// Deployments retried after a Failed deployment before the host is left failed for its
+    /// consumer to decide.
+    #[arg(long, value_name = "N", default_value_t = 2)]
+    pub deploy_retries: u32,
 }
 
-impl Default for RetryPolicy {
-    fn default() -> Self {
-        Self {
-            max_attempts: 4,
-            base_delay: Duration::from_millis(250),
-            max_delay: Duration::from_secs(10),
-            max_retry_after: Duration::from_secs(30),
-        }
+/// Why the gateway cannot start. The messages name the variable and show an example; they
+/// never contain the key.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// `MAAS_ENDPOINT` is unset or empty.
+    #[error(
+        "{ENV_MAAS_ENDPOINT} is not set: set it (or --maas-endpoint) to the MAAS URL, e.g. {ENV_MAAS_ENDPOINT}=https://maas.example:5443/MAAS/"
+    )]
+    MissingEndpoint,
+    /// The endpoint is not a usable URL.
+    #[error(
+        "{ENV_MAAS_ENDPOINT} is invalid ({reason}); expected a URL such as https://maas.example:5443/MAAS/"
+    )]
+    InvalidEndpoint {
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// Neither `MAAS_API_KEY` nor `--maas-api-key-file` is given.
+    #[error(
+        "{ENV_MAAS_API_KEY} is not set: set it to the MAAS API key, e.g. {ENV_MAAS_API_KEY}=consumer_key:token_key:token_secret, or pass --maas-api-key-file=/etc/maas/api-key"
+    )]
+    MissingApiKey,
+    /// The key does not have the MAAS shape.
+    #[error(
+        "{source_name} does not hold a valid MAAS API key ({reason}); expected consumer_key:token_key:token_secret"
+    )]
+    InvalidApiKey {
+        /// `MAAS_API_KEY` or the key file path.
+        source_name: String,
+        /// Shape problem (never the key itself).
+        reason: String,
+    },
+    /// A file could not be read.
+    #[error("cannot read {flag} {path}: {source}")]
+    ReadFile {
+        /// The flag naming the file.
+        flag: &'static str,
+        /// The path.
+        path: String,
+        /// The IO error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The installation id cannot serve as MAAS agent_name and annotation value.
+    #[error(
+        "--installation-id {0:?} is invalid: use 1-63 characters of letters, digits, '.', '_' or '-', e.g. capmaas-prod"
+    )]
+    InvalidInstallationId(String),
+}
+
+impl ConfigError {
+    /// Low-cardinality label.
+    pub fn category(&self) -> &'static str {
+        "config"
     }
 }
 
-impl RetryPolicy {
-    /// A policy that never retries.
-    pub fn none() -> Self {
-        Self {
-            max_attempts: 1,
-            ..Self::default()
-        }
-    }
-
-    /// The delay before the next attempt: the backoff, stretched to honour `Retry-After`
-    /// (capped by `max_retry_after`).
-    pub fn delay(&self, backoff: Duration, retry_after: Option<Duration>) -> Duration {
-        match retry_after {
-            Some(asked) => backoff.max(asked.min(self.max_retry_after)),
-            None => backoff,
-        }
-    }
+/// Everything the gateway needs besides the Kubernetes runtime.
+#[derive(Debug, Clone)]
+pub struct GatewayConfig {
+    /// MAAS client settings (endpoint, key, TLS, concurrency).
+    pub maas: MaasConfig,
+    /// `agent_name` of our allocations.
+    pub installation_id: String,
+    /// Sync interval override for every inventory.
+    pub inventory_sync_interval: Option<Duration>,
+    /// Requests per second towards MAAS.
+    pub rate_limit: NonZeroU32,
+    /// Orphan sweep period.
+    pub orphan_sweep_interval: Duration,
+    /// Grace period before an unclaimed allocation is released.
+    pub orphan_grace_period: Duration,
+    /// Deployment retries after a failure.
+    pub deploy_retries: u32,
 }
 
-/// How a configured CA bundle is used.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum CaMode {
-    /// The bundle is the only set of trust anchors (typical for a MAAS with its own CA).
-    #[default]
-    Only,
-    /// The bundle is trusted in addition to the platform's roots.
-    Additional,
-}
-
-/// TLS settings. Certificates are verified unless `insecure_skip_tls_verify` is set.
+/// Where the key and the endpoint come from; separated from the process environment so the
+/// resolution is testable.
 #[derive(Debug, Clone, Default)]
-pub struct TlsOptions {
-    /// PEM bundle of CA certificates.
-    pub ca_bundle_pem: Option<Vec<u8>>,
-    /// How `ca_bundle_pem` is combined with the platform roots.
-    pub ca_mode: CaMode,
-    /// Accept any certificate. For labs only: PLAINTEXT OAuth sends the key secret in clear
-    /// text to whoever answers.
-    pub insecure_skip_tls_verify: bool,
+pub struct Environment {
+    /// `MAAS_API_KEY`.
+    pub api_key: Option<String>,
+    /// Namespace of this pod (for the default installation id).
+    pub namespace: String,
 }
 
-/// Everything [`crate::MaasClient::new`] needs.
-#[derive(Debug, Clone)]
-pub struct Config {
-    /// The API root, always ending in `/api/2.0/`.
-    pub api_root: Url,
-    /// The API key.
-    pub api_key: ApiKey,
-    /// TCP + TLS connect timeout.
-    pub connect_timeout: Duration,
-    /// Whole-request timeout per attempt (MAAS's `query_power_state` may take up to 60 s).
-    pub request_timeout: Duration,
-    /// Maximum requests in flight for this client (all clones share the limit).
-    pub max_concurrent_requests: usize,
-    /// Retry policy for idempotent calls.
-    pub retry: RetryPolicy,
-    /// TLS settings.
-    pub tls: TlsOptions,
-    /// `User-Agent` header.
-    pub user_agent: String,
-    /// Metrics hook.
-    pub observer: Arc<dyn RequestObserver>,
-}
-
-impl Config {
-    /// Starts a builder for `endpoint` (the MAAS root such as `https://maas:5443/MAAS/`, with
-    /// or without `api/2.0/`).
-    pub fn builder(endpoint: &str, api_key: ApiKey) -> ConfigBuilder {
-        ConfigBuilder {
-            endpoint: endpoint.to_owned(),
-            api_key,
-            connect_timeout: Duration::from_secs(10),
-            request_timeout: Duration::from_secs(90),
-            max_concurrent_requests: 16,
-            retry: RetryPolicy::default(),
-            tls: TlsOptions::default(),
-            user_agent: concat!("capmaas-maas-client/", env!("CARGO_PKG_VERSION")).to_owned(),
-            observer: Arc::new(NoopObserver),
+impl Environment {
+    /// Reads the process environment.
+    pub fn from_process() -> Self {
+        Self {
+            api_key: std::env::var(ENV_MAAS_API_KEY).ok(),
+            namespace: leader_namespace_from_env(None),
         }
     }
 }
 
-/// Builder for [`Config`]; `build` validates the endpoint.
-#[derive(Debug, Clone)]
-pub struct ConfigBuilder {
-    endpoint: String,
-    api_key: ApiKey,
-    connect_timeout: Duration,
-    request_timeout: Duration,
-    max_concurrent_requests: usize,
-    retry: RetryPolicy,
-    tls: TlsOptions,
-    user_agent: String,
-    observer: Arc<dyn RequestObserver>,
+/// The default installation id: `capmaas-<namespace>`.
+pub fn default_installation_id(namespace: &str) -> String {
+    let ns = namespace.trim();
+    if ns.is_empty() {
+        "capmaas".to_owned()
+    } else {
+        format!("capmaas-{ns}")
+    }
 }
 
-impl ConfigBuilder {
-    /// Sets the connect timeout.
-    #[must_use]
-    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
-        self.connect_timeout = timeout;
-        self
-    }
+fn valid_installation_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= 63
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'))
+}
 
-    /// Sets the per-attempt request timeout.
-    #[must_use]
-    pub fn request_timeout(mut self, timeout: Duration) -> Self {
-        self.request_timeout = timeout;
-        self
-    }
+fn read_file(flag: &'static str, path: &Path) -> Result<Vec<u8>, ConfigError> {
+    std::fs::read(path).map_err(|source| ConfigError::ReadFile {
+        flag,
+        path: path.display().to_string(),
+        source,
+    })
+}
 
-    /// Sets the global in-flight request limit (at least 1).
-    #[must_use]
-    pub fn max_concurrent_requests(mut self, limit: usize) -> Self {
-        self.max_concurrent_requests = limit.max(1);
-        self
-    }
-
-    /// Sets the retry policy.
-    #[must_use]
-    pub fn retry_policy(mut self, policy: RetryPolicy) -> Self {
-        self.retry = policy;
-        self
-    }
-
-    /// Trusts the CAs of a PEM bundle, as the only anchors or in addition to the platform's.
-    #[must_use]
-    pub fn ca_bundle_pem(mut self, pem: impl Into<Vec<u8>>, mode: CaMode) -> Self {
-        self.tls.ca_bundle_pem = Some(pem.into());
-        self.tls.ca_mode = mode;
-        self
-    }
-
-    /// Disables certificate verification. Explicit opt-out for labs only.
-    #[must_use]
-    pub fn insecure_skip_tls_verify(mut self, insecure: bool) -> Self {
-        self.tls.insecure_skip_tls_verify = insecure;
-        self
-    }
-
-    /// Sets the `User-Agent`.
-    #[must_use]
-    pub fn user_agent(mut self, user_agent: impl Into<String>) -> Self {
-        self.user_agent = user_agent.into();
-        self
-    }
-
-    /// Installs a metrics hook.
-    #[must_use]
-    pub fn observer(mut self, observer: Arc<dyn RequestObserver>) -> Self {
-        self.observer = observer;
-        self
-    }
-
-    /// Validates the endpoint and returns the configuration.
-    pub fn build(self) -> Result<Config, MaasError> {
-        if self.retry.max_attempts == 0 {
-            return Err(MaasError::Config(
-                "retry max_attempts must be at least 1".to_owned(),
-            ));
+fn load_api_key(args: &Args, env: &Environment) -> Result<ApiKey, ConfigError> {
+    let (source_name, raw) = match (&args.maas_api_key_file, &env.api_key) {
+        (Some(path), _) => {
+            let bytes = read_file("--maas-api-key-file", path)?;
+            let text = String::from_utf8(bytes).map_err(|_| ConfigError::InvalidApiKey {
+                source_name: path.display().to_string(),
+                reason: "not UTF-8 text".to_owned(),
+            })?;
+            (path.display().to_string(), text)
         }
-        Ok(Config {
-            api_root: api_root(&self.endpoint)?,
-            api_key: self.api_key,
-            connect_timeout: self.connect_timeout,
-            request_timeout: self.request_timeout,
-            max_concurrent_requests: self.max_concurrent_requests,
-            retry: self.retry,
-            tls: self.tls,
-            user_agent: self.user_agent,
-            observer: self.observer,
+        (None, Some(key)) if !key.trim().is_empty() => (ENV_MAAS_API_KEY.to_owned(), key.clone()),
+        (None, _) => return Err(ConfigError::MissingApiKey),
+    };
+    ApiKey::parse(&raw).map_err(|e| ConfigError::InvalidApiKey {
+        source_name,
+        reason: e.to_string(),
+    })
+}
+
+impl GatewayConfig {
+    /// Resolves the flags and environment; never panics, never logs the key.
+    pub fn resolve(args: &Args, env: &Environment) -> Result<Self, ConfigError> {
+        let endpoint = args
+            .maas_endpoint
+            .as_deref()
+            .map(str::trim)
+            .filter(|e| !e.is_empty())
+            .ok_or(ConfigError::MissingEndpoint)?;
+        let key = load_api_key(args, env)?;
+        let installation_id = args
+            .installation_id
+            .clone()
+            .unwrap_or_else(|| default_installation_id(&env.namespace));
+        if !valid_installation_id(&installation_id) {
+            return Err(ConfigError::InvalidInstallationId(installation_id));
+        }
+        let mut builder = MaasConfig::builder(endpoint, key)
+            .max_concurrent_requests(args.maas_max_concurrency as usize)
+            .retry_policy(RetryPolicy::default());
+        if let Some(path) = &args.maas_ca_file {
+            builder = builder.ca_bundle_pem(
+                read_file("--maas-ca-file", path)?,
+                maas_client::CaMode::Only,
+            );
+        }
+        let maas = builder.build().map_err(|e| ConfigError::InvalidEndpoint {
+            reason: e.to_string(),
+        })?;
+        Ok(Self {
+            maas,
+            installation_id,
+            inventory_sync_interval: args.inventory_sync_interval,
+            rate_limit: NonZeroU32::new(args.maas_rate_limit).unwrap_or(NonZeroU32::MIN),
+            orphan_sweep_interval: args.orphan_sweep_interval,
+            orphan_grace_period: args.orphan_grace_period,
+            deploy_retries: args.deploy_retries,
         })
     }
-}
-
-/// Normalises a MAAS endpoint to the API root `.../api/2.0/`.
-///
-/// Accepts the MAAS root (`http://host:5240/MAAS`, with or without a trailing slash) or the API
-/// root (`.../MAAS/api/2.0`, with or without a trailing slash). Query and fragment are dropped.
-pub fn api_root(endpoint: &str) -> Result<Url, MaasError> {
-    let mut url = Url::parse(endpoint.trim())
-        .map_err(|e| MaasError::Config(format!("invalid MAAS endpoint URL: {e}")))?;
-    if !matches!(url.scheme(), "http" | "https") {
-        return Err(MaasError::Config(format!(
-            "MAAS endpoint must be http or https, not {}",
-            url.scheme()
-        )));
-    }
-    if url.host_str().is_none() {
-        return Err(MaasError::Config("MAAS endpoint has no host".to_owned()));
-    }
-    if !url.username().is_empty() || url.password().is_some() {
-        return Err(MaasError::Config(
-            "MAAS endpoint must not contain credentials; use the API key".to_owned(),
-        ));
-    }
-    url.set_query(None);
-    url.set_fragment(None);
-    let path = url.path().trim_end_matches('/');
-    let root = path.strip_suffix("/api/2.0").unwrap_or(path);
-    let api_path = format!("{root}/api/2.0/");
-    url.set_path(&api_path);
-    Ok(url)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::Parser;
 
-    #[test]
-    fn accepts_maas_root_or_api_root() {
-        for endpoint in [
-            "http://10.0.0.1:5240/MAAS",
-            "http://10.0.0.1:5240/MAAS/",
-            "http://10.0.0.1:5240/MAAS/api/2.0",
-            "http://10.0.0.1:5240/MAAS/api/2.0/",
-            " http://10.0.0.1:5240/MAAS/?x=1#y ",
-        ] {
-            assert_eq!(
-                api_root(endpoint).unwrap().as_str(),
-                "http://10.0.0.1:5240/MAAS/api/2.0/",
-                "{endpoint}"
-            );
-        }
-        assert_eq!(
-            api_root("https://maas.example").unwrap().as_str(),
-            "https://maas.example/api/2.0/"
-        );
+    const KEY: &str = "ck:tk:very-secret-token";
+
+    fn args(extra: &[&str]) -> Args {
+        let mut v = vec!["maas-client"];
+        v.extend_from_slice(extra);
+        Args::try_parse_from(v).unwrap()
     }
 
-    #[test]
-    fn rejects_bad_endpoints() {
-        for endpoint in [
-            "",
-            "maas:5240",
-            "ftp://maas/MAAS/",
-            "http://user:pw@maas/MAAS/",
-        ] {
-            let err = api_root(endpoint).unwrap_err();
-            assert_eq!(err.category(), "config", "{endpoint}");
+    fn env(key: Option<&str>) -> Environment {
+        Environment {
+            api_key: key.map(str::to_owned),
+            namespace: "capmaas-system".into(),
         }
     }
 
     #[test]
-    fn builder_sets_fields() {
-        let key = ApiKey::parse("a:b:c").unwrap();
-        let config = Config::builder("http://h/MAAS/", key)
-            .connect_timeout(Duration::from_secs(1))
-            .request_timeout(Duration::from_secs(2))
-            .max_concurrent_requests(0)
-            .insecure_skip_tls_verify(true)
-            .ca_bundle_pem(b"pem".to_vec(), CaMode::Additional)
-            .build()
-            .unwrap();
-        assert_eq!(config.api_root.as_str(), "http://h/MAAS/api/2.0/");
-        assert_eq!(config.max_concurrent_requests, 1);
-        assert_eq!(config.request_timeout, Duration::from_secs(2));
-        assert!(config.tls.insecure_skip_tls_verify);
-        assert_eq!(config.tls.ca_mode, CaMode::Additional);
-        let bad = Config::builder("http://h/", ApiKey::parse("a:b:c").unwrap())
-            .retry_policy(RetryPolicy {
-                max_attempts: 0,
-                ..RetryPolicy::default()
-            })
-            .build();
-        assert!(bad.is_err());
+    fn resolves_defaults() {
+        let cfg = GatewayConfig::resolve(
+            &args(&["--maas-endpoint=http://127.0.0.1:5240/MAAS/"]),
+            &env(Some(KEY)),
+        )
+        .unwrap();
+        assert_eq!(cfg.installation_id, "capmaas-capmaas-system");
+        assert_eq!(cfg.maas.max_concurrent_requests, 8);
+        assert_eq!(cfg.rate_limit.get(), 20);
+        assert_eq!(cfg.inventory_sync_interval, None);
+        assert_eq!(cfg.orphan_grace_period, Duration::from_secs(300));
+        assert_eq!(
+            cfg.maas.api_root.as_str(),
+            "http://127.0.0.1:5240/MAAS/api/2.0/"
+        );
+        assert!(!format!("{cfg:?}").contains("very-secret-token"));
     }
 
     #[test]
-    fn debug_output_never_shows_the_secret() {
-        let key = ApiKey::parse("consumer:token:topsecretvalue").unwrap();
-        let config = Config::builder("https://maas/MAAS/", key).build().unwrap();
-        let shown = format!("{config:?}");
-        assert!(!shown.contains("topsecretvalue"), "{shown}");
-        assert!(shown.contains("<redacted>"));
-        let client = crate::MaasClient::new(config).unwrap();
-        let shown = format!("{client:?}");
-        assert!(!shown.contains("topsecretvalue"), "{shown}");
+    fn flags_override() {
+        let cfg = GatewayConfig::resolve(
+            &args(&[
+                "--maas-endpoint=http://m/MAAS",
+                "--installation-id=prod-1",
+                "--inventory-sync-interval=2s",
+                "--maas-max-concurrency=3",
+                "--maas-rate-limit=50",
+            ]),
+            &env(Some(KEY)),
+        )
+        .unwrap();
+        assert_eq!(cfg.installation_id, "prod-1");
+        assert_eq!(cfg.inventory_sync_interval, Some(Duration::from_secs(2)));
+        assert_eq!(cfg.maas.max_concurrent_requests, 3);
+        assert_eq!(cfg.rate_limit.get(), 50);
     }
 
     #[test]
-    fn retry_delay_honours_retry_after_within_cap() {
-        let policy = RetryPolicy {
-            max_retry_after: Duration::from_secs(5),
-            ..RetryPolicy::default()
-        };
-        let backoff = Duration::from_millis(300);
-        assert_eq!(policy.delay(backoff, None), backoff);
-        assert_eq!(
-            policy.delay(backoff, Some(Duration::from_secs(2))),
-            Duration::from_secs(2)
+    fn missing_values_name_the_variable() {
+        let err = GatewayConfig::resolve(&args(&[]), &env(Some(KEY))).unwrap_err();
+        assert!(matches!(err, ConfigError::MissingEndpoint));
+        assert!(err.to_string().contains("MAAS_ENDPOINT=https://"));
+
+        let err = GatewayConfig::resolve(&args(&["--maas-endpoint=http://m/MAAS"]), &env(None))
+            .unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("MAAS_API_KEY=consumer_key:token_key:token_secret")
         );
-        assert_eq!(
-            policy.delay(backoff, Some(Duration::from_secs(60))),
-            Duration::from_secs(5)
-        );
-        assert_eq!(policy.delay(backoff, Some(Duration::ZERO)), backoff);
+        let err =
+            GatewayConfig::resolve(&args(&["--maas-endpoint=http://m/MAAS"]), &env(Some("  ")))
+                .unwrap_err();
+        assert!(matches!(err, ConfigError::MissingApiKey));
+    }
+
+    #[test]
+    fn malformed_values_are_errors_without_the_key() {
+        let err = GatewayConfig::resolve(
+            &args(&["--maas-endpoint=http://m/MAAS"]),
+            &env(Some("only:two-secret")),
+        )
+        .unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("MAAS_API_KEY"), "{text}");
+        assert!(!text.contains("two-secret"), "{text}");
+
+        let err = GatewayConfig::resolve(&args(&["--maas-endpoint=not a url"]), &env(Some(KEY)))
+            .unwrap_err();
+        assert!(matches!(err, ConfigError::InvalidEndpoint { .. }), "{err}");
+
+        let err = GatewayConfig::resolve(
+            &args(&["--maas-endpoint=http://m/MAAS", "--installation-id=a/b"]),
+            &env(Some(KEY)),
+        )
+        .unwrap_err();
+        assert!(matches!(err, ConfigError::InvalidInstallationId(_)));
+    }
+
+    #[test]
+    fn key_file_wins_and_is_trimmed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("key");
+        std::fs::write(&path, format!("{KEY}\n")).unwrap();
+        let flag = format!("--maas-api-key-file={}", path.display());
+        let cfg = GatewayConfig::resolve(
+            &args(&["--maas-endpoint=http://m/MAAS", &flag]),
+            &env(Some("bad")),
+        )
+        .unwrap();
+        assert_eq!(cfg.maas.api_key.token_key(), "tk");
+
+        let missing = format!("--maas-api-key-file={}", dir.path().join("nope").display());
+        let err = GatewayConfig::resolve(
+            &args(&["--maas-endpoint=http://m/MAAS", &missing]),
+            &env(Some(KEY)),
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("--maas-api-key-file"));
     }
 }

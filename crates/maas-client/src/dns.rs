@@ -1,211 +1,240 @@
-//! DNS resources and domains.
+//! The MaasDNSRecord reconciler: creates the MAAS DNS resource, updates it only when the
+//! address set changes, and deletes it (finalizer) when the object goes.
 
+use std::collections::BTreeSet;
 use std::net::IpAddr;
+use std::sync::Arc;
 
-use http::Method;
+use capmaas_api::conditions::{self as cond, reasons};
+use capmaas_api::keys::FINALIZER_MAAS_DNS_RECORD;
+use capmaas_api::{MaasDNSRecord, MaasDNSRecordStatus};
+use capmaas_runtime::conditions::{ConditionStatus, NewCondition, set_condition, summarize_ready};
+use capmaas_runtime::status::{apply_status, now};
+use kube::ResourceExt;
+use kube::api::Api;
+use kube::runtime::controller::Action;
+use kube::runtime::finalizer::{Event as Finalizer, finalizer};
+use maas_client::{DnsResource, DnsResourceSpec, MaasError};
+use tracing::info;
 
-use crate::error::MaasError;
-use crate::form::Params;
-use crate::model::{DnsResource, Domain};
-use crate::transport::{Call, MaasClient};
+use crate::context::Gateway;
+use crate::error::{Error, Result};
 
-/// Filters for `GET /dnsresources/`.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct DnsResourceFilter {
-    /// Fully qualified name.
-    pub fqdn: Option<String>,
-    /// Domain name or id.
-    pub domain: Option<String>,
-    /// Host part.
-    pub name: Option<String>,
-    /// Record type (MAAS upper-cases it).
-    pub rrtype: Option<String>,
-    /// Include implicit node records (listed with id -1).
-    pub all: bool,
+/// What to do with the MAAS resource.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DnsAction {
+    /// Create it with the addresses.
+    Create,
+    /// Replace its addresses (they differ).
+    Update {
+        /// MAAS id.
+        id: i64,
+    },
+    /// It already holds exactly the addresses.
+    None {
+        /// MAAS id.
+        id: i64,
+    },
 }
 
-impl DnsResourceFilter {
-    /// Filters by FQDN.
-    pub fn fqdn(fqdn: impl Into<String>) -> Self {
-        Self {
-            fqdn: Some(fqdn.into()),
-            ..Self::default()
+/// Parses the wanted addresses as a set; a malformed one is an invalid spec.
+pub fn wanted_addresses(spec: Option<&[String]>) -> Result<BTreeSet<IpAddr>> {
+    spec.unwrap_or_default()
+        .iter()
+        .map(|a| {
+            a.trim()
+                .parse()
+                .map_err(|_| Error::InvalidSpec(format!("{a:?} is not an IP address")))
+        })
+        .collect()
+}
+
+/// Decides from the resources MAAS lists for the FQDN.
+pub fn plan_dns(existing: &[DnsResource], wanted: &BTreeSet<IpAddr>) -> DnsAction {
+    match existing.iter().find(|r| r.id >= 0) {
+        None => DnsAction::Create,
+        Some(r) => {
+            let current: BTreeSet<IpAddr> = r.ips().into_iter().collect();
+            if &current == wanted {
+                DnsAction::None { id: r.id }
+            } else {
+                DnsAction::Update { id: r.id }
+            }
         }
     }
+}
 
-    /// The query parameters.
-    pub fn to_params(&self) -> Params {
-        let mut params = Params::new();
-        params
-            .push_opt("fqdn", self.fqdn.as_ref())
-            .push_opt("domain", self.domain.as_ref())
-            .push_opt("name", self.name.as_ref())
-            .push_opt("rrtype", self.rrtype.as_ref())
-            .push_flag("all", self.all);
-        params
+/// Whether the status proves MAAS holds the wanted set for this generation (no call needed).
+pub fn in_sync(record: &MaasDNSRecord, wanted: &BTreeSet<IpAddr>) -> bool {
+    let Some(status) = record.status.as_ref() else {
+        return false;
+    };
+    let observed: Option<BTreeSet<IpAddr>> = status
+        .observed_addresses
+        .as_ref()
+        .map(|a| a.iter().filter_map(|s| s.parse().ok()).collect());
+    status.ready == Some(true)
+        && status.dns_resource_id.is_some()
+        && status.observed_generation == record.metadata.generation
+        && observed.as_ref() == Some(wanted)
+}
+
+/// Reconciles one MaasDNSRecord.
+pub async fn reconcile(record: Arc<MaasDNSRecord>, gw: Arc<Gateway>) -> Result<Action> {
+    let timer = gw.dns_metrics.start_reconcile();
+    let api: Api<MaasDNSRecord> =
+        Api::namespaced(gw.kube.clone(), &record.namespace().unwrap_or_default());
+    let result = finalizer(
+        &api,
+        FINALIZER_MAAS_DNS_RECORD,
+        record.clone(),
+        |event| async {
+            match event {
+                Finalizer::Apply(r) => apply(&r, &gw, &api).await,
+                Finalizer::Cleanup(r) => cleanup(&r, &gw).await,
+            }
+        },
+    )
+    .await
+    .map_err(|e| Error::Finalizer(Box::new(e)));
+    drop(timer);
+    let key = kube::runtime::reflector::ObjectRef::from_obj(record.as_ref());
+    match &result {
+        Ok(_) => {
+            gw.backoff.reset(&key);
+            gw.dns_metrics.reconcile_succeeded();
+        }
+        Err(e) => gw
+            .dns_metrics
+            .reconcile_failed(capmaas_runtime::ErrorCategory::category(e)),
     }
+    result
 }
 
-/// Fields of a DNS resource to create or update (admin only).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct DnsResourceSpec {
-    /// Fully qualified name (the domain must exist).
-    pub fqdn: String,
-    /// Addresses; sent space-separated (MAAS does not split on commas). Empty clears them
-    /// on update.
-    pub ip_addresses: Vec<IpAddr>,
-    /// TTL of the address records.
-    pub address_ttl: Option<u32>,
-}
-
-impl DnsResourceSpec {
-    /// The form parameters.
-    pub fn to_params(&self) -> Params {
-        let ips = self
-            .ip_addresses
-            .iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join(" ");
-        let mut params = Params::new();
-        params
-            .push("fqdn", self.fqdn.clone())
-            .push("ip_addresses", ips)
-            .push_opt("address_ttl", self.address_ttl);
-        params
+async fn apply(record: &MaasDNSRecord, gw: &Gateway, api: &Api<MaasDNSRecord>) -> Result<Action> {
+    let wanted = wanted_addresses(record.spec.addresses.as_deref())?;
+    if in_sync(record, &wanted) {
+        return Ok(Action::requeue(gw.settings.resync));
     }
-}
-
-/// Fields of a new domain (admin only).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct DomainSpec {
-    /// Name.
-    pub name: String,
-    /// Whether MAAS is authoritative.
-    pub authoritative: Option<bool>,
-    /// Default TTL.
-    pub ttl: Option<u32>,
-}
-
-fn dns_resource_path(id: i64) -> Vec<String> {
-    vec!["dnsresources".to_owned(), id.to_string()]
-}
-
-impl MaasClient {
-    /// `GET /dnsresources/` with filters.
-    pub async fn list_dns_resources(
-        &self,
-        filter: &DnsResourceFilter,
-    ) -> Result<Vec<DnsResource>, MaasError> {
-        let call = Call::new(
-            "dnsresources.list",
-            Method::GET,
-            vec!["dnsresources".to_owned()],
-        )
-        .params(filter.to_params());
-        self.json(call).await
-    }
-
-    /// `GET /dnsresources/{id}/`.
-    pub async fn get_dns_resource(&self, id: i64) -> Result<DnsResource, MaasError> {
-        self.json(Call::new(
-            "dnsresources.get",
-            Method::GET,
-            dns_resource_path(id),
-        ))
+    let fqdn = record.spec.fqdn();
+    let existing = gw
+        .maas
+        .find_dns_resources(&fqdn)
         .await
-    }
-
-    /// `POST /dnsresources/` (admin). Not retried; after an ambiguous failure, list by FQDN.
-    pub async fn create_dns_resource(
-        &self,
-        spec: &DnsResourceSpec,
-    ) -> Result<DnsResource, MaasError> {
-        let call = Call::new(
-            "dnsresources.create",
-            Method::POST,
-            vec!["dnsresources".to_owned()],
+        .map_err(Error::maas("find DNS resource"))?;
+    let spec = DnsResourceSpec {
+        fqdn: fqdn.clone(),
+        ip_addresses: wanted.iter().copied().collect(),
+        address_ttl: record.spec.ttl.and_then(|t| u32::try_from(t).ok()),
+    };
+    let resource = match plan_dns(&existing, &wanted) {
+        DnsAction::Create => {
+            info!(fqdn, "creating MAAS DNS resource");
+            gw.maas
+                .create_dns_resource(&spec)
+                .await
+                .map_err(Error::maas("create DNS resource"))?
+        }
+        DnsAction::Update { id } => {
+            info!(fqdn, id, "updating MAAS DNS resource addresses");
+            gw.maas
+                .update_dns_resource(id, &spec)
+                .await
+                .map_err(Error::maas("update DNS resource"))?
+        }
+        DnsAction::None { id } => existing
+            .into_iter()
+            .find(|r| r.id == id)
+            .ok_or_else(|| Error::InvalidSpec(format!("DNS resource {id} vanished")))?,
+    };
+    let observed: BTreeSet<IpAddr> = resource.ips().into_iter().collect();
+    let ready = observed == wanted;
+    let time = now();
+    let mut conditions = record
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.clone())
+        .unwrap_or_default();
+    let generation = record.metadata.generation;
+    let synced = if ready {
+        NewCondition::new(
+            cond::DNS_RECORD_SYNCED,
+            ConditionStatus::True,
+            reasons::RECONCILED,
         )
-        .params(spec.to_params());
-        self.json(call).await
-    }
+    } else {
+        NewCondition::new(
+            cond::DNS_RECORD_SYNCED,
+            ConditionStatus::False,
+            reasons::LOAD_BALANCER_FAILED,
+        )
+        .message("MAAS holds other addresses than requested")
+    };
+    set_condition(
+        &mut conditions,
+        synced.observed_generation(generation),
+        &time,
+    );
+    let summary = summarize_ready(&conditions, &[cond::DNS_RECORD_SYNCED], generation);
+    set_condition(&mut conditions, summary, &time);
+    let status = MaasDNSRecordStatus {
+        dns_resource_id: Some(resource.id),
+        observed_addresses: Some(observed.iter().map(ToString::to_string).collect()),
+        ready: Some(ready),
+        observed_generation: generation,
+        conditions: Some(conditions),
+    };
+    apply_status(api, &record.name_any(), &gw.settings.field_manager, &status).await?;
+    Ok(Action::requeue(gw.settings.resync))
+}
 
-    /// `PUT /dnsresources/{id}/` (admin). Idempotent, retried.
-    pub async fn update_dns_resource(
-        &self,
-        id: i64,
-        spec: &DnsResourceSpec,
-    ) -> Result<DnsResource, MaasError> {
-        let call = Call::new("dnsresources.update", Method::PUT, dns_resource_path(id))
-            .params(spec.to_params())
-            .idempotent();
-        self.json(call).await
-    }
-
-    /// `DELETE /dnsresources/{id}/` (admin). Retried; a [`MaasError::NotFound`] after a retry
-    /// means an earlier attempt already deleted it, so callers treat NotFound as done.
-    pub async fn delete_dns_resource(&self, id: i64) -> Result<(), MaasError> {
-        let call =
-            Call::new("dnsresources.delete", Method::DELETE, dns_resource_path(id)).idempotent();
-        self.discard(call).await
-    }
-
-    /// `GET /domains/`.
-    pub async fn list_domains(&self) -> Result<Vec<Domain>, MaasError> {
-        self.json(Call::new(
-            "domains.list",
-            Method::GET,
-            vec!["domains".to_owned()],
-        ))
+async fn cleanup(record: &MaasDNSRecord, gw: &Gateway) -> Result<Action> {
+    let fqdn = record.spec.fqdn();
+    // Look up by name rather than trusting the recorded id alone: a create whose answer was
+    // lost left no id in status.
+    let existing = gw
+        .maas
+        .find_dns_resources(&fqdn)
         .await
+        .map_err(Error::maas("find DNS resource"))?;
+    for resource in existing.iter().filter(|r| r.id >= 0) {
+        match gw.maas.delete_dns_resource(resource.id).await {
+            Ok(()) | Err(MaasError::NotFound { .. }) => {}
+            Err(e) => return Err(Error::maas("delete DNS resource")(e)),
+        }
+        info!(fqdn, id = resource.id, "deleted MAAS DNS resource");
     }
-
-    /// `POST /domains/` (admin). Not retried.
-    pub async fn create_domain(&self, spec: &DomainSpec) -> Result<Domain, MaasError> {
-        let mut params = Params::new();
-        params
-            .push("name", spec.name.clone())
-            .push_bool("authoritative", spec.authoritative)
-            .push_opt("ttl", spec.ttl);
-        let call =
-            Call::new("domains.create", Method::POST, vec!["domains".to_owned()]).params(params);
-        self.json(call).await
-    }
+    Ok(Action::await_change())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn spec_sends_space_separated_addresses() {
-        let spec = DnsResourceSpec {
-            fqdn: "api.c1.maas".into(),
-            ip_addresses: vec!["10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap()],
-            address_ttl: Some(30),
-        };
-        assert_eq!(
-            spec.to_params().encode(),
-            "fqdn=api.c1.maas&ip_addresses=10.0.0.1+10.0.0.2&address_ttl=30"
-        );
-        let empty = DnsResourceSpec {
-            fqdn: "x.maas".into(),
-            ..DnsResourceSpec::default()
-        };
-        assert_eq!(empty.to_params().encode(), "fqdn=x.maas&ip_addresses=");
+    fn resource(id: i64, ips: &[&str]) -> DnsResource {
+        serde_json::from_value(serde_json::json!({
+            "id": id,
+            "fqdn": "api.maas",
+            "ip_addresses": ips.iter().map(|ip| serde_json::json!({"ip": ip})).collect::<Vec<_>>(),
+        }))
+        .unwrap()
     }
 
     #[test]
-    fn filter_params() {
+    fn updates_only_when_the_set_changes() {
+        let wanted = wanted_addresses(Some(&["10.0.0.2".into(), "10.0.0.1".into()])).unwrap();
+        assert_eq!(plan_dns(&[], &wanted), DnsAction::Create);
+        assert_eq!(plan_dns(&[resource(-1, &[])], &wanted), DnsAction::Create);
         assert_eq!(
-            DnsResourceFilter::fqdn("a.maas").to_params().encode(),
-            "fqdn=a.maas"
+            plan_dns(&[resource(4, &["10.0.0.1", "10.0.0.2"])], &wanted),
+            DnsAction::None { id: 4 },
+            "order does not matter"
         );
-        let all = DnsResourceFilter {
-            all: true,
-            rrtype: Some("A".into()),
-            ..DnsResourceFilter::default()
-        };
-        assert_eq!(all.to_params().encode(), "rrtype=A&all=true");
+        assert_eq!(
+            plan_dns(&[resource(4, &["10.0.0.1"])], &wanted),
+            DnsAction::Update { id: 4 }
+        );
+        assert!(wanted_addresses(Some(&["nope".into()])).is_err());
+        assert!(wanted_addresses(None).unwrap().is_empty());
     }
 }

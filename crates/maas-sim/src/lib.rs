@@ -29,6 +29,7 @@ pub mod params;
 mod persist;
 mod render;
 pub mod routes;
+mod selection;
 mod server;
 mod status;
 mod world;

@@ -55,12 +55,46 @@ pub(crate) fn to_yaml(config: &Kubeconfig) -> Result<String> {
     serde_saphyr::to_string(config).map_err(|e| Error::Kubeconfig(e.to_string()))
 }
 
+/// The client configuration the kubeconfig describes.
+pub(crate) async fn client_config(config: Kubeconfig) -> Result<kube::Config> {
+    kube::Config::from_custom_kubeconfig(config, &KubeConfigOptions::default())
+        .await
+        .map_err(|e| Error::Kubeconfig(e.to_string()))
+}
+
 /// A kube client built from the kubeconfig.
 pub(crate) async fn client(config: Kubeconfig) -> Result<kube::Client> {
-    let config = kube::Config::from_custom_kubeconfig(config, &KubeConfigOptions::default())
-        .await
-        .map_err(|e| Error::Kubeconfig(e.to_string()))?;
-    kube::Client::try_from(config).map_err(Error::kube("building a client"))
+    kube::Client::try_from(client_config(config).await?).map_err(Error::kube("building a client"))
+}
+
+/// `config` with its user authenticating through an exec credential plugin: a script written
+/// to `dir` that creates the returned marker file when run. For tests proving that a guard
+/// refuses such kubeconfigs and never runs the plugin.
+pub(crate) fn with_exec_plugin(
+    mut config: Kubeconfig,
+    dir: &std::path::Path,
+) -> Result<(Kubeconfig, std::path::PathBuf)> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let marker = dir.join("exec-plugin-ran");
+    let plugin = dir.join("exec-plugin.sh");
+    let credential = r#"{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{"token":"t"}}"#;
+    let script = format!("#!/bin/sh\ntouch '{}'\necho '{credential}'\n", marker.display());
+    std::fs::write(&plugin, script).map_err(Error::io("writing the exec plugin"))?;
+    std::fs::set_permissions(&plugin, std::fs::Permissions::from_mode(0o755))
+        .map_err(Error::io("making the exec plugin executable"))?;
+    let exec = serde_json::json!({
+        "apiVersion": "client.authentication.k8s.io/v1",
+        "command": plugin.display().to_string(),
+        "interactiveMode": "Never"
+    });
+    let exec = serde_json::from_value(exec).map_err(|e| Error::Kubeconfig(e.to_string()))?;
+    if let Some(user) = config.auth_infos.first_mut() {
+        user.auth_info = Some(AuthInfo {
+            exec: Some(exec),
+            ..AuthInfo::default()
+        });
+    }
+    Ok((config, marker))
 }
 
 #[cfg(test)]

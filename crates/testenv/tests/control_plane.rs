@@ -4,25 +4,10 @@
 
 use std::time::Duration;
 
-use capmaas_testenv::TestEnv;
+use capmaas_testenv::{TestEnv, eventually};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::json;
-
-async fn eventually<F, Fut>(what: &str, timeout: Duration, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = tokio::time::Instant::now() + timeout;
-    while !check().await {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
 
 #[tokio::test]
 async fn control_plane_serves_real_version_capi_crds_rbac_and_gc() {
@@ -112,7 +97,13 @@ async fn control_plane_serves_real_version_capi_crds_rbac_and_gc() {
         Duration::from_secs(60),
         || {
             let cms = cms.clone();
-            async move { cms.get_opt("dependent").await.unwrap().is_none() }
+            async move {
+                cms.get_opt("dependent")
+                    .await
+                    .unwrap()
+                    .is_none()
+                    .then_some(())
+            }
         },
     )
     .await;
@@ -129,7 +120,14 @@ async fn control_plane_serves_real_version_capi_crds_rbac_and_gc() {
         || {
             let namespaces = namespaces.clone();
             let ns = ns.clone();
-            async move { namespaces.get_opt(&ns).await.unwrap().is_none() }
+            async move {
+                namespaces
+                    .get_opt(&ns)
+                    .await
+                    .unwrap()
+                    .is_none()
+                    .then_some(())
+            }
         },
     )
     .await;

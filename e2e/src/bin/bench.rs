@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use capmaas_e2e::bench::{run, table};
+use capmaas_e2e::bench::{describe_binaries, run, table};
 
 #[tokio::main]
 async fn main() -> Result<(), capmaas_e2e::Error> {
@@ -27,9 +27,9 @@ async fn main() -> Result<(), capmaas_e2e::Error> {
         }
     }
     let report = format!(
-        "# Provisioning benchmark\n\nBinaries: `{}`. One MachineDeployment, no control plane; servers = machines; \
+        "# Provisioning benchmark\n\nBinaries: {}. One MachineDeployment, no control plane; servers = machines; \
          writes are counted by the management API server (`apiserver_request_total`).\n\n{}",
-        binaries.display(),
+        describe_binaries(&binaries, &capmaas_testenv::repo_root()),
         table(&results)
     );
     println!("\n{report}");

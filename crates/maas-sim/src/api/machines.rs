@@ -6,6 +6,7 @@ use super::{Call, Reply, machine_ops, visible};
 use crate::criteria::{self, Mode};
 use crate::error::ApiError;
 use crate::render;
+use crate::selection;
 use crate::status::NodeStatus;
 
 pub(super) fn collection(action: &str, call: &mut Call<'_>) -> Result<Reply, ApiError> {
@@ -35,7 +36,7 @@ fn list(call: &mut Call<'_>) -> Result<Reply, ApiError> {
     let items: Vec<Value> = world
         .machines
         .iter()
-        .filter(|m| visible(m, call.caller) && criteria::matches(&criteria, m, world))
+        .filter(|m| visible(m, call.caller) && selection::matches(&criteria, m, world))
         .map(|m| render::machine(world, m))
         .collect();
     Ok(Reply::ok(Value::Array(items)))
@@ -46,9 +47,9 @@ fn allocate(call: &mut Call<'_>) -> Result<Reply, ApiError> {
     let dry_run = call.params.bool("dry_run")?;
     let caller = call.caller;
     // The whole choose-and-take runs under the world lock (MAAS's `node_acquire` lock).
-    let Some(index) = criteria::choose(call.world, &criteria, |m| visible(m, caller) && !m.locked)
+    let Some(index) = selection::choose(call.world, &criteria, |m| visible(m, caller) && !m.locked)
     else {
-        return Err(ApiError::conflict(criteria::no_match_message(
+        return Err(ApiError::conflict(selection::no_match_message(
             call.params,
             &criteria,
         )));

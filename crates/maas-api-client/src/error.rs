@@ -1,0 +1,467 @@
+//! Typed MAAS errors and the pure mapping from an HTTP answer to an error.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use http::{HeaderMap, StatusCode};
+
+/// Longest error body (in bytes) kept in an error; MAAS can answer with whole HTML pages.
+pub const MAX_ERROR_BODY: usize = 512;
+
+/// Everything a MAAS call can fail with.
+///
+/// Error texts never contain the API key or the `Authorization` header, and response bodies
+/// are truncated to [`MAX_ERROR_BODY`] bytes.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum MaasError {
+    /// 401: unknown key, bad signature, stale timestamp or a replayed nonce.
+    #[error("MAAS refused the credentials (401): {message}")]
+    Unauthorized {
+        /// The (truncated) MAAS message.
+        message: String,
+    },
+    /// 403: the key may not do this (admin-only call, not the owner, locked machine).
+    #[error("MAAS denied the operation (403): {message}")]
+    Forbidden {
+        /// The (truncated) MAAS message; often empty.
+        message: String,
+    },
+    /// 404: the object (or the endpoint) does not exist.
+    #[error("not found in MAAS (404): {message}")]
+    NotFound {
+        /// The (truncated) MAAS message, e.g. `No Machine matches the given query.`
+        message: String,
+    },
+    /// 409: the object is in a state that forbids the operation.
+    #[error("MAAS reported a conflict (409): {message}")]
+    Conflict {
+        /// The (truncated) MAAS message.
+        message: String,
+    },
+    /// 409 from `allocate`: no machine matched the constraints (or the asked one is taken).
+    #[error("no MAAS machine matches (409): {message}")]
+    NoMatchingMachine {
+        /// The (truncated) MAAS message.
+        message: String,
+    },
+    /// 502/503/504, or a 409 carrying `Retry-After` (MAAS ran out of internal DB retries):
+    /// transient, worth retrying the same call later.
+    #[error("MAAS is temporarily unavailable ({status}){}: {message}", retry_after_text(*.retry_after))]
+    Unavailable {
+        /// The HTTP status.
+        status: u16,
+        /// The delay MAAS asked for, when it sent `Retry-After`.
+        retry_after: Option<Duration>,
+        /// The (truncated) MAAS message.
+        message: String,
+    },
+    /// 400: invalid parameters. `fields` holds MAAS's per-field validation errors when the
+    /// body was the JSON form `{"field": ["msg", ...]}`.
+    #[error(
+        "MAAS rejected the request (400): {}",
+        bad_request_text(fields, message)
+    )]
+    BadRequest {
+        /// Per-field validation messages (empty when MAAS answered with plain text).
+        fields: BTreeMap<String, Vec<String>>,
+        /// The (truncated) plain-text message (empty when `fields` is set).
+        message: String,
+    },
+    /// The request never got an HTTP answer (connection refused, reset, TLS failure...).
+    #[error("transport error talking to MAAS: {message}")]
+    Transport {
+        /// Description of the failure, including its causes.
+        message: String,
+    },
+    /// The request timed out (connect or whole-request timeout).
+    #[error("request to MAAS timed out")]
+    Timeout,
+    /// A 2xx answer whose body could not be decoded into the expected type.
+    #[error("cannot decode MAAS answer for {context}: {source}")]
+    Decode {
+        /// The operation whose answer failed to decode.
+        context: &'static str,
+        /// The JSON error (type mismatch, syntax, missing field).
+        #[source]
+        source: serde_json::Error,
+    },
+    /// Any other non-success status (500, 405, 410, ...).
+    #[error("MAAS answered {status}: {body}")]
+    Server {
+        /// The HTTP status.
+        status: u16,
+        /// The (truncated) body.
+        body: String,
+    },
+    /// The client configuration is invalid (bad endpoint URL, bad CA bundle, ...).
+    #[error("invalid MAAS client configuration: {0}")]
+    Config(String),
+    /// A request argument is invalid and was not sent (e.g. an annotation key MAAS would crash on).
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+}
+
+fn retry_after_text(retry_after: Option<Duration>) -> String {
+    retry_after.map_or_else(String::new, |d| format!(", retry after {}s", d.as_secs()))
+}
+
+fn bad_request_text(fields: &BTreeMap<String, Vec<String>>, message: &str) -> String {
+    if fields.is_empty() {
+        return message.to_owned();
+    }
+    fields
+        .iter()
+        .map(|(field, messages)| format!("{field}: {}", messages.join(" ")))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+impl MaasError {
+    /// A low-cardinality label for metrics and logs.
+    pub fn category(&self) -> &'static str {
+        match self {
+            Self::Unauthorized { .. } => "unauthorized",
+            Self::Forbidden { .. } => "forbidden",
+            Self::NotFound { .. } => "not_found",
+            Self::Conflict { .. } => "conflict",
+            Self::NoMatchingMachine { .. } => "no_matching_machine",
+            Self::Unavailable { .. } => "unavailable",
+            Self::BadRequest { .. } => "bad_request",
+            Self::Transport { .. } => "transport",
+            Self::Timeout => "timeout",
+            Self::Decode { .. } => "decode",
+            Self::Server { .. } => "server",
+            Self::Config(_) => "config",
+            Self::InvalidArgument(_) => "invalid_argument",
+        }
+    }
+
+    /// Whether repeating the same call later may succeed. The client only acts on this for
+    /// idempotent operations; see [`crate::RetryPolicy`].
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            Self::Unavailable { .. } | Self::Transport { .. } | Self::Timeout => true,
+            Self::Server { status, .. } => *status >= 500,
+            _ => false,
+        }
+    }
+
+    /// The delay MAAS asked for with `Retry-After`, if any.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            Self::Unavailable { retry_after, .. } => *retry_after,
+            _ => None,
+        }
+    }
+
+    /// Builds a transport or timeout error from a reqwest error, keeping its cause chain but
+    /// never the request headers (reqwest errors carry only the URL, which holds no secret).
+    pub(crate) fn from_reqwest(err: &reqwest::Error) -> Self {
+        if err.is_timeout() {
+            return Self::Timeout;
+        }
+        let mut message = err.to_string();
+        let mut source = std::error::Error::source(err);
+        while let Some(cause) = source {
+            message.push_str(": ");
+            message.push_str(&cause.to_string());
+            source = cause.source();
+        }
+        Self::Transport {
+            message: truncate(&message),
+        }
+    }
+}
+
+/// What kind of call produced an error answer; 409 means different things per call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorContext {
+    /// `POST /machines/?op=allocate`: a plain 409 means no machine matched.
+    Allocate,
+    /// Every other call.
+    Other,
+}
+
+/// Maps a non-2xx MAAS answer to a typed error. Pure, so every branch is unit-tested.
+pub fn error_from_response(
+    context: ErrorContext,
+    status: StatusCode,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> MaasError {
+    let text = truncate(&String::from_utf8_lossy(body));
+    let retry_after = parse_retry_after(headers);
+    match status.as_u16() {
+        400 => bad_request(body, text),
+        401 => MaasError::Unauthorized { message: text },
+        403 => MaasError::Forbidden { message: text },
+        404 => MaasError::NotFound { message: text },
+        409 if retry_after.is_some() => MaasError::Unavailable {
+            status: 409,
+            retry_after,
+            message: summarise_html(&text),
+        },
+        409 if context == ErrorContext::Allocate => MaasError::NoMatchingMachine { message: text },
+        409 => MaasError::Conflict { message: text },
+        code @ (502..=504) => MaasError::Unavailable {
+            status: code,
+            retry_after,
+            message: summarise_html(&text),
+        },
+        code => MaasError::Server {
+            status: code,
+            body: text,
+        },
+    }
+}
+
+/// Only 400 validation errors are JSON (`{"field": ["msg"]}` or `["msg"]`); anything else is text.
+fn bad_request(body: &[u8], text: String) -> MaasError {
+    match serde_json::from_slice::<serde_json::Value>(body) {
+        Ok(serde_json::Value::Object(map)) => {
+            let fields = map
+                .into_iter()
+                .map(|(field, value)| (field, messages_of(value)))
+                .collect();
+            MaasError::BadRequest {
+                fields,
+                message: String::new(),
+            }
+        }
+        Ok(serde_json::Value::Array(items)) => MaasError::BadRequest {
+            fields: BTreeMap::new(),
+            message: truncate(&messages_of(serde_json::Value::Array(items)).join("; ")),
+        },
+        _ => MaasError::BadRequest {
+            fields: BTreeMap::new(),
+            message: text,
+        },
+    }
+}
+
+fn messages_of(value: serde_json::Value) -> Vec<String> {
+    match value {
+        serde_json::Value::Array(items) => items
+            .into_iter()
+            .map(|item| match item {
+                serde_json::Value::String(s) => truncate(&s),
+                other => truncate(&other.to_string()),
+            })
+            .collect(),
+        serde_json::Value::String(s) => vec![truncate(&s)],
+        other => vec![truncate(&other.to_string())],
+    }
+}
+
+/// `Retry-After` in delta-seconds (MAAS never sends the HTTP-date form).
+fn parse_retry_after(headers: &HeaderMap) -> Option<Duration> {
+    headers
+        .get(http::header::RETRY_AFTER)?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse::<u64>()
+        .ok()
+        .map(Duration::from_secs)
+}
+
+/// The 409 retry-exhaustion answer is a Django HTML page; keep a readable hint instead.
+fn summarise_html(text: &str) -> String {
+    let trimmed = text.trim_start();
+    if trimmed.starts_with('<') {
+        "MAAS returned an HTML error page (transient server conflict)".to_owned()
+    } else {
+        text.to_owned()
+    }
+}
+
+/// Truncates to at most [`MAX_ERROR_BODY`] bytes on a character boundary.
+pub(crate) fn truncate(text: &str) -> String {
+    if text.len() <= MAX_ERROR_BODY {
+        return text.to_owned();
+    }
+    let mut end = MAX_ERROR_BODY;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}...", &text[..end])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::HeaderValue;
+
+    fn map(status: u16, headers: &[(&str, &str)], body: &str, ctx: ErrorContext) -> MaasError {
+        let mut map = HeaderMap::new();
+        for (name, value) in headers {
+            map.insert(
+                http::header::HeaderName::from_bytes(name.as_bytes()).unwrap(),
+                HeaderValue::from_str(value).unwrap(),
+            );
+        }
+        error_from_response(
+            ctx,
+            StatusCode::from_u16(status).unwrap(),
+            &map,
+            body.as_bytes(),
+        )
+    }
+
+    #[test]
+    fn maps_auth_errors() {
+        let e = map(
+            401,
+            &[],
+            "Authorization Error: Invalid API key.",
+            ErrorContext::Other,
+        );
+        assert!(
+            matches!(&e, MaasError::Unauthorized { message } if message.contains("Invalid API key"))
+        );
+        assert_eq!(e.category(), "unauthorized");
+        assert!(!e.is_retryable());
+        let e = map(403, &[], "", ErrorContext::Other);
+        assert!(matches!(&e, MaasError::Forbidden { message } if message.is_empty()));
+        assert_eq!(e.category(), "forbidden");
+    }
+
+    #[test]
+    fn maps_not_found() {
+        let e = map(
+            404,
+            &[],
+            "No Machine matches the given query.",
+            ErrorContext::Other,
+        );
+        assert!(matches!(e, MaasError::NotFound { .. }));
+        assert!(!e.is_retryable());
+    }
+
+    #[test]
+    fn plain_409_depends_on_the_call() {
+        let body = "No machine with system ID abc123 available.";
+        let e = map(409, &[], body, ErrorContext::Allocate);
+        assert!(matches!(&e, MaasError::NoMatchingMachine { message } if message == body));
+        assert!(!e.is_retryable());
+        let e = map(
+            409,
+            &[],
+            "Can't deploy a machine that is in the 'Deployed' state",
+            ErrorContext::Other,
+        );
+        assert!(matches!(e, MaasError::Conflict { .. }));
+        assert_eq!(e.category(), "conflict");
+    }
+
+    #[test]
+    fn conflict_with_retry_after_is_transient_even_for_allocate() {
+        let e = map(
+            409,
+            &[("retry-after", "5")],
+            "<html><body>conflict</body></html>",
+            ErrorContext::Allocate,
+        );
+        match &e {
+            MaasError::Unavailable {
+                status,
+                retry_after,
+                message,
+            } => {
+                assert_eq!(*status, 409);
+                assert_eq!(*retry_after, Some(Duration::from_secs(5)));
+                assert!(!message.contains("<html>"));
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+        assert!(e.is_retryable());
+        assert_eq!(e.retry_after(), Some(Duration::from_secs(5)));
+    }
+
+    #[test]
+    fn maps_503_with_and_without_retry_after() {
+        let e = map(
+            503,
+            &[("Retry-After", "10")],
+            "rack unavailable",
+            ErrorContext::Other,
+        );
+        assert!(
+            matches!(e, MaasError::Unavailable { status: 503, retry_after: Some(d), .. } if d == Duration::from_secs(10))
+        );
+        let e = map(503, &[("Retry-After", "soon")], "x", ErrorContext::Other);
+        assert!(matches!(
+            e,
+            MaasError::Unavailable {
+                retry_after: None,
+                ..
+            }
+        ));
+        assert!(e.is_retryable());
+        assert_eq!(
+            map(504, &[], "", ErrorContext::Other).category(),
+            "unavailable"
+        );
+    }
+
+    #[test]
+    fn maps_400_json_fields() {
+        let e = map(
+            400,
+            &[],
+            r#"{"zone": ["No such zone(s): x."], "tags": ["a", "b"]}"#,
+            ErrorContext::Allocate,
+        );
+        match &e {
+            MaasError::BadRequest { fields, message } => {
+                assert_eq!(fields["zone"], vec!["No such zone(s): x.".to_owned()]);
+                assert_eq!(fields["tags"].len(), 2);
+                assert!(message.is_empty());
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+        assert!(e.to_string().contains("zone: No such zone(s): x."));
+    }
+
+    #[test]
+    fn maps_400_text_and_list() {
+        let e = map(
+            400,
+            &[],
+            "Unrecognised signature: method=POST op=foo",
+            ErrorContext::Other,
+        );
+        assert!(
+            matches!(&e, MaasError::BadRequest { fields, message } if fields.is_empty() && message.starts_with("Unrecognised"))
+        );
+        let e = map(400, &[], r#"["one", "two"]"#, ErrorContext::Other);
+        assert!(matches!(&e, MaasError::BadRequest { message, .. } if message == "one; two"));
+    }
+
+    #[test]
+    fn maps_500_as_retryable_server_error_and_405_as_final() {
+        let e = map(
+            500,
+            &[],
+            "Invalid character in key name",
+            ErrorContext::Other,
+        );
+        assert!(matches!(e, MaasError::Server { status: 500, .. }));
+        assert!(e.is_retryable());
+        let e = map(405, &[], "", ErrorContext::Other);
+        assert!(!e.is_retryable());
+        assert_eq!(e.category(), "server");
+    }
+
+    #[test]
+    fn truncates_long_bodies_on_char_boundaries() {
+        let body = "é".repeat(1000);
+        let e = map(500, &[], &body, ErrorContext::Other);
+        let MaasError::Server { body, .. } = e else {
+            panic!()
+        };
+        assert!(body.len() <= MAX_ERROR_BODY + 3);
+        assert!(body.ends_with("..."));
+    }
+}

@@ -1,0 +1,93 @@
+//! Helpers shared by the simulator tests.
+
+#![allow(
+    dead_code,
+    unreachable_pub,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic
+)]
+
+use std::sync::Mutex;
+use std::time::Duration;
+
+use maas_client::{
+    ApiKey, Config, ConfigBuilder, MaasClient, MachineStatus, RequestEvent, RequestObserver,
+    RetryPolicy,
+};
+use maas_sim::{FaultConfig, OpFault, RunningSim, SimConfig, Simulator};
+
+pub fn fast_retries(max_attempts: u32) -> RetryPolicy {
+    RetryPolicy {
+        max_attempts,
+        base_delay: Duration::from_millis(20),
+        max_delay: Duration::from_millis(100),
+        max_retry_after: Duration::from_millis(50),
+    }
+}
+
+pub fn builder(sim: &RunningSim) -> ConfigBuilder {
+    Config::builder(&sim.url(), ApiKey::parse(&sim.api_key()).unwrap())
+        .retry_policy(fast_retries(4))
+        .request_timeout(Duration::from_secs(10))
+}
+
+pub fn client(sim: &RunningSim) -> MaasClient {
+    MaasClient::new(builder(sim).build().unwrap()).unwrap()
+}
+
+pub async fn start(config: SimConfig) -> RunningSim {
+    Simulator::start(config).await.unwrap()
+}
+
+pub fn instant(machines: usize) -> SimConfig {
+    SimConfig {
+        machines,
+        ..SimConfig::instant()
+    }
+}
+
+pub fn fault(op: &str, status: u16, retry_after: Option<u64>) -> FaultConfig {
+    FaultConfig {
+        ops: vec![OpFault {
+            op: op.to_owned(),
+            error_rate: 1.0,
+            status,
+            latency_ms: 0,
+            retry_after,
+            body: None,
+        }],
+        ..FaultConfig::default()
+    }
+}
+
+pub async fn wait_for_status(
+    client: &MaasClient,
+    id: &str,
+    wanted: MachineStatus,
+) -> maas_client::Machine {
+    for _ in 0..200 {
+        let machine = client.get_machine(id).await.unwrap();
+        if machine.status == wanted {
+            return machine;
+        }
+        assert!(
+            !machine.status.is_failure(),
+            "machine {id} failed: {:?}",
+            machine.status
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("machine {id} never reached {wanted}");
+}
+
+#[derive(Debug, Default)]
+pub struct Recorder {
+    pub events: Mutex<Vec<RequestEvent>>,
+}
+
+impl RequestObserver for Recorder {
+    fn observe(&self, event: &RequestEvent) {
+        self.events.lock().unwrap().push(*event);
+    }
+}

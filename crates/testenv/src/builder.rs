@@ -1,0 +1,280 @@
+//! [`Builder`]: what to start and install, and the start-up of the control plane.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Namespace;
+use kube::Api;
+
+use crate::error::{Error, Result};
+use crate::pki::{self, Authority};
+use crate::process::{self, Process};
+use crate::{TestEnv, cache_dir, kubeconfig, repo_root};
+
+const START_ATTEMPTS: usize = 3;
+const READY_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// What to start and install.
+#[derive(Debug, Clone)]
+pub struct Builder {
+    controller_manager: bool,
+    our_crds: bool,
+    capi_crds: bool,
+    extra_crd_dirs: Vec<PathBuf>,
+}
+
+impl Default for Builder {
+    fn default() -> Self {
+        Self {
+            controller_manager: true,
+            our_crds: true,
+            capi_crds: true,
+            extra_crd_dirs: Vec::new(),
+        }
+    }
+}
+
+impl Builder {
+    /// Run kube-controller-manager (garbage collector and namespace controllers). Default on.
+    #[must_use]
+    pub fn controller_manager(mut self, on: bool) -> Self {
+        self.controller_manager = on;
+        self
+    }
+
+    /// Install the project's CRDs from `deploy/crds`. Default on.
+    #[must_use]
+    pub fn our_crds(mut self, on: bool) -> Self {
+        self.our_crds = on;
+        self
+    }
+
+    /// Install the Cluster API core and IPAM CRDs from the cache. Default on.
+    #[must_use]
+    pub fn capi_crds(mut self, on: bool) -> Self {
+        self.capi_crds = on;
+        self
+    }
+
+    /// Also install the CRDs found in `dir`.
+    #[must_use]
+    pub fn crd_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.extra_crd_dirs.push(dir.into());
+        self
+    }
+
+    /// Starts the control plane; retried a few times because a free port can be taken
+    /// between choosing it and binding it.
+    pub async fn start(self) -> Result<TestEnv> {
+        let mut last = None;
+        for _ in 0..START_ATTEMPTS {
+            match self.start_once().await {
+                Ok(env) => return Ok(env),
+                Err(e @ Error::MissingBinary { .. }) => return Err(e),
+                Err(e) => {
+                    tracing::warn!(error = %e, "test control plane did not start, retrying");
+                    last = Some(e);
+                }
+            }
+        }
+        Err(last.unwrap_or(Error::Timeout {
+            what: "the test control plane".into(),
+            seconds: READY_TIMEOUT.as_secs(),
+        }))
+    }
+
+    async fn start_once(&self) -> Result<TestEnv> {
+        // kube's client and reqwest share rustls with no built-in provider.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let started = Instant::now();
+        let bin = cache_dir().join("bin");
+        let dir = tempfile::Builder::new()
+            .prefix("capmaas-testenv-")
+            .tempdir()
+            .map_err(Error::io("creating the temporary directory"))?;
+        let root = dir.path().to_path_buf();
+
+        let serving_ca = Authority::new("capmaas-testenv-serving-ca")?;
+        let client_ca = Authority::new("capmaas-testenv-client-ca")?;
+        let serving = serving_ca.serving_cert()?;
+        let admin = client_ca.client_cert("admin", &["system:masters"])?;
+        let sa_key = pki::ServiceAccountKey::generate()?;
+        let certs = root.join("certs");
+        write(&certs.join("apiserver.crt"), &serving.cert_pem)?;
+        write(&certs.join("apiserver.key"), &serving.key_pem)?;
+        write(&root.join("client-ca.crt"), client_ca.cert_pem())?;
+        write(&root.join("sa.key"), &sa_key.private_pem)?;
+        write(&root.join("sa.pub"), &sa_key.public_pem)?;
+
+        let etcd_port = process::free_port()?;
+        let etcd_peer_port = process::free_port()?;
+        let api_port = process::free_port()?;
+        let etcd_url = format!("http://127.0.0.1:{etcd_port}");
+        let server = format!("https://127.0.0.1:{api_port}");
+
+        let mut processes = Vec::new();
+        let mut etcd = Process::spawn(
+            "etcd",
+            &bin.join("etcd"),
+            &[
+                format!("--data-dir={}", root.join("etcd").display()),
+                format!("--listen-client-urls={etcd_url}"),
+                format!("--advertise-client-urls={etcd_url}"),
+                format!("--listen-peer-urls=http://127.0.0.1:{etcd_peer_port}"),
+                format!("--initial-advertise-peer-urls=http://127.0.0.1:{etcd_peer_port}"),
+                format!("--initial-cluster=default=http://127.0.0.1:{etcd_peer_port}"),
+                "--unsafe-no-fsync=true".into(),
+                "--quota-backend-bytes=4294967296".into(),
+                "--log-level=warn".into(),
+            ],
+            &root,
+        )?;
+        wait_http_ok(&mut etcd, &format!("{etcd_url}/health"), None).await?;
+        processes.push(etcd);
+
+        let mut apiserver = Process::spawn(
+            "kube-apiserver",
+            &bin.join("kube-apiserver"),
+            &[
+                format!("--etcd-servers={etcd_url}"),
+                format!("--secure-port={api_port}"),
+                "--bind-address=127.0.0.1".into(),
+                "--advertise-address=127.0.0.1".into(),
+                format!("--cert-dir={}", certs.display()),
+                format!("--client-ca-file={}", root.join("client-ca.crt").display()),
+                "--authorization-mode=RBAC".into(),
+                "--service-cluster-ip-range=10.0.0.0/24".into(),
+                "--allow-privileged=true".into(),
+                "--disable-admission-plugins=ServiceAccount".into(),
+                format!("--service-account-issuer={server}/"),
+                format!(
+                    "--service-account-key-file={}",
+                    root.join("sa.pub").display()
+                ),
+                format!(
+                    "--service-account-signing-key-file={}",
+                    root.join("sa.key").display()
+                ),
+                "--endpoint-reconciler-type=none".into(),
+                "--profiling=false".into(),
+            ],
+            &root,
+        )?;
+        wait_http_ok(
+            &mut apiserver,
+            &format!("{server}/readyz"),
+            Some(serving_ca.cert_pem()),
+        )
+        .await?;
+        processes.push(apiserver);
+
+        let admin_config = kubeconfig::kubeconfig(&server, serving_ca.cert_pem(), &admin);
+        let kubeconfig_path = root.join("kubeconfig");
+        write(&kubeconfig_path, &kubeconfig::to_yaml(&admin_config)?)?;
+        let client = kubeconfig::client(admin_config).await?;
+        wait_for_default_namespace(&client).await?;
+
+        if self.controller_manager {
+            let mut kcm = Process::spawn(
+                "kube-controller-manager",
+                &bin.join("kube-controller-manager"),
+                &[
+                    format!("--kubeconfig={}", kubeconfig_path.display()),
+                    "--controllers=garbage-collector-controller,namespace-controller".into(),
+                    "--leader-elect=false".into(),
+                    "--secure-port=0".into(),
+                    "--concurrent-gc-syncs=5".into(),
+                ],
+                &root,
+            )?;
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            kcm.ensure_running()?;
+            processes.push(kcm);
+        }
+
+        let mut env = TestEnv {
+            dir: Some(dir),
+            processes,
+            client,
+            server,
+            serving_ca_pem: serving_ca.cert_pem().to_owned(),
+            client_ca,
+            kubeconfig_path,
+            startup: Duration::ZERO,
+        };
+        let mut dirs = Vec::new();
+        if self.our_crds {
+            dirs.push(repo_root().join("deploy/crds"));
+        }
+        if self.capi_crds {
+            dirs.push(cache_dir().join("capi-crds"));
+        }
+        dirs.extend(self.extra_crd_dirs.iter().cloned());
+        for dir in dirs {
+            env.install_crd_dir(&dir).await?;
+        }
+        env.startup = started.elapsed();
+        tracing::info!(server = %env.server, startup = ?env.startup, "test control plane ready");
+        Ok(env)
+    }
+}
+
+fn write(path: &Path, contents: &str) -> Result<()> {
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent)
+            .map_err(Error::io(format!("creating {}", parent.display())))?;
+    }
+    std::fs::write(path, contents).map_err(Error::io(format!("writing {}", path.display())))
+}
+
+/// Polls `url` until it answers 200, failing early when the process exits.
+async fn wait_http_ok(process: &mut Process, url: &str, ca_pem: Option<&str>) -> Result<()> {
+    let mut builder = reqwest::Client::builder().timeout(Duration::from_secs(2));
+    if let Some(ca) = ca_pem {
+        let cert = reqwest::Certificate::from_pem(ca.as_bytes())
+            .map_err(|e| Error::Kubeconfig(format!("invalid CA: {e}")))?;
+        builder = builder.tls_certs_only([cert]);
+    }
+    let http = builder
+        .build()
+        .map_err(|e| Error::Kubeconfig(format!("building a probe client: {e}")))?;
+    let deadline = Instant::now() + READY_TIMEOUT;
+    loop {
+        process.ensure_running()?;
+        if let Ok(resp) = http.get(url).send().await
+            && resp.status().is_success()
+        {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(Error::Timeout {
+                what: format!(
+                    "{} at {url}; log tail:\n{}",
+                    process.name(),
+                    process.log_tail(30)
+                ),
+                seconds: READY_TIMEOUT.as_secs(),
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn wait_for_default_namespace(client: &kube::Client) -> Result<()> {
+    let api: Api<Namespace> = Api::all(client.clone());
+    for _ in 0..100 {
+        if api
+            .get_opt("default")
+            .await
+            .map_err(Error::kube("reading namespace default"))?
+            .is_some()
+        {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Err(Error::Timeout {
+        what: "namespace default".into(),
+        seconds: 5,
+    })
+}
