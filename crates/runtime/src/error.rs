@@ -31,6 +31,12 @@ pub trait ErrorCategory {
     fn requeue(&self) -> Requeue {
         Requeue::Transient
     }
+
+    /// Whether the error is part of normal operation (an optimistic-lock conflict that the next
+    /// reconcile resolves): the kit's error policy logs it at debug level instead of warn.
+    fn quiet(&self) -> bool {
+        false
+    }
 }
 
 /// Boxed error returned by a controller future run under [`crate::Runtime::run`].
@@ -98,6 +104,25 @@ pub enum Error {
     /// The controller future returned an error.
     #[error("controller failed")]
     Controller(#[source] BoxError),
+    /// A guarded write lost a race: the object changed since it was read. Read again and decide
+    /// again.
+    #[error("conflict: {0}")]
+    Conflict(&'static str),
+    /// The object was deleted while it was being written.
+    #[error("object {0} is gone")]
+    Gone(String),
+}
+
+impl Error {
+    /// Whether the write lost an optimistic-concurrency race (a guarded patch failed, or the API
+    /// server answered 409 Conflict).
+    pub fn is_conflict(&self) -> bool {
+        match self {
+            Self::Conflict(_) => true,
+            Self::Kube(kube::Error::Api(s)) => s.code == 409,
+            _ => false,
+        }
+    }
 }
 
 impl ErrorCategory for Error {
@@ -113,6 +138,8 @@ impl ErrorCategory for Error {
             Self::Telemetry(_) => "telemetry",
             Self::LeaderElectionStopped => "leader_election",
             Self::Controller(_) => "controller",
+            Self::Conflict(_) => "conflict",
+            Self::Gone(_) => "gone",
         }
     }
 
@@ -121,6 +148,10 @@ impl ErrorCategory for Error {
             Self::InvalidArgument { .. } => Requeue::InvalidSpec,
             _ => Requeue::Transient,
         }
+    }
+
+    fn quiet(&self) -> bool {
+        self.is_conflict()
     }
 }
 

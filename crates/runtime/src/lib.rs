@@ -44,6 +44,7 @@
 pub mod backoff;
 pub mod client;
 pub mod conditions;
+pub mod controller;
 pub mod error;
 pub mod flags;
 pub mod health;
@@ -67,8 +68,8 @@ pub use flags::{CommonArgs, ListenAddr, LogFormat};
 pub use health::{Health, Watchdog};
 pub use leader::{LeaderElectionConfig, run_while_leader};
 pub use metrics::{ControllerMetrics, MetricsRegistry, ReconcileMetrics, ReconcileTimer};
-pub use runtime::{Context, Runtime, RuntimeBuilder, Settings};
-pub use status::apply_status;
+pub use runtime::{Context, Runtime, RuntimeBuilder, Settings, exit_code};
+pub use status::{apply_status, apply_status_at};
 pub use telemetry::TelemetryGuard;
 
 /// Default time a controller gets to stop after its term is cancelled.

@@ -166,6 +166,25 @@ impl RuntimeBuilder {
     }
 }
 
+/// What a binary's `main` returns: success, or the error with its whole chain on stderr (the
+/// logger may not be up yet) and exit code 1. Every `main.rs` ends with it.
+pub fn exit_code<E>(binary: &str, result: std::result::Result<(), E>) -> std::process::ExitCode
+where
+    E: Into<BoxError>,
+{
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            let e: BoxError = e.into();
+            #[allow(clippy::print_stderr)] // the one place a binary reports a fatal error
+            {
+                eprintln!("{binary}: {}", error_chain(e.as_ref()));
+            }
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
 /// Everything a binary needs, ready to [`run`](Runtime::run).
 #[derive(Debug)]
 pub struct Runtime {
@@ -212,6 +231,33 @@ impl Runtime {
             telemetry: true,
             shutdown: None,
         }
+    }
+
+    /// A runtime for in-process tests and embedding: the API server of `config`, no admin
+    /// endpoints (`/metrics`, `/healthz` off), no global tracing subscriber, stopped by `stop`,
+    /// a 5 s drain; `flags` as on the command line (e.g. `--namespace=x`, `--concurrency=2`).
+    pub async fn embedded(
+        binary: &str,
+        config: kube::Config,
+        stop: CancellationToken,
+        flags: &[&str],
+    ) -> Result<Self> {
+        let command_line = [binary, "--metrics-bind-addr=0", "--health-addr=0"]
+            .into_iter()
+            .chain(flags.iter().copied());
+        let args =
+            CommonArgs::try_parse_from(command_line).map_err(|e| Error::InvalidArgument {
+                flag: "embedded",
+                reason: e.to_string(),
+            })?;
+        Self::builder(binary)
+            .with_args(args)
+            .with_kube_config(config)
+            .without_telemetry()
+            .with_shutdown_token(stop)
+            .drain_timeout(Duration::from_secs(5))
+            .build()
+            .await
     }
 
     /// Resolved settings.

@@ -51,6 +51,28 @@ where
         .await?)
 }
 
+/// [`apply_status`] guarded by `resource_version`: when the object changed since the status was
+/// computed from it (another replica or controller wrote meanwhile), the API server answers
+/// 409 ([`Error::is_conflict`]) instead of this write undoing that one.
+pub async fn apply_status_at<K, S>(
+    api: &Api<K>,
+    name: &str,
+    field_manager: &str,
+    status: &S,
+    resource_version: &str,
+) -> Result<K>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
+    S: Serialize + ?Sized,
+{
+    let mut body = status_apply_body::<K, S>(status)?;
+    body["metadata"] = json!({"name": name, "resourceVersion": resource_version});
+    let params = PatchParams::apply(field_manager).force();
+    Ok(api
+        .patch_status(name, &params, &Patch::Apply(&body))
+        .await?)
+}
+
 /// The current time as a `metav1.Time`, for [`crate::conditions::set_condition`].
 pub fn now() -> Time {
     Time(jiff::Timestamp::now())

@@ -1,0 +1,60 @@
+//! The controller kit: the plumbing every controller of this project shares, written once.
+//!
+//! A controller crate brings its watches, its pure `decide` and its `act`; the kit brings:
+//! - [`run`]: drives a kube [`Controller`](kube::runtime::Controller) for one leadership term —
+//!   stops it when the term ends, wraps every reconcile (timer, span, metrics, backoff reset),
+//!   applies [`error_policy`] and logs the stream;
+//! - [`ready_when`]: marks the term ready once the caches it needs are filled;
+//! - [`scoped`]: the namespaced-or-cluster-wide `Api` that `--namespace` asks for;
+//! - [`finalizer`]: add and remove a finalizer with a guarded JSON patch;
+//! - [`Events`]: publishes Kubernetes Events without ever failing a reconcile;
+//! - [`workload`]: clients of workload clusters built from CAPI's kubeconfig Secrets, refusing
+//!   exec plugins and file references, cached per cluster.
+//!
+//! See `docs/architecture.md` ("Writing a controller") for the module layout that goes with it.
+
+pub mod events;
+pub mod finalizer;
+mod reconciler;
+pub mod workload;
+
+use std::future::Future;
+
+use kube::core::NamespaceResourceScope;
+use kube::{Api, Client, Resource};
+use tokio_util::sync::CancellationToken;
+
+pub use events::Events;
+pub use reconciler::{ReconcilerSettings, error_policy, run};
+
+use crate::Health;
+
+/// `Api::namespaced(namespace)` when the binary watches one namespace, else `Api::all`.
+pub fn scoped<K>(client: &Client, namespace: Option<&str>) -> Api<K>
+where
+    K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>,
+{
+    match namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    }
+}
+
+/// Marks `health` ready once `synced` resolves to `true` (typically every store's
+/// `wait_until_ready`), unless `cancel` fires first. Readiness stays off when a cache never
+/// fills: the pod is then not ready, which is the truth.
+pub async fn ready_when(
+    health: &Health,
+    cancel: &CancellationToken,
+    synced: impl Future<Output = bool>,
+) {
+    tokio::select! {
+        () = cancel.cancelled() => {}
+        ready = synced => {
+            if ready {
+                tracing::info!("caches synced; ready");
+                health.mark_ready();
+            }
+        }
+    }
+}

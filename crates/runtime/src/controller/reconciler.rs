@@ -1,0 +1,152 @@
+//! One reconcile wrapper, one error policy and one run loop for every controller.
+
+use std::fmt::Debug;
+use std::future::Future;
+use std::sync::Arc;
+
+use futures::StreamExt;
+use kube::Resource;
+use kube::ResourceExt;
+use kube::runtime::Controller;
+use kube::runtime::controller::{self, Action};
+use kube::runtime::reflector::ObjectRef;
+use serde::de::DeserializeOwned;
+use tokio_util::sync::CancellationToken;
+use tracing::{Instrument, debug, info, info_span, warn};
+
+use crate::error::{ErrorCategory, error_chain};
+use crate::{Context, ControllerMetrics, ObjectBackoff};
+
+/// What the kit needs to run one controller.
+#[derive(Debug, Clone)]
+pub struct ReconcilerSettings {
+    /// Controller name: the `controller` label of the reconcile metrics and a log field.
+    pub name: String,
+    /// Reconcile metrics labelled with `name`.
+    pub metrics: ControllerMetrics,
+    /// Per-object backoff after errors (reset after each successful reconcile).
+    pub backoff: ObjectBackoff,
+    /// Objects reconciled in parallel.
+    pub concurrency: u16,
+    /// Stops the controller (it finishes running reconciles first).
+    pub cancel: CancellationToken,
+}
+
+impl ReconcilerSettings {
+    /// Settings for the controller `name` in this leadership term: the term's metrics,
+    /// `--concurrency` and cancellation, a fresh error backoff.
+    pub fn for_term(term: &Context, name: &str) -> Self {
+        Self {
+            name: name.to_owned(),
+            metrics: term.reconcile.controller(name),
+            backoff: ObjectBackoff::default(),
+            concurrency: term.settings.concurrency,
+            cancel: term.cancel.clone(),
+        }
+    }
+}
+
+struct Wrapped<C> {
+    settings: ReconcilerSettings,
+    ctx: Arc<C>,
+}
+
+/// Runs `controller` until `settings.cancel` fires, calling `reconcile` for each object.
+///
+/// Every reconcile is timed and counted (`capmaas_reconcile_*{controller=name}`), runs inside a
+/// `reconcile` span with the object's namespace and name, and resets the object's backoff when
+/// it succeeds; a failure goes through [`error_policy`]. Concurrency is `settings.concurrency`.
+pub async fn run<K, C, E, R, Fut>(
+    controller: Controller<K>,
+    settings: ReconcilerSettings,
+    ctx: Arc<C>,
+    mut reconcile: R,
+) where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    C: Send + Sync + 'static,
+    R: FnMut(Arc<K>, Arc<C>) -> Fut,
+    Fut: Future<Output = Result<Action, E>> + Send + 'static,
+    E: std::error::Error + ErrorCategory + Send + Sync + 'static,
+{
+    let name = settings.name.clone();
+    let config = controller::Config::default().concurrency(settings.concurrency);
+    let stop = settings.cancel.clone().cancelled_owned();
+    let wrapped = Arc::new(Wrapped { settings, ctx });
+    info!(controller = %name, "controller started");
+    controller
+        .with_config(config)
+        .graceful_shutdown_on(stop)
+        .run(
+            move |obj, wrapped: Arc<Wrapped<C>>| {
+                let fut = reconcile(obj.clone(), wrapped.ctx.clone());
+                async move { observe(obj.as_ref(), &wrapped.settings, fut).await }
+            },
+            |obj, error, wrapped| error_policy(obj.as_ref(), error, &wrapped.settings),
+            wrapped,
+        )
+        .for_each(|result| {
+            let name = &name;
+            async move {
+                match result {
+                    Ok((obj, action)) => debug!(controller = %name, object = %obj, ?action, "reconciled"),
+                    Err(controller::Error::ObjectNotFound(obj)) => {
+                        debug!(controller = %name, object = %obj, "object gone before its reconcile");
+                    }
+                    // Logged by the error policy, with the object.
+                    Err(controller::Error::ReconcilerFailed(..)) => {}
+                    Err(e) => warn!(controller = %name, error = %error_chain(&e), "controller stream error"),
+                }
+            }
+        })
+        .await;
+    info!(controller = %name, "controller stopped");
+}
+
+async fn observe<K, E>(
+    obj: &K,
+    settings: &ReconcilerSettings,
+    reconcile: impl Future<Output = Result<Action, E>>,
+) -> Result<Action, E>
+where
+    K: Resource<DynamicType = ()>,
+    E: ErrorCategory,
+{
+    let _timer = settings.metrics.start_reconcile();
+    let span = info_span!(
+        "reconcile",
+        controller = %settings.name,
+        namespace = %obj.namespace().unwrap_or_default(),
+        name = %obj.name_any(),
+    );
+    let result = reconcile.instrument(span).await;
+    match &result {
+        Ok(_) => {
+            settings.backoff.reset(&ObjectRef::from_obj(obj));
+            settings.metrics.reconcile_succeeded();
+        }
+        Err(e) => settings.metrics.reconcile_failed(e.category()),
+    }
+    result
+}
+
+/// The requeue after a failed reconcile of `obj`: per-object exponential backoff for transient
+/// errors, a long fixed delay for invalid specs, none for [`crate::Requeue::Never`]. Logs the
+/// error with its whole chain (at debug level when [`ErrorCategory::quiet`]).
+pub fn error_policy<K, E>(obj: &K, error: &E, settings: &ReconcilerSettings) -> Action
+where
+    K: Resource<DynamicType = ()>,
+    E: std::error::Error + ErrorCategory + 'static,
+{
+    let action = settings
+        .backoff
+        .error_action(&ObjectRef::from_obj(obj), error);
+    let (namespace, name) = (obj.namespace().unwrap_or_default(), obj.name_any());
+    if error.quiet() {
+        debug!(controller = %settings.name, %namespace, %name, category = error.category(),
+               error = %error_chain(error), ?action, "reconcile retried");
+    } else {
+        warn!(controller = %settings.name, %namespace, %name, category = error.category(),
+              error = %error_chain(error), ?action, "reconcile failed");
+    }
+    action
+}

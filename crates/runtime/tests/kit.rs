@@ -1,0 +1,191 @@
+//! The controller kit against a real kube-apiserver (capmaas-testenv): guarded finalizer
+//! patches, the resourceVersion-guarded status apply, and guarded workload clients.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use capmaas_runtime::apply_status_at;
+use capmaas_runtime::controller::finalizer;
+use capmaas_runtime::controller::workload::{WorkloadClients, WorkloadError, reason};
+use capmaas_testenv::TestEnv;
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
+use kube::api::{DeleteParams, ObjectMeta, PostParams};
+use kube::{Api, Client, ResourceExt};
+use serde_json::json;
+
+const MANAGER: &str = "capmaas-kit-test";
+
+/// Adding tests the list that was read: a stale object loses against a concurrent writer
+/// instead of overwriting its finalizer; removal of the last finalizer of a deleted object
+/// reports the object as gone.
+async fn finalizers(client: &Client, ns: &str) {
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+    let cm = ConfigMap {
+        metadata: ObjectMeta {
+            name: Some("f".into()),
+            ..ObjectMeta::default()
+        },
+        ..ConfigMap::default()
+    };
+    let stale = api.create(&PostParams::default(), &cm).await.unwrap();
+    let ours = finalizer::add(&api, &stale, "example.com/ours", MANAGER)
+        .await
+        .unwrap();
+    assert!(finalizer::has(&ours, "example.com/ours"));
+    let err = finalizer::add(&api, &stale, "example.com/other", MANAGER)
+        .await
+        .unwrap_err();
+    assert!(err.is_conflict(), "{err}");
+    let both = finalizer::add(&api, &ours, "example.com/other", MANAGER)
+        .await
+        .unwrap();
+    assert_eq!(
+        both.finalizers(),
+        [
+            "example.com/ours".to_owned(),
+            "example.com/other".to_owned()
+        ]
+    );
+    let again = finalizer::add(&api, &both, "example.com/ours", MANAGER)
+        .await
+        .unwrap();
+    assert_eq!(
+        again.resource_version(),
+        both.resource_version(),
+        "no write"
+    );
+
+    api.delete("f", &DeleteParams::default()).await.unwrap();
+    let deleting = api.get("f").await.unwrap();
+    let left = finalizer::remove(&api, &deleting, "example.com/other", MANAGER)
+        .await
+        .unwrap()
+        .expect("one finalizer left");
+    assert!(!finalizer::has(&left, "example.com/other"));
+    let err = finalizer::remove(&api, &deleting, "example.com/other", MANAGER)
+        .await
+        .unwrap_err();
+    assert!(err.is_conflict(), "a stale read removes nothing: {err}");
+    finalizer::remove(&api, &left, "example.com/ours", MANAGER)
+        .await
+        .unwrap();
+    assert!(api.get_opt("f").await.unwrap().is_none(), "deleted");
+    let gone = finalizer::remove(&api, &left, "example.com/ours", MANAGER)
+        .await
+        .unwrap();
+    assert!(gone.is_none(), "an object already gone is not an error");
+}
+
+/// `apply_status_at` refuses to write a status computed from an outdated object.
+async fn guarded_status(client: &Client) {
+    let api: Api<Namespace> = Api::all(client.clone());
+    let name = "kit-status";
+    let ns = Namespace {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            ..ObjectMeta::default()
+        },
+        ..Namespace::default()
+    };
+    let created = api.create(&PostParams::default(), &ns).await.unwrap();
+    let rv = created.resource_version().unwrap();
+    let status = json!({"phase": "Active"});
+    let fresh = apply_status_at(&api, name, MANAGER, &status, &rv)
+        .await
+        .unwrap();
+    let err = apply_status_at(&api, name, MANAGER, &status, &rv)
+        .await
+        .unwrap_err();
+    assert!(err.is_conflict(), "{err}");
+    apply_status_at(
+        &api,
+        name,
+        MANAGER,
+        &status,
+        &fresh.resource_version().unwrap(),
+    )
+    .await
+    .unwrap();
+}
+
+fn kubeconfig_secret(cluster: &str, value: &[u8]) -> Secret {
+    Secret {
+        metadata: ObjectMeta {
+            name: Some(format!("{cluster}-kubeconfig")),
+            ..ObjectMeta::default()
+        },
+        data: Some([("value".to_owned(), ByteString(value.to_vec()))].into()),
+        ..Secret::default()
+    }
+}
+
+/// A usable kubeconfig gives a working client; a rotated Secret is checked again (an exec
+/// plugin is refused and never runs); a deleted one is missing.
+async fn workload_clients(client: &Client, ns: &str, env: &TestEnv) {
+    let dir = tempfile::tempdir().unwrap();
+    let (exec, marker) = env.exec_plugin_kubeconfig_yaml(dir.path()).unwrap();
+    let good = env.kubeconfig_yaml().unwrap();
+
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
+    let clients = WorkloadClients::new(client.clone());
+    let Err(missing) = clients.client(ns, "w").await else {
+        panic!("no Secret yet")
+    };
+    assert!(
+        matches!(missing, WorkloadError::Missing { .. }),
+        "{missing}"
+    );
+
+    secrets
+        .create(
+            &PostParams::default(),
+            &kubeconfig_secret("w", good.as_bytes()),
+        )
+        .await
+        .unwrap();
+    let workload = clients.client(ns, "w").await.unwrap();
+    workload.apiserver_version().await.unwrap();
+    clients
+        .client(ns, "w")
+        .await
+        .unwrap()
+        .apiserver_version()
+        .await
+        .unwrap();
+
+    let mut rotated = secrets.get("w-kubeconfig").await.unwrap();
+    rotated.data = kubeconfig_secret("w", exec.as_bytes()).data;
+    secrets
+        .replace("w-kubeconfig", &PostParams::default(), &rotated)
+        .await
+        .unwrap();
+    let Err(refused) = clients.client(ns, "w").await else {
+        panic!("an exec plugin must be refused")
+    };
+    assert_eq!(refused.reason(), reason::KUBECONFIG_REFUSED, "{refused}");
+    assert!(
+        refused.to_string().contains("exec credential plugin"),
+        "{refused}"
+    );
+    assert!(!marker.exists(), "the exec plugin must never run");
+}
+
+#[tokio::test]
+async fn kit_against_a_real_api_server() {
+    let env = TestEnv::builder()
+        .controller_manager(false)
+        .our_crds(false)
+        .capi_crds(false)
+        .start()
+        .await
+        .unwrap();
+    let client = env.client();
+    let (a, b) = (
+        env.create_namespace("kit-finalizer").await.unwrap(),
+        env.create_namespace("kit-workload").await.unwrap(),
+    );
+    tokio::join!(
+        finalizers(&client, &a),
+        guarded_status(&client),
+        workload_clients(&client, &b, &env),
+    );
+}
