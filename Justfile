@@ -47,8 +47,8 @@ demo: testenv
 # gateway MAAS calls and memory, test control plane start-up, and provisioning of 50, 200
 # and 500 machines end to end (release binaries; table in e2e/bench-results.md).
 bench: testenv
-    cargo bench -p maas-client --bench throughput
-    cargo bench -p maas-gateway --bench gateway
+    cargo bench -p maas-api-client --bench throughput
+    cargo bench -p maas-client --bench gateway
     cargo run -q -p capmaas-testenv --example measure
     cargo build --release --workspace --bins
     CAPMAAS_BIN_DIR=target/release cargo run --release -q -p capmaas-e2e --bin bench

@@ -5,14 +5,14 @@
 //! (b) client overhead: sequential GETs of the same URL through the client vs raw reqwest
 //!     (with and without decoding) → µs/request spent in the client.
 //!
-//! Run: `cargo bench -p maas-client --bench throughput` (about 10 s).
+//! Run: `cargo bench -p maas-api-client --bench throughput` (about 10 s).
 
 #![allow(clippy::print_stdout, clippy::cast_precision_loss)]
 
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use maas_client::{ApiKey, Config, MaasClient, Machine, MachineFilter};
+use maas_api_client::{ApiKey, Config, MaasClient, Machine, MachineFilter};
 
 const REQUESTS: usize = 2000;
 const CONCURRENCY: usize = 16;
@@ -141,7 +141,7 @@ async fn main() -> anyhow::Result<()> {
 
     let per = |d: Duration| micros(d) / sequential as f64;
     println!(
-        "maas-client throughput benchmark (maas-sim instant, {} machines)",
+        "maas-api-client throughput benchmark (maas-sim instant, {} machines)",
         ids.len()
     );
     println!("{:-<64}", "");
@@ -160,7 +160,7 @@ async fn main() -> anyhow::Result<()> {
     );
     println!("(b) sequential GETs of one machine, median of {ROUNDS} rounds of {sequential}");
     println!(
-        "    maas-client (µs/req)          {:>8.1}",
+        "    maas-api-client (µs/req)        {:>8.1}",
         per(client_time)
     );
     println!("    raw reqwest, bytes (µs/req)   {:>8.1}", per(raw_time));

@@ -2,7 +2,7 @@
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-//! use maas_client::{AllocateRequest, ApiKey, Config, MaasClient, MachineFilter};
+//! use maas_api_client::{AllocateRequest, ApiKey, Config, MaasClient, MachineFilter};
 //!
 //! let key = ApiKey::parse("consumer:token:secret")?;
 //! let client = MaasClient::new(Config::builder("https://maas.example:5443/MAAS/", key).build()?)?;
@@ -24,7 +24,7 @@
 //! PLAINTEXT with a fresh nonce and timestamp on every attempt, form-encoded bodies with `op`
 //! in the query string, a global concurrency limit, jittered exponential retries for
 //! idempotent calls only, typed errors ([`MaasError`]) and a metrics hook
-//! ([`RequestObserver`]). See `docs/maas-client.md`.
+//! ([`RequestObserver`]). See `docs/maas-api-client.md`.
 
 mod auth;
 mod config;

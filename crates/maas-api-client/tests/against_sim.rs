@@ -8,7 +8,7 @@ mod support;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 
-use maas_client::{
+use maas_api_client::{
     AllocateRequest, BootResourceKind, DeployRequest, DnsResourceFilter, DnsResourceSpec,
     DomainSpec, LinkMode, LinkSubnetRequest, MaasError, MachineFilter, MachineStatus, PowerState,
     ReleaseRequest, StopMode, TagSpec,

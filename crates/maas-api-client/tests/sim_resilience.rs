@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use maas_client::{
+use maas_api_client::{
     AllocateRequest, ApiKey, CaMode, Config, ConfigBuilder, DeployRequest, MaasClient, MaasError,
     MachineFilter, MachineStatus, RequestEvent, RequestObserver, RetryPolicy, TagSpec,
 };

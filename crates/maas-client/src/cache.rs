@@ -9,7 +9,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
-use maas_client::Machine;
+use maas_api_client::Machine;
 
 #[derive(Debug)]
 struct Entry {

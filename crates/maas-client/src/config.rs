@@ -8,29 +8,22 @@ use std::num::NonZeroU32;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use capmaas_runtime::CommonArgs;
 use capmaas_runtime::flags::{leader_namespace_from_env, parse_duration};
-use maas_client::{ApiKey, Config as MaasConfig, RetryPolicy};
+use maas_api_client::{ApiKey, Config as MaasConfig, RetryPolicy};
 
 /// Environment variable holding the MAAS URL.
 pub const ENV_MAAS_ENDPOINT: &str = "MAAS_ENDPOINT";
 /// Environment variable holding the MAAS API key.
 pub const ENV_MAAS_API_KEY: &str = "MAAS_API_KEY";
 
-/// Flags of the `maas-client` binary.
-#[derive(Debug, Clone, clap::Parser)]
+/// The gateway's own flags (the shared ones are [`CommonArgs`](capmaas_runtime::CommonArgs)).
+/// The binary's `about` is the package description.
+#[derive(Debug, Clone, clap::Args)]
 #[command(
-    name = "maas-client",
-    about = "The only component that talks to MAAS: imports MaasHosts from MaasInventories and \
-             executes allocate, deploy, release, power and DNS requests.",
     after_help = "Environment: MAAS_ENDPOINT (e.g. https://maas.example:5443/MAAS/) and \
                   MAAS_API_KEY (consumer_key:token_key:token_secret) unless --maas-api-key-file is given."
 )]
-pub struct Args {
-    /// Flags shared by every capmaas binary.
-    #[command(flatten)]
-    pub common: CommonArgs,
-
+pub struct GatewayArgs {
     /// MAAS URL, e.g. `https://maas.example:5443/MAAS/`.
     #[arg(long, env = ENV_MAAS_ENDPOINT, value_name = "URL")]
     pub maas_endpoint: Option<String>,
@@ -199,7 +192,7 @@ fn read_file(flag: &'static str, path: &Path) -> Result<Vec<u8>, ConfigError> {
     })
 }
 
-fn load_api_key(args: &Args, env: &Environment) -> Result<ApiKey, ConfigError> {
+fn load_api_key(args: &GatewayArgs, env: &Environment) -> Result<ApiKey, ConfigError> {
     let (source_name, raw) = match (&args.maas_api_key_file, &env.api_key) {
         (Some(path), _) => {
             let bytes = read_file("--maas-api-key-file", path)?;
@@ -220,7 +213,7 @@ fn load_api_key(args: &Args, env: &Environment) -> Result<ApiKey, ConfigError> {
 
 impl GatewayConfig {
     /// Resolves the flags and environment; never panics, never logs the key.
-    pub fn resolve(args: &Args, env: &Environment) -> Result<Self, ConfigError> {
+    pub fn resolve(args: &GatewayArgs, env: &Environment) -> Result<Self, ConfigError> {
         let endpoint = args
             .maas_endpoint
             .as_deref()
@@ -241,7 +234,7 @@ impl GatewayConfig {
         if let Some(path) = &args.maas_ca_file {
             builder = builder.ca_bundle_pem(
                 read_file("--maas-ca-file", path)?,
-                maas_client::CaMode::Only,
+                maas_api_client::CaMode::Only,
             );
         }
         let maas = builder.build().map_err(|e| ConfigError::InvalidEndpoint {
@@ -266,10 +259,19 @@ mod tests {
 
     const KEY: &str = "ck:tk:very-secret-token";
 
-    fn args(extra: &[&str]) -> Args {
+    /// The gateway's command line: the shared flags and the gateway's own, as `main` has it.
+    #[derive(Debug, Parser)]
+    struct Flags {
+        #[command(flatten)]
+        common: capmaas_runtime::CommonArgs,
+        #[command(flatten)]
+        gateway: GatewayArgs,
+    }
+
+    fn args(extra: &[&str]) -> GatewayArgs {
         let mut v = vec!["maas-client"];
         v.extend_from_slice(extra);
-        Args::try_parse_from(v).unwrap()
+        Flags::try_parse_from(v).unwrap().gateway
     }
 
     fn env(key: Option<&str>) -> Environment {

@@ -4,14 +4,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use capmaas_api::{MaasHost, MaasInventory};
-use capmaas_runtime::{ControllerMetrics, ObjectBackoff};
-use kube::runtime::events::{Event, EventType, Recorder};
+use capmaas_runtime::controller::Events;
+use kube::ResourceExt;
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::{Resource, ResourceExt};
 use tokio::sync::mpsc;
-use tracing::debug;
 
 use crate::cache::MachineCache;
+use crate::config::GatewayConfig;
 use crate::maas::Maas;
 
 /// Settings the reconcilers need.
@@ -44,22 +43,14 @@ pub struct Gateway {
     pub kube: kube::Client,
     /// Settings.
     pub settings: Arc<Settings>,
-    /// Event recorder.
-    pub recorder: Recorder,
-    /// Per-object backoff after errors.
-    pub backoff: ObjectBackoff,
+    /// Events on the objects the gateway reconciles.
+    pub events: Events,
     /// Wakes MaasHost reconciles (inventory sync found a change).
     pub host_trigger: mpsc::UnboundedSender<ObjectRef<MaasHost>>,
     /// MaasHosts as the host controller's reflector sees them.
     pub hosts: Store<MaasHost>,
     /// MaasInventories as the inventory controller's reflector sees them.
     pub inventories: Store<MaasInventory>,
-    /// Reconcile metrics of the host controller.
-    pub host_metrics: ControllerMetrics,
-    /// Reconcile metrics of the inventory controller.
-    pub inventory_metrics: ControllerMetrics,
-    /// Reconcile metrics of the DNS record controller.
-    pub dns_metrics: ControllerMetrics,
 }
 
 impl std::fmt::Debug for Gateway {
@@ -70,28 +61,22 @@ impl std::fmt::Debug for Gateway {
     }
 }
 
-impl Gateway {
-    /// Publishes an Event on `obj`; a failure is logged, never fatal (events are best effort).
-    pub async fn event<K>(&self, obj: &K, warning: bool, reason: &str, note: String)
-    where
-        K: Resource<DynamicType = ()>,
-    {
-        let event = Event {
-            type_: if warning {
-                EventType::Warning
-            } else {
-                EventType::Normal
-            },
-            reason: reason.to_owned(),
-            note: Some(note),
-            action: reason.to_owned(),
-            secondary: None,
-        };
-        if let Err(e) = self.recorder.publish(&event, &obj.object_ref(&())).await {
-            debug!(object = %obj.meta().name.as_deref().unwrap_or(""), error = %e, "event not recorded");
+impl Settings {
+    /// The settings of one leadership term: the gateway's configuration and the runtime's.
+    pub fn new(config: &GatewayConfig, runtime: &capmaas_runtime::Settings) -> Self {
+        Self {
+            installation_id: config.installation_id.clone(),
+            field_manager: runtime.field_manager.clone(),
+            inventory_sync_interval: config.inventory_sync_interval,
+            deploy_retries: config.deploy_retries,
+            orphan_sweep_interval: config.orphan_sweep_interval,
+            orphan_grace_period: config.orphan_grace_period,
+            resync: runtime.sync_period,
         }
     }
+}
 
+impl Gateway {
     /// Asks the host controller to look at `name` in `namespace` again.
     pub fn refresh_host(&self, namespace: &str, name: &str) {
         // A closed channel means the term is ending; nothing to wake.

@@ -1,5 +1,8 @@
 //! The MaasDNSRecord reconciler: creates the MAAS DNS resource, updates it only when the
 //! address set changes, and deletes it (finalizer) when the object goes.
+//!
+//! The finalizer is the kit's ([`capmaas_runtime::controller::finalizer`]): added in the same
+//! reconcile that then creates the resource, removed once the MAAS resource is deleted.
 
 use std::collections::BTreeSet;
 use std::net::IpAddr;
@@ -9,12 +12,12 @@ use capmaas_api::conditions::{self as cond, reasons};
 use capmaas_api::keys::FINALIZER_MAAS_DNS_RECORD;
 use capmaas_api::{MaasDNSRecord, MaasDNSRecordStatus};
 use capmaas_runtime::conditions::{ConditionStatus, NewCondition, set_condition, summarize_ready};
+use capmaas_runtime::controller::finalizer;
 use capmaas_runtime::status::{apply_status, now};
-use kube::ResourceExt;
 use kube::api::Api;
 use kube::runtime::controller::Action;
-use kube::runtime::finalizer::{Event as Finalizer, finalizer};
-use maas_client::{DnsResource, DnsResourceSpec, MaasError};
+use kube::{Resource, ResourceExt};
+use maas_api_client::{DnsResource, DnsResourceSpec, MaasError};
 use tracing::info;
 
 use crate::context::Gateway;
@@ -79,36 +82,56 @@ pub fn in_sync(record: &MaasDNSRecord, wanted: &BTreeSet<IpAddr>) -> bool {
         && observed.as_ref() == Some(wanted)
 }
 
+/// What the finalizer asks for, given whether the record is being deleted and carries ours.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FinalizerStep {
+    /// Add the finalizer, then apply in the same reconcile.
+    AddThenApply,
+    /// Create or update the MAAS resource.
+    Apply,
+    /// Delete the MAAS resource, then remove the finalizer.
+    CleanupThenRemove,
+    /// Deleted and not ours (any more): nothing to do.
+    Nothing,
+}
+
+/// The finalizer step for a record that is (or is not) `deleting` and has (or has not) our
+/// finalizer.
+pub fn finalizer_step(deleting: bool, has_finalizer: bool) -> FinalizerStep {
+    match (deleting, has_finalizer) {
+        (false, false) => FinalizerStep::AddThenApply,
+        (false, true) => FinalizerStep::Apply,
+        (true, true) => FinalizerStep::CleanupThenRemove,
+        (true, false) => FinalizerStep::Nothing,
+    }
+}
+
 /// Reconciles one MaasDNSRecord.
 pub async fn reconcile(record: Arc<MaasDNSRecord>, gw: Arc<Gateway>) -> Result<Action> {
-    let timer = gw.dns_metrics.start_reconcile();
     let api: Api<MaasDNSRecord> =
         Api::namespaced(gw.kube.clone(), &record.namespace().unwrap_or_default());
-    let result = finalizer(
-        &api,
-        FINALIZER_MAAS_DNS_RECORD,
-        record.clone(),
-        |event| async {
-            match event {
-                Finalizer::Apply(r) => apply(&r, &gw, &api).await,
-                Finalizer::Cleanup(r) => cleanup(&r, &gw).await,
-            }
-        },
-    )
-    .await
-    .map_err(|e| Error::Finalizer(Box::new(e)));
-    drop(timer);
-    let key = kube::runtime::reflector::ObjectRef::from_obj(record.as_ref());
-    match &result {
-        Ok(_) => {
-            gw.backoff.reset(&key);
-            gw.dns_metrics.reconcile_succeeded();
+    let manager = &gw.settings.field_manager;
+    let step = finalizer_step(
+        record.meta().deletion_timestamp.is_some(),
+        finalizer::has(record.as_ref(), FINALIZER_MAAS_DNS_RECORD),
+    );
+    match step {
+        FinalizerStep::AddThenApply => {
+            let record = finalizer::add(&api, &record, FINALIZER_MAAS_DNS_RECORD, manager)
+                .await
+                .map_err(Error::Finalizer)?;
+            apply(&record, &gw, &api).await
         }
-        Err(e) => gw
-            .dns_metrics
-            .reconcile_failed(capmaas_runtime::ErrorCategory::category(e)),
+        FinalizerStep::Apply => apply(&record, &gw, &api).await,
+        FinalizerStep::CleanupThenRemove => {
+            cleanup(&record, &gw).await?;
+            finalizer::remove(&api, &record, FINALIZER_MAAS_DNS_RECORD, manager)
+                .await
+                .map_err(Error::Finalizer)?;
+            Ok(Action::await_change())
+        }
+        FinalizerStep::Nothing => Ok(Action::await_change()),
     }
-    result
 }
 
 async fn apply(record: &MaasDNSRecord, gw: &Gateway, api: &Api<MaasDNSRecord>) -> Result<Action> {
@@ -188,7 +211,7 @@ async fn apply(record: &MaasDNSRecord, gw: &Gateway, api: &Api<MaasDNSRecord>) -
     Ok(Action::requeue(gw.settings.resync))
 }
 
-async fn cleanup(record: &MaasDNSRecord, gw: &Gateway) -> Result<Action> {
+async fn cleanup(record: &MaasDNSRecord, gw: &Gateway) -> Result<()> {
     let fqdn = record.spec.fqdn();
     // Look up by name rather than trusting the recorded id alone: a create whose answer was
     // lost left no id in status.
@@ -204,7 +227,7 @@ async fn cleanup(record: &MaasDNSRecord, gw: &Gateway) -> Result<Action> {
         }
         info!(fqdn, id = resource.id, "deleted MAAS DNS resource");
     }
-    Ok(Action::await_change())
+    Ok(())
 }
 
 #[cfg(test)]
@@ -236,5 +259,13 @@ mod tests {
         );
         assert!(wanted_addresses(Some(&["nope".into()])).is_err());
         assert!(wanted_addresses(None).unwrap().is_empty());
+    }
+
+    #[test]
+    fn finalizer_is_added_then_applied_and_removed_after_cleanup() {
+        assert_eq!(finalizer_step(false, false), FinalizerStep::AddThenApply);
+        assert_eq!(finalizer_step(false, true), FinalizerStep::Apply);
+        assert_eq!(finalizer_step(true, true), FinalizerStep::CleanupThenRemove);
+        assert_eq!(finalizer_step(true, false), FinalizerStep::Nothing);
     }
 }

@@ -1,7 +1,7 @@
 //! Errors of the gateway's reconcilers, classified for metrics and requeue.
 
 use capmaas_runtime::{ErrorCategory, Requeue};
-use maas_client::MaasError;
+use maas_api_client::MaasError;
 
 /// Everything a reconcile can fail with.
 #[derive(Debug, thiserror::Error)]
@@ -38,9 +38,10 @@ pub enum Error {
         /// What MAAS reports.
         reason: String,
     },
-    /// A finalizer step failed.
-    #[error("finalizer: {0}")]
-    Finalizer(#[source] Box<kube::runtime::finalizer::Error<Error>>),
+    /// Adding or removing our finalizer failed; a [conflict](capmaas_runtime::Error::is_conflict)
+    /// (the finalizer list changed since it was read) is quiet: the next reconcile reads again.
+    #[error("finalizer update failed: {0}")]
+    Finalizer(#[source] capmaas_runtime::Error),
 }
 
 impl Error {
@@ -66,14 +67,10 @@ impl ErrorCategory for Error {
                 MaasError::Conflict { .. } | MaasError::NoMatchingMachine { .. } => "maas_conflict",
                 _ => "maas_error",
             },
-            Self::Kube { .. } | Self::Status(_) => "kube_api",
+            Self::Status(e) | Self::Finalizer(e) if e.is_conflict() => "conflict",
+            Self::Kube { .. } | Self::Status(_) | Self::Finalizer(_) => "kube_api",
             Self::InvalidSpec(_) => "invalid_spec",
             Self::NotOurs { .. } => "not_ours",
-            Self::Finalizer(inner) => match inner.as_ref() {
-                kube::runtime::finalizer::Error::ApplyFailed(e)
-                | kube::runtime::finalizer::Error::CleanupFailed(e) => e.category(),
-                _ => "kube_api",
-            },
         }
     }
 
@@ -86,6 +83,10 @@ impl ErrorCategory for Error {
             } => Requeue::InvalidSpec,
             _ => Requeue::Transient,
         }
+    }
+
+    fn quiet(&self) -> bool {
+        matches!(self, Self::Status(e) | Self::Finalizer(e) if e.is_conflict())
     }
 }
 
@@ -109,5 +110,19 @@ mod tests {
             message: "bad series".into(),
         });
         assert_eq!(e.requeue(), Requeue::InvalidSpec);
+    }
+
+    #[test]
+    fn finalizer_conflicts_are_quiet_and_transient() {
+        let e = Error::Finalizer(capmaas_runtime::Error::Conflict(
+            "the finalizer list changed",
+        ));
+        assert_eq!(e.category(), "conflict");
+        assert_eq!(e.requeue(), Requeue::Transient);
+        assert!(e.quiet());
+        let e = Error::Finalizer(capmaas_runtime::Error::Gone("x".into()));
+        assert_eq!(e.category(), "kube_api");
+        assert!(!e.quiet());
+        assert!(!Error::InvalidSpec("no image".into()).quiet());
     }
 }

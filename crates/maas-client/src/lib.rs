@@ -9,7 +9,9 @@
 //! - [`maas`]: the rate-limited client and the per-operation request metrics.
 //!
 //! Everything runs inside [`capmaas_runtime::Runtime::run`]: only the leader's term talks to
-//! MAAS; the admin server, health and shutdown come from the runtime.
+//! MAAS; the admin server, health and shutdown come from the runtime. The three controllers
+//! are driven by the kit ([`capmaas_runtime::controller::run`]: metrics, backoff, error policy,
+//! stop at the end of the term); [`run_term`] wires them.
 
 pub mod cache;
 pub mod config;
@@ -25,36 +27,38 @@ pub mod sweeper;
 use std::sync::Arc;
 
 use capmaas_api::{MaasDNSRecord, MaasHost, MaasInventory};
-use capmaas_runtime::{BoxError, Context, ObjectBackoff, Runtime, event_recorder};
-use futures::StreamExt;
-use kube::Api;
-use kube::Resource;
-use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
-use kube::runtime::reflector::ObjectRef;
+use capmaas_runtime::controller::{Events, ReconcilerSettings, ready_when, run, scoped};
+use capmaas_runtime::{BoxError, CommonArgs, Context, Runtime};
+use kube::runtime::controller::Controller;
 use kube::runtime::watcher;
-use maas_client::MaasClient;
-use tracing::{debug, info};
+use maas_api_client::MaasClient;
+use tracing::info;
 
-use crate::config::{Args, Environment, GatewayConfig};
+use crate::cache::MachineCache;
+use crate::config::{Environment, GatewayArgs, GatewayConfig};
 use crate::context::{Gateway, Settings};
-use crate::error::Error;
 use crate::maas::{Maas, MaasMetrics};
 
 /// Binary name; the field manager is `capmaas-maas-client`.
 pub const BINARY: &str = "maas-client";
+/// `--concurrency` default: objects of each kind reconciled in parallel (MAAS traffic is
+/// bounded separately by `--maas-max-concurrency` and `--maas-rate-limit`).
+pub const DEFAULT_CONCURRENCY: u16 = 8;
 
-/// Resolves the configuration, builds the runtime and runs until shutdown.
-pub async fn run(args: Args) -> Result<(), BoxError> {
+/// Resolves the configuration (flags and `MAAS_*` environment), builds the runtime and runs
+/// until shutdown: what `main` does.
+pub async fn start(common: CommonArgs, args: GatewayArgs) -> Result<(), BoxError> {
     let config = GatewayConfig::resolve(&args, &Environment::from_process())?;
     let runtime = Runtime::builder(BINARY)
-        .with_args(args.common)
-        .default_concurrency(8)
+        .with_args(common)
+        .default_concurrency(DEFAULT_CONCURRENCY)
         .build()
         .await?;
     run_with(runtime, config).await
 }
 
-/// Runs the gateway on an already built runtime (tests and embedding build their own).
+/// Runs the gateway on an already built runtime (tests and embedding build their own, e.g.
+/// with [`Runtime::embedded`]).
 pub async fn run_with(runtime: Runtime, config: GatewayConfig) -> Result<(), BoxError> {
     let metrics = runtime.metrics().register(MaasMetrics::register);
     let mut maas_config = config.maas.clone();
@@ -62,112 +66,69 @@ pub async fn run_with(runtime: Runtime, config: GatewayConfig) -> Result<(), Box
     let maas = Maas::new(MaasClient::new(maas_config)?, config.rate_limit);
     info!(installation_id = %config.installation_id, endpoint = %config.maas.api_root, "MAAS gateway configured");
     runtime
-        .run(move |ctx| run_term(ctx, maas.clone(), config.clone()))
+        .run(move |term| run_term(term, maas.clone(), config.clone()))
         .await?;
     Ok(())
 }
 
-fn api<K>(client: &kube::Client, namespace: Option<&str>) -> Api<K>
-where
-    K: Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>,
-{
-    match namespace {
-        Some(ns) => Api::namespaced(client.clone(), ns),
-        None => Api::all(client.clone()),
-    }
-}
-
-#[allow(clippy::needless_pass_by_value)] // the signature kube's Controller::run expects
-fn error_policy<K>(obj: Arc<K>, error: &Error, gw: Arc<Gateway>) -> Action
-where
-    K: Resource<DynamicType = ()>,
-{
-    debug!(error = %error, "reconcile failed");
-    gw.backoff
-        .error_action(&ObjectRef::from_obj(obj.as_ref()), error)
-}
-
-/// One leadership term: three controllers and the sweeper.
-pub async fn run_term(ctx: Context, maas: Maas, config: GatewayConfig) -> Result<(), BoxError> {
-    let namespace = ctx.settings.namespace.as_deref();
-    let watch = &ctx.clients.watch;
-    let controller_config = ControllerConfig::default().concurrency(ctx.settings.concurrency);
-    let (host_tx, mut host_rx) = tokio::sync::mpsc::unbounded_channel();
-    let host_triggers = futures::stream::poll_fn(move |cx| host_rx.poll_recv(cx));
+/// One leadership term: the MaasHost, MaasInventory and MaasDNSRecord controllers and the
+/// orphan sweeper, until the term ends. Ready once the host and inventory caches are filled.
+pub async fn run_term(term: Context, maas: Maas, config: GatewayConfig) -> Result<(), BoxError> {
+    let namespace = term.settings.namespace.as_deref();
+    let watch = &term.clients.watch;
+    // The inventory sync wakes the hosts whose machine changed in MAAS.
+    let (host_trigger, mut woken) = tokio::sync::mpsc::unbounded_channel();
+    let host_triggers = futures::stream::poll_fn(move |cx| woken.poll_recv(cx));
     let hosts = Controller::new(
-        api::<MaasHost>(watch, namespace),
+        scoped::<MaasHost>(watch, namespace),
         watcher::Config::default(),
     )
-    .with_config(controller_config.clone())
     .reconcile_on(host_triggers);
     let inventories = Controller::new(
-        api::<MaasInventory>(watch, namespace),
+        scoped::<MaasInventory>(watch, namespace),
         watcher::Config::default(),
-    )
-    .with_config(controller_config.clone());
+    );
     let records = Controller::new(
-        api::<MaasDNSRecord>(watch, namespace),
+        scoped::<MaasDNSRecord>(watch, namespace),
         watcher::Config::default(),
-    )
-    .with_config(controller_config);
+    );
     let gw = Arc::new(Gateway {
         maas,
-        cache: cache::MachineCache::new(),
-        kube: ctx.clients.api.clone(),
-        settings: Arc::new(Settings {
-            installation_id: config.installation_id.clone(),
-            field_manager: ctx.settings.field_manager.clone(),
-            inventory_sync_interval: config.inventory_sync_interval,
-            deploy_retries: config.deploy_retries,
-            orphan_sweep_interval: config.orphan_sweep_interval,
-            orphan_grace_period: config.orphan_grace_period,
-            resync: ctx.settings.sync_period,
-        }),
-        recorder: event_recorder(ctx.clients.api.clone(), BINARY),
-        backoff: ObjectBackoff::default(),
-        host_trigger: host_tx,
+        cache: MachineCache::new(),
+        kube: term.clients.api.clone(),
+        settings: Arc::new(Settings::new(&config, &term.settings)),
+        events: Events::new(term.clients.api.clone(), BINARY),
+        host_trigger,
         hosts: hosts.store(),
         inventories: inventories.store(),
-        host_metrics: ctx.reconcile.controller("maashost"),
-        inventory_metrics: ctx.reconcile.controller("maasinventory"),
-        dns_metrics: ctx.reconcile.controller("maasdnsrecord"),
     });
-    let cancel = ctx.cancel.clone();
-    let ready = {
-        let (gw, health) = (gw.clone(), ctx.health.clone());
+    let synced = {
+        let (hosts, inventories) = (gw.hosts.clone(), gw.inventories.clone());
         async move {
-            if gw.hosts.wait_until_ready().await.is_ok()
-                && gw.inventories.wait_until_ready().await.is_ok()
-            {
-                health.mark_ready();
-            }
+            hosts.wait_until_ready().await.is_ok() && inventories.wait_until_ready().await.is_ok()
         }
     };
-    let host_run = hosts
-        .graceful_shutdown_on(cancel.clone().cancelled_owned())
-        .run(host::controller::reconcile, error_policy, gw.clone())
-        .for_each(|result| async move {
-            if let Err(e) = result {
-                debug!(controller = "maashost", error = %e, "reconcile error");
-            }
-        });
-    let inventory_run = inventories
-        .graceful_shutdown_on(cancel.clone().cancelled_owned())
-        .run(inventory::controller::reconcile, error_policy, gw.clone())
-        .for_each(|result| async move {
-            if let Err(e) = result {
-                debug!(controller = "maasinventory", error = %e, "reconcile error");
-            }
-        });
-    let dns_run = records
-        .graceful_shutdown_on(cancel.clone().cancelled_owned())
-        .run(dns::reconcile, error_policy, gw.clone())
-        .for_each(|result| async move {
-            if let Err(e) = result {
-                debug!(controller = "maasdnsrecord", error = %e, "reconcile error");
-            }
-        });
-    let sweep = sweeper::run(gw.clone(), cancel.clone());
-    tokio::join!(ready, host_run, inventory_run, dns_run, sweep);
+    tokio::join!(
+        ready_when(&term.health, &term.cancel, synced),
+        run(
+            hosts,
+            ReconcilerSettings::for_term(&term, "maashost"),
+            gw.clone(),
+            host::controller::reconcile,
+        ),
+        run(
+            inventories,
+            ReconcilerSettings::for_term(&term, "maasinventory"),
+            gw.clone(),
+            inventory::controller::reconcile,
+        ),
+        run(
+            records,
+            ReconcilerSettings::for_term(&term, "maasdnsrecord"),
+            gw.clone(),
+            dns::reconcile,
+        ),
+        sweeper::run(gw.clone(), term.cancel.clone()),
+    );
     Ok(())
 }

@@ -1,7 +1,7 @@
 //! The gateway's only path to MAAS: the typed client behind a process-wide rate limit, with
 //! request metrics per operation.
 //!
-//! The concurrency limit lives in the client ([`maas_client::Config::max_concurrent_requests`],
+//! The concurrency limit lives in the client ([`maas_api_client::Config::max_concurrent_requests`],
 //! shared by all clones); the rate limit (a GCRA token bucket from `governor`) is taken here
 //! before every call. Retries of idempotent calls inside the client are not re-limited: they are
 //! already spaced by the client's backoff.
@@ -11,7 +11,7 @@ use std::num::NonZeroU32;
 use std::sync::Arc;
 
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
-use maas_client::{
+use maas_api_client::{
     AllocateRequest, DeployRequest, DnsResource, DnsResourceFilter, DnsResourceSpec, Interface,
     LinkSubnetRequest, MaasClient, MaasError, Machine, MachineFilter, ReleaseRequest, RequestEvent,
     RequestObserver, StopMode, Subnet,

@@ -2,26 +2,22 @@
 
 use std::process::ExitCode;
 
+use capmaas_runtime::{CommonArgs, exit_code};
 use clap::Parser;
-use maas_gateway::config::Args;
+use maas_client::BINARY;
+use maas_client::config::GatewayArgs;
 
-fn main() -> ExitCode {
+#[derive(Debug, Parser)]
+#[command(name = BINARY, version, about)]
+struct Args {
+    #[command(flatten)]
+    common: CommonArgs,
+    #[command(flatten)]
+    gateway: GatewayArgs,
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
     let args = Args::parse();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("maas-client: cannot start the async runtime: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    match runtime.block_on(maas_gateway::run(args)) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("maas-client: {}", capmaas_runtime::error_chain(e.as_ref()));
-            ExitCode::FAILURE
-        }
-    }
+    exit_code(BINARY, maas_client::start(args.common, args.gateway).await)
 }

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use capmaas_api::host::{HostInterface, PowerState, ProvisioningState};
 use capmaas_api::keys;
-use maas_client::{Machine, MachineStatus, PowerState as MaasPower};
+use maas_api_client::{Machine, MachineStatus, PowerState as MaasPower};
 
 /// A label value as Kubernetes accepts it (≤ 63 of `[A-Za-z0-9._-]`, alphanumeric at both
 /// ends), or `None`: MAAS names may contain characters labels cannot.

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use capmaas_api::MaasHost;
 use kube::Resource;
-use maas_client::{Machine, MachineFilter, MachineStatus, ReleaseRequest};
+use maas_api_client::{Machine, MachineFilter, MachineStatus, ReleaseRequest};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
@@ -77,7 +77,7 @@ fn claimed_system_ids(hosts: &[Arc<MaasHost>]) -> BTreeSet<String> {
 pub async fn sweep_once(
     gw: &Gateway,
     first_seen: &BTreeMap<String, Instant>,
-) -> Result<BTreeMap<String, Instant>, maas_client::MaasError> {
+) -> Result<BTreeMap<String, Instant>, maas_api_client::MaasError> {
     let installation = &gw.settings.installation_id;
     let ours = gw
         .maas

@@ -5,25 +5,13 @@ mod support;
 
 use std::time::Duration;
 
-use maas_sim::{FaultConfig, NodeStatus, OpFault, SimConfig, Simulator};
+use maas_sim::{FaultConfig, NodeStatus, OpFault};
 use support::*;
 
 #[tokio::test]
 async fn outage_and_error_injection_converge_without_leaks() {
-    let env = capmaas_testenv::TestEnv::builder()
-        .controller_manager(false)
-        .capi_crds(false)
-        .start()
-        .await
-        .unwrap();
-    let client = env.client();
-    let ns = env.create_namespace("faults").await.unwrap();
-    let sim = Simulator::start(SimConfig {
-        machines: 8,
-        ..SimConfig::instant()
-    })
-    .await
-    .unwrap();
+    let (env, client, ns) = api_server("faults").await;
+    let sim = instant_sim(8).await;
     let state = sim.state();
     let gateway = start_in_process(&env, &sim, &ns, &[]).await;
     create_inventory(&client, &ns, "inv", "default").await;

@@ -8,25 +8,13 @@ mod support;
 use std::time::Duration;
 
 use capmaas_api::keys;
-use maas_sim::{NodeStatus, PowerState, SimConfig, Simulator};
+use maas_sim::{NodeStatus, PowerState};
 use support::*;
 
 #[tokio::test]
 async fn import_then_provision_and_release() {
-    let env = capmaas_testenv::TestEnv::builder()
-        .controller_manager(false)
-        .capi_crds(false)
-        .start()
-        .await
-        .unwrap();
-    let client = env.client();
-    let ns = env.create_namespace("gw").await.unwrap();
-    let sim = Simulator::start(SimConfig {
-        machines: 50,
-        ..SimConfig::instant()
-    })
-    .await
-    .unwrap();
+    let (env, client, ns) = api_server("gw").await;
+    let sim = instant_sim(50).await;
     let state = sim.state();
     let gateway = start_in_process(&env, &sim, &ns, &[]).await;
     create_inventory(&client, &ns, "pool-default", "default").await;

@@ -35,7 +35,7 @@ fn spawn(
         .args(&args[1..])
         .arg(format!("--kubeconfig={}", env.kubeconfig_path().display()))
         .env("MAAS_API_KEY", sim.api_key())
-        .env("RUST_LOG", "info,maas_gateway=debug")
+        .env("RUST_LOG", "info,maas_client=debug")
         .stdout(Stdio::null())
         .stderr(log.try_clone().unwrap())
         .kill_on_drop(true)
@@ -76,14 +76,7 @@ fn leaked(state: &maas_sim::SimHandle, claimed: &[&str]) -> Vec<String> {
 
 #[tokio::test]
 async fn sigkill_at_every_step_deploys_exactly_once_and_leaks_nothing() {
-    let env = capmaas_testenv::TestEnv::builder()
-        .controller_manager(false)
-        .capi_crds(false)
-        .start()
-        .await
-        .unwrap();
-    let client = env.client();
-    let ns = env.create_namespace("kill").await.unwrap();
+    let (env, client, ns) = api_server("kill").await;
     let timings = Timings {
         deploy: Duration::from_secs(2),
         release: Duration::from_millis(500),
@@ -241,20 +234,8 @@ async fn maas_requests(port: u16) -> Option<u64> {
 
 #[tokio::test]
 async fn two_replicas_only_the_leader_calls_maas() {
-    let env = capmaas_testenv::TestEnv::builder()
-        .controller_manager(false)
-        .capi_crds(false)
-        .start()
-        .await
-        .unwrap();
-    let client = env.client();
-    let ns = env.create_namespace("ha").await.unwrap();
-    let sim = Simulator::start(SimConfig {
-        machines: 3,
-        ..SimConfig::instant()
-    })
-    .await
-    .unwrap();
+    let (env, client, ns) = api_server("ha").await;
+    let sim = instant_sim(3).await;
     let dir = tempfile::tempdir().unwrap();
     create_inventory(&client, &ns, "inv", "default").await;
     let ports = [free_port(), free_port()];

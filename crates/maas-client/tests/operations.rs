@@ -9,8 +9,8 @@ use std::time::Duration;
 use capmaas_api::MaasDNSRecord;
 use capmaas_api::keys::reboot_annotation;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use maas_client::{ApiKey, DnsResourceFilter, MaasClient};
-use maas_sim::{NodeStatus, PowerState, SimConfig, Simulator};
+use maas_api_client::{ApiKey, DnsResourceFilter, MaasClient};
+use maas_sim::{NodeStatus, PowerState};
 use support::*;
 
 async fn deployed_host(client: &kube::Client, ns: &str, name: &str, consumer: &str) {
@@ -24,20 +24,8 @@ async fn deployed_host(client: &kube::Client, ns: &str, name: &str, consumer: &s
 
 #[tokio::test]
 async fn reboots_retries_and_dns() {
-    let env = capmaas_testenv::TestEnv::builder()
-        .controller_manager(false)
-        .capi_crds(false)
-        .start()
-        .await
-        .unwrap();
-    let client = env.client();
-    let ns = env.create_namespace("ops").await.unwrap();
-    let sim = Simulator::start(SimConfig {
-        machines: 4,
-        ..SimConfig::instant()
-    })
-    .await
-    .unwrap();
+    let (env, client, ns) = api_server("ops").await;
+    let sim = instant_sim(4).await;
     let state = sim.state();
     let gateway = start_in_process(&env, &sim, &ns, &["--deploy-retries=2"]).await;
     create_inventory(&client, &ns, "inv", "default").await;
@@ -155,7 +143,7 @@ async fn reboots_retries_and_dns() {
     .await;
 
     let maas = MaasClient::new(
-        maas_client::Config::builder(&sim.url(), ApiKey::parse(&sim.api_key()).unwrap())
+        maas_api_client::Config::builder(&sim.url(), ApiKey::parse(&sim.api_key()).unwrap())
             .build()
             .unwrap(),
     )
@@ -163,10 +151,10 @@ async fn reboots_retries_and_dns() {
 
     // --- A machine someone else allocated first is reported, never taken or released.
     let taken = &ids[3];
-    maas.allocate(&maas_client::AllocateRequest {
+    maas.allocate(&maas_api_client::AllocateRequest {
         system_id: Some(taken.clone()),
         agent_name: Some("someone-else".into()),
-        ..maas_client::AllocateRequest::default()
+        ..maas_api_client::AllocateRequest::default()
     })
     .await
     .unwrap();
@@ -265,7 +253,10 @@ async fn reboots_retries_and_dns() {
         let r = records.get("api").await.unwrap();
         let ready = r.status.as_ref().and_then(|s| s.ready) == Some(true);
         (ready
-            && lookup().await.first().map(maas_client::DnsResource::ips)
+            && lookup()
+                .await
+                .first()
+                .map(maas_api_client::DnsResource::ips)
                 == Some(ips(&["10.0.0.5"])))
         .then_some(())
     })
@@ -296,7 +287,7 @@ async fn reboots_retries_and_dns() {
         let mut got = lookup()
             .await
             .first()
-            .map(maas_client::DnsResource::ips)
+            .map(maas_api_client::DnsResource::ips)
             .unwrap_or_default();
         got.sort();
         (got == ips(&["10.0.0.5", "10.0.0.6"])).then_some(())

@@ -11,7 +11,7 @@
 use std::sync::Mutex;
 use std::time::Duration;
 
-use maas_client::{
+use maas_api_client::{
     ApiKey, Config, ConfigBuilder, MaasClient, MachineStatus, RequestEvent, RequestObserver,
     RetryPolicy,
 };
@@ -65,7 +65,7 @@ pub async fn wait_for_status(
     client: &MaasClient,
     id: &str,
     wanted: MachineStatus,
-) -> maas_client::Machine {
+) -> maas_api_client::Machine {
     for _ in 0..200 {
         let machine = client.get_machine(id).await.unwrap();
         if machine.status == wanted {

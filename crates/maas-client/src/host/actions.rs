@@ -9,16 +9,16 @@ use capmaas_runtime::status::now;
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 use kube::api::Api;
-use maas_client::{
+use maas_api_client::{
     AllocateRequest, DeployRequest, LinkSubnetRequest, MaasError, MachineFilter, MachineStatus,
     PowerState,
 };
 use tracing::info;
 
-use super::annotations as ann;
-use super::controller::{Run, unix_now};
+use super::annotations::{self as ann, RebootState};
 use super::network::{self, LinkAction};
-use super::step::{RebootState, Wait};
+use super::run::{Run, unix_now};
+use super::step::Wait;
 use crate::error::{Error, Result};
 
 impl Run<'_> {
@@ -69,14 +69,8 @@ impl Run<'_> {
         self.facts.allocated_for_other_consumer = false;
         // Record at once: from here on the host, not only MAAS's agent_name, says it is ours.
         self.write_status(Wait::Idle).await?;
-        self.gw
-            .event(
-                self.host,
-                false,
-                "Allocated",
-                format!("allocated MAAS machine {}", self.system_id),
-            )
-            .await;
+        let note = format!("allocated MAAS machine {}", self.system_id);
+        self.gw.events.normal(self.host, "Allocated", &note).await;
         Ok(())
     }
 
@@ -190,13 +184,10 @@ impl Run<'_> {
             .await
             .map_err(Error::maas("deploy"))?;
         self.seen(m, sent);
+        let note = format!("deploying {}", provisioning.image);
         self.gw
-            .event(
-                self.host,
-                false,
-                "DeployStarted",
-                format!("deploying {}", provisioning.image),
-            )
+            .events
+            .normal(self.host, "DeployStarted", &note)
             .await;
         Ok(())
     }
@@ -221,14 +212,8 @@ impl Run<'_> {
             .await
             .map_err(Error::maas("release"))?;
         self.seen(m, sent);
-        self.gw
-            .event(
-                self.host,
-                false,
-                "Released",
-                format!("released MAAS machine {}", self.system_id),
-            )
-            .await;
+        let note = format!("released MAAS machine {}", self.system_id);
+        self.gw.events.normal(self.host, "Released", &note).await;
         Ok(())
     }
 

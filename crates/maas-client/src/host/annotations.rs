@@ -9,9 +9,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use capmaas_api::common::{EraseMode, ReleasePolicy};
-use maas_client::ReleaseRequest;
-
-use super::step::RebootState;
+use maas_api_client::ReleaseRequest;
 
 /// MAAS annotation: the installation (agent_name) holding the machine.
 pub const INSTALLATION: &str = "capmaas.installation";
@@ -30,6 +28,20 @@ pub const RELEASE_FORCE: &str = "capmaas.release-force";
 pub const REBOOT_STATE: &str = "maas.cluster.x-k8s.io/reboot-state";
 /// MaasHost annotation: failed deployments counted for the current request.
 pub const DEPLOY_FAILURES: &str = "maas.cluster.x-k8s.io/deploy-failures";
+
+/// Progress of a reboot request, persisted on the MaasHost as [`REBOOT_STATE`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RebootState {
+    /// No reboot in progress.
+    Idle,
+    /// Power-off requested (or about to be); the host stays off while a request exists.
+    PoweringOff,
+    /// Power-on sent; `since` is how long ago.
+    PoweringOn {
+        /// Time since the power-on was sent.
+        since: Duration,
+    },
+}
 
 /// The workload annotations a machine allocated for `host` must carry.
 pub fn desired_machine_annotations(
@@ -127,7 +139,7 @@ mod tests {
             Some(&policy),
         );
         for key in a.keys() {
-            maas_client::validate_annotation_key(key).unwrap();
+            maas_api_client::validate_annotation_key(key).unwrap();
         }
         assert_eq!(a[HOST], "ns/h1");
         assert_eq!(a[CONSUMER], "MaasMachine/m1");

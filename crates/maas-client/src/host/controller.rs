@@ -6,19 +6,17 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use capmaas_api::MaasHost;
-use capmaas_api::host::HostAllocation;
 use capmaas_api::keys;
-use capmaas_runtime::status::{apply_status, now};
 use kube::ResourceExt;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::Api;
 use kube::runtime::controller::Action;
-use maas_client::{MaasError, Machine, MachineStatus};
-use serde_json::json;
+use kube::runtime::reflector::ObjectRef;
+use maas_api_client::{MaasError, Machine, MachineStatus};
 use tracing::info;
 
-use super::annotations::{self as ann};
-use super::status::{StatusInput, build_status};
-use super::step::{HostFacts, Step, Wait, next_step};
+use super::annotations::{self as ann, RebootState};
+use super::run::{Run, unix_now};
+use super::step::{HostFacts, POLL, Step, Wait, next_step};
 use crate::cache::Lookup;
 use crate::context::Gateway;
 use crate::error::{Error, Result};
@@ -29,10 +27,6 @@ const MAX_STEPS: usize = 6;
 const CACHE_WAIT: Duration = Duration::from_secs(2);
 /// Retry of a host whose machine someone else allocated first.
 const HELD_BY_OTHER_RETRY: Duration = Duration::from_secs(300);
-
-pub(super) fn unix_now() -> i64 {
-    jiff::Timestamp::now().as_second()
-}
 
 /// The facts [`next_step`] needs, read from the host.
 pub fn host_facts(
@@ -77,35 +71,9 @@ pub fn host_facts(
     }
 }
 
-/// Reconciles one MaasHost.
+/// Reconciles one MaasHost: executes steps until one has to wait, then writes the status.
 pub async fn reconcile(host: Arc<MaasHost>, gw: Arc<Gateway>) -> Result<Action> {
-    let timer = gw.host_metrics.start_reconcile();
-    let result = reconcile_inner(&host, &gw).await;
-    drop(timer);
-    let key = kube::runtime::reflector::ObjectRef::from_obj(host.as_ref());
-    match &result {
-        Ok(_) => {
-            gw.backoff.reset(&key);
-            gw.host_metrics.reconcile_succeeded();
-        }
-        Err(e) => gw
-            .host_metrics
-            .reconcile_failed(capmaas_runtime::ErrorCategory::category(e)),
-    }
-    result
-}
-
-pub(super) struct Run<'a> {
-    pub(super) gw: &'a Gateway,
-    pub(super) host: &'a MaasHost,
-    pub(super) api: Api<MaasHost>,
-    pub(super) system_id: String,
-    pub(super) facts: HostFacts,
-    pub(super) machine: Option<Arc<Machine>>,
-    pub(super) allocation: Option<HostAllocation>,
-}
-
-async fn reconcile_inner(host: &MaasHost, gw: &Gateway) -> Result<Action> {
+    let (host, gw) = (host.as_ref(), gw.as_ref());
     let namespace = host.namespace().unwrap_or_default();
     let Some(machine) = current_machine(host, gw, &namespace).await? else {
         return Ok(Action::requeue(CACHE_WAIT));
@@ -148,7 +116,7 @@ async fn reconcile_inner(host: &MaasHost, gw: &Gateway) -> Result<Action> {
                 Ok(true) => {}
                 Ok(false) => {
                     // MAAS completes the operation on its own: report what we wait for.
-                    outcome = (in_flight_reason(&run), Some(super::step::POLL));
+                    outcome = (in_flight_reason(&run), Some(POLL));
                     break;
                 }
                 Err(Error::NotOurs { system_id, reason }) => {
@@ -189,7 +157,7 @@ async fn current_machine(
     let key = inventory.map(|i| format!("{namespace}/{i}"));
     let inventory_exists = inventory.is_some_and(|i| {
         gw.inventories
-            .get(&kube::runtime::reflector::ObjectRef::new(i).within(namespace))
+            .get(&ObjectRef::new(i).within(namespace))
             .is_some()
     });
     if let Some(key) = key.filter(|_| inventory_exists) {
@@ -212,29 +180,6 @@ async fn current_machine(
 }
 
 impl Run<'_> {
-    pub(super) fn seen(&mut self, machine: Machine, sent: Instant) {
-        self.gw.cache.observe(machine.clone(), sent);
-        self.machine = Some(Arc::new(machine));
-    }
-
-    pub(super) async fn refresh(&mut self) -> Result<()> {
-        let sent = Instant::now();
-        match self.gw.maas.get_machine(&self.system_id).await {
-            Ok(m) => self.seen(m, sent),
-            Err(MaasError::NotFound { .. }) => self.machine = None,
-            Err(e) => return Err(Error::maas("get machine")(e)),
-        }
-        Ok(())
-    }
-
-    pub(super) fn comment(&self, what: &str) -> String {
-        format!(
-            "capmaas {what}: MaasHost {}/{}",
-            self.host.namespace().unwrap_or_default(),
-            self.host.name_any()
-        )
-    }
-
     /// Executes a step; returns whether the next step may follow at once (false after an
     /// operation MAAS completes asynchronously).
     async fn execute(&mut self, step: Step) -> Result<bool> {
@@ -270,16 +215,13 @@ impl Run<'_> {
                 self.patch_annotation(ann::DEPLOY_FAILURES, Some(failures.to_string()))
                     .await?;
                 self.facts.deploy_failures = failures;
+                let note = format!(
+                    "MAAS deployment failed; retry {failures} of {}",
+                    self.facts.max_deploy_retries
+                );
                 self.gw
-                    .event(
-                        self.host,
-                        true,
-                        "DeploymentRetried",
-                        format!(
-                            "MAAS deployment failed; retry {failures} of {}",
-                            self.facts.max_deploy_retries
-                        ),
-                    )
+                    .events
+                    .warning(self.host, "DeploymentRetried", &note)
                     .await;
                 self.release().await?;
             }
@@ -291,13 +233,13 @@ impl Run<'_> {
             Step::BeginReboot => {
                 self.patch_annotation(ann::REBOOT_STATE, Some("off".to_owned()))
                     .await?;
-                self.facts.reboot = super::step::RebootState::PoweringOff;
+                self.facts.reboot = RebootState::PoweringOff;
                 self.gw
-                    .event(
+                    .events
+                    .normal(
                         self.host,
-                        false,
                         "RebootStarted",
-                        "powering off for a reboot request".into(),
+                        "powering off for a reboot request",
                     )
                     .await;
                 return Ok(true);
@@ -315,83 +257,14 @@ impl Run<'_> {
             Step::PowerOn => self.power_on().await?,
             Step::FinishReboot => {
                 self.patch_annotation(ann::REBOOT_STATE, None).await?;
-                self.facts.reboot = super::step::RebootState::Idle;
+                self.facts.reboot = RebootState::Idle;
                 self.gw
-                    .event(
-                        self.host,
-                        false,
-                        "RebootFinished",
-                        "powered on again".into(),
-                    )
+                    .events
+                    .normal(self.host, "RebootFinished", "powered on again")
                     .await;
                 return Ok(true);
             }
         }
         Ok(false)
-    }
-
-    pub(super) async fn patch_annotation(&self, key: &str, value: Option<String>) -> Result<()> {
-        let patch = json!({ "metadata": { "annotations": { key: value } } });
-        self.api
-            .patch(
-                &self.host.name_any(),
-                &PatchParams::default(),
-                &Patch::Merge(&patch),
-            )
-            .await
-            .map_err(Error::kube("annotate host"))?;
-        Ok(())
-    }
-
-    pub(super) async fn write_status(&self, wait: Wait) -> Result<()> {
-        let machine = self.machine.as_deref();
-        let ours = machine.is_some_and(|m| {
-            !matches!(m.status, MachineStatus::Ready | MachineStatus::New)
-                && (self.facts.allocation_recorded
-                    || m.annotations().get(ann::INSTALLATION)
-                        == Some(&self.gw.settings.installation_id))
-        });
-        let previous = self.host.status.as_ref();
-        let input = StatusInput {
-            previous,
-            machine,
-            ours,
-            wants_deploy: self.facts.wants_deploy(),
-            allocation: self.allocation.clone(),
-            wait,
-            deploy_failures: self.facts.deploy_failures,
-            generation: self.host.metadata.generation,
-        };
-        let status = build_status(&input, &now());
-        if previous == Some(&status) {
-            return Ok(());
-        }
-        let old_state = previous.and_then(|s| s.provisioning_state);
-        apply_status(
-            &self.api,
-            &self.host.name_any(),
-            &self.gw.settings.field_manager,
-            &status,
-        )
-        .await?;
-        if let Some(state) = status.provisioning_state.filter(|s| old_state != Some(*s)) {
-            {
-                let warning = matches!(
-                    state,
-                    capmaas_api::host::ProvisioningState::Failed
-                        | capmaas_api::host::ProvisioningState::Broken
-                        | capmaas_api::host::ProvisioningState::Missing
-                );
-                self.gw
-                    .event(
-                        self.host,
-                        warning,
-                        "ProvisioningState",
-                        format!("{old_state:?} -> {state:?}"),
-                    )
-                    .await;
-            }
-        }
-        Ok(())
     }
 }

@@ -4,5 +4,6 @@ mod actions;
 pub mod annotations;
 pub mod controller;
 pub mod network;
+mod run;
 pub mod status;
 pub mod step;

@@ -10,7 +10,7 @@
 
 use std::net::IpAddr;
 
-use maas_client::{Interface, LinkMode, Subnet};
+use maas_api_client::{Interface, LinkMode, Subnet};
 use serde::Deserialize;
 
 /// The parts of rendered network data this module reads.
@@ -131,7 +131,7 @@ pub fn plan_links(
             .find(|s| s.cidr.contains(&ip))
             .ok_or(NetworkDataError::NoSubnet(ip))?;
         let on_subnet =
-            |l: &&maas_client::Link| l.subnet.as_ref().is_some_and(|s| s.id == subnet.id);
+            |l: &&maas_api_client::Link| l.subnet.as_ref().is_some_and(|s| s.id == subnet.id);
         let done = interface
             .links
             .iter()

@@ -6,7 +6,7 @@ use capmaas_api::conditions::{self as cond, reasons};
 use capmaas_api::host::{HostAllocation, MaasHostStatus, ProvisioningState};
 use capmaas_runtime::conditions::{ConditionStatus, NewCondition, set_condition, summarize_ready};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use maas_client::Machine;
+use maas_api_client::Machine;
 
 use super::step::Wait;
 use crate::mapping;
@@ -182,7 +182,7 @@ pub fn observed(m: &Machine) -> MaasHostStatus {
 mod tests {
     use super::*;
     use capmaas_runtime::conditions::get_condition;
-    use maas_client::MachineStatus;
+    use maas_api_client::MachineStatus;
 
     fn t(s: i64) -> Time {
         Time(jiff::Timestamp::from_second(s).unwrap())
@@ -219,7 +219,7 @@ mod tests {
         assert_eq!(get_condition(&conditions, "Ready").unwrap().status, "True");
         let second = build_status(&input(Some(&m), Some(&first), Wait::Deployed), &t(200));
         assert_eq!(second, first, "no change, no write");
-        m.power_state = maas_client::PowerState::On;
+        m.power_state = maas_api_client::PowerState::On;
         let third = build_status(&input(Some(&m), Some(&second), Wait::Deployed), &t(300));
         assert_eq!(third.last_updated, Some(t(300)));
     }

@@ -14,27 +14,15 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use maas_client::{Machine, MachineStatus, PowerState};
+use maas_api_client::{Machine, MachineStatus, PowerState};
+
+use super::annotations::{INSTALLATION, RebootState};
 
 /// Poll delay for a machine MAAS is changing (deploying, releasing, powering).
 pub const POLL: Duration = Duration::from_secs(2);
 /// A power-on is repeated only if the machine still reads `off` this long after it was sent
 /// (repeating sooner could count as a second power cycle).
 pub const POWER_ON_RETRY_AFTER: Duration = Duration::from_secs(60);
-
-/// Progress of a reboot request, persisted on the MaasHost.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RebootState {
-    /// No reboot in progress.
-    Idle,
-    /// Power-off requested (or about to be); the host stays off while a request exists.
-    PoweringOff,
-    /// Power-on sent; `since` is how long ago.
-    PoweringOn {
-        /// Time since the power-on was sent.
-        since: Duration,
-    },
-}
 
 /// What the MaasHost asks for and what maas-client recorded on it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -146,13 +134,8 @@ fn held_by_us(host: &HostFacts, machine: &Machine) -> bool {
     );
     let annotated = host
         .annotations
-        .get(crate::host::annotations::INSTALLATION)
-        .is_some_and(|ours| {
-            machine
-                .annotations()
-                .get(crate::host::annotations::INSTALLATION)
-                == Some(ours)
-        });
+        .get(INSTALLATION)
+        .is_some_and(|ours| machine.annotations().get(INSTALLATION) == Some(ours));
     owned && (host.allocation_recorded || annotated)
 }
 

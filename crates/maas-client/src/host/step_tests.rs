@@ -1,7 +1,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use maas_client::{Machine, MachineStatus, PowerState};
+use maas_api_client::{Machine, MachineStatus, PowerState};
 
 use super::*;
 use crate::host::annotations::{self, INSTALLATION};

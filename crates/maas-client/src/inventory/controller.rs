@@ -13,7 +13,7 @@ use capmaas_runtime::status::{apply_status, now};
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
-use maas_client::MachineFilter;
+use maas_api_client::MachineFilter;
 use serde_json::json;
 use tracing::{debug, info};
 
@@ -62,23 +62,13 @@ fn existing(host: &MaasHost) -> ExistingHost {
     }
 }
 
-/// Reconciles one MaasInventory.
+/// Reconciles one MaasInventory. A failed sync is also reported on the inventory
+/// (`Synced=False`); the error itself goes to the kit's error policy (backoff, metrics).
 pub async fn reconcile(inventory: Arc<MaasInventory>, gw: Arc<Gateway>) -> Result<Action> {
-    let timer = gw.inventory_metrics.start_reconcile();
     let result = sync(&inventory, &gw).await;
-    drop(timer);
-    let key = kube::runtime::reflector::ObjectRef::from_obj(inventory.as_ref());
-    match &result {
-        Ok(_) => {
-            gw.backoff.reset(&key);
-            gw.inventory_metrics.reconcile_succeeded();
-        }
-        Err(e) => {
-            gw.inventory_metrics
-                .reconcile_failed(capmaas_runtime::ErrorCategory::category(e));
-            // Say so on the inventory; the error itself drives the backoff.
-            let _ = write_failure(&inventory, &gw, e).await;
-        }
+    if let Err(e) = &result {
+        // Best effort: the condition is for humans, the error drives the retry.
+        let _ = write_failure(&inventory, &gw, e).await;
     }
     result
 }
@@ -204,7 +194,7 @@ async fn apply_host(
 async fn write_success(
     inventory: &MaasInventory,
     gw: &Gateway,
-    machines: &[maas_client::Machine],
+    machines: &[maas_api_client::Machine],
     hosts: &[ExistingHost],
 ) -> Result<()> {
     let counts = inventory_counts(machines, hosts);

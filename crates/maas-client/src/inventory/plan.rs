@@ -7,7 +7,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
-use maas_client::{Machine, MachineStatus};
+use maas_api_client::{Machine, MachineStatus};
 
 use crate::mapping;
 

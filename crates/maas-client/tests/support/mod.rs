@@ -9,25 +9,52 @@
 )]
 
 use std::collections::BTreeMap;
-use std::future::Future;
 use std::time::Duration;
 
 use capmaas_api::MaasInventory;
 use capmaas_api::common::{ConsumerReference, SecretKeyReference};
 use capmaas_api::host::{HostProvisioning, MaasHost};
 use capmaas_runtime::{CommonArgs, Runtime};
-use clap::Parser;
+/// Polls until a check returns `Some`, or panics after the timeout (shared with every crate).
+pub use capmaas_testenv::eventually;
+use clap::{Args as _, Parser};
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
-use maas_gateway::config::{Args, Environment, GatewayConfig};
+use maas_client::config::{Environment, GatewayArgs, GatewayConfig};
 use tokio_util::sync::CancellationToken;
+
+/// The binary's command line, as its `main` parses it.
+#[derive(Debug, Parser)]
+pub struct Flags {
+    #[command(flatten)]
+    pub common: CommonArgs,
+    #[command(flatten)]
+    pub gateway: GatewayArgs,
+}
 
 pub const INSTALLATION: &str = "capmaas-test";
 
-pub async fn kube_config(env: &capmaas_testenv::TestEnv) -> kube::Config {
-    let kc = kube::config::Kubeconfig::read_from(env.kubeconfig_path()).unwrap();
-    kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+/// An API server with our CRDs (no controller-manager, no CAPI) and a namespace named after
+/// `prefix`.
+pub async fn api_server(prefix: &str) -> (capmaas_testenv::TestEnv, kube::Client, String) {
+    let env = capmaas_testenv::TestEnv::builder()
+        .controller_manager(false)
+        .capi_crds(false)
+        .start()
         .await
-        .unwrap()
+        .unwrap();
+    let client = env.client();
+    let ns = env.create_namespace(prefix).await.unwrap();
+    (env, client, ns)
+}
+
+/// A MAAS simulator with `machines` machines whose operations complete at once.
+pub async fn instant_sim(machines: usize) -> maas_sim::RunningSim {
+    maas_sim::Simulator::start(maas_sim::SimConfig {
+        machines,
+        ..maas_sim::SimConfig::instant()
+    })
+    .await
+    .unwrap()
 }
 
 /// Flags for a gateway watching `namespace`.
@@ -74,25 +101,36 @@ pub async fn start_in_process(
     namespace: &str,
     extra: &[&str],
 ) -> InProcess {
-    let args = Args::try_parse_from(gateway_args(sim, namespace, extra)).unwrap();
+    let command_line = gateway_args(sim, namespace, extra);
+    let flags = Flags::try_parse_from(&command_line).unwrap();
     let environment = Environment {
         api_key: Some(sim.api_key()),
         namespace: namespace.to_owned(),
     };
-    let config = GatewayConfig::resolve(&args, &environment).unwrap();
+    let config = GatewayConfig::resolve(&flags.gateway, &environment).unwrap();
+    // The shared flags go to the embedded runtime, which chooses the admin addresses itself.
+    let common = CommonArgs::augment_args(clap::Command::new(maas_client::BINARY));
+    let is_common = |arg: &&String| {
+        let name = arg.split('=').next().unwrap_or(arg).trim_start_matches('-');
+        !matches!(name, "metrics-bind-addr" | "health-addr")
+            && common.get_arguments().any(|a| a.get_long() == Some(name))
+    };
+    let runtime_flags: Vec<&str> = command_line[1..]
+        .iter()
+        .filter(is_common)
+        .map(String::as_str)
+        .collect();
     let token = CancellationToken::new();
-    let common: CommonArgs = args.common.clone();
-    let runtime = Runtime::builder(maas_gateway::BINARY)
-        .with_args(common)
-        .with_kube_config(kube_config(env).await)
-        .without_telemetry()
-        .with_shutdown_token(token.clone())
-        .drain_timeout(Duration::from_secs(5))
-        .build()
-        .await
-        .unwrap();
+    let runtime = Runtime::embedded(
+        maas_client::BINARY,
+        env.kube_config().await.unwrap(),
+        token.clone(),
+        &runtime_flags,
+    )
+    .await
+    .unwrap();
     let task = tokio::spawn(async move {
-        maas_gateway::run_with(runtime, config).await.unwrap();
+        maas_client::run_with(runtime, config).await.unwrap();
     });
     InProcess { token, task }
 }
@@ -107,25 +145,6 @@ pub async fn create_inventory(client: &kube::Client, namespace: &str, name: &str
     }))
     .unwrap();
     api.create(&PostParams::default(), &inv).await.unwrap();
-}
-
-/// Polls `check` every 200 ms until it returns `Some`, or panics after `within`.
-pub async fn eventually<T, F, Fut>(what: &str, within: Duration, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = tokio::time::Instant::now() + within;
-    loop {
-        if let Some(v) = check().await {
-            return v;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for: {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
 }
 
 pub async fn hosts(client: &kube::Client, namespace: &str) -> Vec<MaasHost> {

@@ -1,0 +1,127 @@
+//! [`Run`]: one reconcile of a MaasHost in progress: the host, what is known of its machine,
+//! and the writes every step shares (cache update, refresh, annotation patch, status).
+//! The step loop (`controller`) and the multi-call operations (`actions`) both work on it;
+//! it uses neither.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use capmaas_api::MaasHost;
+use capmaas_api::host::{HostAllocation, ProvisioningState};
+use capmaas_runtime::status::{apply_status, now};
+use kube::ResourceExt;
+use kube::api::{Api, Patch, PatchParams};
+use maas_api_client::{MaasError, Machine, MachineStatus};
+use serde_json::json;
+
+use super::annotations as ann;
+use super::status::{StatusInput, build_status};
+use super::step::{HostFacts, Wait};
+use crate::context::Gateway;
+use crate::error::{Error, Result};
+
+/// Now, in unix seconds (the encoding of the reboot-state annotation).
+pub(super) fn unix_now() -> i64 {
+    jiff::Timestamp::now().as_second()
+}
+
+/// The state of one MaasHost reconcile.
+pub(super) struct Run<'a> {
+    pub(super) gw: &'a Gateway,
+    pub(super) host: &'a MaasHost,
+    pub(super) api: Api<MaasHost>,
+    pub(super) system_id: String,
+    pub(super) facts: HostFacts,
+    pub(super) machine: Option<Arc<Machine>>,
+    pub(super) allocation: Option<HostAllocation>,
+}
+
+impl Run<'_> {
+    /// Records a machine MAAS returned for a request sent at `sent`.
+    pub(super) fn seen(&mut self, machine: Machine, sent: Instant) {
+        self.gw.cache.observe(machine.clone(), sent);
+        self.machine = Some(Arc::new(machine));
+    }
+
+    /// Reads the machine from MAAS again (`None` when it is gone).
+    pub(super) async fn refresh(&mut self) -> Result<()> {
+        let sent = Instant::now();
+        match self.gw.maas.get_machine(&self.system_id).await {
+            Ok(m) => self.seen(m, sent),
+            Err(MaasError::NotFound { .. }) => self.machine = None,
+            Err(e) => return Err(Error::maas("get machine")(e)),
+        }
+        Ok(())
+    }
+
+    /// The MAAS comment of an operation on behalf of this host.
+    pub(super) fn comment(&self, what: &str) -> String {
+        format!(
+            "capmaas {what}: MaasHost {}/{}",
+            self.host.namespace().unwrap_or_default(),
+            self.host.name_any()
+        )
+    }
+
+    /// Sets (or, with `None`, removes) an annotation of the host.
+    pub(super) async fn patch_annotation(&self, key: &str, value: Option<String>) -> Result<()> {
+        let patch = json!({ "metadata": { "annotations": { key: value } } });
+        self.api
+            .patch(
+                &self.host.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await
+            .map_err(Error::kube("annotate host"))?;
+        Ok(())
+    }
+
+    /// Writes the host status for this outcome when it changed, with an Event on a new
+    /// provisioning state.
+    pub(super) async fn write_status(&self, wait: Wait) -> Result<()> {
+        let machine = self.machine.as_deref();
+        let ours = machine.is_some_and(|m| {
+            !matches!(m.status, MachineStatus::Ready | MachineStatus::New)
+                && (self.facts.allocation_recorded
+                    || m.annotations().get(ann::INSTALLATION)
+                        == Some(&self.gw.settings.installation_id))
+        });
+        let previous = self.host.status.as_ref();
+        let input = StatusInput {
+            previous,
+            machine,
+            ours,
+            wants_deploy: self.facts.wants_deploy(),
+            allocation: self.allocation.clone(),
+            wait,
+            deploy_failures: self.facts.deploy_failures,
+            generation: self.host.metadata.generation,
+        };
+        let status = build_status(&input, &now());
+        if previous == Some(&status) {
+            return Ok(());
+        }
+        let old_state = previous.and_then(|s| s.provisioning_state);
+        apply_status(
+            &self.api,
+            &self.host.name_any(),
+            &self.gw.settings.field_manager,
+            &status,
+        )
+        .await?;
+        if let Some(state) = status.provisioning_state.filter(|s| old_state != Some(*s)) {
+            let note = format!("{old_state:?} -> {state:?}");
+            let events = &self.gw.events;
+            if matches!(
+                state,
+                ProvisioningState::Failed | ProvisioningState::Broken | ProvisioningState::Missing
+            ) {
+                events.warning(self.host, "ProvisioningState", &note).await;
+            } else {
+                events.normal(self.host, "ProvisioningState", &note).await;
+            }
+        }
+        Ok(())
+    }
+}
