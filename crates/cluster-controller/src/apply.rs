@@ -9,38 +9,16 @@ use capmaas_runtime::status::now;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{ListParams, Patch, PatchParams};
 use kube::runtime::controller::Action;
-use kube::runtime::events::EventType;
 use kube::{Api, Resource, ResourceExt};
-use tracing::{debug, info};
+use tracing::info;
 
 use crate::addresses::{addresses_differ, control_plane_addresses, parse_subnet, plan_addresses};
-use crate::controller::Ctx;
+use crate::context::Ctx;
+use crate::decide::{DnsName, failure_domains, owned_by, plan_endpoint};
 use crate::error::{Error, Result};
 use crate::prober::{ClusterRef, ProbeState};
-use crate::reconcile::{
-    DnsName, StatusParts, api_server_condition, build_status, failure_domains,
-    load_balancer_condition, owned_by, paused_condition, plan_endpoint, status_with,
-};
-use crate::writes::{announce_api_server, publish, set_endpoint, write_status};
-
-/// Paused: only the `Paused` condition changes; the probe stops.
-pub(crate) async fn pause(
-    api: &Api<MaasCluster>,
-    mc: &MaasCluster,
-    key: &ClusterRef,
-    why: &str,
-    ctx: &Ctx,
-) -> Result<Action> {
-    ctx.prober.stop(key);
-    let status = status_with(
-        mc.status.as_ref(),
-        paused_condition(Some(why)).observed_generation(mc.metadata.generation),
-        &now(),
-    );
-    write_status(api, mc, &status, ctx).await?;
-    debug!(reason = why, "paused");
-    Ok(Action::await_change())
-}
+use crate::status::{StatusParts, api_server_condition, build_status, load_balancer_condition};
+use crate::writes::{announce_api_server, set_endpoint, write_status};
 
 /// The normal pass: endpoint, DNS record, probe, status.
 pub(crate) async fn apply(
@@ -79,23 +57,17 @@ pub(crate) async fn apply(
         Ok(plan) => plan,
         Err(problem) => {
             write_status(api, mc, &failed_status(&problem, &probe), ctx).await?;
-            publish(ctx, mc, EventType::Warning, "InvalidEndpoint", &problem).await;
+            ctx.events.warning(mc, "InvalidEndpoint", &problem).await;
             return Err(Error::InvalidSpec(problem));
         }
     };
     let mc = if plan.patch_spec {
         let updated = set_endpoint(api, mc, &plan.endpoint).await?;
-        publish(
-            ctx,
-            &updated,
-            EventType::Normal,
-            "EndpointSet",
-            &format!(
-                "control-plane endpoint {}:{}",
-                plan.endpoint.host, plan.endpoint.port
-            ),
-        )
-        .await;
+        let note = format!(
+            "control-plane endpoint {}:{}",
+            plan.endpoint.host, plan.endpoint.port
+        );
+        ctx.events.normal(&updated, "EndpointSet", &note).await;
         updated
     } else {
         mc.clone()
@@ -105,14 +77,9 @@ pub(crate) async fn apply(
             Ok(record) => Some(record),
             Err(e @ (Error::InvalidSpec(_) | Error::DnsRecordConflict(_))) => {
                 write_status(api, &mc, &failed_status(&e.to_string(), &probe), ctx).await?;
-                publish(
-                    ctx,
-                    &mc,
-                    EventType::Warning,
-                    reasons::LOAD_BALANCER_FAILED,
-                    &e.to_string(),
-                )
-                .await;
+                ctx.events
+                    .warning(&mc, reasons::LOAD_BALANCER_FAILED, &e.to_string())
+                    .await;
                 return Err(e);
             }
             Err(e) => return Err(e),
@@ -204,6 +171,6 @@ async fn ensure_dns_record(
         .map_err(Error::kube("apply MaasDNSRecord"))?;
     let note = format!("{} -> [{}]", dns.fqdn(), plan.addresses.join(", "));
     info!(record = dns.name, addresses = ?plan.addresses, "MaasDNSRecord written");
-    publish(ctx, mc, EventType::Normal, "DNSRecordUpdated", &note).await;
+    ctx.events.normal(mc, "DNSRecordUpdated", &note).await;
     Ok(record)
 }

@@ -2,27 +2,29 @@
 
 use std::time::Duration;
 
+use capmaas_api::keys::FINALIZER_MAAS_CLUSTER;
 use capmaas_api::keys::LABEL_CLUSTER_NAME;
 use capmaas_api::{MaasCluster, MaasDNSRecord, MaasMachine};
+use capmaas_runtime::controller::finalizer;
 use capmaas_runtime::status::now;
 use kube::api::{DeleteParams, ListParams};
 use kube::runtime::controller::Action;
-use kube::runtime::events::EventType;
 use kube::{Api, ResourceExt};
 use tracing::{debug, info};
 
-use crate::controller::Ctx;
+use crate::context::Ctx;
+use crate::decide::{DeletionStep, deletion_condition, deletion_step, owned_by};
 use crate::error::{Error, Result};
 use crate::prober::ClusterRef;
-use crate::reconcile::{DeletionStep, deletion_condition, deletion_step, owned_by, status_with};
-use crate::writes::{publish, set_finalizers, write_status};
+use crate::status::status_with;
+use crate::writes::write_status;
 
 /// Backstop while deletion waits for machines (their deletion also wakes us through the watch).
 const DELETE_WAIT_MACHINES: Duration = Duration::from_secs(30);
 /// Backstop while deletion waits for the gateway to remove the DNS record.
 const DELETE_WAIT_RECORD: Duration = Duration::from_secs(10);
 
-/// One step of deletion per pass (see [`crate::reconcile::deletion_step`]).
+/// One step of deletion per pass (see [`crate::decide::deletion_step`]).
 pub(crate) async fn cleanup(
     api: &Api<MaasCluster>,
     mc: &MaasCluster,
@@ -58,11 +60,11 @@ pub(crate) async fn cleanup(
         let changed = mc.status.as_ref() != Some(&status);
         write_status(api, mc, &status, ctx).await?;
         if changed {
-            let (reason, kind) = match step {
-                DeletionStep::WaitForMachines(_) => ("DeletionBlocked", EventType::Normal),
-                _ => ("DeletingDNSRecord", EventType::Normal),
+            let reason = match step {
+                DeletionStep::WaitForMachines(_) => "DeletionBlocked",
+                _ => "DeletingDNSRecord",
             };
-            publish(ctx, mc, kind, reason, &condition.message).await;
+            ctx.events.normal(mc, reason, &condition.message).await;
         }
     }
     match step {
@@ -82,7 +84,9 @@ pub(crate) async fn cleanup(
         }
         DeletionStep::WaitForDnsRecords(_) => Ok(Action::requeue(DELETE_WAIT_RECORD)),
         DeletionStep::RemoveFinalizer => {
-            set_finalizers(api, mc, false).await?;
+            finalizer::remove(api, mc, FINALIZER_MAAS_CLUSTER, &ctx.field_manager)
+                .await
+                .map_err(Error::Finalizer)?;
             info!("MaasCluster cleaned up; finalizer removed");
             Ok(Action::await_change())
         }

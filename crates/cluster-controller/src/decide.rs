@@ -1,21 +1,16 @@
 //! What the controller decides, as pure functions of what it observed.
 //!
-//! The I/O layer (`controller.rs`) reads the MaasCluster, its Cluster, MaasMachines, the
-//! MaasDNSRecord and the probe state, asks these functions what the world should look like, and
-//! writes only the differences.
+//! [`decide`] picks the pass a reconcile makes; the rest plans the endpoint, the failure
+//! domains and the order of deletion. `act.rs` reads the world, asks these functions what it
+//! should look like, and writes only the differences; `status.rs` builds the status.
 
 use capmaas_api::capi::{CAPI_GROUP, CLUSTER_KIND, Cluster};
-use capmaas_api::cluster::ClusterNetworkStatus;
 use capmaas_api::cluster::{ApiEndpoint, FailureDomain, MaasClusterSpec};
-use capmaas_api::common::Initialization;
-use capmaas_api::conditions::{self as cond, reasons};
+use capmaas_api::conditions as cond;
 use capmaas_api::keys::{ANNOTATION_MANAGED_BY, ANNOTATION_PAUSED, FINALIZER_MAAS_CLUSTER};
-use capmaas_api::{MaasCluster, MaasClusterStatus, MaasDNSRecord, MaasMachine};
-use capmaas_runtime::conditions::{ConditionStatus, NewCondition, set_condition, summarize_ready};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use capmaas_api::{MaasCluster, MaasDNSRecord, MaasMachine};
+use capmaas_runtime::conditions::{ConditionStatus, NewCondition};
 use kube::ResourceExt;
-
-use crate::prober::ProbeState;
 
 /// Port of the generated endpoint when the Cluster does not name one.
 pub const DEFAULT_API_SERVER_PORT: i32 = 6443;
@@ -34,6 +29,65 @@ pub mod reason {
     pub const DELETING_DNS_RECORD: &str = "DeletingDNSRecord";
     /// The user provided the endpoint; no DNS record is managed.
     pub const EXTERNAL_ENDPOINT: &str = "ExternalEndpoint";
+}
+
+/// What one reconcile observed about a MaasCluster.
+#[derive(Debug, Clone, Copy)]
+pub struct Observed<'a> {
+    /// The MaasCluster.
+    pub maas_cluster: &'a MaasCluster,
+    /// Its owner Cluster, when the owner reference names one and it exists.
+    pub cluster: Option<&'a Cluster>,
+}
+
+/// The pass one reconcile makes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    /// Nothing to do until something changes (the why is for the log).
+    AwaitChange(&'static str),
+    /// The owner reference names a Cluster that is not there (yet).
+    WaitForCluster,
+    /// Paused: only the `Paused` condition changes, the probe stops.
+    Pause(String),
+    /// Add our finalizer, then make the normal pass.
+    AddFinalizer,
+    /// The normal pass: endpoint, DNS record, probe, status.
+    Apply,
+    /// One step of deletion (see [`deletion_step`]).
+    Cleanup,
+}
+
+/// The pass to make. Deletion goes first (a paused deletion waits too); an externally managed
+/// MaasCluster or one without an owner Cluster reference is left alone, as the contract asks.
+pub fn decide(observed: &Observed<'_>) -> Step {
+    let mc = observed.maas_cluster;
+    if mc.metadata.deletion_timestamp.is_some() {
+        if !has_finalizer(mc) {
+            return Step::AwaitChange("being deleted; our finalizer is already gone");
+        }
+        return match pause_reason(mc, observed.cluster) {
+            Some(why) => Step::Pause(why),
+            None => Step::Cleanup,
+        };
+    }
+    if is_externally_managed(mc) {
+        return Step::AwaitChange("externally managed (cluster.x-k8s.io/managed-by)");
+    }
+    if owner_cluster_name(mc).is_none() {
+        // CAPI sets the owner reference; that update wakes us.
+        return Step::AwaitChange("waiting for the owner Cluster reference");
+    }
+    let Some(cluster) = observed.cluster else {
+        return Step::WaitForCluster;
+    };
+    if let Some(why) = pause_reason(mc, Some(cluster)) {
+        return Step::Pause(why);
+    }
+    if has_finalizer(mc) {
+        Step::Apply
+    } else {
+        Step::AddFinalizer
+    }
 }
 
 /// Name of the owning CAPI Cluster, from the owner reference CAPI sets.
@@ -197,196 +251,6 @@ pub fn failure_domains(spec: &MaasClusterSpec) -> Option<Vec<FailureDomain>> {
     (!out.is_empty()).then_some(out)
 }
 
-/// `LoadBalancerReady` from the record the gateway reports on.
-pub fn load_balancer_condition(
-    plan: &EndpointPlan,
-    record: Option<&MaasDNSRecord>,
-) -> NewCondition {
-    let Some(dns) = &plan.dns else {
-        return NewCondition::new(
-            cond::LOAD_BALANCER_READY,
-            ConditionStatus::True,
-            reason::EXTERNAL_ENDPOINT,
-        )
-        .message(format!(
-            "endpoint {} is managed outside this provider",
-            plan.endpoint.host
-        ));
-    };
-    let fqdn = dns.fqdn();
-    let waiting = |message: String| {
-        NewCondition::new(
-            cond::LOAD_BALANCER_READY,
-            ConditionStatus::False,
-            reasons::WAIT_FOR_DNS_NAME,
-        )
-        .message(message)
-    };
-    let Some(record) = record else {
-        return waiting(format!("creating MaasDNSRecord for {fqdn}"));
-    };
-    let status = record.status.clone().unwrap_or_default();
-    let generation = record.metadata.generation;
-    let synced = status.ready == Some(true) && status.observed_generation == generation;
-    let failed = status
-        .conditions
-        .as_deref()
-        .unwrap_or_default()
-        .iter()
-        .find(|c| {
-            c.type_ == cond::DNS_RECORD_SYNCED
-                && c.status == "False"
-                && c.observed_generation == generation
-        });
-    if let Some(f) = failed.filter(|_| !synced) {
-        return NewCondition::new(
-            cond::LOAD_BALANCER_READY,
-            ConditionStatus::False,
-            reasons::LOAD_BALANCER_FAILED,
-        )
-        .message(format!("{fqdn}: {}", f.message));
-    }
-    let observed = status.observed_addresses.unwrap_or_default();
-    if observed.is_empty() {
-        let wanted = record.spec.addresses.as_deref().unwrap_or_default();
-        return waiting(if synced || wanted.is_empty() {
-            format!("{fqdn} has no control-plane address yet")
-        } else {
-            format!("waiting for MAAS to publish {fqdn}")
-        });
-    }
-    let mut message = format!("{fqdn} resolves to {}", observed.join(", "));
-    if !synced {
-        // The name already answers; MAAS is catching up with a changed address set.
-        message.push_str("; update pending");
-    }
-    NewCondition::new(
-        cond::LOAD_BALANCER_READY,
-        ConditionStatus::True,
-        reason::LOAD_BALANCER_READY,
-    )
-    .message(message)
-}
-
-/// `APIServerAvailable` from the shared prober's state.
-pub fn api_server_condition(probe: &ProbeState) -> NewCondition {
-    match probe {
-        ProbeState::Pending => NewCondition::new(
-            cond::API_SERVER_AVAILABLE,
-            ConditionStatus::Unknown,
-            reason::PROBE_PENDING,
-        )
-        .message("the workload API server has not been probed yet"),
-        ProbeState::Available { version } => NewCondition::new(
-            cond::API_SERVER_AVAILABLE,
-            ConditionStatus::True,
-            reason::API_SERVER_AVAILABLE,
-        )
-        .message(format!("workload API server {version} answers")),
-        ProbeState::Unavailable { reason, message } => {
-            NewCondition::new(cond::API_SERVER_AVAILABLE, ConditionStatus::False, reason)
-                .message(message.clone())
-        }
-    }
-}
-
-/// `Paused` (v1beta2 contract).
-pub fn paused_condition(reason: Option<&str>) -> NewCondition {
-    match reason {
-        Some(why) => {
-            NewCondition::new(cond::PAUSED, ConditionStatus::True, reasons::PAUSED).message(why)
-        }
-        None => NewCondition::new(cond::PAUSED, ConditionStatus::False, reasons::NOT_PAUSED),
-    }
-}
-
-/// Everything a normal reconcile puts into status.
-#[derive(Debug, Clone)]
-pub struct StatusParts {
-    /// The endpoint is settled (spec written, DNS record created when managed).
-    pub provisioned: bool,
-    /// Generated API FQDN, when the DNS record is ours.
-    pub dns_name: Option<String>,
-    /// Failure domains from the spec.
-    pub failure_domains: Option<Vec<FailureDomain>>,
-    /// `LoadBalancerReady`.
-    pub load_balancer: NewCondition,
-    /// `APIServerAvailable`.
-    pub api_server: NewCondition,
-    /// `metadata.generation` the status was computed from.
-    pub generation: Option<i64>,
-}
-
-/// The full status this controller owns after a normal reconcile. Deterministic: transition
-/// times move only when a condition's status changes, so an unchanged world compares equal to
-/// the previous status and causes no write.
-pub fn build_status(
-    previous: Option<&MaasClusterStatus>,
-    parts: StatusParts,
-    now: &Time,
-) -> MaasClusterStatus {
-    let mut conditions = previous
-        .and_then(|s| s.conditions.clone())
-        .unwrap_or_default();
-    let generation = parts.generation;
-    set_condition(
-        &mut conditions,
-        paused_condition(None).observed_generation(generation),
-        now,
-    );
-    set_condition(
-        &mut conditions,
-        parts.load_balancer.observed_generation(generation),
-        now,
-    );
-    set_condition(
-        &mut conditions,
-        parts.api_server.observed_generation(generation),
-        now,
-    );
-    let ready = summarize_ready(
-        &conditions,
-        &[cond::LOAD_BALANCER_READY, cond::API_SERVER_AVAILABLE],
-        generation,
-    );
-    set_condition(&mut conditions, ready, now);
-    // Provisioned is never taken back: CAPI would treat the cluster as new.
-    let provisioned = parts.provisioned || was_provisioned(previous);
-    MaasClusterStatus {
-        ready: provisioned.then_some(true),
-        initialization: provisioned.then_some(Initialization {
-            provisioned: Some(true),
-        }),
-        network: parts.dns_name.map(|dns_name| ClusterNetworkStatus {
-            dns_name: Some(dns_name),
-        }),
-        failure_domains: parts.failure_domains,
-        conditions: Some(conditions),
-    }
-}
-
-/// Whether the previous status says provisioned.
-pub fn was_provisioned(previous: Option<&MaasClusterStatus>) -> bool {
-    previous
-        .and_then(|s| s.initialization.as_ref())
-        .and_then(|i| i.provisioned)
-        == Some(true)
-}
-
-/// The previous status with one condition set (pause, deletion progress): nothing else changes
-/// while the controller is told to keep its hands off.
-pub fn status_with(
-    previous: Option<&MaasClusterStatus>,
-    condition: NewCondition,
-    now: &Time,
-) -> MaasClusterStatus {
-    let mut status = previous.cloned().unwrap_or_default();
-    let mut conditions = status.conditions.take().unwrap_or_default();
-    set_condition(&mut conditions, condition, now);
-    status.conditions = Some(conditions);
-    status
-}
-
 /// The next step of deleting a MaasCluster.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DeletionStep {
@@ -471,5 +335,5 @@ fn short_list(names: &[String]) -> String {
 }
 
 #[cfg(test)]
-#[path = "reconcile_tests.rs"]
+#[path = "decide_tests.rs"]
 mod tests;

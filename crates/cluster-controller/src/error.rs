@@ -17,6 +17,9 @@ pub enum Error {
     /// A status write through the runtime helpers failed.
     #[error("status write failed")]
     Status(#[source] capmaas_runtime::Error),
+    /// Adding or removing our finalizer failed (a conflict when the list changed meanwhile).
+    #[error("finalizer update failed")]
+    Finalizer(#[source] capmaas_runtime::Error),
     /// The MaasCluster (or its Cluster) cannot be reconciled as written; a human must fix it.
     #[error("invalid spec: {0}")]
     InvalidSpec(String),
@@ -43,6 +46,8 @@ impl ErrorCategory for Error {
         match self {
             Self::Kube { .. } => "kube_api",
             Self::Status(_) => "status_write",
+            Self::Finalizer(e) if e.is_conflict() => "conflict",
+            Self::Finalizer(_) => "finalizer",
             Self::InvalidSpec(_) => "invalid_spec",
             Self::DnsRecordConflict(_) => "dns_record_conflict",
             Self::Serialize(_) => "serialize",
@@ -55,8 +60,14 @@ impl ErrorCategory for Error {
             Self::InvalidSpec(_) | Self::DnsRecordConflict(_) | Self::MissingMetadata(_) => {
                 Requeue::InvalidSpec
             }
-            Self::Kube { .. } | Self::Status(_) | Self::Serialize(_) => Requeue::Transient,
+            Self::Kube { .. } | Self::Status(_) | Self::Finalizer(_) | Self::Serialize(_) => {
+                Requeue::Transient
+            }
         }
+    }
+
+    fn quiet(&self) -> bool {
+        matches!(self, Self::Finalizer(e) if e.is_conflict())
     }
 }
 

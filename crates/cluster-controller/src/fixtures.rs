@@ -3,7 +3,10 @@
 
 use capmaas_api::common::MachineAddress;
 use capmaas_api::keys::{LABEL_CLUSTER_NAME, LABEL_CONTROL_PLANE};
-use capmaas_api::{MaasCluster, MaasMachine, MaasMachineStatus};
+use capmaas_api::{
+    MaasCluster, MaasDNSRecord, MaasDNSRecordStatus, MaasMachine, MaasMachineStatus,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 /// A MaasMachine of `cluster` with the given `(type, address)` pairs in status.
 pub(crate) fn machine(name: &str, cluster: &str, cp: bool, addrs: &[(&str, &str)]) -> MaasMachine {
@@ -55,4 +58,39 @@ pub(crate) fn maas_cluster(name: &str, cluster: &str, spec: &serde_json::Value) 
         "spec": spec
     }))
     .unwrap()
+}
+
+/// `t` seconds after the epoch.
+pub(crate) fn t(secs: i64) -> Time {
+    Time(jiff::Timestamp::from_second(secs).unwrap())
+}
+
+/// A MaasDNSRecord `prod` with these spec addresses, status and generation.
+pub(crate) fn record(
+    spec_addresses: &[&str],
+    status: Option<MaasDNSRecordStatus>,
+    generation: i64,
+) -> MaasDNSRecord {
+    let mut r = MaasDNSRecord::new(
+        "prod",
+        capmaas_api::MaasDNSRecordSpec {
+            name: "prod".into(),
+            domain: "maas".into(),
+            addresses: Some(spec_addresses.iter().map(|s| (*s).to_owned()).collect()),
+            ttl: None,
+        },
+    );
+    r.metadata.generation = Some(generation);
+    r.status = status;
+    r
+}
+
+/// MaasCluster `prod-maas` owned by Cluster `prod`, with `spec`.
+pub(crate) fn prod_maas_cluster(spec: &serde_json::Value) -> MaasCluster {
+    maas_cluster("prod-maas", "prod", spec)
+}
+
+/// Cluster `prod` with `spec`.
+pub(crate) fn prod_cluster(spec: capmaas_api::capi::ClusterSpec) -> capmaas_api::capi::Cluster {
+    capmaas_api::capi::Cluster::new("prod", spec)
 }

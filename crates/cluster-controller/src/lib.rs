@@ -7,27 +7,95 @@
 //! `APIServerAvailable` condition from one shared, backed-off prober of workload API servers.
 //! Deleting waits for the cluster's MaasMachines, then deletes the DNS record.
 //!
-//! Decisions are pure functions in [`reconcile`] and [`addresses`]; [`controller`] does the I/O.
+//! Layout (the one every controller crate shares, see `docs/architecture.md`): [`decide`],
+//! [`status`] and [`addresses`] are pure; [`act`] reads, decides and dispatches to the passes
+//! in `apply.rs` and `cleanup.rs`, which write through `writes.rs`; [`watch`] maps other
+//! objects to MaasClusters; the plumbing comes from [`capmaas_runtime::controller`].
 
+pub mod act;
 pub mod addresses;
 mod apply;
 pub mod args;
 mod cleanup;
-pub mod controller;
+pub mod context;
+pub mod decide;
 pub mod error;
-pub mod kubeconfig;
 pub mod prober;
-pub mod reconcile;
+pub mod status;
+pub mod watch;
 mod writes;
 
 #[cfg(test)]
 mod fixtures;
 
+use std::sync::Arc;
+
+use capmaas_api::capi::Cluster;
+use capmaas_api::{MaasCluster, MaasDNSRecord, MaasMachine};
+use capmaas_runtime::controller::{self as kit, Events, ReconcilerSettings, ready_when, scoped};
+use capmaas_runtime::{BoxError, CommonArgs, Runtime};
+use kube::runtime::{Controller, watcher};
+
 pub use args::ControllerArgs;
-pub use controller::run;
 pub use error::{Error, Result};
+
+use crate::context::Ctx;
+use crate::prober::Prober;
 
 /// Binary name; also gives the field manager `capmaas-cluster-controller` and the Lease name.
 pub const BINARY: &str = "cluster-controller";
 /// `--concurrency` default: cluster reconciles are cheap and few.
 pub const DEFAULT_CONCURRENCY: u16 = 4;
+/// The `controller` label of this controller's metrics and logs.
+pub const CONTROLLER: &str = "maascluster";
+/// Server-side watch timeout; below the idle timeouts of common load balancers.
+const WATCH_TIMEOUT_SECS: u32 = 200;
+
+/// Runs the binary: the runtime from the common flags, then [`run`] in each leadership term.
+pub async fn start(common: CommonArgs, args: ControllerArgs) -> Result<(), BoxError> {
+    let runtime = Runtime::builder(BINARY)
+        .with_args(common)
+        .default_concurrency(DEFAULT_CONCURRENCY)
+        .build()
+        .await?;
+    runtime.run(move |term| run(term, args.clone())).await?;
+    Ok(())
+}
+
+/// Runs the MaasCluster controller for one leadership term.
+pub async fn run(term: capmaas_runtime::Context, args: ControllerArgs) -> Result<(), BoxError> {
+    let ns = term.settings.namespace.as_deref();
+    let watch = &term.clients.watch;
+    let wc = watcher::Config::default().timeout(WATCH_TIMEOUT_SECS);
+    let controller = Controller::new(scoped::<MaasCluster>(watch, ns), wc.clone());
+    let store = controller.store();
+    let (prober, woken) = Prober::new(
+        term.clients.api.clone(),
+        args.prober_config(),
+        Some(store.clone()),
+        term.cancel.child_token(),
+    );
+    let ctx = Arc::new(Ctx {
+        client: term.clients.api.clone(),
+        field_manager: term.settings.field_manager.clone(),
+        events: Events::new(term.clients.api.clone(), BINARY),
+        prober,
+        sync_period: term.settings.sync_period,
+    });
+    let machine_store = store.clone();
+    let controller = controller
+        .owns(scoped::<MaasDNSRecord>(watch, ns), wc.clone())
+        .watches(scoped::<Cluster>(watch, ns), wc.clone(), |c| {
+            watch::map_cluster(&c)
+        })
+        .watches(scoped::<MaasMachine>(watch, ns), wc, move |m| {
+            watch::map_machine(&machine_store, &m)
+        })
+        .reconcile_on(woken);
+    let ready = ready_when(&term.health, &term.cancel, async move {
+        store.wait_until_ready().await.is_ok()
+    });
+    let settings = ReconcilerSettings::for_term(&term, CONTROLLER);
+    tokio::join!(ready, kit::run(controller, settings, ctx, act::reconcile));
+    Ok(())
+}

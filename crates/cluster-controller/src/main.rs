@@ -1,8 +1,10 @@
-//! `cluster-controller`: reconciles MaasClusters.
+//! `cluster-controller`: the MaasCluster controller Deployment.
 
-use capmaas_runtime::{CommonArgs, Runtime};
+use std::process::ExitCode;
+
+use capmaas_runtime::{CommonArgs, exit_code};
 use clap::Parser;
-use cluster_controller::{BINARY, ControllerArgs, DEFAULT_CONCURRENCY};
+use cluster_controller::{BINARY, ControllerArgs};
 
 /// The MaasCluster controller of the MAAS Cluster API provider.
 #[derive(Debug, Parser)]
@@ -15,15 +17,10 @@ struct Args {
 }
 
 #[tokio::main]
-async fn main() -> Result<(), capmaas_runtime::Error> {
+async fn main() -> ExitCode {
     let args = Args::parse();
-    let runtime = Runtime::builder(BINARY)
-        .with_args(args.common)
-        .default_concurrency(DEFAULT_CONCURRENCY)
-        .build()
-        .await?;
-    let controller = args.controller;
-    runtime
-        .run(move |ctx| cluster_controller::run(ctx, controller.clone()))
-        .await
+    exit_code(
+        BINARY,
+        cluster_controller::start(args.common, args.controller).await,
+    )
 }

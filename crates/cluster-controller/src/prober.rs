@@ -13,25 +13,21 @@ use std::time::Duration;
 use backon::{BackoffBuilder, ExponentialBuilder};
 use capmaas_api::MaasCluster;
 use capmaas_api::conditions::reasons;
+use capmaas_runtime::controller::workload::{WorkloadClients, WorkloadError};
 use futures::channel::mpsc;
-use k8s_openapi::api::core::v1::Secret;
-use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::Client;
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::{Api, Client};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info};
-
-use crate::kubeconfig::{self, KUBECONFIG_SECRET_KEY};
 
 /// Key of a MaasCluster in the prober.
 pub type ClusterRef = ObjectRef<MaasCluster>;
 
 /// Reasons of `APIServerAvailable=False`.
 pub mod probe_reason {
-    /// The `<cluster>-kubeconfig` Secret does not exist (yet).
-    pub const KUBECONFIG_MISSING: &str = "KubeconfigMissing";
-    /// The Secret exists but holds no usable kubeconfig.
-    pub const KUBECONFIG_INVALID: &str = "KubeconfigInvalid";
+    pub use capmaas_runtime::controller::workload::reason::{
+        KUBECONFIG_INVALID, KUBECONFIG_MISSING, KUBECONFIG_REFUSED,
+    };
     /// The API server did not answer (CAPMAAS name).
     pub const API_SERVER_NOT_READY: &str = super::reasons::API_SERVER_NOT_READY;
 }
@@ -118,7 +114,7 @@ struct Target {
 }
 
 struct Inner {
-    client: Client,
+    workload: WorkloadClients,
     config: ProberConfig,
     targets: Mutex<HashMap<ClusterRef, Target>>,
     wake: mpsc::UnboundedSender<ClusterRef>,
@@ -153,7 +149,7 @@ impl Prober {
     ) -> (Self, mpsc::UnboundedReceiver<ClusterRef>) {
         let (wake, woken) = mpsc::unbounded();
         let inner = Inner {
-            client,
+            workload: WorkloadClients::new(client).with_timeout(config.timeout),
             config,
             targets: Mutex::default(),
             wake,
@@ -194,14 +190,15 @@ impl Prober {
         let namespace = key.namespace.clone().unwrap_or_default();
         debug!(cluster, namespace, "starting API server probe");
         let inner = self.inner.clone();
-        let (client, timeout, cluster) = (
-            inner.client.clone(),
+        let (workload, timeout, cluster) = (
+            inner.workload.clone(),
             inner.config.timeout,
             cluster.to_owned(),
         );
         let probe = move || {
-            let (client, namespace, cluster) = (client.clone(), namespace.clone(), cluster.clone());
-            async move { probe_api_server(&client, &namespace, &cluster, timeout).await }
+            let (workload, namespace, cluster) =
+                (workload.clone(), namespace.clone(), cluster.clone());
+            async move { probe_api_server(&workload, &namespace, &cluster, timeout).await }
         };
         let (key, prober, loop_stop) = (key.clone(), self.clone(), stop.clone());
         let report = move |state: ProbeState| prober.report(&key, &stop, state);
@@ -213,6 +210,8 @@ impl Prober {
     pub fn stop(&self, key: &ClusterRef) {
         if let Some(t) = self.lock().remove(key) {
             t.stop.cancel();
+            let namespace = key.namespace.as_deref().unwrap_or_default();
+            self.inner.workload.forget(namespace, &t.cluster);
         }
     }
 
@@ -308,54 +307,20 @@ pub(crate) async fn probe_loop<P, Fut, R>(
     }
 }
 
-/// One probe: read the kubeconfig Secret, call `/version`.
+/// One probe: a guarded client from the kubeconfig Secret, then `GET /version`.
 async fn probe_api_server(
-    client: &Client,
+    clients: &WorkloadClients,
     namespace: &str,
     cluster: &str,
     timeout: Duration,
 ) -> ProbeState {
-    let name = kubeconfig::secret_name(cluster);
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
-    let secret = match tokio::time::timeout(timeout, secrets.get_opt(&name)).await {
-        Ok(Ok(Some(s))) => s,
-        Ok(Ok(None)) => {
-            return ProbeState::unavailable(
-                probe_reason::KUBECONFIG_MISSING,
-                format!("Secret {name} not found"),
-            );
-        }
-        Ok(Err(e)) => {
-            return ProbeState::unavailable(
-                probe_reason::API_SERVER_NOT_READY,
-                format!(
-                    "cannot read Secret {name}: {}",
-                    capmaas_runtime::error_chain(&e)
-                ),
-            );
-        }
+    let workload = match tokio::time::timeout(timeout, clients.client(namespace, cluster)).await {
+        Ok(Ok(client)) => client,
+        Ok(Err(e)) => return ProbeState::unavailable(unusable_reason(&e), e.to_string()),
         Err(_) => {
             return ProbeState::unavailable(
                 probe_reason::API_SERVER_NOT_READY,
-                format!("reading Secret {name} took longer than {timeout:?}"),
-            );
-        }
-    };
-    let kubeconfig = match kubeconfig::from_secret(&secret) {
-        Ok(k) => k,
-        Err(problem) => {
-            return ProbeState::unavailable(
-                probe_reason::KUBECONFIG_INVALID,
-                format!("Secret {name}: {problem}"),
-            );
-        }
-    };
-    let workload = match workload_client(kubeconfig, timeout).await {
-        Ok(c) => c,
-        Err(problem) => {
-            return ProbeState::unavailable(
-                probe_reason::KUBECONFIG_INVALID,
-                format!("Secret {name}: {problem}"),
+                format!("reading the kubeconfig Secret took longer than {timeout:?}"),
             );
         }
     };
@@ -374,17 +339,14 @@ async fn probe_api_server(
     }
 }
 
-async fn workload_client(kubeconfig: Kubeconfig, timeout: Duration) -> Result<Client, String> {
-    // Error texts of kubeconfig loading can quote the file; say what failed, not what it held.
-    let mut config =
-        kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-            .await
-            .map_err(|_| format!("key {KUBECONFIG_SECRET_KEY} is not a usable kubeconfig"))?;
-    config.connect_timeout = Some(timeout);
-    config.read_timeout = Some(timeout);
-    config.write_timeout = Some(timeout);
-    Client::try_from(config)
-        .map_err(|_| "cannot build a client from the kubeconfig (TLS settings?)".to_owned())
+/// The condition reason for a kubeconfig that yields no client; a Secret that cannot be read
+/// right now says nothing about the workload cluster, so it counts as not ready.
+fn unusable_reason(error: &WorkloadError) -> &'static str {
+    if error.is_spec_problem() {
+        error.reason()
+    } else {
+        probe_reason::API_SERVER_NOT_READY
+    }
 }
 
 #[cfg(test)]

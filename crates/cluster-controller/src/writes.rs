@@ -1,49 +1,17 @@
-//! The writes every path shares: finalizer, endpoint, status, Events.
+//! The writes the passes share: endpoint, status, and the Events that announce the API server.
 
 use capmaas_api::cluster::ApiEndpoint;
 use capmaas_api::conditions as cond;
-use capmaas_api::keys::FINALIZER_MAAS_CLUSTER;
 use capmaas_api::{MaasCluster, MaasClusterStatus};
-use capmaas_runtime::{apply_status, error_chain};
+use capmaas_runtime::apply_status;
+use capmaas_runtime::controller::workload::reason::{KUBECONFIG_INVALID, KUBECONFIG_REFUSED};
 use kube::api::{Patch, PatchParams};
-use kube::runtime::events::{Event, EventType};
-use kube::{Api, Resource, ResourceExt};
+use kube::{Api, ResourceExt};
 use serde_json::json;
-use tracing::{debug, info};
+use tracing::info;
 
-use crate::controller::Ctx;
+use crate::context::Ctx;
 use crate::error::{Error, Result};
-
-/// Adds or removes our finalizer with a resourceVersion precondition, so a concurrent change
-/// to the list is never overwritten (the write fails and is retried instead).
-pub(crate) async fn set_finalizers(
-    api: &Api<MaasCluster>,
-    mc: &MaasCluster,
-    present: bool,
-) -> Result<MaasCluster> {
-    let mut finalizers: Vec<String> = mc
-        .finalizers()
-        .iter()
-        .filter(|f| *f != FINALIZER_MAAS_CLUSTER)
-        .cloned()
-        .collect();
-    if present {
-        finalizers.push(FINALIZER_MAAS_CLUSTER.to_owned());
-    }
-    let patch = json!({
-        "metadata": {
-            "finalizers": finalizers,
-            "resourceVersion": mc.resource_version(),
-        }
-    });
-    api.patch(
-        &mc.name_any(),
-        &PatchParams::default(),
-        &Patch::Merge(&patch),
-    )
-    .await
-    .map_err(Error::kube("patch MaasCluster finalizers"))
-}
 
 pub(crate) async fn set_endpoint(
     api: &Api<MaasCluster>,
@@ -83,54 +51,38 @@ pub(crate) async fn write_status(
     Ok(())
 }
 
-/// An Event when the workload API server becomes available or stops answering.
+/// An Event when the workload API server becomes available or stops answering, and a Warning
+/// naming the reason when its kubeconfig is refused or unusable (a person must fix the Secret).
 pub(crate) async fn announce_api_server(
     ctx: &Ctx,
     mc: &MaasCluster,
     before: Option<&MaasClusterStatus>,
     after: &MaasClusterStatus,
 ) {
-    let status_of = |s: Option<&MaasClusterStatus>| {
+    let condition = |s: Option<&MaasClusterStatus>| {
         s.and_then(|s| s.conditions.as_deref())
             .and_then(|c| capmaas_runtime::get_condition(c, cond::API_SERVER_AVAILABLE))
-            .map(|c| (c.status.clone(), c.message.clone()))
+            .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
     };
-    let (old, new) = (status_of(before), status_of(Some(after)));
-    match (old.as_ref().map(|o| o.0.as_str()), new) {
-        (Some("True"), Some((s, _))) if s == "True" => {}
-        (_, Some((s, message))) if s == "True" => {
-            publish(ctx, mc, EventType::Normal, "APIServerAvailable", &message).await;
+    let (old, Some((status, reason, message))) = (condition(before), condition(Some(after))) else {
+        return;
+    };
+    let was = |s: &str| old.as_ref().is_some_and(|o| o.0 == s);
+    let same_reason = old.as_ref().is_some_and(|o| o.1 == reason);
+    match status.as_str() {
+        "True" if !was("True") => {
+            ctx.events.normal(mc, "APIServerAvailable", &message).await;
         }
-        (Some("True"), Some((s, message))) if s == "False" => {
-            publish(
-                ctx,
-                mc,
-                EventType::Warning,
-                "APIServerUnavailable",
-                &message,
-            )
-            .await;
+        "False"
+            if (reason == KUBECONFIG_REFUSED || reason == KUBECONFIG_INVALID) && !same_reason =>
+        {
+            ctx.events.warning(mc, &reason, &message).await;
+        }
+        "False" if was("True") => {
+            ctx.events
+                .warning(mc, "APIServerUnavailable", &message)
+                .await;
         }
         _ => {}
-    }
-}
-
-pub(crate) async fn publish(
-    ctx: &Ctx,
-    mc: &MaasCluster,
-    type_: EventType,
-    reason: &str,
-    note: &str,
-) {
-    let event = Event {
-        type_,
-        reason: reason.to_owned(),
-        note: Some(note.to_owned()),
-        action: "Reconcile".to_owned(),
-        secondary: None,
-    };
-    if let Err(e) = ctx.recorder.publish(&event, &mc.object_ref(&())).await {
-        // Events are for humans; failing to record one must not fail the reconcile.
-        debug!(reason, error = %error_chain(&e), "cannot publish event");
     }
 }

@@ -13,36 +13,27 @@ use capmaas_api::keys::{
     FINALIZER_MAAS_CLUSTER, FINALIZER_MAAS_DNS_RECORD, LABEL_CLUSTER_NAME, LABEL_CONTROL_PLANE,
 };
 use capmaas_api::{MaasCluster, MaasDNSRecord, MaasMachine};
-use capmaas_runtime::{CommonArgs, Runtime};
+use capmaas_runtime::Runtime;
 use capmaas_testenv::TestEnv;
 use cluster_controller::{BINARY, ControllerArgs};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
-use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client, Resource, ResourceExt};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 const WAIT: Duration = Duration::from_secs(30);
 
-async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
+/// [`capmaas_testenv::eventually`] with this file's timeout.
+async fn eventually<T, F, Fut>(what: &str, check: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Option<T>>,
 {
-    let deadline = tokio::time::Instant::now() + WAIT;
-    loop {
-        if let Some(v) = check().await {
-            return v;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    capmaas_testenv::eventually(what, WAIT, check).await
 }
 
 struct Controller {
@@ -51,20 +42,9 @@ struct Controller {
 }
 
 async fn start_controller(env: &TestEnv) -> Controller {
-    let kubeconfig = Kubeconfig::from_yaml(&env.kubeconfig_yaml().unwrap()).unwrap();
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-        .await
-        .unwrap();
-    let common =
-        CommonArgs::try_parse_from([BINARY, "--metrics-bind-addr=0", "--health-addr=0"]).unwrap();
+    let config = env.kube_config().await.unwrap();
     let stop = CancellationToken::new();
-    let runtime = Runtime::builder(BINARY)
-        .with_args(common)
-        .with_kube_config(config)
-        .without_telemetry()
-        .with_shutdown_token(stop.clone())
-        .drain_timeout(Duration::from_secs(5))
-        .build()
+    let runtime = Runtime::embedded(BINARY, config, stop.clone(), &[])
         .await
         .unwrap();
     let args = ControllerArgs {
@@ -400,33 +380,47 @@ async fn paused_cluster_is_left_alone(client: &Client, ns: &str) {
     assert_eq!(mc.spec.control_plane_endpoint.unwrap().host, "idle.maas");
 }
 
+/// Secret `<cluster>-kubeconfig` holding `value`.
+fn kubeconfig_secret(cluster: &str, value: &[u8]) -> Secret {
+    Secret {
+        metadata: kube::api::ObjectMeta {
+            name: Some(format!("{cluster}-kubeconfig")),
+            ..Default::default()
+        },
+        data: Some([("value".to_owned(), ByteString(value.to_vec()))].into()),
+        ..Default::default()
+    }
+}
+
+/// The `APIServerAvailable` condition of MaasCluster `name`, once `wanted` holds for it.
+async fn api_server_available(
+    clusters: &Api<MaasCluster>,
+    name: &str,
+    wanted: impl Fn(&Condition) -> bool,
+) -> Condition {
+    eventually("the wanted APIServerAvailable condition", || async {
+        let mc = clusters.get(name).await.unwrap();
+        condition(&mc, cond::API_SERVER_AVAILABLE)
+            .filter(|c| wanted(c))
+            .cloned()
+    })
+    .await
+}
+
 /// APIServerAvailable: False with a dead endpoint, True with the workload server's kubeconfig.
 async fn api_server_probe(client: &Client, ns: &str, workload: &TestEnv) {
     let good = workload.kubeconfig_yaml().unwrap();
     let dead = good.replace(workload.server_url(), "https://127.0.0.1:1");
     assert_ne!(good, dead);
     let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
-    let secret = |yaml: &str| Secret {
-        metadata: kube::api::ObjectMeta {
-            name: Some("wl-kubeconfig".into()),
-            ..Default::default()
-        },
-        data: Some([("value".to_owned(), ByteString(yaml.as_bytes().to_vec()))].into()),
-        ..Default::default()
-    };
+    let secret = |yaml: &str| kubeconfig_secret("wl", yaml.as_bytes());
     secrets
         .create(&PostParams::default(), &secret(&dead))
         .await
         .unwrap();
     create_cluster(client, ns, "wl", false, json!({"dnsDomain": "maas"})).await;
     let clusters: Api<MaasCluster> = Api::namespaced(client.clone(), ns);
-    let c = eventually("APIServerAvailable=False", || async {
-        let mc = clusters.get("wl-maas").await.unwrap();
-        condition(&mc, cond::API_SERVER_AVAILABLE)
-            .filter(|c| c.status == "False")
-            .cloned()
-    })
-    .await;
+    let c = api_server_available(&clusters, "wl-maas", |c| c.status == "False").await;
     assert_eq!(c.reason, "APIServerNotReady");
     assert!(
         !c.message.contains("BEGIN"),
@@ -438,17 +432,57 @@ async fn api_server_probe(client: &Client, ns: &str, workload: &TestEnv) {
         .replace("wl-kubeconfig", &PostParams::default(), &secret(&good))
         .await
         .unwrap();
-    let c = eventually("APIServerAvailable=True", || async {
-        let mc = clusters.get("wl-maas").await.unwrap();
-        condition(&mc, cond::API_SERVER_AVAILABLE)
-            .filter(|c| c.status == "True")
-            .cloned()
-    })
-    .await;
+    let c = api_server_available(&clusters, "wl-maas", |c| c.status == "True").await;
     assert_eq!(c.reason, "APIServerAvailable");
     // Ready summarises LoadBalancerReady too, which waits for the DNS record here.
     let mc = clusters.get("wl-maas").await.unwrap();
     assert_eq!(condition(&mc, cond::READY).unwrap().status, "False");
+}
+
+/// A kubeconfig Secret with an exec credential plugin is refused: `APIServerAvailable=False`
+/// with reason `KubeconfigRefused`, a Warning Event naming it, and the plugin never runs.
+async fn exec_plugin_kubeconfig_is_refused(client: &Client, ns: &str, workload: &TestEnv) {
+    let dir = tempfile::tempdir().unwrap();
+    let (kubeconfig, marker) = workload.exec_plugin_kubeconfig_yaml(dir.path()).unwrap();
+    let secret = kubeconfig_secret("ex", kubeconfig.as_bytes());
+    Api::<Secret>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap();
+    create_cluster(client, ns, "ex", false, json!({"dnsDomain": "maas"})).await;
+    let clusters: Api<MaasCluster> = Api::namespaced(client.clone(), ns);
+    let c = api_server_available(&clusters, "ex-maas", |c| c.reason == "KubeconfigRefused").await;
+    assert_eq!(c.status, "False");
+    assert!(
+        c.message.contains("exec credential plugin"),
+        "{}",
+        c.message
+    );
+    let events: Api<Event> = Api::namespaced(client.clone(), ns);
+    let event = eventually("a KubeconfigRefused Warning Event", || async {
+        events
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .find(|e| {
+                e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("ex-maas")
+                    && e.reason.as_deref() == Some("KubeconfigRefused")
+            })
+    })
+    .await;
+    assert_eq!(event.type_.as_deref(), Some("Warning"));
+    assert!(
+        event
+            .note
+            .as_deref()
+            .unwrap_or_default()
+            .contains("exec credential plugin"),
+        "{:?}",
+        event.note
+    );
+    assert!(!marker.exists(), "the exec plugin must never run");
 }
 
 #[tokio::test]
@@ -464,15 +498,17 @@ async fn cluster_controller_against_a_real_api_server() {
     let (management, workload) = (management.unwrap(), workload.unwrap());
     let client = management.client();
     let controller = start_controller(&management).await;
-    let (a, b, c) = (
+    let (a, b, c, d) = (
         management.create_namespace("cc-provision").await.unwrap(),
         management.create_namespace("cc-paused").await.unwrap(),
         management.create_namespace("cc-probe").await.unwrap(),
+        management.create_namespace("cc-exec").await.unwrap(),
     );
     tokio::join!(
         provision_follow_and_delete(&client, &a),
         paused_cluster_is_left_alone(&client, &b),
         api_server_probe(&client, &c, &workload),
+        exec_plugin_kubeconfig_is_refused(&client, &d, &workload),
     );
     controller.stop.cancel();
     tokio::time::timeout(Duration::from_secs(15), controller.task)
