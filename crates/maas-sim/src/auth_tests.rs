@@ -214,3 +214,22 @@ fn base_string_follows_rfc5849() {
         "GET&http%3A%2F%2Fh%2Fp%2F&a%3D1%26b%3Dx%2520y"
     );
 }
+
+#[test]
+fn nonces_expire_after_the_window_in_arrival_order() {
+    let mut store = NonceStore::default();
+    assert!(store.check_and_record("c", "n1", 100, 300));
+    assert!(store.check_and_record("c", "n2", 200, 300));
+    assert!(
+        !store.check_and_record("c", "n1", 400, 300),
+        "n1 is 300 s old"
+    );
+    assert!(
+        store.check_and_record("other", "n1", 400, 300),
+        "per consumer"
+    );
+    assert!(store.check_and_record("c", "n1", 401, 300), "n1 expired");
+    assert_eq!(store.len(), 3, "n2 is still in the window");
+    assert!(store.check_and_record("c", "n3", 10_000, 300));
+    assert_eq!(store.len(), 1, "everything older went");
+}

@@ -160,7 +160,8 @@ pub struct SimConfig {
     pub timings: Timings,
     /// Users and keys; the first one is the default returned by `RunningSim::api_key`.
     pub api_keys: Vec<ApiKey>,
-    /// Refuse replayed nonces and timestamps outside `auth_window`.
+    /// Refuse replayed nonces and timestamps outside `auth_window`, as real MAAS does (on by
+    /// default; off only for a client that needs leniency).
     pub strict_auth: bool,
     /// Allowed clock difference for `oauth_timestamp` when `strict_auth` is on.
     pub auth_window: Duration,
@@ -186,7 +187,7 @@ impl Default for SimConfig {
             seed: 1,
             timings: Timings::default(),
             api_keys: vec![ApiKey::generate("admin", true)],
-            strict_auth: false,
+            strict_auth: true,
             auth_window: Duration::from_secs(300),
             inventory_file: None,
             state_file: None,

@@ -52,9 +52,10 @@ struct Args {
     /// Fixed admin API key `consumer:token:secret` (else a random one, printed at start).
     #[arg(long, env = "MAAS_SIM_API_KEY", hide_env_values = true)]
     api_key: Option<String>,
-    /// Refuse replayed nonces and timestamps more than 300 s off.
+    /// Accept replayed OAuth nonces and timestamps more than 300 s off. Real MAAS refuses both
+    /// (401), and so does the simulator by default.
     #[arg(long)]
-    strict_auth: bool,
+    lenient_auth: bool,
     /// Serve HTTPS with this certificate chain (PEM); needs --tls-key.
     #[arg(long, value_name = "FILE", requires = "tls_key")]
     tls_cert: Option<PathBuf>,
@@ -99,7 +100,7 @@ fn config(args: Args) -> Result<SimConfig, String> {
             power: seconds(args.power_seconds, "power-seconds")?,
         },
         api_keys: vec![key],
-        strict_auth: args.strict_auth,
+        strict_auth: !args.lenient_auth,
         inventory_file: args.inventory,
         state_file: args.state_file,
         faults,

@@ -172,9 +172,14 @@ async fn auth_failures_have_real_bodies() {
         .await
         .unwrap();
     assert_eq!(resp.status(), 401);
-    // The docs' curl form: unquoted values and a raw `&`.
+    // The docs' curl form: unquoted values and a raw `&` (with a current timestamp: a stale
+    // one is refused, as by MAAS).
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
     let raw = format!(
-        "OAuth oauth_version=1.0, oauth_signature_method=PLAINTEXT, oauth_consumer_key={}, oauth_token={}, oauth_signature=&{}, oauth_nonce=abc, oauth_timestamp=1",
+        "OAuth oauth_version=1.0, oauth_signature_method=PLAINTEXT, oauth_consumer_key={}, oauth_token={}, oauth_signature=&{}, oauth_nonce=abc, oauth_timestamp={now}",
         parts[0], parts[1], parts[2]
     );
     let resp = t
