@@ -225,16 +225,7 @@ async fn write_success(
         observed_generation: generation,
         conditions: Some(conditions),
     };
-    let api: Api<MaasInventory> =
-        Api::namespaced(gw.kube.clone(), &inventory.namespace().unwrap_or_default());
-    apply_status(
-        &api,
-        &inventory.name_any(),
-        &gw.settings.field_manager,
-        &status,
-    )
-    .await?;
-    Ok(())
+    write_status(inventory, gw, &status).await
 }
 
 async fn write_failure(inventory: &MaasInventory, gw: &Gateway, error: &Error) -> Result<()> {
@@ -259,13 +250,21 @@ async fn write_failure(inventory: &MaasInventory, gw: &Gateway, error: &Error) -
     let ready = summarize_ready(&conditions, &[cond::SYNCED], generation);
     set_condition(&mut conditions, ready, &time);
     status.conditions = Some(conditions);
+    write_status(inventory, gw, &status).await
+}
+
+async fn write_status(
+    inventory: &MaasInventory,
+    gw: &Gateway,
+    status: &MaasInventoryStatus,
+) -> Result<()> {
     let api: Api<MaasInventory> =
         Api::namespaced(gw.kube.clone(), &inventory.namespace().unwrap_or_default());
     apply_status(
         &api,
         &inventory.name_any(),
         &gw.settings.field_manager,
-        &status,
+        status,
     )
     .await?;
     Ok(())
