@@ -154,6 +154,8 @@ impl Harness {
         if name == "maas-client" {
             env.push(("MAAS_ENDPOINT", &url));
             env.push(("MAAS_API_KEY", &key));
+            // The simulator serves plain http on loopback; the gateway refuses that unless told.
+            env.push(("MAAS_ALLOW_INSECURE_HTTP", "true"));
         }
         Ok(Process::start(name, &binary, &args, &env, self.dir.path())?)
     }

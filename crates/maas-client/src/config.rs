@@ -13,6 +13,8 @@ use maas_api_client::{ApiKey, Config as MaasConfig, RetryPolicy};
 
 /// Environment variable holding the MAAS URL.
 pub const ENV_MAAS_ENDPOINT: &str = "MAAS_ENDPOINT";
+/// Environment variable equivalent of `--maas-allow-insecure-http` (`true`).
+pub const ENV_MAAS_ALLOW_INSECURE_HTTP: &str = "MAAS_ALLOW_INSECURE_HTTP";
 /// Environment variable holding the MAAS API key.
 pub const ENV_MAAS_API_KEY: &str = "MAAS_API_KEY";
 
@@ -36,6 +38,11 @@ pub struct GatewayArgs {
     /// PEM bundle of the CA that signed the MAAS certificate (default: platform roots).
     #[arg(long, value_name = "PATH")]
     pub maas_ca_file: Option<PathBuf>,
+
+    /// Accept an `http://` MAAS endpoint. The MAAS key then travels in clear in every request
+    /// (OAuth PLAINTEXT); only for a lab or a MAAS reached over a trusted network.
+    #[arg(long, env = ENV_MAAS_ALLOW_INSECURE_HTTP)]
+    pub maas_allow_insecure_http: bool,
 
     /// Identifies this installation in MAAS: the `agent_name` of every allocation. Default:
     /// `capmaas-<namespace of this pod>`.
@@ -113,6 +120,11 @@ pub enum ConfigError {
         #[source]
         source: std::io::Error,
     },
+    /// An `http://` endpoint without `--maas-allow-insecure-http`.
+    #[error(
+        "{ENV_MAAS_ENDPOINT} {0} is plain http: the MAAS key would travel in clear; use https:// (with --maas-ca-file for a private CA) or, for a lab, pass --maas-allow-insecure-http"
+    )]
+    InsecureEndpoint(String),
     /// The installation id cannot serve as MAAS agent_name and annotation value.
     #[error(
         "--installation-id {0:?} is invalid: use 1-63 characters of letters, digits, '.', '_' or '-', e.g. capmaas-prod"
@@ -144,6 +156,8 @@ pub struct GatewayConfig {
     pub orphan_grace_period: Duration,
     /// Deployment retries after a failure.
     pub deploy_retries: u32,
+    /// The endpoint is `http://` and `--maas-allow-insecure-http` accepted it.
+    pub insecure_http: bool,
 }
 
 /// Where the key and the endpoint come from; separated from the process environment so the
@@ -240,6 +254,10 @@ impl GatewayConfig {
         let maas = builder.build().map_err(|e| ConfigError::InvalidEndpoint {
             reason: e.to_string(),
         })?;
+        let insecure_http = maas.api_root.scheme() == "http";
+        if insecure_http && !args.maas_allow_insecure_http {
+            return Err(ConfigError::InsecureEndpoint(maas.api_root.to_string()));
+        }
         Ok(Self {
             maas,
             installation_id,
@@ -248,6 +266,7 @@ impl GatewayConfig {
             orphan_sweep_interval: args.orphan_sweep_interval,
             orphan_grace_period: args.orphan_grace_period,
             deploy_retries: args.deploy_retries,
+            insecure_http,
         })
     }
 }
@@ -284,7 +303,7 @@ mod tests {
     #[test]
     fn resolves_defaults() {
         let cfg = GatewayConfig::resolve(
-            &args(&["--maas-endpoint=http://127.0.0.1:5240/MAAS/"]),
+            &args(&["--maas-endpoint=https://127.0.0.1:5240/MAAS/"]),
             &env(Some(KEY)),
         )
         .unwrap();
@@ -295,16 +314,43 @@ mod tests {
         assert_eq!(cfg.orphan_grace_period, Duration::from_secs(300));
         assert_eq!(
             cfg.maas.api_root.as_str(),
-            "http://127.0.0.1:5240/MAAS/api/2.0/"
+            "https://127.0.0.1:5240/MAAS/api/2.0/"
         );
         assert!(!format!("{cfg:?}").contains("very-secret-token"));
+    }
+
+    #[test]
+    fn plain_http_needs_an_explicit_flag() {
+        let err = GatewayConfig::resolve(
+            &args(&["--maas-endpoint=http://maas.lab:5240/MAAS/"]),
+            &env(Some(KEY)),
+        )
+        .unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("--maas-allow-insecure-http"), "{text}");
+        assert!(!text.contains("very-secret-token"), "{text}");
+        let cfg = GatewayConfig::resolve(
+            &args(&[
+                "--maas-endpoint=http://maas.lab:5240/MAAS/",
+                "--maas-allow-insecure-http",
+            ]),
+            &env(Some(KEY)),
+        )
+        .unwrap();
+        assert!(cfg.insecure_http);
+        let cfg = GatewayConfig::resolve(
+            &args(&["--maas-endpoint=https://maas.lab:5443/MAAS/"]),
+            &env(Some(KEY)),
+        )
+        .unwrap();
+        assert!(!cfg.insecure_http);
     }
 
     #[test]
     fn flags_override() {
         let cfg = GatewayConfig::resolve(
             &args(&[
-                "--maas-endpoint=http://m/MAAS",
+                "--maas-endpoint=https://m/MAAS",
                 "--installation-id=prod-1",
                 "--inventory-sync-interval=2s",
                 "--maas-max-concurrency=3",
@@ -325,14 +371,14 @@ mod tests {
         assert!(matches!(err, ConfigError::MissingEndpoint));
         assert!(err.to_string().contains("MAAS_ENDPOINT=https://"));
 
-        let err = GatewayConfig::resolve(&args(&["--maas-endpoint=http://m/MAAS"]), &env(None))
+        let err = GatewayConfig::resolve(&args(&["--maas-endpoint=https://m/MAAS"]), &env(None))
             .unwrap_err();
         assert!(
             err.to_string()
                 .contains("MAAS_API_KEY=consumer_key:token_key:token_secret")
         );
         let err =
-            GatewayConfig::resolve(&args(&["--maas-endpoint=http://m/MAAS"]), &env(Some("  ")))
+            GatewayConfig::resolve(&args(&["--maas-endpoint=https://m/MAAS"]), &env(Some("  ")))
                 .unwrap_err();
         assert!(matches!(err, ConfigError::MissingApiKey));
     }
@@ -340,7 +386,7 @@ mod tests {
     #[test]
     fn malformed_values_are_errors_without_the_key() {
         let err = GatewayConfig::resolve(
-            &args(&["--maas-endpoint=http://m/MAAS"]),
+            &args(&["--maas-endpoint=https://m/MAAS"]),
             &env(Some("only:two-secret")),
         )
         .unwrap_err();
@@ -353,7 +399,7 @@ mod tests {
         assert!(matches!(err, ConfigError::InvalidEndpoint { .. }), "{err}");
 
         let err = GatewayConfig::resolve(
-            &args(&["--maas-endpoint=http://m/MAAS", "--installation-id=a/b"]),
+            &args(&["--maas-endpoint=https://m/MAAS", "--installation-id=a/b"]),
             &env(Some(KEY)),
         )
         .unwrap_err();
@@ -367,7 +413,7 @@ mod tests {
         std::fs::write(&path, format!("{KEY}\n")).unwrap();
         let flag = format!("--maas-api-key-file={}", path.display());
         let cfg = GatewayConfig::resolve(
-            &args(&["--maas-endpoint=http://m/MAAS", &flag]),
+            &args(&["--maas-endpoint=https://m/MAAS", &flag]),
             &env(Some("bad")),
         )
         .unwrap();
@@ -375,7 +421,7 @@ mod tests {
 
         let missing = format!("--maas-api-key-file={}", dir.path().join("nope").display());
         let err = GatewayConfig::resolve(
-            &args(&["--maas-endpoint=http://m/MAAS", &missing]),
+            &args(&["--maas-endpoint=https://m/MAAS", &missing]),
             &env(Some(KEY)),
         )
         .unwrap_err();

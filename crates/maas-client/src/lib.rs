@@ -32,7 +32,7 @@ use capmaas_runtime::{BoxError, CommonArgs, Context, Runtime};
 use kube::runtime::controller::Controller;
 use kube::runtime::watcher;
 use maas_api_client::MaasClient;
-use tracing::info;
+use tracing::{info, warn};
 
 use crate::cache::MachineCache;
 use crate::config::{Environment, GatewayArgs, GatewayConfig};
@@ -65,6 +65,9 @@ pub async fn run_with(runtime: Runtime, config: GatewayConfig) -> Result<(), Box
     maas_config.observer = Arc::new(metrics);
     let maas = Maas::new(MaasClient::new(maas_config)?, config.rate_limit);
     info!(installation_id = %config.installation_id, endpoint = %config.maas.api_root, "MAAS gateway configured");
+    if config.insecure_http {
+        warn!(endpoint = %config.maas.api_root, "MAAS endpoint is plain http (--maas-allow-insecure-http): the MAAS key travels in clear");
+    }
     runtime
         .run(move |term| run_term(term, maas.clone(), config.clone()))
         .await?;

@@ -65,6 +65,7 @@ pub fn gateway_args(sim: &maas_sim::RunningSim, namespace: &str, extra: &[&str])
         "--health-addr=127.0.0.1:0".into(),
         format!("--namespace={namespace}"),
         format!("--maas-endpoint={}", sim.url()),
+        "--maas-allow-insecure-http".into(),
         format!("--installation-id={INSTALLATION}"),
         "--inventory-sync-interval=1s".into(),
         "--maas-rate-limit=500".into(),
