@@ -16,17 +16,16 @@ use capmaas_runtime::conditions::{ConditionStatus, NewCondition};
 use kube::ResourceExt;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::Action;
-use kube::runtime::events::EventType;
 use kube::runtime::reflector::ObjectRef;
 use serde_json::{Value, json};
 use tracing::info;
 
-use crate::actions::{Flow, State, find_host, mm_api, namespace, publish, write_status};
 use crate::choose::{self, HostRequest, rank_hosts};
 use crate::context::Ctx;
+use crate::decide::host_request;
 use crate::error::{Error, Result, is_conflict};
 use crate::host_ops::{self, Claim};
-use crate::reconcile::host_request;
+use crate::state::{Flow, State, find_host, mm_api, namespace, write_status};
 
 /// Hosts tried, best first, before a reconcile gives up claiming and looks again later.
 const CLAIM_CANDIDATES: usize = 8;
@@ -40,7 +39,7 @@ async fn record_intent(ctx: &Ctx, mm: &MaasMachine, host: Option<&str>) -> Resul
     let host_ref = host.map_or(Value::Null, |h| json!({"name": h}));
     let patch = json!({"metadata": {"resourceVersion": rv}, "status": {"hostRef": host_ref}});
     let params = PatchParams {
-        field_manager: Some(ctx.options.field_manager.clone()),
+        field_manager: Some(ctx.field_manager.clone()),
         ..PatchParams::default()
     };
     mm_api(ctx, mm)?
@@ -143,7 +142,7 @@ pub(crate) async fn choose_and_claim(ctx: &Ctx, state: &mut State) -> Result<Flo
                 };
                 info!(host = %host_name, reused, "host claimed");
                 state.host = Some(host);
-                publish(ctx, &state.mm, EventType::Normal, reason, &note).await;
+                ctx.events.normal(&state.mm, reason, &note).await;
                 return Ok(Flow::Continue);
             }
             Ok(None) => ctx.claims.unmark(&ns, &host_name, &uid),
@@ -195,7 +194,7 @@ async fn no_host(
         NewCondition::new(cond::MACHINE_DEPLOYED, ConditionStatus::False, reason).message(&message),
     ];
     if write_status(ctx, state, conditions, false).await? {
-        publish(ctx, &state.mm, EventType::Warning, reason, &message).await;
+        ctx.events.warning(&state.mm, reason, &message).await;
     }
     Ok(Flow::Done(Action::requeue(ctx.waits.next_delay(obj))))
 }

@@ -1,84 +1,35 @@
-//! What every reconcile shares: clients, the MaasHost cache, the event recorder, backoffs,
-//! the workload client cache and the in-process claim tracker.
+//! What every reconcile shares: clients, the MaasHost cache, Events, the wait backoff, the
+//! workload clients and the in-process claim tracker.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use capmaas_api::MaasHost;
-use capmaas_runtime::{BackoffConfig, ControllerMetrics, ObjectBackoff, Settings};
+use capmaas_runtime::controller::Events;
+use capmaas_runtime::controller::workload::WorkloadClients;
+use capmaas_runtime::{BackoffConfig, ObjectBackoff};
 use kube::Client;
-use kube::runtime::events::Recorder;
 use kube::runtime::reflector::Store;
 
-use crate::workload::WorkloadClients;
+use crate::BINARY;
 
-/// Name of the binary (metrics label, field manager, event reporter).
-pub const BINARY: &str = "machine-controller";
-/// Default `--concurrency` / `--machine-concurrency` (CAPMAAS uses 2).
-pub const DEFAULT_CONCURRENCY: u16 = 10;
-
-/// Controller settings.
-#[derive(Debug, Clone)]
-pub struct Options {
-    /// Namespace to watch; `None` = all.
-    pub namespace: Option<String>,
-    /// MaasMachines reconciled in parallel.
-    pub concurrency: u16,
-    /// Periodic requeue of settled machines.
-    pub sync_period: Duration,
-    /// Server-side-apply field manager.
-    pub field_manager: String,
-    /// Reconcile metrics, when a registry is in use.
-    pub metrics: Option<ControllerMetrics>,
-}
-
-impl Options {
-    /// Options for tests and embedding: all namespaces, default concurrency, 10 min sync.
-    pub fn new() -> Self {
-        Self {
-            namespace: None,
-            concurrency: DEFAULT_CONCURRENCY,
-            sync_period: Duration::from_secs(600),
-            field_manager: capmaas_runtime::field_manager(BINARY),
-            metrics: None,
-        }
-    }
-
-    /// Options from the runtime's resolved settings.
-    pub fn from_settings(settings: &Settings, metrics: Option<ControllerMetrics>) -> Self {
-        Self {
-            namespace: settings.namespace.clone(),
-            concurrency: settings.concurrency,
-            sync_period: settings.sync_period,
-            field_manager: settings.field_manager.clone(),
-            metrics,
-        }
-    }
-}
-
-impl Default for Options {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-/// Shared state of one controller run.
+/// Shared by every reconcile of one leadership term.
 #[derive(Clone)]
 pub struct Ctx {
     /// Client for calls (with read timeouts).
     pub client: Client,
-    /// Settings.
-    pub options: Options,
+    /// Server-side apply field manager (`capmaas-machine-controller`).
+    pub field_manager: String,
+    /// Requeue of a settled machine (`--sync-period`).
+    pub sync_period: Duration,
     /// Cache of every watched MaasHost.
     pub hosts: Store<MaasHost>,
-    /// Event recorder (built once: its cache turns repeats into series).
-    pub recorder: Recorder,
-    /// Per-object backoff after errors.
-    pub errors: ObjectBackoff,
+    /// Events on MaasMachines (built once: its cache turns repeats into series).
+    pub events: Events,
     /// Per-object backoff while waiting for something we cannot watch (a free host, a Node).
     pub waits: ObjectBackoff,
-    /// Workload cluster clients.
+    /// Workload cluster clients (guarded kubeconfigs, cached per cluster).
     pub workload: WorkloadClients,
     /// Hosts being claimed in this process.
     pub claims: ClaimTracker,
@@ -89,9 +40,28 @@ pub struct Ctx {
 impl std::fmt::Debug for Ctx {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Ctx")
-            .field("options", &self.options)
+            .field("field_manager", &self.field_manager)
+            .field("sync_period", &self.sync_period)
             .field("workload", &self.workload)
             .finish_non_exhaustive()
+    }
+}
+
+impl Ctx {
+    /// The context of one leadership term, choosing from the MaasHosts in `hosts`.
+    pub fn new(term: &capmaas_runtime::Context, hosts: Store<MaasHost>) -> Self {
+        let client = term.clients.api.clone();
+        Self {
+            events: Events::new(client.clone(), BINARY),
+            workload: WorkloadClients::new(client.clone()),
+            client,
+            field_manager: term.settings.field_manager.clone(),
+            sync_period: term.settings.sync_period,
+            hosts,
+            waits: ObjectBackoff::new(wait_backoff()),
+            claims: ClaimTracker::default(),
+            linked: Arc::default(),
+        }
     }
 }
 
@@ -211,13 +181,5 @@ mod tests {
         assert!(!t.try_mark("ns", "h1", "b"), "only the holder unmarks");
         t.unmark("ns", "h1", "a");
         assert!(t.try_mark("ns", "h1", "b"));
-    }
-
-    #[test]
-    fn options_defaults() {
-        let o = Options::default();
-        assert_eq!(o.concurrency, 10);
-        assert_eq!(o.field_manager, "capmaas-machine-controller");
-        assert!(o.namespace.is_none());
     }
 }

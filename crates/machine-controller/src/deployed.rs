@@ -1,18 +1,19 @@
 //! The host is deployed: fix the machine's identity, report it, and link the workload Node.
 
 use capmaas_api::conditions::reasons;
+use capmaas_runtime::controller::workload::WorkloadError;
 use capmaas_runtime::error_chain;
 use kube::ResourceExt;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::Action;
-use kube::runtime::events::EventType;
 use kube::runtime::reflector::ObjectRef;
 use serde_json::json;
+use tracing::debug;
 
-use crate::actions::{Flow, State, mm_api, namespace, publish, write_status};
 use crate::context::Ctx;
+use crate::decide::Step;
 use crate::error::{Error, Result};
-use crate::reconcile::Step;
+use crate::state::{Flow, State, mm_api, namespace, write_status};
 use crate::status::{provider_id, step_conditions};
 use crate::workload::{NodeLink, link_node};
 
@@ -30,7 +31,7 @@ pub(crate) async fn set_provider_id(ctx: &Ctx, state: &mut State) -> Result<()> 
     });
     let patch = json!({"spec": {"providerID": provider, "systemID": system_id}});
     let params = PatchParams {
-        field_manager: Some(ctx.options.field_manager.clone()),
+        field_manager: Some(ctx.field_manager.clone()),
         ..PatchParams::default()
     };
     state.mm = mm_api(ctx, &state.mm)?
@@ -46,16 +47,15 @@ pub(crate) async fn provisioned(ctx: &Ctx, state: &mut State) -> Result<Flow> {
     write_status(ctx, state, conditions, true).await?;
     let provider = state.mm.spec.provider_id.clone().unwrap_or_default();
     if !was_provisioned {
-        publish(
-            ctx,
-            &state.mm,
-            EventType::Normal,
-            reasons::MACHINE_DEPLOYED,
-            &format!("host deployed; providerID {provider}"),
-        )
-        .await;
+        ctx.events
+            .normal(
+                &state.mm,
+                reasons::MACHINE_DEPLOYED,
+                &format!("host deployed; providerID {provider}"),
+            )
+            .await;
     }
-    let backstop = Action::requeue(ctx.options.sync_period);
+    let backstop = Action::requeue(ctx.sync_period);
     let uid = state.mm.uid().unwrap_or_default();
     let node_known = state
         .machine
@@ -78,49 +78,65 @@ pub(crate) async fn provisioned(ctx: &Ctx, state: &mut State) -> Result<Flow> {
     let ns = namespace(&state.mm)?;
     let cluster = machine.spec.cluster_name.clone();
     let obj = ObjectRef::from_obj(&state.mm);
-    let linked = match ctx.workload.client(&ctx.client, &ns, &cluster).await {
-        Ok(client) => link_node(&client, &format!("{ns}/{cluster}"), &hostname, &provider).await,
-        Err(e) => Err(e),
+    let client = match ctx.workload.client(&ns, &cluster).await {
+        Ok(client) => client,
+        Err(e) => return kubeconfig_problem(ctx, state, e, &obj).await,
     };
-    match linked {
+    match link_node(&client, &format!("{ns}/{cluster}"), &hostname, &provider).await {
         Ok(NodeLink::Linked { node, patched }) => {
             ctx.mark_linked(&uid);
             ctx.waits.reset(&obj);
             if patched {
-                publish(
-                    ctx,
-                    &state.mm,
-                    EventType::Normal,
-                    "NodeProviderIDSet",
-                    &format!("set providerID {provider} on Node {node}"),
-                )
-                .await;
+                ctx.events
+                    .normal(
+                        &state.mm,
+                        "NodeProviderIDSet",
+                        &format!("set providerID {provider} on Node {node}"),
+                    )
+                    .await;
             }
             Ok(Flow::Done(backstop))
         }
         Ok(NodeLink::NodeNotFound) => Ok(Flow::Done(Action::requeue(ctx.waits.next_delay(&obj)))),
         Ok(NodeLink::ProviderIdMismatch { node, existing }) => {
-            publish(
-                ctx,
-                &state.mm,
-                EventType::Warning,
-                "NodeProviderUpdateFailed",
-                &format!("Node {node} already has providerID {existing}, expected {provider}"),
-            )
-            .await;
+            ctx.events
+                .warning(
+                    &state.mm,
+                    "NodeProviderUpdateFailed",
+                    &format!("Node {node} already has providerID {existing}, expected {provider}"),
+                )
+                .await;
             Ok(Flow::Done(backstop))
         }
         Err(e) => {
             ctx.workload.forget(&ns, &cluster);
-            publish(
-                ctx,
-                &state.mm,
-                EventType::Warning,
-                "NodeProviderUpdateFailed",
-                &error_chain(&e),
-            )
-            .await;
+            ctx.events
+                .warning(&state.mm, "NodeProviderUpdateFailed", &error_chain(&e))
+                .await;
             Ok(Flow::Done(Action::requeue(ctx.waits.next_delay(&obj))))
         }
+    }
+}
+
+/// No client of the workload cluster: a Warning Event whose reason names the kind of problem
+/// (`KubeconfigMissing`, `KubeconfigRefused`, ...; the recorder turns repeats into a series).
+/// A missing or unreadable Secret is waited for with the wait backoff (CAPI writes it soon); a
+/// refused or unusable one is a spec problem and fails the reconcile, which the kit requeues
+/// after its long invalid-spec delay.
+async fn kubeconfig_problem(
+    ctx: &Ctx,
+    state: &State,
+    error: WorkloadError,
+    obj: &ObjectRef<capmaas_api::MaasMachine>,
+) -> Result<Flow> {
+    ctx.events
+        .warning(&state.mm, error.reason(), &error_chain(&error))
+        .await;
+    match error {
+        WorkloadError::Missing { .. } | WorkloadError::Unreadable { .. } => {
+            debug!(error = %error_chain(&error), "no workload cluster client yet");
+            Ok(Flow::Done(Action::requeue(ctx.waits.next_delay(obj))))
+        }
+        WorkloadError::Refused { .. } | WorkloadError::Invalid { .. } => Err(error.into()),
     }
 }

@@ -37,7 +37,7 @@ where
 {
     let api: Api<MaasHost> = Api::namespaced(ctx.client.clone(), namespace);
     let params = PostParams {
-        field_manager: Some(ctx.options.field_manager.clone()),
+        field_manager: Some(ctx.field_manager.clone()),
         ..PostParams::default()
     };
     for _ in 0..WRITE_ATTEMPTS {

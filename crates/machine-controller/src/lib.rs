@@ -1,4 +1,4 @@
-//! The MaasMachine controller of the MAAS Cluster API provider.
+//! The MaasMachine controller of the MAAS Cluster API provider (binary `machine-controller`).
 //!
 //! For each MaasMachine it waits for the Cluster's infrastructure and the Machine's bootstrap
 //! data, chooses a MaasHost with a pure ranking ([`choose`]), claims it with an optimistic
@@ -7,28 +7,99 @@
 //! the provisioning signals, and the workload Node's `spec.providerID`. Deleting releases the
 //! host and, with `nodeReuse`, keeps it reserved for the owner's next machine.
 //!
-//! The decisions are pure ([`reconcile::decide`], [`choose::rank_hosts`],
-//! [`status::next_status`]); [`actions`] and [`controller`] do the I/O.
-//!
-//! Run it in-process (tests, embedding) with [`run_controller`].
+//! Layout (the one every controller crate shares, see `docs/architecture.md`): [`decide`],
+//! [`choose`], [`status`] and [`watch`] are pure; [`act`] observes (through [`state`]),
+//! decides and performs one step at a time, calling the step modules `claiming.rs`,
+//! `deployed.rs` and `release.rs`, which write through [`state`] and [`host_ops`]; the plumbing
+//! (run loop, error policy, finalizers, Events, workload clients) comes from
+//! [`capmaas_runtime::controller`].
 
-pub mod actions;
+pub mod act;
+pub mod args;
 pub mod choose;
 mod claiming;
 pub mod context;
-pub mod controller;
+pub mod decide;
 mod deployed;
 pub mod error;
 pub mod host_ops;
-pub mod reconcile;
 mod release;
 pub mod reuse;
+pub mod state;
 pub mod status;
+pub mod watch;
 pub mod workload;
 
 #[cfg(test)]
 mod test_support;
 
-pub use context::{BINARY, DEFAULT_CONCURRENCY, Options};
-pub use controller::{run, run_controller};
+use std::sync::Arc;
+
+use capmaas_api::capi::{Cluster, Machine};
+use capmaas_api::{MaasHost, MaasMachine};
+use capmaas_runtime::controller::{self as kit, ReconcilerSettings, ready_when, scoped};
+use capmaas_runtime::{BoxError, CommonArgs, Runtime};
+use kube::runtime::{Controller, WatchStreamExt, reflector, watcher};
+
+pub use args::ControllerArgs;
 pub use error::{Error, Result};
+
+use crate::context::Ctx;
+
+/// Binary name; also gives the field manager and event reporter `capmaas-machine-controller`
+/// and the Lease name.
+pub const BINARY: &str = "machine-controller";
+/// Default `--concurrency` / `--machine-concurrency` (CAPMAAS uses 2).
+pub const DEFAULT_CONCURRENCY: u16 = 10;
+/// The `controller` label of this controller's metrics and logs.
+pub const CONTROLLER: &str = "maasmachine";
+
+/// Runs the binary: the runtime from the common flags (`--machine-concurrency` counts as
+/// `--concurrency`), then [`run`] in each leadership term.
+pub async fn start(common: CommonArgs, args: ControllerArgs) -> Result<(), BoxError> {
+    let runtime = Runtime::builder(BINARY)
+        .with_args(args.apply_to(common))
+        .default_concurrency(DEFAULT_CONCURRENCY)
+        .build()
+        .await?;
+    runtime.run(move |term| run(term, args.clone())).await?;
+    Ok(())
+}
+
+/// Runs the MaasMachine controller for one leadership term.
+///
+/// Watches MaasMachines; MaasHosts through a reflector whose cache is also the list hosts are
+/// chosen from; Machines and Clusters (see [`watch`]). Ready once the MaasMachine and MaasHost
+/// caches are filled.
+pub async fn run(term: capmaas_runtime::Context, _args: ControllerArgs) -> Result<(), BoxError> {
+    let ns = term.settings.namespace.as_deref();
+    let watch = &term.clients.watch;
+    let wc = watcher::Config::default();
+    let (hosts, host_writer) = reflector::store::<MaasHost>();
+    let host_stream = reflector::reflector(
+        host_writer,
+        watcher(scoped::<MaasHost>(watch, ns), wc.clone()),
+    )
+    .default_backoff()
+    .touched_objects();
+    let controller = Controller::new(scoped::<MaasMachine>(watch, ns), wc.clone());
+    let machines = controller.store();
+    let ctx = Arc::new(Ctx::new(&term, hosts.clone()));
+    let (host_waiters, cluster_members) = (machines.clone(), machines.clone());
+    let controller = controller
+        .watches_stream(host_stream, move |host| {
+            watch::map_host(&host_waiters, &host)
+        })
+        .watches(scoped::<Machine>(watch, ns), wc.clone(), |machine| {
+            watch::map_machine(&machine)
+        })
+        .watches(scoped::<Cluster>(watch, ns), wc, move |cluster| {
+            watch::map_cluster(&cluster_members, &cluster)
+        });
+    let ready = ready_when(&term.health, &term.cancel, async move {
+        machines.wait_until_ready().await.is_ok() && hosts.wait_until_ready().await.is_ok()
+    });
+    let settings = ReconcilerSettings::for_term(&term, CONTROLLER);
+    tokio::join!(ready, kit::run(controller, settings, ctx, act::reconcile));
+    Ok(())
+}

@@ -3,13 +3,12 @@
 
 use capmaas_api::keys;
 use kube::ResourceExt;
-use kube::runtime::events::EventType;
 
-use crate::actions::{Flow, State, namespace, publish, write_status};
 use crate::context::Ctx;
+use crate::decide::Step;
 use crate::error::Result;
 use crate::host_ops::{self, Mutation};
-use crate::reconcile::Step;
+use crate::state::{Flow, State, namespace, write_status};
 use crate::status::{claimed_by, step_conditions};
 
 /// Clears `consumerRef` (setting the reservation, if any) on the released host.
@@ -69,7 +68,7 @@ pub(crate) async fn release_host(ctx: &Ctx, state: &mut State) -> Result<Flow> {
         ),
         None => format!("released host {name}"),
     };
-    publish(ctx, &mm, EventType::Normal, "SuccessfulRelease", &note).await;
+    ctx.events.normal(&mm, "SuccessfulRelease", &note).await;
     state.host = None;
     Ok(Flow::Continue)
 }

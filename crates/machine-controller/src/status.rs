@@ -13,7 +13,7 @@ use capmaas_runtime::conditions::{ConditionStatus, NewCondition, set_condition, 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::{Resource, ResourceExt};
 
-use crate::reconcile::Step;
+use crate::decide::Step;
 
 /// Condition types this controller writes; others on the object belong to other controllers.
 pub const OWNED_CONDITIONS: [&str; 4] = [

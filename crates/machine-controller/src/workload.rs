@@ -1,22 +1,15 @@
-//! Workload clusters: one cached client per cluster, built from the `<cluster>-kubeconfig`
-//! Secret (key `value`), and the Node `spec.providerID` patch.
+//! The workload Node: find it by the host's hostname and set its `spec.providerID`.
 //!
-//! The cache key includes the Secret's resourceVersion, so a rotated kubeconfig replaces the
-//! client; the kubeconfig's content never reaches a log line or an error.
+//! Clients of workload clusters come from the kit
+//! ([`capmaas_runtime::controller::workload::WorkloadClients`]), which refuses kubeconfigs that
+//! run commands or read files.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
-
-use k8s_openapi::api::core::v1::{Node, Secret};
+use k8s_openapi::api::core::v1::Node;
 use kube::api::{Patch, PatchParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client};
 use serde_json::json;
 
 use crate::error::{Error, Result, is_not_found};
-
-/// Key of the kubeconfig in the `<cluster>-kubeconfig` Secret (CAPI convention).
-pub const KUBECONFIG_KEY: &str = "value";
 
 /// What happened to the workload Node.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,89 +30,6 @@ pub enum NodeLink {
         /// The providerID the Node has.
         existing: String,
     },
-}
-
-/// Per-cluster client cache; cheap to clone.
-#[derive(Clone, Default)]
-pub struct WorkloadClients {
-    clients: Arc<Mutex<ClientCache>>,
-}
-
-/// `(namespace, cluster)` → `(kubeconfig Secret resourceVersion, client)`.
-type ClientCache = HashMap<(String, String), (String, Client)>;
-
-impl std::fmt::Debug for WorkloadClients {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("WorkloadClients")
-            .field("clusters", &self.lock().len())
-            .finish()
-    }
-}
-
-impl WorkloadClients {
-    fn lock(&self) -> std::sync::MutexGuard<'_, ClientCache> {
-        // Entries are replaced whole; a panic elsewhere cannot leave one half-written.
-        self.clients.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// The client of `namespace/cluster`, built or reused.
-    pub async fn client(
-        &self,
-        management: &Client,
-        namespace: &str,
-        cluster: &str,
-    ) -> Result<Client> {
-        let label = format!("{namespace}/{cluster}");
-        let secret_name = format!("{cluster}-kubeconfig");
-        let secrets: Api<Secret> = Api::namespaced(management.clone(), namespace);
-        let secret = secrets
-            .get_opt(&secret_name)
-            .await
-            .map_err(Error::kube(format!("reading Secret {secret_name}")))?
-            .ok_or_else(|| Error::WorkloadKubeconfig {
-                cluster: label.clone(),
-                reason: format!("Secret {secret_name} not found"),
-            })?;
-        let version = secret.metadata.resource_version.clone().unwrap_or_default();
-        let key = (namespace.to_owned(), cluster.to_owned());
-        if let Some((cached_version, client)) = self.lock().get(&key)
-            && *cached_version == version
-        {
-            return Ok(client.clone());
-        }
-        let bytes = secret
-            .data
-            .as_ref()
-            .and_then(|d| d.get(KUBECONFIG_KEY))
-            .ok_or_else(|| Error::WorkloadKubeconfig {
-                cluster: label.clone(),
-                reason: format!("Secret {secret_name} has no key {KUBECONFIG_KEY}"),
-            })?;
-        let client = client_from_kubeconfig(&bytes.0, &label).await?;
-        self.lock().insert(key, (version, client.clone()));
-        Ok(client)
-    }
-
-    /// Forgets a cluster's client (after its API calls failed, so the next try rebuilds it).
-    pub fn forget(&self, namespace: &str, cluster: &str) {
-        self.lock()
-            .remove(&(namespace.to_owned(), cluster.to_owned()));
-    }
-}
-
-async fn client_from_kubeconfig(bytes: &[u8], label: &str) -> Result<Client> {
-    let invalid = |what: &str| Error::WorkloadKubeconfig {
-        cluster: label.to_owned(),
-        // Only the kind of problem: parser messages can quote the file's content.
-        reason: format!("kubeconfig is {what}"),
-    };
-    let text = std::str::from_utf8(bytes).map_err(|_| invalid("not UTF-8"))?;
-    let kubeconfig = Kubeconfig::from_yaml(text).map_err(|_| invalid("not valid YAML"))?;
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-        .await
-        .map_err(|_| invalid("unusable (no current context, cluster or credentials)"))?;
-    Client::try_from(capmaas_runtime::client::api_config(config))
-        .map_err(|_| invalid("unusable for a client (TLS settings)"))
 }
 
 /// Names to try for the Node of a host: the hostname lower-cased, then its short form
@@ -201,21 +111,5 @@ mod tests {
         );
         assert_eq!(node_name_candidates("node-1"), ["node-1"]);
         assert!(node_name_candidates("  ").is_empty());
-    }
-
-    #[tokio::test]
-    async fn bad_kubeconfig_errors_do_not_quote_content() {
-        let secret_text =
-            "apiVersion: v1\nkind: Config\nusers:\n- name: u\n  user: {token: SECRET-TOKEN}\n: [";
-        let Err(err) = client_from_kubeconfig(secret_text.as_bytes(), "ns/c").await else {
-            panic!("a broken kubeconfig must be rejected");
-        };
-        let text = capmaas_runtime::error_chain(&err);
-        assert!(!text.contains("SECRET-TOKEN"), "{text}");
-        assert!(text.contains("ns/c"), "{text}");
-        let Err(err) = client_from_kubeconfig(&[0xff, 0xfe], "ns/c").await else {
-            panic!("non-UTF-8 must be rejected");
-        };
-        assert!(err.to_string().contains("not UTF-8"));
     }
 }

@@ -36,8 +36,8 @@ async fn contention_never_claims_a_host_twice_and_no_host_is_reported() {
         .await
         .unwrap();
     let client = env.client();
-    let _a = start_controller(&client, None, 10);
-    let _b = start_controller(&client, None, 10);
+    let _a = start_controller(&env, None, 10).await;
+    let _b = start_controller(&env, None, 10).await;
 
     // Two machines, one host: exactly one wins, the other says why it waits.
     let race = env.create_namespace("mc-race").await.unwrap();

@@ -35,7 +35,7 @@ async fn pause_and_node_reuse() {
         .await
         .unwrap();
     let client = env.client();
-    let _controller = start_controller(&client, None, 4);
+    let _controller = start_controller(&env, None, 4).await;
 
     // Paused Cluster: the machine reports it and touches nothing, not even its finalizer.
     let paused = env.create_namespace("mc-pause").await.unwrap();

@@ -1,20 +1,20 @@
 //! Happy path against real API servers: a MaasMachine gets a host, a deployment request, a
 //! providerID, status, Events, and its workload Node (in a second API server) gets the
 //! providerID; deleting it clears the request, waits for the release, then frees the host.
+//! And the guard on workload kubeconfigs: one that would run a command is refused, never run.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;
 
-use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 
 use capmaas_api::common::MachineAddressType;
 use capmaas_api::conditions as cond;
 use capmaas_api::{MaasHost, MaasMachine, keys};
+use capmaas_runtime::controller::workload::reason::KUBECONFIG_REFUSED;
 use capmaas_testenv::TestEnv;
 use common::*;
-use k8s_openapi::ByteString;
-use k8s_openapi::api::core::v1::{Node, Secret};
+use k8s_openapi::api::core::v1::Node;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::json;
@@ -27,21 +27,7 @@ async fn machine_is_provisioned_linked_to_its_node_and_released() {
     let ns = management.create_namespace("mc-happy").await.unwrap();
 
     // The workload cluster: a kubeconfig Secret, and the Node the kubelet registered.
-    let secret = Secret {
-        metadata: kube::api::ObjectMeta {
-            name: Some(format!("{CLUSTER}-kubeconfig")),
-            ..Default::default()
-        },
-        data: Some(BTreeMap::from([(
-            "value".to_owned(),
-            ByteString(workload.kubeconfig_yaml().unwrap().into_bytes()),
-        )])),
-        ..Default::default()
-    };
-    Api::<Secret>::namespaced(client.clone(), &ns)
-        .create(&PostParams::default(), &secret)
-        .await
-        .unwrap();
+    create_kubeconfig_secret(&client, &ns, &workload.kubeconfig_yaml().unwrap()).await;
     let nodes: Api<Node> = Api::all(workload.client());
     nodes
         .create(
@@ -55,7 +41,7 @@ async fn machine_is_provisioned_linked_to_its_node_and_released() {
     create_host(&client, &ns, "node-big", "az1", 16, 65536).await;
     create_host(&client, &ns, "node-small", "az1", 4, 8192).await;
     let gateway = start_gateway(&client, &ns);
-    let _controller = start_controller(&client, Some(&ns), 4);
+    let _controller = start_controller(&management, Some(&ns), 4).await;
     create_machine_pair(
         &client,
         &ns,
@@ -180,4 +166,54 @@ async fn machine_is_provisioned_linked_to_its_node_and_released() {
         host.spec.reservation.is_none(),
         "no nodeReuse: no reservation"
     );
+}
+
+/// A `<cluster>-kubeconfig` whose user authenticates with an exec credential plugin (a script
+/// that would create a marker file) is refused when the provisioned machine links its Node: a
+/// Warning Event `KubeconfigRefused` on the MaasMachine names the problem without quoting the
+/// kubeconfig, the machine stays provisioned, and the plugin never runs.
+#[tokio::test]
+async fn exec_plugin_kubeconfig_is_refused_and_never_run() {
+    let env = TestEnv::builder()
+        .controller_manager(false)
+        .start()
+        .await
+        .unwrap();
+    let client = env.client();
+    let ns = env.create_namespace("mc-exec").await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (kubeconfig, marker) = env.exec_plugin_kubeconfig_yaml(dir.path()).unwrap();
+    create_kubeconfig_secret(&client, &ns, &kubeconfig).await;
+    create_cluster(&client, &ns, true, false).await;
+    create_host(&client, &ns, "node-x", "az1", 4, 8192).await;
+    let _gateway = start_gateway(&client, &ns);
+    let _controller = start_controller(&env, Some(&ns), 2).await;
+    create_machine_pair(&client, &ns, "m1", Some("m1-bootstrap"), None, json!({})).await;
+
+    let event = eventually("a KubeconfigRefused Warning Event", 60, || async {
+        events(&client, &ns, "m1", KUBECONFIG_REFUSED)
+            .await
+            .into_iter()
+            .next()
+    })
+    .await;
+    assert_eq!(event.type_.as_deref(), Some("Warning"));
+    let note = event.note.unwrap_or_default();
+    assert!(note.contains("exec credential plugin"), "{note}");
+    assert!(
+        note.contains(&format!("{ns}/{CLUSTER}-kubeconfig")),
+        "{note}"
+    );
+    let plugin_dir = dir.path().display().to_string();
+    assert!(
+        !note.contains(&plugin_dir),
+        "the kubeconfig is not quoted: {note}"
+    );
+    let mm = get_mm(&client, &ns, "m1").await.unwrap();
+    assert_eq!(
+        mm.status.as_ref().and_then(|s| s.ready),
+        Some(true),
+        "a workload problem does not undo the provisioning"
+    );
+    assert!(!marker.exists(), "the exec plugin must never run");
 }

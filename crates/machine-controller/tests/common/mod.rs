@@ -8,79 +8,71 @@
     clippy::panic
 )]
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use capmaas_api::{MaasHost, MaasMachine};
-use capmaas_runtime::KubeClients;
+use capmaas_runtime::Runtime;
+use capmaas_testenv::TestEnv;
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::core::DynamicObject;
 use kube::discovery::ApiResource;
 use kube::{Client, ResourceExt};
-use machine_controller::Options;
+use machine_controller::{BINARY, ControllerArgs};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 pub const CLUSTER: &str = "c1";
 pub const INFRA_GROUP: &str = "infrastructure.cluster.x-k8s.io";
 
-/// Starts the controller in-process, watching `namespace` (or all namespaces); stops on drop.
+/// The controller running in-process (`Runtime::embedded`); stops on drop.
 pub struct RunningController {
-    cancel: CancellationToken,
-    task: tokio::task::JoinHandle<()>,
+    stop: CancellationToken,
+    task: tokio::task::JoinHandle<Result<(), capmaas_runtime::Error>>,
 }
 
 impl Drop for RunningController {
     fn drop(&mut self) {
-        self.cancel.cancel();
+        self.stop.cancel();
         self.task.abort();
     }
 }
 
-pub fn start_controller(
-    client: &Client,
+/// Starts the controller against `env`, watching `namespace` (or all namespaces), with
+/// `concurrency` reconciles in parallel.
+pub async fn start_controller(
+    env: &TestEnv,
     namespace: Option<&str>,
     concurrency: u16,
 ) -> RunningController {
-    let cancel = CancellationToken::new();
-    let options = Options {
-        namespace: namespace.map(str::to_owned),
-        concurrency,
-        ..Options::new()
-    };
-    let clients = KubeClients {
-        api: client.clone(),
-        watch: client.clone(),
-    };
-    let token = cancel.clone();
-    let task = tokio::spawn(async move {
-        machine_controller::run_controller(clients, options, token, || {})
-            .await
-            .unwrap();
-    });
-    RunningController { cancel, task }
+    let config = env.kube_config().await.unwrap();
+    let stop = CancellationToken::new();
+    let concurrency = format!("--concurrency={concurrency}");
+    let mut flags = vec![concurrency.as_str()];
+    let namespace = namespace.map(|ns| format!("--namespace={ns}"));
+    flags.extend(namespace.as_deref());
+    let runtime = Runtime::embedded(BINARY, config, stop.clone(), &flags)
+        .await
+        .unwrap();
+    let args = ControllerArgs::default();
+    let task = tokio::spawn(runtime.run(move |term| machine_controller::run(term, args.clone())));
+    RunningController { stop, task }
 }
 
-/// Polls `check` every 100 ms until it returns `Some`, or panics after `secs` seconds.
-pub async fn eventually<T, F, Fut>(what: &str, secs: u64, mut check: F) -> T
+/// Polls `check` until it returns `Some`, or panics after `secs` seconds
+/// ([`capmaas_testenv::eventually`]).
+pub async fn eventually<T, F, Fut>(what: &str, secs: u64, check: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Option<T>>,
 {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
-    loop {
-        if let Some(v) = check().await {
-            return v;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    capmaas_testenv::eventually(what, Duration::from_secs(secs), check).await
 }
 
 fn dynamic_api(
@@ -239,6 +231,25 @@ pub async fn create_deployment(
     }))
     .await;
     (md, ms)
+}
+
+/// The `<CLUSTER>-kubeconfig` Secret CAPI would write for the workload cluster (key `value`).
+pub async fn create_kubeconfig_secret(client: &Client, ns: &str, kubeconfig: &str) {
+    let secret = Secret {
+        metadata: kube::api::ObjectMeta {
+            name: Some(format!("{CLUSTER}-kubeconfig")),
+            ..Default::default()
+        },
+        data: Some(BTreeMap::from([(
+            "value".to_owned(),
+            ByteString(kubeconfig.as_bytes().to_vec()),
+        )])),
+        ..Default::default()
+    };
+    Api::<Secret>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap();
 }
 
 /// A MaasHost reported Available by the (fake) gateway.

@@ -1,6 +1,6 @@
 //! The decision logic: what to do next for one MaasMachine, as a pure function of what was
-//! observed. The I/O layer ([`crate::controller`]) observes, asks [`decide`], performs the one
-//! step, updates its observation from the API's answer and asks again, until a step waits.
+//! observed. The reconcile (`act.rs`) observes, asks [`decide`], performs the one step,
+//! updates its observation from the API's answer and asks again, until a step waits.
 
 use capmaas_api::capi::{Cluster, Machine};
 use capmaas_api::conditions::reasons;
@@ -325,5 +325,5 @@ fn state_name(state: Option<ProvisioningState>) -> &'static str {
 }
 
 #[cfg(test)]
-#[path = "reconcile_tests.rs"]
+#[path = "decide_tests.rs"]
 mod tests;

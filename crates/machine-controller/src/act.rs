@@ -1,0 +1,203 @@
+//! `reconcile`: observe the MaasMachine's world, [`decide`] the next step, perform it, and
+//! decide again on the updated state until a step waits. The bigger steps live in
+//! `claiming.rs`, `deployed.rs` and `release.rs`; the small ones are here.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use capmaas_api::conditions::reasons;
+use capmaas_api::{MaasMachine, keys};
+use capmaas_runtime::controller::finalizer;
+use capmaas_runtime::error_chain;
+use kube::ResourceExt;
+use kube::runtime::controller::Action;
+use kube::runtime::reflector::ObjectRef;
+use tracing::debug;
+
+use crate::context::Ctx;
+use crate::decide::{Observed, Step, bootstrap_secret, decide};
+use crate::error::{Error, Result};
+use crate::host_ops::{self, Mutation};
+use crate::state::{Flow, State, mm_api, namespace, write_status};
+use crate::status::{claimed_by, provisioning_request, step_conditions};
+use crate::{claiming, deployed, release};
+
+/// Most steps one reconcile performs before yielding (each step is one write at most).
+const MAX_STEPS: usize = 12;
+
+/// Reconciles one MaasMachine (the function the kit runs): up to `MAX_STEPS` (12) steps, each
+/// decided on what the previous one left; a conflict reads everything again and decides again.
+pub async fn reconcile(mm: Arc<MaasMachine>, ctx: Arc<Ctx>) -> Result<Action> {
+    let mut state = State::observe(&ctx, mm.as_ref().clone()).await?;
+    for _ in 0..MAX_STEPS {
+        let step = decide(&Observed {
+            maas_machine: &state.mm,
+            machine: state.machine.as_ref(),
+            cluster: state.cluster.as_ref(),
+            host: state.host.as_ref(),
+        });
+        debug!(?step, "step");
+        match act(&ctx, &mut state, step).await {
+            Ok(Flow::Continue) => {}
+            Ok(Flow::Done(action)) => return Ok(action),
+            // Someone wrote in between: decide again on what is there now.
+            Err(e) if e.is_conflict() => {
+                debug!(error = %error_chain(&e), "conflict, observing again");
+                match State::observe_fresh(&ctx, &state.mm).await? {
+                    Some(fresh) => state = fresh,
+                    None => return Ok(Action::await_change()),
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    // Progress every step so far; look again soon rather than loop unbounded.
+    Ok(Action::requeue(Duration::from_secs(1)))
+}
+
+/// Performs `step`.
+pub async fn act(ctx: &Ctx, state: &mut State, step: Step) -> Result<Flow> {
+    let backstop = Action::requeue(ctx.sync_period);
+    match &step {
+        Step::WaitForOwner | Step::Done => Ok(Flow::Done(Action::await_change())),
+        Step::WaitForCluster => Ok(Flow::Done(Action::requeue(Duration::from_secs(30)))),
+        Step::Paused
+        | Step::WaitForClusterInfrastructure
+        | Step::WaitForBootstrapData
+        | Step::WaitForRelease { .. } => {
+            let conditions = step_conditions(&step, state.host.as_ref());
+            write_status(ctx, state, conditions, false).await?;
+            Ok(Flow::Done(backstop))
+        }
+        Step::AddFinalizer => {
+            state.mm = finalizer::add(
+                &mm_api(ctx, &state.mm)?,
+                &state.mm,
+                keys::FINALIZER_MAAS_MACHINE,
+                &ctx.field_manager,
+            )
+            .await
+            .map_err(Error::runtime("adding the finalizer"))?;
+            Ok(Flow::Continue)
+        }
+        Step::ChooseHost => claiming::choose_and_claim(ctx, state).await,
+        Step::HostLost => {
+            if write_status(ctx, state, step_conditions(&step, None), false).await? {
+                ctx.events
+                    .warning(
+                        &state.mm,
+                        reasons::MACHINE_NOT_FOUND,
+                        "the machine has a providerID but its MaasHost is no longer claimed for it",
+                    )
+                    .await;
+            }
+            Ok(Flow::Done(backstop))
+        }
+        Step::RecordHost => {
+            let conditions = step_conditions(&step, state.host.as_ref());
+            write_status(ctx, state, conditions, false).await?;
+            Ok(Flow::Continue)
+        }
+        Step::RequestDeployment => request_deployment(ctx, state).await,
+        Step::WaitForDeployment {
+            reason,
+            message,
+            failed,
+        } => {
+            let conditions = step_conditions(&step, state.host.as_ref());
+            let changed = write_status(ctx, state, conditions, false).await?;
+            if changed && *failed {
+                ctx.events.warning(&state.mm, reason, message).await;
+            }
+            Ok(Flow::Done(backstop))
+        }
+        Step::SetProviderId => {
+            deployed::set_provider_id(ctx, state).await?;
+            Ok(Flow::Continue)
+        }
+        Step::Provisioned => deployed::provisioned(ctx, state).await,
+        Step::ClearProvisioning => clear_provisioning(ctx, state, &step).await,
+        Step::ReleaseHost => release::release_host(ctx, state).await,
+        Step::RemoveFinalizer => {
+            let removed = finalizer::remove(
+                &mm_api(ctx, &state.mm)?,
+                &state.mm,
+                keys::FINALIZER_MAAS_MACHINE,
+                &ctx.field_manager,
+            )
+            .await
+            .map_err(Error::runtime("removing the finalizer"))?;
+            if let Some(mm) = removed {
+                state.mm = mm;
+            }
+            // The kit resets the error backoff after this successful reconcile.
+            ctx.waits.reset(&ObjectRef::from_obj(&state.mm));
+            if let Some(uid) = state.mm.uid() {
+                ctx.forget_linked(&uid);
+            }
+            Ok(Flow::Done(Action::await_change()))
+        }
+    }
+}
+
+/// Deleting: withdraws the deployment request, which asks the gateway to release the host.
+async fn clear_provisioning(ctx: &Ctx, state: &mut State, step: &Step) -> Result<Flow> {
+    let Some(name) = state.host.as_ref().map(ResourceExt::name_any) else {
+        return Ok(Flow::Continue);
+    };
+    let conditions = step_conditions(step, state.host.as_ref());
+    write_status(ctx, state, conditions, false).await?;
+    let mm = state.mm.clone();
+    state.host =
+        host_ops::update_host(ctx, &namespace(&mm)?, &name, "clearing provisioning", |h| {
+            if !claimed_by(h, &mm) || h.spec.provisioning.is_none() {
+                return Mutation::Keep;
+            }
+            h.spec.provisioning = None;
+            Mutation::Write
+        })
+        .await?
+        .filter(|h| claimed_by(h, &mm));
+    ctx.events
+        .normal(
+            &mm,
+            "ReleaseRequested",
+            &format!("release of host {name} requested"),
+        )
+        .await;
+    Ok(Flow::Continue)
+}
+
+/// Writes the deployment request (`spec.provisioning`) on the claimed host.
+async fn request_deployment(ctx: &Ctx, state: &mut State) -> Result<Flow> {
+    let (Some(host), Some(machine)) = (state.host.as_ref(), state.machine.as_ref()) else {
+        return Ok(Flow::Continue);
+    };
+    let Some(user_data) = bootstrap_secret(&state.mm, machine) else {
+        return Ok(Flow::Continue);
+    };
+    let request = provisioning_request(&state.mm, user_data, host);
+    let name = host.name_any();
+    let mm = state.mm.clone();
+    state.host =
+        host_ops::update_host(ctx, &namespace(&mm)?, &name, "requesting deployment", |h| {
+            if !claimed_by(h, &mm) || h.spec.provisioning.is_some() {
+                return Mutation::Keep;
+            }
+            h.spec.provisioning = Some(request.clone());
+            Mutation::Write
+        })
+        .await?
+        .filter(|h| claimed_by(h, &mm));
+    ctx.events
+        .normal(
+            &mm,
+            reasons::MACHINE_DEPLOY_STARTED,
+            &format!(
+                "deployment of host {name} with image {} requested",
+                mm.spec.image
+            ),
+        )
+        .await;
+    Ok(Flow::Continue)
+}

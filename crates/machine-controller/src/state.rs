@@ -1,0 +1,155 @@
+//! What one reconcile knows about a MaasMachine's world, how it is read, and the status write
+//! every step shares. Below `act` and the step modules: it imports neither.
+
+use capmaas_api::capi::{Cluster, Machine, is_capi_owner};
+use capmaas_api::{MaasHost, MaasMachine, keys};
+use capmaas_runtime::apply_status_at;
+use capmaas_runtime::conditions::NewCondition;
+use kube::runtime::controller::Action;
+use kube::{Api, ResourceExt};
+
+use crate::context::Ctx;
+use crate::error::{Error, Result};
+use crate::status::{claimed_by, next_status, owned_status};
+
+/// Whether the reconcile goes on with the next step or stops with an action.
+#[derive(Debug)]
+pub enum Flow {
+    /// Decide again with the updated state.
+    Continue,
+    /// Stop here.
+    Done(Action),
+}
+
+/// What one reconcile knows; updated from the API's answers after each write.
+#[derive(Debug, Clone)]
+pub struct State {
+    /// The MaasMachine.
+    pub mm: MaasMachine,
+    /// Its owner Machine.
+    pub machine: Option<Machine>,
+    /// The Machine's Cluster.
+    pub cluster: Option<Cluster>,
+    /// The host claimed by the MaasMachine.
+    pub host: Option<MaasHost>,
+}
+
+/// The namespace of `mm` (always set on objects read from the API server).
+pub fn namespace(mm: &MaasMachine) -> Result<String> {
+    mm.namespace().ok_or(Error::MissingMetadata("namespace"))
+}
+
+/// The MaasMachine API of `mm`'s namespace.
+pub fn mm_api(ctx: &Ctx, mm: &MaasMachine) -> Result<Api<MaasMachine>> {
+    Ok(Api::namespaced(ctx.client.clone(), &namespace(mm)?))
+}
+
+impl State {
+    /// [`State::observe`] from a fresh read of the MaasMachine; `None` when it is gone.
+    pub async fn observe_fresh(ctx: &Ctx, mm: &MaasMachine) -> Result<Option<Self>> {
+        let fresh = mm_api(ctx, mm)?
+            .get_opt(&mm.name_any())
+            .await
+            .map_err(Error::kube("reading the MaasMachine"))?;
+        match fresh {
+            Some(fresh) => Ok(Some(Self::observe(ctx, fresh).await?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Reads the owner Machine, its Cluster and the claimed host.
+    pub async fn observe(ctx: &Ctx, mm: MaasMachine) -> Result<Self> {
+        let ns = namespace(&mm)?;
+        let machine = match mm
+            .owner_references()
+            .iter()
+            .find(|o| is_capi_owner(o, "Machine"))
+        {
+            Some(owner) => Api::<Machine>::namespaced(ctx.client.clone(), &ns)
+                .get_opt(&owner.name)
+                .await
+                .map_err(Error::kube(format!("reading Machine {}", owner.name)))?,
+            None => None,
+        };
+        let cluster_name = machine
+            .as_ref()
+            .map(|m| m.spec.cluster_name.clone())
+            .filter(|n| !n.is_empty())
+            .or_else(|| mm.labels().get(keys::LABEL_CLUSTER_NAME).cloned());
+        let cluster = match cluster_name {
+            Some(name) => Api::<Cluster>::namespaced(ctx.client.clone(), &ns)
+                .get_opt(&name)
+                .await
+                .map_err(Error::kube(format!("reading Cluster {name}")))?,
+            None => None,
+        };
+        let host = find_host(ctx, &mm, &ns).await?;
+        Ok(Self {
+            mm,
+            machine,
+            cluster,
+            host,
+        })
+    }
+}
+
+/// The host claimed by `mm`: the one recorded in status, else one the cache shows with our
+/// UID (a claim whose status write was lost), always confirmed by a fresh read.
+pub async fn find_host(ctx: &Ctx, mm: &MaasMachine, ns: &str) -> Result<Option<MaasHost>> {
+    let api: Api<MaasHost> = Api::namespaced(ctx.client.clone(), ns);
+    let recorded = mm.status.as_ref().and_then(|s| s.host_ref.as_ref());
+    let cached = ctx
+        .hosts
+        .find(|h| h.namespace().as_deref() == Some(ns) && claimed_by(h, mm))
+        .map(|h| h.name_any());
+    for name in recorded.map(|r| r.name.clone()).into_iter().chain(cached) {
+        let host = api
+            .get_opt(&name)
+            .await
+            .map_err(Error::kube(format!("reading host {name}")))?;
+        if let Some(host) = host.filter(|h| claimed_by(h, mm)) {
+            return Ok(Some(host));
+        }
+    }
+    Ok(None)
+}
+
+/// Applies the owned status after `conditions` (and the provisioning signals); returns whether
+/// anything changed (nothing is written otherwise).
+///
+/// The apply carries the resourceVersion the status was computed from
+/// ([`apply_status_at`]): a status computed from an outdated object (another replica wrote
+/// meanwhile) fails with 409, mapped to [`Error::Conflict`], instead of undoing that write, and
+/// the reconcile decides again on a fresh read.
+pub async fn write_status(
+    ctx: &Ctx,
+    state: &mut State,
+    conditions: Vec<NewCondition>,
+    provisioned: bool,
+) -> Result<bool> {
+    let now = capmaas_runtime::status::now();
+    let next = next_status(
+        &state.mm,
+        state.host.as_ref(),
+        conditions,
+        provisioned,
+        &now,
+    );
+    if next == owned_status(&state.mm) {
+        return Ok(false);
+    }
+    let rv = state
+        .mm
+        .resource_version()
+        .ok_or(Error::MissingMetadata("resourceVersion"))?;
+    state.mm = apply_status_at(
+        &mm_api(ctx, &state.mm)?,
+        &state.mm.name_any(),
+        &ctx.field_manager,
+        &next,
+        &rv,
+    )
+    .await
+    .map_err(Error::runtime("writing the status"))?;
+    Ok(true)
+}

@@ -1,0 +1,82 @@
+//! Which changes of other objects wake which MaasMachine: pure mappers over the cache.
+//!
+//! A MaasHost wakes its consumer, and a free `Available` one wakes the machines waiting for a
+//! host; a Machine wakes the MaasMachine its `spec.infrastructureRef` names; a Cluster wakes
+//! every MaasMachine labelled with its name (pause, infrastructure ready).
+
+use capmaas_api::capi::{Cluster, Machine};
+use capmaas_api::conditions::{self as cond, reasons};
+use capmaas_api::host::ProvisioningState;
+use capmaas_api::{MaasHost, MaasMachine, keys};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::{Resource, ResourceExt};
+
+/// A host maps to its consumer; a free, available host wakes the machines waiting for one.
+pub fn map_host(machines: &Store<MaasMachine>, host: &MaasHost) -> Vec<ObjectRef<MaasMachine>> {
+    let Some(namespace) = host.namespace() else {
+        return Vec::new();
+    };
+    if let Some(consumer) = &host.spec.consumer_ref {
+        if consumer.kind == MaasMachine::kind(&()) {
+            return vec![ObjectRef::new(&consumer.name).within(&namespace)];
+        }
+        return Vec::new();
+    }
+    let available = host.status.as_ref().and_then(|s| s.provisioning_state)
+        == Some(ProvisioningState::Available);
+    if !available {
+        return Vec::new();
+    }
+    machines
+        .state_filter(|m| {
+            m.namespace().as_deref() == Some(namespace.as_str()) && waiting_for_host(m)
+        })
+        .iter()
+        .map(|m| ObjectRef::from_obj(m.as_ref()))
+        .collect()
+}
+
+/// Whether `mm` (not being deleted) reports that no host fits it: its `HostAssociated`
+/// condition is False with `NoHostAvailable` or `NoCapacityInFailureDomain`.
+pub fn waiting_for_host(mm: &MaasMachine) -> bool {
+    mm.metadata.deletion_timestamp.is_none()
+        && mm
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|c| c.iter().find(|c| c.type_ == cond::HOST_ASSOCIATED))
+            .is_some_and(|c| {
+                c.status == "False"
+                    && (c.reason == reasons::NO_HOST_AVAILABLE
+                        || c.reason == reasons::NO_CAPACITY_IN_FAILURE_DOMAIN)
+            })
+}
+
+/// A Machine wakes the MaasMachine its `spec.infrastructureRef` names.
+pub fn map_machine(machine: &Machine) -> Option<ObjectRef<MaasMachine>> {
+    let reference = &machine.spec.infrastructure_ref;
+    if reference.kind != MaasMachine::kind(&()) || reference.api_group != MaasMachine::group(&()) {
+        return None;
+    }
+    Some(ObjectRef::new(&reference.name).within(&machine.namespace()?))
+}
+
+/// A Cluster wakes every MaasMachine of its namespace labelled with its name.
+pub fn map_cluster(
+    machines: &Store<MaasMachine>,
+    cluster: &Cluster,
+) -> Vec<ObjectRef<MaasMachine>> {
+    let namespace = cluster.namespace();
+    let name = cluster.name_any();
+    machines
+        .state_filter(|m| {
+            m.namespace() == namespace && m.labels().get(keys::LABEL_CLUSTER_NAME) == Some(&name)
+        })
+        .iter()
+        .map(|m| ObjectRef::from_obj(m.as_ref()))
+        .collect()
+}
+
+#[cfg(test)]
+#[path = "watch_tests.rs"]
+mod tests;

@@ -1,0 +1,132 @@
+use super::*;
+use crate::test_support::{claimed, cluster, deleting, host, maas_machine, machine};
+use capmaas_api::machine::MaasMachineStatus;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::runtime::{reflector, watcher};
+
+fn store_with(objects: Vec<MaasMachine>) -> Store<MaasMachine> {
+    let (reader, mut writer) = reflector::store();
+    writer.apply_watcher_event(&watcher::Event::Init);
+    for o in objects {
+        writer.apply_watcher_event(&watcher::Event::InitApply(o));
+    }
+    writer.apply_watcher_event(&watcher::Event::InitDone);
+    reader
+}
+
+fn host_associated(mut mm: MaasMachine, status: &str, reason: &str) -> MaasMachine {
+    mm.status = Some(MaasMachineStatus {
+        conditions: Some(vec![Condition {
+            type_: cond::HOST_ASSOCIATED.into(),
+            status: status.into(),
+            reason: reason.into(),
+            message: String::new(),
+            observed_generation: None,
+            last_transition_time: capmaas_runtime::status::now(),
+        }]),
+        ..MaasMachineStatus::default()
+    });
+    mm
+}
+
+fn in_namespace(mut mm: MaasMachine, ns: &str) -> MaasMachine {
+    mm.metadata.namespace = Some(ns.into());
+    mm
+}
+
+fn labelled(mut mm: MaasMachine, cluster: &str) -> MaasMachine {
+    mm.labels_mut()
+        .insert(keys::LABEL_CLUSTER_NAME.into(), cluster.into());
+    mm
+}
+
+fn refs(names: &[&str]) -> Vec<ObjectRef<MaasMachine>> {
+    names
+        .iter()
+        .map(|n| ObjectRef::new(n).within("ns"))
+        .collect()
+}
+
+fn sorted(mut v: Vec<ObjectRef<MaasMachine>>) -> Vec<ObjectRef<MaasMachine>> {
+    v.sort_by(|a, b| a.name.cmp(&b.name));
+    v
+}
+
+#[test]
+fn a_claimed_host_wakes_its_consumer_only() {
+    let waiting = host_associated(maas_machine("w"), "False", reasons::NO_HOST_AVAILABLE);
+    let store = store_with(vec![waiting]);
+    let owner = maas_machine("m1");
+    let h = claimed(host("h1", Some(ProvisioningState::Available)), &owner);
+    assert_eq!(map_host(&store, &h), refs(&["m1"]));
+    let mut foreign = host("h2", Some(ProvisioningState::Available));
+    foreign.spec.consumer_ref = claimed(host("x", None), &owner)
+        .spec
+        .consumer_ref
+        .map(|mut c| {
+            c.kind = "Other".into();
+            c
+        });
+    assert!(map_host(&store, &foreign).is_empty(), "not a MaasMachine");
+}
+
+#[test]
+fn a_free_available_host_wakes_the_machines_waiting_for_one() {
+    let store = store_with(vec![
+        host_associated(maas_machine("none"), "False", reasons::NO_HOST_AVAILABLE),
+        host_associated(
+            maas_machine("zone"),
+            "False",
+            reasons::NO_CAPACITY_IN_FAILURE_DOMAIN,
+        ),
+        host_associated(maas_machine("has-one"), "True", "HostAssociated"),
+        maas_machine("no-condition"),
+        deleting(host_associated(
+            maas_machine("deleting"),
+            "False",
+            reasons::NO_HOST_AVAILABLE,
+        )),
+        in_namespace(
+            host_associated(
+                maas_machine("elsewhere"),
+                "False",
+                reasons::NO_HOST_AVAILABLE,
+            ),
+            "other",
+        ),
+    ]);
+    let free = host("h1", Some(ProvisioningState::Available));
+    assert_eq!(sorted(map_host(&store, &free)), refs(&["none", "zone"]));
+    for state in [None, Some(ProvisioningState::Deployed)] {
+        assert!(map_host(&store, &host("h2", state)).is_empty(), "{state:?}");
+    }
+    let mut no_namespace = free;
+    no_namespace.metadata.namespace = None;
+    assert!(map_host(&store, &no_namespace).is_empty());
+}
+
+#[test]
+fn a_machine_wakes_the_maas_machine_it_references() {
+    assert_eq!(map_machine(&machine("m1", None)), refs(&["m1"]).pop());
+    let mut other_kind = machine("m1", None);
+    other_kind.spec.infrastructure_ref.kind = "DockerMachine".into();
+    assert_eq!(map_machine(&other_kind), None);
+    let mut other_group = machine("m1", None);
+    other_group.spec.infrastructure_ref.api_group = "example.com".into();
+    assert_eq!(map_machine(&other_group), None);
+}
+
+#[test]
+fn a_cluster_wakes_its_labelled_machines() {
+    let store = store_with(vec![
+        labelled(maas_machine("a"), "c"),
+        labelled(maas_machine("b"), "c"),
+        labelled(maas_machine("other-cluster"), "d"),
+        maas_machine("unlabelled"),
+        in_namespace(labelled(maas_machine("elsewhere"), "c"), "other"),
+    ]);
+    assert_eq!(
+        sorted(map_cluster(&store, &cluster(true, false))),
+        refs(&["a", "b"])
+    );
+}
