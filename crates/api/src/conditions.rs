@@ -76,6 +76,11 @@ pub mod reasons {
     pub const WAIT_FOR_DNS_NAME: &str = "WaitForDNSName";
     /// Creating or updating the DNS record failed (CAPMAAS name).
     pub const LOAD_BALANCER_FAILED: &str = "LoadBalancerFailed";
+    /// Another MaasDNSRecord (older) holds the same FQDN; this one waits.
+    pub const DNS_NAME_CONFLICT: &str = "DNSNameConflict";
+    /// MAAS has a DNS resource of this FQDN that this provider did not create; it is left
+    /// alone.
+    pub const DNS_NAME_TAKEN: &str = "DNSNameTaken";
     /// The workload API server does not answer yet (CAPMAAS name).
     pub const API_SERVER_NOT_READY: &str = "APIServerNotReady";
     /// Reconciliation is paused by the Cluster or an annotation.

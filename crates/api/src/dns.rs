@@ -95,6 +95,12 @@ pub struct MaasDNSRecordStatus {
         skip_serializing_if = "Option::is_none"
     )]
     pub dns_resource_id: Option<i64>,
+    /// maas-client asked MAAS to create the resource and has not recorded its id yet; a
+    /// resource of this name found meanwhile is this record's (its create answer was lost).
+    /// Without it (and without `dnsResourceID`), a resource of this name belongs to someone
+    /// else and is never taken over.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub creating: Option<bool>,
     /// Addresses MAAS currently holds for the record.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 64))]

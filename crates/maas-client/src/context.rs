@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use capmaas_api::{MaasHost, MaasInventory};
+use capmaas_api::{MaasDNSRecord, MaasHost, MaasInventory};
 use capmaas_runtime::controller::Events;
 use kube::ResourceExt;
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -51,6 +51,8 @@ pub struct Gateway {
     pub hosts: Store<MaasHost>,
     /// MaasInventories as the inventory controller's reflector sees them.
     pub inventories: Store<MaasInventory>,
+    /// MaasDNSRecords as the DNS controller's reflector sees them (who holds which FQDN).
+    pub dns_records: Store<MaasDNSRecord>,
 }
 
 impl std::fmt::Debug for Gateway {

@@ -1,12 +1,20 @@
 //! The MaasDNSRecord reconciler: creates the MAAS DNS resource, updates it only when the
 //! address set changes, and deletes it (finalizer) when the object goes.
 //!
+//! Ownership: an FQDN is served for one MaasDNSRecord in the whole cluster, the oldest of those
+//! naming it ([`fqdn_holder`]); the others report `DNSNameConflict` and never touch MAAS. A
+//! MAAS resource is this record's only when its id is recorded in status, or while
+//! `status.creating` says a create was sent whose answer may have been lost; any other resource
+//! of that name (made by hand, or by another installation) is reported as `DNSNameTaken` and
+//! never updated or deleted.
+//!
 //! The finalizer is the kit's ([`capmaas_runtime::controller::finalizer`]): added in the same
 //! reconcile that then creates the resource, removed once the MAAS resource is deleted.
 
 use std::collections::BTreeSet;
 use std::net::IpAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use capmaas_api::conditions::{self as cond, reasons};
 use capmaas_api::keys::FINALIZER_MAAS_DNS_RECORD;
@@ -38,6 +46,59 @@ pub enum DnsAction {
         /// MAAS id.
         id: i64,
     },
+    /// A resource of this name exists and is not ours: leave it alone.
+    Foreign {
+        /// MAAS id.
+        id: i64,
+    },
+}
+
+/// What status says this record owns in MAAS.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Owned {
+    /// The id recorded in status.
+    pub id: Option<i64>,
+    /// A create was sent and its answer not recorded.
+    pub creating: bool,
+}
+
+impl Owned {
+    /// From the record's status.
+    pub fn of(record: &MaasDNSRecord) -> Self {
+        let status = record.status.as_ref();
+        Self {
+            id: status.and_then(|s| s.dns_resource_id),
+            creating: status.and_then(|s| s.creating) == Some(true),
+        }
+    }
+}
+
+/// Retry of a record whose FQDN another record holds (it takes over once that one is gone).
+const CONFLICT_RETRY: Duration = Duration::from_secs(30);
+
+/// `namespace/name` of the MaasDNSRecord that holds `record`'s FQDN, when it is another one:
+/// the oldest record naming that FQDN (creation time, then namespace/name), so every replica
+/// and every restart picks the same one.
+pub fn fqdn_holder<'a>(
+    record: &MaasDNSRecord,
+    records: impl IntoIterator<Item = &'a MaasDNSRecord>,
+) -> Option<String> {
+    let fqdn = record.spec.fqdn();
+    let rank = |r: &MaasDNSRecord| {
+        (
+            r.metadata.creation_timestamp.as_ref().map(|t| t.0),
+            r.namespace().unwrap_or_default(),
+            r.name_any(),
+        )
+    };
+    let mine = rank(record);
+    let holder = records
+        .into_iter()
+        .filter(|r| r.spec.fqdn() == fqdn && r.uid() != record.uid())
+        .map(rank)
+        .filter(|theirs| *theirs < mine)
+        .min()?;
+    Some(format!("{}/{}", holder.1, holder.2))
 }
 
 /// Parses the wanted addresses as a set; a malformed one is an invalid spec.
@@ -52,11 +113,17 @@ pub fn wanted_addresses(spec: Option<&[String]>) -> Result<BTreeSet<IpAddr>> {
         .collect()
 }
 
-/// Decides from the resources MAAS lists for the FQDN.
-pub fn plan_dns(existing: &[DnsResource], wanted: &BTreeSet<IpAddr>) -> DnsAction {
-    match existing.iter().find(|r| r.id >= 0) {
-        None => DnsAction::Create,
-        Some(r) => {
+/// Decides from the resources MAAS lists for the FQDN and what status says is ours.
+pub fn plan_dns(existing: &[DnsResource], wanted: &BTreeSet<IpAddr>, owned: Owned) -> DnsAction {
+    let live: Vec<&DnsResource> = existing.iter().filter(|r| r.id >= 0).collect();
+    let mine = match owned.id {
+        Some(id) => live.iter().find(|r| r.id == id),
+        // The create's answer was lost: the resource it made is ours.
+        None if owned.creating => live.first(),
+        None => None,
+    };
+    match (mine, live.first()) {
+        (Some(r), _) => {
             let current: BTreeSet<IpAddr> = r.ips().into_iter().collect();
             if &current == wanted {
                 DnsAction::None { id: r.id }
@@ -64,7 +131,18 @@ pub fn plan_dns(existing: &[DnsResource], wanted: &BTreeSet<IpAddr>) -> DnsActio
                 DnsAction::Update { id: r.id }
             }
         }
+        (None, Some(other)) => DnsAction::Foreign { id: other.id },
+        (None, None) => DnsAction::Create,
     }
+}
+
+/// The MAAS resources among `existing` that deleting `owned`'s record may delete.
+pub fn deletable(existing: &[DnsResource], owned: Owned) -> Vec<i64> {
+    existing
+        .iter()
+        .filter(|r| r.id >= 0 && (owned.id == Some(r.id) || (owned.id.is_none() && owned.creating)))
+        .map(|r| r.id)
+        .collect()
 }
 
 /// Whether the status proves MAAS holds the wanted set for this generation (no call needed).
@@ -136,10 +214,21 @@ pub async fn reconcile(record: Arc<MaasDNSRecord>, gw: Arc<Gateway>) -> Result<A
 
 async fn apply(record: &MaasDNSRecord, gw: &Gateway, api: &Api<MaasDNSRecord>) -> Result<Action> {
     let wanted = wanted_addresses(record.spec.addresses.as_deref())?;
+    let fqdn = record.spec.fqdn();
+    let owned = Owned::of(record);
+    if owned.id.is_none() && !owned.creating {
+        let records = gw.dns_records.state();
+        if let Some(holder) = fqdn_holder(record, records.iter().map(AsRef::as_ref)) {
+            let message = format!(
+                "{fqdn} is served for the older MaasDNSRecord {holder}; this one waits until that one is gone"
+            );
+            refuse(record, gw, api, reasons::DNS_NAME_CONFLICT, &message).await?;
+            return Ok(Action::requeue(CONFLICT_RETRY));
+        }
+    }
     if in_sync(record, &wanted) {
         return Ok(Action::requeue(gw.settings.resync));
     }
-    let fqdn = record.spec.fqdn();
     let existing = gw
         .maas
         .find_dns_resources(&fqdn)
@@ -150,8 +239,19 @@ async fn apply(record: &MaasDNSRecord, gw: &Gateway, api: &Api<MaasDNSRecord>) -
         ip_addresses: wanted.iter().copied().collect(),
         address_ttl: record.spec.ttl.and_then(|t| u32::try_from(t).ok()),
     };
-    let resource = match plan_dns(&existing, &wanted) {
+    let resource = match plan_dns(&existing, &wanted, owned) {
+        DnsAction::Foreign { id } => {
+            let message = format!(
+                "MAAS already has a DNS resource {fqdn} (id {id}) that this provider did not create; it is left alone: delete it in MAAS or choose another name"
+            );
+            refuse(record, gw, api, reasons::DNS_NAME_TAKEN, &message).await?;
+            return Ok(Action::requeue(gw.settings.resync));
+        }
         DnsAction::Create => {
+            // Recorded first: if the answer is lost, the resource found next time is ours.
+            let mut intent = record.status.clone().unwrap_or_default();
+            intent.creating = Some(true);
+            apply_status(api, &record.name_any(), &gw.settings.field_manager, &intent).await?;
             info!(fqdn, "creating MAAS DNS resource");
             gw.maas
                 .create_dns_resource(&spec)
@@ -172,13 +272,6 @@ async fn apply(record: &MaasDNSRecord, gw: &Gateway, api: &Api<MaasDNSRecord>) -
     };
     let observed: BTreeSet<IpAddr> = resource.ips().into_iter().collect();
     let ready = observed == wanted;
-    let time = now();
-    let mut conditions = record
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.clone())
-        .unwrap_or_default();
-    let generation = record.metadata.generation;
     let synced = if ready {
         NewCondition::new(
             cond::DNS_RECORD_SYNCED,
@@ -193,7 +286,26 @@ async fn apply(record: &MaasDNSRecord, gw: &Gateway, api: &Api<MaasDNSRecord>) -
         )
         .message("MAAS holds other addresses than requested")
     };
-    set_condition(
+    let (mut status, _) = status_with(record, synced);
+    status.dns_resource_id = Some(resource.id);
+    status.observed_addresses = Some(observed.iter().map(ToString::to_string).collect());
+    status.ready = Some(ready);
+    apply_status(api, &record.name_any(), &gw.settings.field_manager, &status).await?;
+    Ok(Action::requeue(gw.settings.resync))
+}
+
+/// The status after `synced`, with the summary `Ready`, for `record`'s generation; whether the
+/// `DNSRecordSynced` condition changed. Id, addresses and `ready` are cleared: a record that
+/// owns nothing in MAAS shows nothing.
+fn status_with(record: &MaasDNSRecord, synced: NewCondition) -> (MaasDNSRecordStatus, bool) {
+    let time = now();
+    let generation = record.metadata.generation;
+    let mut conditions = record
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.clone())
+        .unwrap_or_default();
+    let changed = set_condition(
         &mut conditions,
         synced.observed_generation(generation),
         &time,
@@ -201,17 +313,42 @@ async fn apply(record: &MaasDNSRecord, gw: &Gateway, api: &Api<MaasDNSRecord>) -
     let summary = summarize_ready(&conditions, &[cond::DNS_RECORD_SYNCED], generation);
     set_condition(&mut conditions, summary, &time);
     let status = MaasDNSRecordStatus {
-        dns_resource_id: Some(resource.id),
-        observed_addresses: Some(observed.iter().map(ToString::to_string).collect()),
-        ready: Some(ready),
+        ready: Some(false),
         observed_generation: generation,
         conditions: Some(conditions),
+        ..MaasDNSRecordStatus::default()
     };
-    apply_status(api, &record.name_any(), &gw.settings.field_manager, &status).await?;
-    Ok(Action::requeue(gw.settings.resync))
+    (status, changed)
+}
+
+/// Reports that this record does not own its FQDN: `DNSRecordSynced=False` with `reason`, and a
+/// Warning Event when that is news.
+async fn refuse(
+    record: &MaasDNSRecord,
+    gw: &Gateway,
+    api: &Api<MaasDNSRecord>,
+    reason: &str,
+    message: &str,
+) -> Result<()> {
+    let condition =
+        NewCondition::new(cond::DNS_RECORD_SYNCED, ConditionStatus::False, reason).message(message);
+    let (status, changed) = status_with(record, condition);
+    if record.status.as_ref() != Some(&status) {
+        apply_status(api, &record.name_any(), &gw.settings.field_manager, &status).await?;
+    }
+    if changed {
+        info!(fqdn = record.spec.fqdn(), reason, "DNS name not ours");
+        gw.events.warning(record, reason, message).await;
+    }
+    Ok(())
 }
 
 async fn cleanup(record: &MaasDNSRecord, gw: &Gateway) -> Result<()> {
+    let owned = Owned::of(record);
+    if owned.id.is_none() && !owned.creating {
+        // Never created anything (a conflict, a foreign name, or deleted before its first sync).
+        return Ok(());
+    }
     let fqdn = record.spec.fqdn();
     // Look up by name rather than trusting the recorded id alone: a create whose answer was
     // lost left no id in status.
@@ -220,12 +357,12 @@ async fn cleanup(record: &MaasDNSRecord, gw: &Gateway) -> Result<()> {
         .find_dns_resources(&fqdn)
         .await
         .map_err(Error::maas("find DNS resource"))?;
-    for resource in existing.iter().filter(|r| r.id >= 0) {
-        match gw.maas.delete_dns_resource(resource.id).await {
+    for id in deletable(&existing, owned) {
+        match gw.maas.delete_dns_resource(id).await {
             Ok(()) | Err(MaasError::NotFound { .. }) => {}
             Err(e) => return Err(Error::maas("delete DNS resource")(e)),
         }
-        info!(fqdn, id = resource.id, "deleted MAAS DNS resource");
+        info!(fqdn, id, "deleted MAAS DNS resource");
     }
     Ok(())
 }
@@ -243,22 +380,98 @@ mod tests {
         .unwrap()
     }
 
+    const OURS: Owned = Owned {
+        id: Some(4),
+        creating: false,
+    };
+
     #[test]
     fn updates_only_when_the_set_changes() {
         let wanted = wanted_addresses(Some(&["10.0.0.2".into(), "10.0.0.1".into()])).unwrap();
-        assert_eq!(plan_dns(&[], &wanted), DnsAction::Create);
-        assert_eq!(plan_dns(&[resource(-1, &[])], &wanted), DnsAction::Create);
+        assert_eq!(plan_dns(&[], &wanted, Owned::default()), DnsAction::Create);
         assert_eq!(
-            plan_dns(&[resource(4, &["10.0.0.1", "10.0.0.2"])], &wanted),
+            plan_dns(&[resource(-1, &[])], &wanted, Owned::default()),
+            DnsAction::Create
+        );
+        assert_eq!(
+            plan_dns(&[resource(4, &["10.0.0.1", "10.0.0.2"])], &wanted, OURS),
             DnsAction::None { id: 4 },
             "order does not matter"
         );
         assert_eq!(
-            plan_dns(&[resource(4, &["10.0.0.1"])], &wanted),
+            plan_dns(&[resource(4, &["10.0.0.1"])], &wanted, OURS),
             DnsAction::Update { id: 4 }
+        );
+        assert_eq!(
+            plan_dns(&[], &wanted, OURS),
+            DnsAction::Create,
+            "deleted in MAAS: made again"
         );
         assert!(wanted_addresses(Some(&["nope".into()])).is_err());
         assert!(wanted_addresses(None).unwrap().is_empty());
+    }
+
+    #[test]
+    fn resources_not_ours_are_never_taken_over_or_deleted() {
+        let wanted = wanted_addresses(Some(&["10.0.0.1".into()])).unwrap();
+        let by_hand = [resource(7, &["192.0.2.1"])];
+        assert_eq!(
+            plan_dns(&by_hand, &wanted, Owned::default()),
+            DnsAction::Foreign { id: 7 }
+        );
+        assert_eq!(
+            plan_dns(&by_hand, &wanted, OURS),
+            DnsAction::Foreign { id: 7 }
+        );
+        assert!(deletable(&by_hand, Owned::default()).is_empty());
+        assert!(deletable(&by_hand, OURS).is_empty());
+        let lost_answer = Owned {
+            id: None,
+            creating: true,
+        };
+        assert_eq!(
+            plan_dns(&by_hand, &wanted, lost_answer),
+            DnsAction::Update { id: 7 },
+            "a create whose answer was lost made it"
+        );
+        assert_eq!(deletable(&by_hand, lost_answer), [7]);
+        assert_eq!(deletable(&[resource(4, &[])], OURS), [4]);
+    }
+
+    fn record(namespace: &str, name: &str, created: i64) -> MaasDNSRecord {
+        let mut r = MaasDNSRecord::new(
+            name,
+            capmaas_api::MaasDNSRecordSpec {
+                name: "prod".into(),
+                domain: "maas".into(),
+                addresses: None,
+                ttl: None,
+            },
+        );
+        r.metadata.namespace = Some(namespace.into());
+        r.metadata.uid = Some(format!("{namespace}-{name}"));
+        r.metadata.creation_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            jiff::Timestamp::from_second(created).unwrap(),
+        ));
+        r
+    }
+
+    #[test]
+    fn the_oldest_record_holds_an_fqdn() {
+        let a = record("team-a", "prod", 100);
+        let b = record("team-b", "prod", 200);
+        let mut other = record("team-c", "prod", 50);
+        other.spec.name = "other".into();
+        let all = [a.clone(), b.clone(), other];
+        assert_eq!(fqdn_holder(&a, &all), None);
+        assert_eq!(fqdn_holder(&b, &all).as_deref(), Some("team-a/prod"));
+        let same_time = record("team-0", "prod", 200);
+        assert_eq!(
+            fqdn_holder(&b, [&same_time]).as_deref(),
+            Some("team-0/prod"),
+            "ties go by namespace/name"
+        );
+        assert_eq!(fqdn_holder(&b, []), None, "alone, it holds its name");
     }
 
     #[test]

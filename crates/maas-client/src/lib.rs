@@ -104,11 +104,18 @@ pub async fn run_term(term: Context, maas: Maas, config: GatewayConfig) -> Resul
         host_trigger,
         hosts: hosts.store(),
         inventories: inventories.store(),
+        dns_records: records.store(),
     });
     let synced = {
-        let (hosts, inventories) = (gw.hosts.clone(), gw.inventories.clone());
+        let (hosts, inventories, records) = (
+            gw.hosts.clone(),
+            gw.inventories.clone(),
+            gw.dns_records.clone(),
+        );
         async move {
-            hosts.wait_until_ready().await.is_ok() && inventories.wait_until_ready().await.is_ok()
+            hosts.wait_until_ready().await.is_ok()
+                && inventories.wait_until_ready().await.is_ok()
+                && records.wait_until_ready().await.is_ok()
         }
     };
     tokio::join!(
