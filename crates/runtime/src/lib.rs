@@ -1,35 +1,40 @@
 //! Shared plumbing for every capmaas binary: flags, Kubernetes clients, logging and tracing,
-//! metrics and health endpoints, leader election, shutdown, and status/condition helpers.
+//! metrics and health endpoints, leader election, shutdown, status/condition helpers, and the
+//! controller kit ([`controller`]).
 //!
-//! A binary's `main.rs`:
+//! A binary builds a [`Runtime`] and runs its controller in each leadership term; the
+//! controller itself is wired with the [`controller`] kit (run loop, error policy, finalizers,
+//! Events, guarded workload clients). The shape every binary shares is in
+//! `docs/architecture.md`; in short:
 //!
 //! ```no_run
-//! use clap::Parser;
-//! use capmaas_runtime::{CommonArgs, Runtime};
+//! use std::process::ExitCode;
+//! use capmaas_runtime::{BoxError, CommonArgs, Context, Runtime, exit_code};
 //!
-//! #[derive(Parser)]
-//! struct Args {
-//!     #[command(flatten)]
-//!     common: CommonArgs,
+//! async fn run(term: Context) -> Result<(), BoxError> {
+//!     // Build the kube Controller from term.clients.watch (`controller::scoped`), then
+//!     // `controller::run(controller, ReconcilerSettings::for_term(&term, "maasthing"), ctx,
+//!     // reconcile)` next to `controller::ready_when(&term.health, &term.cancel, synced)`.
+//!     term.cancel.cancelled().await;
+//!     Ok(())
+//! }
+//!
+//! async fn start(common: CommonArgs) -> Result<(), BoxError> {
+//!     let runtime = Runtime::builder("thing-controller")
+//!         .with_args(common)
+//!         .default_concurrency(4)
+//!         .build()
+//!         .await?;
+//!     runtime.run(run).await?;
+//!     Ok(())
 //! }
 //!
 //! #[tokio::main]
-//! async fn main() -> Result<(), capmaas_runtime::Error> {
-//!     let args = Args::parse();
-//!     let runtime = Runtime::builder("machine-controller")
-//!         .with_args(args.common)
-//!         .default_concurrency(8)
-//!         .build()
-//!         .await?;
-//!     runtime
-//!         .run(|ctx| async move {
-//!             // Build the kube Controller from ctx.clients.watch, stop it with
-//!             // `.graceful_shutdown_on(ctx.cancel.clone().cancelled_owned())`,
-//!             // call ctx.health.mark_ready() once its store is ready.
-//!             ctx.cancel.cancelled().await;
-//!             Ok::<(), capmaas_runtime::BoxError>(())
-//!         })
-//!         .await
+//! async fn main() -> ExitCode {
+//!     match CommonArgs::try_parse_from(std::env::args()) {
+//!         Ok(common) => exit_code("thing-controller", start(common).await),
+//!         Err(e) => e.exit(),
+//!     }
 //! }
 //! ```
 //!
