@@ -78,7 +78,10 @@ pub(crate) fn with_exec_plugin(
     let marker = dir.join("exec-plugin-ran");
     let plugin = dir.join("exec-plugin.sh");
     let credential = r#"{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential","status":{"token":"t"}}"#;
-    let script = format!("#!/bin/sh\ntouch '{}'\necho '{credential}'\n", marker.display());
+    let script = format!(
+        "#!/bin/sh\ntouch '{}'\necho '{credential}'\n",
+        marker.display()
+    );
     std::fs::write(&plugin, script).map_err(Error::io("writing the exec plugin"))?;
     std::fs::set_permissions(&plugin, std::fs::Permissions::from_mode(0o755))
         .map_err(Error::io("making the exec plugin executable"))?;
