@@ -57,6 +57,17 @@ impl RetryPolicy {
     }
 }
 
+/// Default for [`Config::max_response_bytes`]: 64 MiB.
+///
+/// The largest answer is `GET /machines/` without a narrow filter (the orphan sweep lists every
+/// allocation of an installation; an inventory may be a whole pool). A machine object of a
+/// MAAS 3.x server with its interface and storage trees is about 5–30 KB, so 64 MiB holds a
+/// listing of several thousand machines — more than one MAAS region serves — while bounding
+/// what a broken or hostile endpoint can make the gateway buffer (the body, then its decoded
+/// form). Every other answer is far smaller. Raise it with
+/// [`ConfigBuilder::max_response_bytes`] for a larger MAAS.
+pub const DEFAULT_MAX_RESPONSE_BYTES: u64 = 64 * 1024 * 1024;
+
 /// How a configured CA bundle is used.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum CaMode {
@@ -94,6 +105,9 @@ pub struct Config {
     pub max_concurrent_requests: usize,
     /// Retry policy for idempotent calls.
     pub retry: RetryPolicy,
+    /// Largest answer body accepted, in bytes (default [`DEFAULT_MAX_RESPONSE_BYTES`]); a
+    /// larger 2xx answer is [`MaasError::ResponseTooLarge`].
+    pub max_response_bytes: u64,
     /// TLS settings.
     pub tls: TlsOptions,
     /// `User-Agent` header.
@@ -113,6 +127,7 @@ impl Config {
             request_timeout: Duration::from_secs(90),
             max_concurrent_requests: 16,
             retry: RetryPolicy::default(),
+            max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
             tls: TlsOptions::default(),
             user_agent: concat!("capmaas-maas-client/", env!("CARGO_PKG_VERSION")).to_owned(),
             observer: Arc::new(NoopObserver),
@@ -129,6 +144,7 @@ pub struct ConfigBuilder {
     request_timeout: Duration,
     max_concurrent_requests: usize,
     retry: RetryPolicy,
+    max_response_bytes: u64,
     tls: TlsOptions,
     user_agent: String,
     observer: Arc<dyn RequestObserver>,
@@ -160,6 +176,14 @@ impl ConfigBuilder {
     #[must_use]
     pub fn retry_policy(mut self, policy: RetryPolicy) -> Self {
         self.retry = policy;
+        self
+    }
+
+    /// Sets the largest answer body accepted, in bytes (at least 1; see
+    /// [`DEFAULT_MAX_RESPONSE_BYTES`]).
+    #[must_use]
+    pub fn max_response_bytes(mut self, limit: u64) -> Self {
+        self.max_response_bytes = limit;
         self
     }
 
@@ -199,6 +223,11 @@ impl ConfigBuilder {
                 "retry max_attempts must be at least 1".to_owned(),
             ));
         }
+        if self.max_response_bytes == 0 {
+            return Err(MaasError::Config(
+                "max_response_bytes must be at least 1".to_owned(),
+            ));
+        }
         Ok(Config {
             api_root: api_root(&self.endpoint)?,
             api_key: self.api_key,
@@ -206,6 +235,7 @@ impl ConfigBuilder {
             request_timeout: self.request_timeout,
             max_concurrent_requests: self.max_concurrent_requests,
             retry: self.retry,
+            max_response_bytes: self.max_response_bytes,
             tls: self.tls,
             user_agent: self.user_agent,
             observer: self.observer,
@@ -297,6 +327,16 @@ mod tests {
         assert_eq!(config.request_timeout, Duration::from_secs(2));
         assert!(config.tls.insecure_skip_tls_verify);
         assert_eq!(config.tls.ca_mode, CaMode::Additional);
+        assert_eq!(config.max_response_bytes, DEFAULT_MAX_RESPONSE_BYTES);
+        let small = Config::builder("http://h/", ApiKey::parse("a:b:c").unwrap())
+            .max_response_bytes(1024)
+            .build()
+            .unwrap();
+        assert_eq!(small.max_response_bytes, 1024);
+        let zero = Config::builder("http://h/", ApiKey::parse("a:b:c").unwrap())
+            .max_response_bytes(0)
+            .build();
+        assert!(zero.is_err_and(|e| e.category() == "config"));
         let bad = Config::builder("http://h/", ApiKey::parse("a:b:c").unwrap())
             .retry_policy(RetryPolicy {
                 max_attempts: 0,

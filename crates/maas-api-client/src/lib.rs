@@ -40,7 +40,9 @@ mod observer;
 mod transport;
 
 pub use auth::{ApiKey, ApiKeyError};
-pub use config::{CaMode, Config, ConfigBuilder, RetryPolicy, TlsOptions, api_root};
+pub use config::{
+    CaMode, Config, ConfigBuilder, DEFAULT_MAX_RESPONSE_BYTES, RetryPolicy, TlsOptions, api_root,
+};
 pub use dns::{DnsResourceFilter, DnsResourceSpec, DomainSpec};
 pub use error::{ErrorContext, MAX_ERROR_BODY, MaasError, error_from_response};
 pub use form::Params;
@@ -51,7 +53,8 @@ pub use machine_requests::{
 };
 pub use model::{
     BootResource, DnsIpAddress, DnsResource, Domain, Interface, Link, LinkMode, Machine,
-    MachineStatus, PowerState, ResourcePool, Subnet, Tag, TagUpdateResult, Version, Vlan, Zone,
+    MachineList, MachineStatus, PowerState, ResourcePool, SkippedMachine, Subnet, Tag,
+    TagUpdateResult, Version, Vlan, Zone,
 };
 pub use network::LinkSubnetRequest;
 pub use observer::{NoopObserver, RequestEvent, RequestObserver};

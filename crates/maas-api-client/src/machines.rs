@@ -10,7 +10,7 @@ use crate::machine_requests::{
     AllocateRequest, DeployRequest, MachineFilter, ReleaseRequest, StopMode,
     validate_annotation_key,
 };
-use crate::model::{Machine, PowerState, PowerStateReport};
+use crate::model::{Machine, MachineList, PowerState, PowerStateReport};
 use crate::transport::{Call, MaasClient, segment};
 
 fn machine_path(system_id: &str) -> Result<Vec<String>, MaasError> {
@@ -20,6 +20,13 @@ fn machine_path(system_id: &str) -> Result<Vec<String>, MaasError> {
     ])
 }
 
+fn list_call(filter: &MachineFilter) -> Result<Call, MaasError> {
+    Ok(
+        Call::new("machines.list", Method::GET, vec!["machines".to_owned()])
+            .params(filter.to_params()?),
+    )
+}
+
 fn comment_params(comment: Option<&str>) -> Params {
     let mut params = Params::new();
     params.push_opt("comment", comment);
@@ -27,11 +34,26 @@ fn comment_params(comment: Option<&str>) -> Params {
 }
 
 impl MaasClient {
-    /// `GET /machines/` with server-side filters.
+    /// `GET /machines/` with server-side filters. Strict: one machine that does not decode
+    /// fails the whole call with [`MaasError::Decode`] (right for a lookup of one known
+    /// machine); see [`Self::list_machines_lenient`] for listings that must go on.
     pub async fn list_machines(&self, filter: &MachineFilter) -> Result<Vec<Machine>, MaasError> {
-        let call = Call::new("machines.list", Method::GET, vec!["machines".to_owned()])
-            .params(filter.to_params()?);
-        self.json(call).await
+        self.json(list_call(filter)?).await
+    }
+
+    /// `GET /machines/` with server-side filters, decoded machine by machine: an element that
+    /// does not decode is skipped and reported in [`MachineList::skipped`] (its `system_id`
+    /// when readable, and the cut decode error) while the others are returned. The call still
+    /// fails when the answer is not a JSON array at all.
+    pub async fn list_machines_lenient(
+        &self,
+        filter: &MachineFilter,
+    ) -> Result<MachineList, MaasError> {
+        let list: MachineList = self.json(list_call(filter)?).await?;
+        for skipped in &list.skipped {
+            tracing::debug!(operation = "machines.list", %skipped, "skipped a machine that does not decode");
+        }
+        Ok(list)
     }
 
     /// `GET /machines/{system_id}/`.

@@ -5,9 +5,9 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use backon::{ExponentialBuilder, Retryable};
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE};
-use http::{HeaderMap, HeaderValue, Method, StatusCode};
+use http::{HeaderValue, Method, StatusCode};
 use serde::de::DeserializeOwned;
 use tokio::sync::Semaphore;
 use url::Url;
@@ -32,6 +32,7 @@ struct Inner {
     api_root: Url,
     api_key: ApiKey,
     retry: RetryPolicy,
+    max_response_bytes: u64,
     limiter: Semaphore,
     observer: Arc<dyn RequestObserver>,
 }
@@ -179,6 +180,7 @@ impl MaasClient {
                 api_root: config.api_root,
                 api_key: config.api_key,
                 retry: config.retry,
+                max_response_bytes: config.max_response_bytes,
                 limiter: Semaphore::new(config.max_concurrent_requests.max(1)),
                 observer: config.observer,
             }),
@@ -289,22 +291,94 @@ impl MaasClient {
                 .header(CONTENT_TYPE, "application/x-www-form-urlencoded")
                 .body(call.params.encode());
         }
-        let response = request
+        let mut response = request
             .send()
             .await
             .map_err(|e| MaasError::from_reqwest(&e))?;
         let status = response.status();
-        // Headers only matter for errors (Retry-After); skip the copy on the hot path.
-        let headers: Option<HeaderMap> = (!status.is_success()).then(|| response.headers().clone());
-        let body = response
-            .bytes()
-            .await
-            .map_err(|e| MaasError::from_reqwest(&e))?;
-        match headers {
-            None => Ok((status, body)),
-            Some(headers) => Err(error_from_response(call.context, status, &headers, &body)),
+        if !status.is_success() {
+            // Only a prefix of an error answer is kept; a huge error page is cut, not refused,
+            // so the status still decides the error (and whether it is retried).
+            let headers = response.headers().clone();
+            let limit = self.inner.max_response_bytes.min(MAX_ERROR_READ);
+            let body = read_capped(&mut response, limit).await?;
+            return Err(error_from_response(
+                call.context,
+                status,
+                &headers,
+                &body.bytes,
+            ));
+        }
+        let limit = self.inner.max_response_bytes;
+        let content_length = response.content_length();
+        let too_large = || MaasError::ResponseTooLarge {
+            operation: call.name,
+            limit,
+            content_length,
+        };
+        // Refused before a byte of the body is read when MAAS declares the size.
+        if content_length.is_some_and(|n| n > limit) {
+            return Err(too_large());
+        }
+        let body = read_capped(&mut response, limit).await?;
+        if body.complete {
+            Ok((status, body.bytes))
+        } else {
+            Err(too_large())
         }
     }
+}
+
+/// Longest prefix of an error answer that is read: the error keeps [`crate::MAX_ERROR_BODY`]
+/// bytes of it, and a 400's JSON field errors are far smaller.
+const MAX_ERROR_READ: u64 = 64 * 1024;
+
+/// A body read up to a limit.
+#[derive(Debug)]
+struct CappedBody {
+    /// The body, or its first `limit` bytes when it is longer.
+    bytes: Bytes,
+    /// Whether the whole body fit within the limit.
+    complete: bool,
+}
+
+/// Reads a body chunk by chunk and stops as soon as it exceeds `limit` bytes (the rest is
+/// never read; the connection is dropped). A body that arrives in one chunk is not copied.
+async fn read_capped(
+    response: &mut reqwest::Response,
+    limit: u64,
+) -> Result<CappedBody, MaasError> {
+    let limit = usize::try_from(limit).unwrap_or(usize::MAX);
+    let mut parts: Vec<Bytes> = Vec::new();
+    let mut total = 0usize;
+    let mut complete = true;
+    while let Some(chunk) = response
+        .chunk()
+        .await
+        .map_err(|e| MaasError::from_reqwest(&e))?
+    {
+        let room = limit - total;
+        if chunk.len() > room {
+            parts.push(chunk.slice(..room));
+            total = limit;
+            complete = false;
+            break;
+        }
+        total += chunk.len();
+        parts.push(chunk);
+    }
+    let bytes = match parts.len() {
+        0 => Bytes::new(),
+        1 => parts.swap_remove(0),
+        _ => {
+            let mut joined = BytesMut::with_capacity(total);
+            for part in &parts {
+                joined.extend_from_slice(part);
+            }
+            joined.freeze()
+        }
+    };
+    Ok(CappedBody { bytes, complete })
 }
 
 fn error_status(err: &MaasError) -> Option<u16> {

@@ -4,6 +4,11 @@
 //!
 //! An answer only replaces an entry if its request was sent after the entry's: a slow list
 //! that started before a deploy must not roll the cache back to `Ready`.
+//!
+//! Each entry remembers the inventory whose latest list showed it. A machine that list did not
+//! show is [`Lookup::Unlisted`], which says nothing about whether it still exists: it may have
+//! been re-tagged, moved to another pool or zone, or the answer may have been wrong. Only a
+//! direct read of the system id can tell (a 404 is gone).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -27,10 +32,11 @@ struct State {
 /// What the cache knows about one machine.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Lookup {
-    /// The latest MAAS view.
+    /// The latest MAAS view, from the inventory's list or a later answer.
     Present(Arc<Machine>),
-    /// The inventory was synced and MAAS no longer lists the machine.
-    Absent,
+    /// The inventory was synced and its latest list did not show the machine: read it directly
+    /// before believing anything (it is gone only if MAAS answers 404 for its system id).
+    Unlisted,
     /// The inventory has not been synced since start: nothing is known yet.
     Unknown,
 }
@@ -103,13 +109,17 @@ impl MachineCache {
             .retain(|_, e| e.inventory.as_deref() != Some(key));
     }
 
-    /// The view of `system_id`, judged against inventory `key`.
+    /// The view of `system_id`, judged against inventory `key`: present only while the
+    /// inventory's latest list showed it (or, before its first list, from any answer).
     pub fn lookup(&self, key: &str, system_id: &str) -> Lookup {
         let state = self.lock();
+        let synced = state.synced_inventories.contains(key);
         match state.machines.get(system_id) {
-            Some(e) => Lookup::Present(e.machine.clone()),
-            None if state.synced_inventories.contains(key) => Lookup::Absent,
-            None => Lookup::Unknown,
+            Some(e) if !synced || e.inventory.as_deref() == Some(key) => {
+                Lookup::Present(e.machine.clone())
+            }
+            _ if synced => Lookup::Unlisted,
+            _ => Lookup::Unknown,
         }
     }
 
@@ -144,7 +154,13 @@ fn insert(
     inventory: Option<String>,
 ) -> bool {
     match state.machines.get_mut(&machine.system_id) {
-        Some(e) if e.sent_at > sent_at => false,
+        Some(e) if e.sent_at > sent_at => {
+            // An older list still shows which inventory lists the machine.
+            if inventory.is_some() {
+                e.inventory = inventory;
+            }
+            false
+        }
         Some(e) => {
             e.sent_at = sent_at;
             if inventory.is_some() {
@@ -205,7 +221,7 @@ pub(crate) mod tests {
             9,
             "the deploy answer is newer than the list"
         );
-        assert_eq!(cache.lookup("ns/inv", "zz"), Lookup::Absent);
+        assert_eq!(cache.lookup("ns/inv", "zz"), Lookup::Unlisted);
     }
 
     #[test]
@@ -215,7 +231,19 @@ pub(crate) mod tests {
         cache.sync_inventory("k", vec![machine("a", 4), machine("b", 4)], t0);
         let changed = cache.sync_inventory("k", vec![machine("a", 4)], t0 + Duration::from_secs(1));
         assert_eq!(changed, vec!["b".to_owned()]);
-        assert_eq!(cache.lookup("k", "b"), Lookup::Absent);
+        assert_eq!(cache.lookup("k", "b"), Lookup::Unlisted);
+        // A direct read of the unlisted machine does not make it listed again.
+        cache.observe(machine("b", 6), t0 + Duration::from_millis(1500));
+        assert_eq!(cache.lookup("k", "b"), Lookup::Unlisted);
+        // Listed again: present.
+        let changed = cache.sync_inventory(
+            "k",
+            vec![machine("a", 4), machine("b", 6)],
+            t0 + Duration::from_millis(1600),
+        );
+        assert!(changed.is_empty(), "{changed:?}");
+        assert!(matches!(cache.lookup("k", "b"), Lookup::Present(_)));
+        cache.sync_inventory("k", vec![machine("a", 4)], t0 + Duration::from_millis(1700));
         let changed = cache.sync_inventory("k", vec![machine("a", 6)], t0 + Duration::from_secs(2));
         assert_eq!(changed, vec!["a".to_owned()]);
         cache.forget_inventory("k");

@@ -13,8 +13,8 @@ use std::sync::Arc;
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use maas_api_client::{
     AllocateRequest, DeployRequest, DnsResource, DnsResourceFilter, DnsResourceSpec, Interface,
-    LinkSubnetRequest, MaasClient, MaasError, Machine, MachineFilter, ReleaseRequest, RequestEvent,
-    RequestObserver, StopMode, Subnet,
+    LinkSubnetRequest, MaasClient, MaasError, Machine, MachineFilter, MachineList, ReleaseRequest,
+    RequestEvent, RequestObserver, StopMode, Subnet,
 };
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -128,6 +128,16 @@ impl Maas {
     pub async fn list_machines(&self, filter: &MachineFilter) -> Result<Vec<Machine>, MaasError> {
         self.permit().await;
         self.client.list_machines(filter).await
+    }
+
+    /// `GET /machines/` with filters, decoded machine by machine: one that does not decode is
+    /// skipped and reported in [`MachineList::skipped`] instead of failing the listing.
+    pub async fn list_machines_lenient(
+        &self,
+        filter: &MachineFilter,
+    ) -> Result<MachineList, MaasError> {
+        self.permit().await;
+        self.client.list_machines_lenient(filter).await
     }
 
     /// `GET /machines/{id}/`.

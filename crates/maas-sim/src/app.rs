@@ -113,8 +113,29 @@ fn origin<B>(scheme: &str, req: &Request<B>) -> String {
     format!("{scheme}://{}", host.to_ascii_lowercase())
 }
 
+/// Why a MAAS API call gets no successful answer.
+#[derive(Debug)]
+enum Failure {
+    /// A MAAS error answer (refused, injected, or replacing a lost answer).
+    Api(ApiError),
+    /// The operation took effect but its answer is withheld: hold the connection this long,
+    /// then close it without a response.
+    NoAnswer(Duration),
+}
+
+impl From<ApiError> for Failure {
+    fn from(error: ApiError) -> Self {
+        Self::Api(error)
+    }
+}
+
 /// Handles one request of any kind (MAAS API, legacy paths, control endpoints).
-pub(crate) async fn handle<B>(shared: Arc<Shared>, req: Request<B>) -> HttpResponse
+///
+/// `Err` closes the connection without an answer (a lost-answer fault in timeout mode).
+pub(crate) async fn handle<B>(
+    shared: Arc<Shared>,
+    req: Request<B>,
+) -> Result<HttpResponse, faults::AnswerWithheld>
 where
     B: hyper::body::Body<Data = Bytes> + Send,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
@@ -123,31 +144,36 @@ where
     let body = match Limited::new(body, MAX_BODY).collect().await {
         Ok(collected) => collected.to_bytes(),
         Err(e) => {
-            return error_response(ApiError::text(
+            return Ok(error_response(ApiError::text(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 format!("Request body rejected: {e}"),
-            ));
+            )));
         }
     };
     let req = Request::from_parts(parts, body);
     let path = req.uri().path().to_owned();
     if path.starts_with("/_sim/") {
-        return crate::control::handle(&shared, &req);
+        return Ok(crate::control::handle(&shared, &req));
     }
     let mut response = match maas(&shared, &req, &path).await {
         Ok(reply) => reply_response(reply),
-        Err(error) => {
+        Err(Failure::Api(error)) => {
             tracing::debug!(path = %path, status = error.status.as_u16(), category = error.category(), "MAAS API error");
             error_response(error)
+        }
+        Err(Failure::NoAnswer(hold)) => {
+            tracing::info!(path = %path, hold_ms = hold.as_millis(), "operation applied, answer withheld (lost-answer fault)");
+            tokio::time::sleep(hold).await;
+            return Err(faults::AnswerWithheld);
         }
     };
     if let Ok(hash) = HeaderValue::from_str(&shared.api_hash) {
         response.headers_mut().insert("x-maas-api-hash", hash);
     }
-    response
+    Ok(response)
 }
 
-async fn maas(shared: &Shared, req: &Request<Bytes>, path: &str) -> Result<Reply, ApiError> {
+async fn maas(shared: &Shared, req: &Request<Bytes>, path: &str) -> Result<Reply, Failure> {
     if path == "/MAAS/api/version/" {
         return Ok(Reply::Text(StatusCode::OK, "2.0".to_owned()));
     }
@@ -155,7 +181,8 @@ async fn maas(shared: &Shared, req: &Request<Bytes>, path: &str) -> Result<Reply
         return Err(ApiError::text(
             StatusCode::GONE,
             "The 1.0 API is no longer available. Please use API version 2.0.",
-        ));
+        )
+        .into());
     }
     if path == "/MAAS/api/2.0/describe/" {
         let mut world = shared.lock();
@@ -166,7 +193,7 @@ async fn maas(shared: &Shared, req: &Request<Bytes>, path: &str) -> Result<Reply
         ))));
     }
     let Some(route) = path.strip_prefix(API_ROOT).and_then(routes::match_path) else {
-        return Err(ApiError::unknown_endpoint(path));
+        return Err(ApiError::unknown_endpoint(path).into());
     };
     let query = parse_urlencoded(req.uri().query().unwrap_or("").as_bytes());
     let content_type = req
@@ -191,11 +218,9 @@ async fn maas(shared: &Shared, req: &Request<Bytes>, path: &str) -> Result<Reply
         world.advance();
         *world.counts.entry(op_key.clone()).or_default() += 1;
         if world.outage_until_ms.is_some() {
-            return Err(faults::fault_error(
-                StatusCode::SERVICE_UNAVAILABLE,
-                None,
-                Some(10),
-            ));
+            return Err(
+                faults::fault_error(StatusCode::SERVICE_UNAVAILABLE, None, Some(10)).into(),
+            );
         }
         faults::latency(&world.faults, &op_key)
     };
@@ -276,20 +301,40 @@ fn run(
     op_key: &str,
     caller: &Caller,
     params: &Params,
-) -> Result<Reply, ApiError> {
+) -> Result<Reply, Failure> {
     let mut world = shared.lock();
     world.advance();
     let roll: f64 = world.rng.0.random();
     if let Some(error) = faults::injected_error(&world.faults, op_key, roll) {
-        return Err(error);
+        return Err(error.into());
     }
+    // Handlers mark the world dirty when they change it: that tells an applied call from a
+    // read or a no-op. The flag (also the state file's) is restored afterwards.
+    let dirty_before = std::mem::take(&mut world.dirty);
     let mut call = Call {
         caller,
         params,
         args: &route.args,
         world: &mut world,
     };
-    api::dispatch(route.resource.kind, action, &mut call)
+    let result = api::dispatch(route.resource.kind, action, &mut call);
+    let changed = world.dirty;
+    world.dirty |= dirty_before;
+    let reply = result?;
+    if changed {
+        *world.effects.applied.entry(op_key.to_owned()).or_default() += 1;
+    }
+    let world = &mut *world;
+    let rng = &mut world.rng;
+    let Some(lost) = faults::lose_answer(&mut world.faults, op_key, || rng.0.random()) else {
+        return Ok(reply);
+    };
+    *world.effects.lost.entry(op_key.to_owned()).or_default() += 1;
+    world.dirty = true; // the fault's countdown is part of the saved state
+    Err(match lost {
+        faults::Lost::Error(error) => Failure::Api(error),
+        faults::Lost::NoAnswer(hold) => Failure::NoAnswer(hold),
+    })
 }
 
 /// Call counts per operation key.

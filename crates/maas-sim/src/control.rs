@@ -56,11 +56,14 @@ pub(crate) fn handle(shared: &Arc<Shared>, req: &Request<Bytes>) -> HttpResponse
             json_response(
                 StatusCode::OK,
                 &json!({"calls": world.counts, "total_calls": total, "machines_by_status": by_status,
-                    "outage": world.outage_until_ms.is_some()}),
+                    "outage": world.outage_until_ms.is_some(), "applied": world.effects.applied,
+                    "lost_answers": world.effects.lost}),
             )
         }
         (&Method::POST | &Method::PUT | &Method::GET, "/_sim/reset-stats") => {
-            shared.lock().counts.clear();
+            let mut world = shared.lock();
+            world.counts.clear();
+            world.effects.clear();
             json_response(StatusCode::OK, &json!({"reset": true}))
         }
         (&Method::GET, "/_sim/machines") => {

@@ -1,5 +1,7 @@
-//! Fault injection: per-operation errors and latency, failing deploys/releases/erases, outages.
+//! Fault injection: per-operation errors and latency, failing deploys/releases/erases, outages,
+//! and lost answers (the operation takes effect, its answer does not arrive).
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use http::StatusCode;
@@ -63,7 +65,186 @@ pub struct FaultConfig {
     /// Start an outage of this many seconds when applied: every MAAS API call answers 503.
     #[serde(default)]
     pub outage_seconds: Option<u64>,
+    /// "MAAS did it but the answer was lost": successful calls whose answer is replaced by an
+    /// error or withheld *after* the operation took effect (see [`LostAnswer`]).
+    #[serde(default)]
+    pub lost_answers: Vec<LostAnswer>,
 }
+
+/// How the answer of a [`LostAnswer`] fault is lost.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LostAnswerMode {
+    /// The answer is replaced by an error (`status`, 503 by default), as a proxy or a region
+    /// controller failing after the database commit would answer.
+    #[default]
+    Error,
+    /// No answer at all: the connection is held for `hold_ms`, then closed without a response.
+    /// A client whose timeout is shorter than `hold_ms` times out; with `hold_ms: 0` it sees the
+    /// connection dropped.
+    Timeout,
+}
+
+/// A commit-then-fail fault: a call of `op` that succeeds takes effect in the simulated MAAS
+/// (and counts in [`crate::SimHandle::applied_counts`]), then its answer is lost.
+///
+/// Only successful calls lose their answer: a call MAAS refuses (409, 400, 403...) gets its real
+/// answer and does not use up `times`. Faults injected before the operation (`ops`, outages)
+/// are decided first.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LostAnswer {
+    /// Operation key as in `call_counts()` (`machines.allocate`, `machine.deploy`,
+    /// `machine.release`, `machine.power_on`, ...), or `*` for every operation. An exact key
+    /// wins over `*`.
+    pub op: String,
+    /// How the answer is lost.
+    #[serde(default)]
+    pub mode: LostAnswerMode,
+    /// HTTP status replacing the answer in [`LostAnswerMode::Error`] (default 503).
+    #[serde(default = "default_status")]
+    pub status: u16,
+    /// `Retry-After` seconds on the replacing error.
+    #[serde(default)]
+    pub retry_after: Option<u64>,
+    /// Body of the replacing error; a status-specific MAAS text by default.
+    #[serde(default)]
+    pub body: Option<String>,
+    /// How long the connection is held before it is closed in [`LostAnswerMode::Timeout`].
+    #[serde(default)]
+    pub hold_ms: u64,
+    /// Probability in `0.0..=1.0` that a successful call loses its answer (default 1).
+    #[serde(default = "always")]
+    pub rate: f64,
+    /// How many more answers to lose; counts down, the fault stays listed at 0 and is then
+    /// inactive. `None` (the default): no limit.
+    #[serde(default)]
+    pub times: Option<u32>,
+}
+
+fn always() -> f64 {
+    1.0
+}
+
+impl LostAnswer {
+    /// Every successful call of `op` takes effect, then answers `status` instead.
+    pub fn error(op: impl Into<String>, status: u16) -> Self {
+        Self {
+            op: op.into(),
+            mode: LostAnswerMode::Error,
+            status,
+            retry_after: None,
+            body: None,
+            hold_ms: 0,
+            rate: 1.0,
+            times: None,
+        }
+    }
+
+    /// Every successful call of `op` takes effect, then gets no answer: the connection is held
+    /// for `hold` and closed.
+    pub fn timeout(op: impl Into<String>, hold: Duration) -> Self {
+        Self {
+            mode: LostAnswerMode::Timeout,
+            hold_ms: u64::try_from(hold.as_millis()).unwrap_or(u64::MAX),
+            ..Self::error(op, default_status())
+        }
+    }
+
+    /// Only the next `n` successful calls lose their answer.
+    #[must_use]
+    pub fn times(mut self, n: u32) -> Self {
+        self.times = Some(n);
+        self
+    }
+
+    /// Only the next successful call loses its answer.
+    #[must_use]
+    pub fn once(self) -> Self {
+        self.times(1)
+    }
+
+    /// A successful call loses its answer with probability `rate`.
+    #[must_use]
+    pub fn rate(mut self, rate: f64) -> Self {
+        self.rate = rate;
+        self
+    }
+
+    fn armed(&self) -> bool {
+        self.times != Some(0)
+    }
+}
+
+/// What becomes of the answer of a call that took effect.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Lost {
+    /// Answer this error instead.
+    Error(ApiError),
+    /// Answer nothing: hold the connection this long, then close it.
+    NoAnswer(Duration),
+}
+
+/// Decides whether the answer of a successful `op` is lost, consuming one of the fault's
+/// `times`. `roll` (uniform in `0.0..1.0`) is drawn only when a fault with `rate < 1` applies.
+pub(crate) fn lose_answer(
+    faults: &mut FaultConfig,
+    op: &str,
+    roll: impl FnOnce() -> f64,
+) -> Option<Lost> {
+    let index = faults
+        .lost_answers
+        .iter()
+        .position(|f| f.op == op && f.armed())
+        .or_else(|| {
+            faults
+                .lost_answers
+                .iter()
+                .position(|f| f.op == "*" && f.armed())
+        })?;
+    let fault = &mut faults.lost_answers[index];
+    if fault.rate <= 0.0 || (fault.rate < 1.0 && roll() >= fault.rate) {
+        return None;
+    }
+    if let Some(times) = fault.times.as_mut() {
+        *times -= 1;
+    }
+    Some(match fault.mode {
+        LostAnswerMode::Error => {
+            let status =
+                StatusCode::from_u16(fault.status).unwrap_or(StatusCode::SERVICE_UNAVAILABLE);
+            Lost::Error(fault_error(
+                status,
+                fault.body.as_deref(),
+                fault.retry_after,
+            ))
+        }
+        LostAnswerMode::Timeout => Lost::NoAnswer(Duration::from_millis(fault.hold_ms)),
+    })
+}
+
+/// Per operation key: calls that took effect, and answers lost after taking effect.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct EffectCounts {
+    /// Successful calls that changed the simulated MAAS (a no-op such as releasing a Ready
+    /// machine, or a read, is not counted).
+    pub(crate) applied: BTreeMap<String, u64>,
+    /// Answers lost through [`FaultConfig::lost_answers`] (whether or not the call changed
+    /// anything).
+    pub(crate) lost: BTreeMap<String, u64>,
+}
+
+impl EffectCounts {
+    pub(crate) fn clear(&mut self) {
+        self.applied.clear();
+        self.lost.clear();
+    }
+}
+
+/// The error a connection task returns to make hyper close the connection without answering.
+#[derive(Debug, Clone, Copy, thiserror::Error)]
+#[error("answer withheld by a lost-answer fault")]
+pub(crate) struct AnswerWithheld;
 
 impl FaultConfig {
     /// The faults that apply to `op`: the first exact match, else a `*` entry.
@@ -87,6 +268,25 @@ impl FaultConfig {
                 .map_or(true, |s| !(s.is_client_error() || s.is_server_error()))
             {
                 return Err(format!("status of {} must be a 4xx or 5xx code", fault.op));
+            }
+        }
+        for lost in &self.lost_answers {
+            if !(0.0..=1.0).contains(&lost.rate) {
+                return Err(format!(
+                    "rate of the lost answers of {} must be within 0.0..=1.0",
+                    lost.op
+                ));
+            }
+            if StatusCode::from_u16(lost.status)
+                .map_or(true, |s| !(s.is_client_error() || s.is_server_error()))
+            {
+                return Err(format!(
+                    "status of the lost answers of {} must be a 4xx or 5xx code",
+                    lost.op
+                ));
+            }
+            if lost.op.is_empty() {
+                return Err("a lost answer needs an op (an operation key or *)".to_owned());
             }
         }
         Ok(())
@@ -150,79 +350,5 @@ fn default_text(status: StatusCode) -> &'static str {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn fault(op: &str, rate: f64, status: u16) -> OpFault {
-        OpFault {
-            op: op.to_owned(),
-            error_rate: rate,
-            status,
-            latency_ms: 7,
-            retry_after: None,
-            body: None,
-        }
-    }
-
-    #[test]
-    fn exact_op_wins_over_wildcard() {
-        let cfg = FaultConfig {
-            ops: vec![fault("*", 1.0, 500), fault("machine.deploy", 0.0, 503)],
-            ..Default::default()
-        };
-        assert!(injected_error(&cfg, "machine.deploy", 0.0).is_none());
-        assert_eq!(
-            injected_error(&cfg, "machines.read", 0.99).map(|e| e.status.as_u16()),
-            Some(500)
-        );
-        assert_eq!(latency(&cfg, "machine.deploy"), Duration::from_millis(7));
-    }
-
-    #[test]
-    fn rate_is_compared_with_roll() {
-        let cfg = FaultConfig {
-            ops: vec![fault("machines.allocate", 0.2, 503)],
-            ..Default::default()
-        };
-        assert!(injected_error(&cfg, "machines.allocate", 0.1).is_some());
-        assert!(injected_error(&cfg, "machines.allocate", 0.2).is_none());
-        assert!(injected_error(&cfg, "machines.read", 0.0).is_none());
-    }
-
-    #[test]
-    fn conflict_is_html_with_retry_after() {
-        let err = fault_error(StatusCode::CONFLICT, None, None);
-        assert!(matches!(err.body, ErrorBody::Html(_)));
-        assert_eq!(err.headers, vec![("retry-after", "5".to_owned())]);
-        let err = fault_error(StatusCode::SERVICE_UNAVAILABLE, None, Some(10));
-        assert_eq!(err.headers, vec![("retry-after", "10".to_owned())]);
-    }
-
-    #[test]
-    fn validation_rejects_bad_rates_and_statuses() {
-        assert!(
-            FaultConfig {
-                ops: vec![fault("x", 1.5, 503)],
-                ..Default::default()
-            }
-            .validate()
-            .is_err()
-        );
-        assert!(
-            FaultConfig {
-                ops: vec![fault("x", 0.5, 200)],
-                ..Default::default()
-            }
-            .validate()
-            .is_err()
-        );
-        assert!(
-            FaultConfig {
-                ops: vec![fault("x", 0.5, 409)],
-                ..Default::default()
-            }
-            .validate()
-            .is_ok()
-        );
-    }
-}
+#[path = "faults_tests.rs"]
+mod tests;

@@ -9,8 +9,8 @@ use base64::Engine as _;
 use serde::{Serialize, Serializer};
 
 use crate::app::Shared;
-use crate::faults::FaultConfig;
-use crate::model::{Machine, PowerState, Tag};
+use crate::faults::{FaultConfig, LostAnswer};
+use crate::model::{Machine, PowerState, ReleaseRecord, Tag};
 use crate::status::NodeStatus;
 use crate::world::World;
 
@@ -72,6 +72,9 @@ pub struct MachineView {
     pub mac_addresses: Vec<String>,
     /// Comment of the last operation.
     pub last_comment: String,
+    /// Every release MAAS accepted for this machine, oldest first, with its erase flags and
+    /// how it ended.
+    pub releases: Vec<ReleaseRecord>,
 }
 
 #[allow(clippy::ref_option)] // serde's `serialize_with` passes `&Option<T>`.
@@ -114,6 +117,7 @@ impl MachineView {
             ip_addresses: m.ip_addresses().iter().map(ToString::to_string).collect(),
             mac_addresses: m.interfaces.iter().map(|i| i.mac_address.clone()).collect(),
             last_comment: m.last_comment.clone(),
+            releases: m.releases.clone(),
         }
     }
 }
@@ -223,9 +227,36 @@ impl SimHandle {
         self.with_world(|w| crate::app::counts(w))
     }
 
-    /// Zeroes the call counts.
+    /// Calls that took effect, per operation key: answered successfully *and* changed the
+    /// simulated MAAS (reads and no-ops such as releasing a Ready machine are not counted),
+    /// whether or not the answer then reached the client (see [`LostAnswer`]).
+    pub fn applied_counts(&self) -> BTreeMap<String, u64> {
+        self.with_world(|w| w.effects.applied.clone())
+    }
+
+    /// Answers lost after the operation took effect, per operation key.
+    pub fn lost_answer_counts(&self) -> BTreeMap<String, u64> {
+        self.with_world(|w| w.effects.lost.clone())
+    }
+
+    /// Adds a lost-answer fault to the active faults (the other faults stay).
+    pub fn add_lost_answer(&self, lost: LostAnswer) -> Result<(), HandleError> {
+        FaultConfig {
+            lost_answers: vec![lost.clone()],
+            ..FaultConfig::default()
+        }
+        .validate()
+        .map_err(HandleError::InvalidFaults)?;
+        self.with_world(|w| w.faults.lost_answers.push(lost));
+        Ok(())
+    }
+
+    /// Zeroes the call counts, the applied counts and the lost-answer counts.
     pub fn reset_counts(&self) {
-        self.with_world(|w| w.counts.clear());
+        self.with_world(|w| {
+            w.counts.clear();
+            w.effects.clear();
+        });
     }
 
     /// Hardware failure: the machine becomes Broken with `power_state: error`.
@@ -264,6 +295,14 @@ impl SimHandle {
         })?;
         self.with_machine(system_id, |m| {
             m.tags.insert(tag.to_owned());
+        })
+    }
+
+    /// Removes a tag from a machine (the tag itself stays defined), as `tags/{name}/?op=update_nodes`
+    /// with `remove=` does: the machine leaves every listing filtered on that tag.
+    pub fn remove_tag(&self, system_id: &str, tag: &str) -> Result<(), HandleError> {
+        self.with_machine(system_id, |m| {
+            m.tags.remove(tag);
         })
     }
 

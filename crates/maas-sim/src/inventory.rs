@@ -152,6 +152,7 @@ fn base_world(cfg: &SimConfig, zones: &[String], pools: &[String]) -> World {
         faults: cfg.faults.clone(),
         outage_until_ms: None,
         counts: BTreeMap::new(),
+        effects: crate::faults::EffectCounts::default(),
         clock: Clock::default(),
         rng: SimRng(StdRng::seed_from_u64(cfg.seed)),
         dirty: false,
@@ -297,6 +298,7 @@ fn generated_machine(
         pending: None,
         pending_power: None,
         power_on_count: 0,
+        releases: Vec::new(),
     }
 }
 

@@ -36,9 +36,9 @@ mod world;
 
 pub use config::{ApiKey, SimConfig, Timings, TlsFiles};
 pub use error::{ApiError, ErrorBody, SimError};
-pub use faults::{FaultConfig, OpFault};
+pub use faults::{FaultConfig, LostAnswer, LostAnswerMode, OpFault};
 pub use handle::{HandleError, MachineView, SimHandle};
 pub use inventory::{Inventory, InventoryMachine, load_inventory};
-pub use model::PowerState;
+pub use model::{PowerState, ReleaseRecord, ReleaseResult};
 pub use server::{RunningSim, Simulator};
 pub use status::NodeStatus;

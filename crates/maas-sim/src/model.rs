@@ -148,6 +148,43 @@ pub(crate) struct PendingPower {
     pub(crate) due_ms: u64,
 }
 
+/// How an accepted release request ended (see [`ReleaseRecord`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReleaseResult {
+    /// Still releasing or erasing.
+    InProgress,
+    /// The machine reached Ready (after the erase, when the request asked for one).
+    Released,
+    /// Releasing failed (13), Failed disk erasing (15), or the erase was aborted.
+    Failed,
+}
+
+/// One release request MAAS accepted for a machine, with the erase flags it carried, so
+/// tests can tell whether a machine ever reached Ready without the erase they expected.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReleaseRecord {
+    /// `erase` parameter.
+    pub erase: bool,
+    /// `quick_erase` parameter.
+    pub quick_erase: bool,
+    /// `secure_erase` parameter.
+    pub secure_erase: bool,
+    /// `force` parameter.
+    pub force: bool,
+    /// `comment` parameter.
+    pub comment: String,
+    /// How it ended.
+    pub result: ReleaseResult,
+}
+
+impl ReleaseRecord {
+    /// Whether this release erases the disks before the machine becomes Ready.
+    pub fn erases(&self) -> bool {
+        self.erase || self.quick_erase || self.secure_erase
+    }
+}
+
 /// A machine.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct Machine {
@@ -195,6 +232,9 @@ pub(crate) struct Machine {
     pub(crate) pending_power: Option<PendingPower>,
     /// Count of power cycles/ons, for tests that check "never power-cycle a healthy node".
     pub(crate) power_on_count: u64,
+    /// Every accepted release request, oldest first (simulator bookkeeping, not MAAS data).
+    #[serde(default)]
+    pub(crate) releases: Vec<ReleaseRecord>,
 }
 
 impl Machine {

@@ -1,6 +1,5 @@
 //! The HTTP(S) server: hyper 1 + hyper-util, optional rustls, graceful shutdown, ticker.
 
-use std::convert::Infallible;
 use std::fmt;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -207,7 +206,8 @@ where
 {
     let service = service_fn(move |req| {
         let shared = shared.clone();
-        async move { Ok::<_, Infallible>(app::handle(shared, req).await) }
+        // An `Err` (a withheld answer) makes hyper close the connection without a response.
+        async move { app::handle(shared, req).await }
     });
     let builder = auto::Builder::new(TokioExecutor::new());
     let conn = builder.serve_connection(TokioIo::new(stream), service);

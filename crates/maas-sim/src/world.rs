@@ -12,10 +12,10 @@ use rand::rngs::StdRng;
 use serde::{Deserialize, Serialize};
 
 use crate::config::Timings;
-use crate::faults::FaultConfig;
+use crate::faults::{EffectCounts, FaultConfig};
 use crate::model::{
     BootResource, DnsResource, Domain, LinkMode, Machine, Outcome, PendingKind, Pool, PowerState,
-    Subnet, Tag, Zone,
+    ReleaseResult, Subnet, Tag, Zone,
 };
 use crate::status::NodeStatus;
 
@@ -83,6 +83,9 @@ pub(crate) struct World {
     pub(crate) outage_until_ms: Option<u64>,
     #[serde(skip)]
     pub(crate) counts: BTreeMap<String, u64>,
+    /// Calls that took effect, and answers lost after taking effect, per operation key.
+    #[serde(skip)]
+    pub(crate) effects: EffectCounts,
     #[serde(skip)]
     pub(crate) clock: Clock,
     #[serde(skip)]
@@ -272,14 +275,19 @@ pub(crate) fn advance_machine(machine: &mut Machine, now: u64) -> bool {
             machine.power_state = PowerState::Error;
             machine.pending_power = None;
         }
-        (PendingKind::Release | PendingKind::Erase, Outcome::Success) => finalize_release(machine),
+        (PendingKind::Release | PendingKind::Erase, Outcome::Success) => {
+            finalize_release(machine);
+            settle_release(machine, ReleaseResult::Released);
+        }
         (PendingKind::Release, _) => {
+            settle_release(machine, ReleaseResult::Failed);
             machine.status = NodeStatus::FailedReleasing;
             machine.status_message = Some("Releasing failed".to_owned());
             "Failed to power off node (simulated fault)."
                 .clone_into(&mut machine.error_description);
         }
         (PendingKind::Erase, _) => {
+            settle_release(machine, ReleaseResult::Failed);
             machine.status = NodeStatus::FailedDiskErasing;
             machine.status_message = Some("Failed to erase disks".to_owned());
             "Failed to erase disks (simulated fault).".clone_into(&mut machine.error_description);
@@ -296,6 +304,17 @@ pub(crate) fn advance_machine(machine: &mut Machine, now: u64) -> bool {
         }
     }
     true
+}
+
+/// Records how the release in progress (the latest [`crate::model::ReleaseRecord`]) ended.
+pub(crate) fn settle_release(machine: &mut Machine, result: ReleaseResult) {
+    if let Some(record) = machine
+        .releases
+        .last_mut()
+        .filter(|r| r.result == ReleaseResult::InProgress)
+    {
+        record.result = result;
+    }
 }
 
 /// The end of a release: Ready, unowned, OS and workload annotations cleared, auto IPs freed.

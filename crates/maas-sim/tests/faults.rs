@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use common::{start_instant, status_text};
-use maas_sim::{FaultConfig, NodeStatus, OpFault, PowerState};
+use maas_sim::{FaultConfig, NodeStatus, OpFault, PowerState, ReleaseResult};
 use reqwest::Method;
 use serde_json::{Value, json};
 
@@ -375,4 +375,92 @@ async fn per_machine_control_endpoints() {
             .status(),
         404
     );
+}
+
+/// An erasing release that fails ends in Failed disk erasing with the allocation kept (agent
+/// name and workload annotations stay until an erase succeeds, as in MAAS); every accepted
+/// release is recorded with its flags and how it ended.
+#[tokio::test]
+async fn failed_erase_keeps_the_allocation_and_each_release_is_recorded() {
+    let t = start_instant(2).await;
+    let state = t.sim.state();
+    let id = t.allocate(&[("agent_name", "inst-1")]).await;
+    t.json(Method::POST, &format!("machines/{id}/?op=deploy"), &[])
+        .await;
+    t.json(
+        Method::POST,
+        &format!("machines/{id}/?op=set_workload_annotations"),
+        &[("owner", "me")],
+    )
+    .await;
+    state.fail_next_erases(1);
+    let m = t
+        .json(
+            Method::POST,
+            &format!("machines/{id}/?op=release"),
+            &[
+                ("erase", "true"),
+                ("secure_erase", "true"),
+                ("comment", "c1"),
+            ],
+        )
+        .await;
+    assert_eq!(m["status_name"], "Disk erasing");
+    let view = state.machine(&id).unwrap();
+    assert_eq!(view.status, NodeStatus::FailedDiskErasing);
+    assert_eq!(view.agent_name, "inst-1");
+    assert_eq!(view.owner_data.get("owner").map(String::as_str), Some("me"));
+    // Still listed as ours.
+    let listed = t
+        .json(Method::GET, "machines/", &[("agent_name", "inst-1")])
+        .await;
+    assert_eq!(listed.as_array().map(Vec::len), Some(1));
+    let record = &view.releases[0];
+    assert!(record.erase && record.secure_erase && !record.quick_erase && record.erases());
+    assert_eq!(
+        (record.comment.as_str(), record.result),
+        ("c1", ReleaseResult::Failed)
+    );
+
+    // Released again with the same flags: erased, then Ready and no longer ours.
+    t.json(
+        Method::POST,
+        &format!("machines/{id}/?op=release"),
+        &[("erase", "true"), ("secure_erase", "true")],
+    )
+    .await;
+    let view = state.machine(&id).unwrap();
+    assert_eq!(view.status, NodeStatus::Ready);
+    assert!(view.agent_name.is_empty() && view.owner_data.is_empty() && view.owner.is_none());
+    assert_eq!(view.releases.len(), 2);
+    assert_eq!(view.releases[1].result, ReleaseResult::Released);
+    assert!(view.releases.iter().all(|r| r.secure_erase));
+
+    // A release without erase drops the agent name at once and is recorded as such.
+    let id = t.allocate(&[("agent_name", "inst-1")]).await;
+    t.json(Method::POST, &format!("machines/{id}/?op=release"), &[])
+        .await;
+    let view = state.machine(&id).unwrap();
+    assert_eq!(
+        (view.status, view.agent_name.as_str()),
+        (NodeStatus::Ready, "")
+    );
+    let last = view.releases.last().unwrap();
+    assert!(!last.erases());
+    assert_eq!(last.result, ReleaseResult::Released);
+}
+
+#[tokio::test]
+async fn removing_a_tag_takes_the_machine_out_of_tag_listings() {
+    let t = start_instant(2).await;
+    let state = t.sim.state();
+    let id = state.machines()[0].system_id.clone();
+    state.add_tag(&id, "cap").unwrap();
+    let listed = t.json(Method::GET, "machines/", &[("tags", "cap")]).await;
+    assert_eq!(listed.as_array().map(Vec::len), Some(1));
+    state.remove_tag(&id, "cap").unwrap();
+    let listed = t.json(Method::GET, "machines/", &[("tags", "cap")]).await;
+    assert_eq!(listed.as_array().map(Vec::len), Some(0));
+    assert!(!state.machine(&id).unwrap().tags.contains("cap"));
+    assert!(state.remove_tag("nope", "cap").is_err());
 }

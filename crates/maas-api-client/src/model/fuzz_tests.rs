@@ -1,7 +1,9 @@
-//! Decoders on realistic fixtures, and property tests: arbitrary input never panics.
+//! Decoders on realistic fixtures, and property tests: arbitrary input never panics, near
+//! misses of a real machine decode or fail cleanly, and the lenient list agrees with the
+//! strict one. Case counts are explicit to keep the run at a few seconds.
 
 use proptest::prelude::*;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::*;
 use crate::transport::decode;
@@ -98,33 +100,173 @@ fn minimal_machine_decodes_with_defaults() {
     assert_eq!(machine.power_state, PowerState::Unknown);
 }
 
-/// Runs every decoder; each must return Ok or Err, never panic.
+/// Runs every public decoder of the model (machine, list, inventory, DNS, network, status);
+/// each must return Ok or Err, never panic.
 fn decode_all(bytes: &[u8]) {
+    // Machines and the listing.
     let _ = decode::<Machine>("t", bytes);
     let _ = decode::<Vec<Machine>>("t", bytes);
     let _ = decode::<Option<Machine>>("t", bytes);
     let _ = decode::<PowerStateReport>("t", bytes);
+    check_list(bytes);
+    // Network.
     let _ = decode::<Interface>("t", bytes);
     let _ = decode::<Vec<Interface>>("t", bytes);
     let _ = decode::<Vec<Subnet>>("t", bytes);
     let _ = decode::<Subnet>("t", bytes);
+    let _ = decode::<Vlan>("t", bytes);
+    let _ = decode::<Link>("t", bytes);
+    let _ = decode::<LinkMode>("t", bytes);
+    // Inventory objects.
     let _ = decode::<Vec<Zone>>("t", bytes);
+    let _ = decode::<Zone>("t", bytes);
     let _ = decode::<Vec<ResourcePool>>("t", bytes);
+    let _ = decode::<ResourcePool>("t", bytes);
     let _ = decode::<Vec<Tag>>("t", bytes);
     let _ = decode::<Tag>("t", bytes);
     let _ = decode::<TagUpdateResult>("t", bytes);
+    let _ = decode::<Vec<BootResource>>("t", bytes);
+    let _ = decode::<BootResource>("t", bytes);
+    let _ = decode::<Version>("t", bytes);
+    // DNS.
     let _ = decode::<Vec<Domain>>("t", bytes);
     let _ = decode::<Domain>("t", bytes);
     let _ = decode::<Vec<DnsResource>>("t", bytes);
     let _ = decode::<DnsResource>("t", bytes);
-    let _ = decode::<Vec<BootResource>>("t", bytes);
-    let _ = decode::<Version>("t", bytes);
+    let _ = decode::<DnsIpAddress>("t", bytes);
+    let _ = decode::<ResourceRecord>("t", bytes);
+    // Status values.
+    let _ = decode::<MachineStatus>("t", bytes);
+    let _ = decode::<PowerState>("t", bytes);
     let _ = crate::error::error_from_response(
         crate::error::ErrorContext::Other,
         http::StatusCode::BAD_REQUEST,
         &http::HeaderMap::new(),
         bytes,
     );
+}
+
+/// The lenient listing agrees with the strict one: it accounts for every element (in order),
+/// returns exactly the elements that decode on their own, and succeeds whenever the strict
+/// listing does, with the same machines.
+fn check_list(bytes: &[u8]) {
+    let lenient = decode::<MachineList>("t", bytes);
+    let strict = decode::<Vec<Machine>>("t", bytes);
+    match (&lenient, &strict) {
+        (Ok(list), Ok(machines)) => {
+            assert!(list.is_complete(), "{:?}", list.skipped);
+            assert_eq!(&list.machines, machines);
+        }
+        (Ok(list), Err(_)) => {
+            assert!(!list.is_complete());
+            let elements: Vec<Value> = serde_json::from_slice(bytes).unwrap();
+            assert_eq!(list.machines.len() + list.skipped.len(), elements.len());
+            for skipped in &list.skipped {
+                let element = &elements[skipped.index];
+                assert!(serde_json::from_value::<Machine>(element.clone()).is_err());
+                assert!(skipped.error.len() <= MAX_SKIP_ERROR + 3);
+                assert!(
+                    skipped
+                        .system_id
+                        .as_ref()
+                        .is_none_or(|id| element["system_id"] == Value::String(id.clone()))
+                );
+            }
+            let indexes: Vec<usize> = list.skipped.iter().map(|s| s.index).collect();
+            assert!(indexes.windows(2).all(|w| w[0] < w[1]), "{indexes:?}");
+        }
+        (Err(_), Ok(machines)) => {
+            panic!("strict decoded {} machines, lenient failed", machines.len())
+        }
+        (Err(_), Err(_)) => {}
+    }
+}
+
+/// Values a MAAS field should never hold: nulls, wrong types, extreme numbers, odd unicode,
+/// almost-addresses, large strings.
+fn near_miss() -> impl Strategy<Value = Value> {
+    prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::Bool),
+        Just(json!(u64::MAX)),
+        Just(json!(i64::MIN)),
+        Just(json!(-1)),
+        Just(json!(4_294_967_296_u64)),
+        Just(json!(9_007_199_254_740_993_u64)),
+        Just(json!(1e308)),
+        Just(json!(-1e-308)),
+        Just(json!(0.5)),
+        Just(json!("")),
+        Just(json!("é💥\u{202e}\u{0}\u{feff}")),
+        any::<String>().prop_map(Value::String),
+        Just(json!("999.1.1.1")),
+        Just(json!("10.0.0.0/33")),
+        Just(json!("::g")),
+        Just(json!("fe80::1%eth0")),
+        Just(json!("16384")),
+        Just(json!({})),
+        Just(json!([])),
+        Just(json!([null])),
+        Just(json!({"id": "x", "name": 1})),
+        Just(Value::String("9".repeat(4096))),
+    ]
+}
+
+/// Every JSON pointer of `value` (the root included).
+fn pointers(value: &Value, at: &str, out: &mut Vec<String>) {
+    out.push(at.to_owned());
+    match value {
+        Value::Object(map) => {
+            for (key, child) in map {
+                let key = key.replace('~', "~0").replace('/', "~1");
+                pointers(child, &format!("{at}/{key}"), out);
+            }
+        }
+        Value::Array(items) => {
+            for (i, child) in items.iter().enumerate() {
+                pointers(child, &format!("{at}/{i}"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+fn machine_value() -> Value {
+    serde_json::from_str(MACHINE).unwrap()
+}
+
+/// The fixture with the value at one path, at any depth, replaced by a near miss.
+fn near_miss_machine() -> impl Strategy<Value = (String, Value)> {
+    let base = machine_value();
+    let mut paths = Vec::new();
+    pointers(&base, "", &mut paths);
+    paths.retain(|p| !p.is_empty());
+    (prop::sample::select(paths), near_miss()).prop_map(move |(path, value)| {
+        let mut machine = base.clone();
+        *machine.pointer_mut(&path).unwrap() = value;
+        (path, machine)
+    })
+}
+
+/// Raw tokens that are not valid JSON numbers, or numbers out of every field's range.
+fn raw_number() -> impl Strategy<Value = &'static str> {
+    prop::sample::select(vec![
+        "1e400",
+        "-1e400",
+        "123456789012345678901234567890",
+        "-123456789012345678901234567890",
+        "NaN",
+        "Infinity",
+        "-",
+        "01",
+        "0x10",
+        "1.",
+        ".5",
+        "1e",
+        "\"\\ud800\"",
+        "\"\\u0000\"",
+        "\"\u{ff}\"",
+    ])
 }
 
 fn arb_json() -> impl Strategy<Value = Value> {
@@ -172,6 +314,49 @@ fn mutated_machine() -> impl Strategy<Value = Value> {
     })
 }
 
+#[test]
+fn deep_nesting_is_an_error_not_a_stack_overflow() {
+    let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
+    decode_all(deep.as_bytes());
+    let objects = format!("{}1{}", "{\"a\":".repeat(50_000), "}".repeat(50_000));
+    decode_all(objects.as_bytes());
+    // One deep element in an otherwise good listing: the whole answer is unreadable JSON for
+    // serde_json's recursion limit, so the listing fails rather than guessing.
+    let list = format!("[{MACHINE}, {deep}]");
+    assert_eq!(
+        decode::<MachineList>("t", list.as_bytes())
+            .unwrap_err()
+            .category(),
+        "decode"
+    );
+    // Nested within the limit: that element is skipped, the machine kept.
+    let shallow = format!("{}{}", "[".repeat(100), "]".repeat(100));
+    let list: MachineList = decode("t", format!("[{MACHINE}, {shallow}]").as_bytes()).unwrap();
+    assert_eq!(list.machines.len(), 1);
+    assert_eq!(list.skipped[0].index, 1);
+}
+
+#[test]
+fn a_truncated_machine_is_always_an_error() {
+    let text = MACHINE.trim();
+    // Every third cut: a few seconds less, and still every kind of place in the text.
+    for cut in (0..text.len())
+        .step_by(3)
+        .filter(|&i| text.is_char_boundary(i))
+    {
+        let prefix = &text[..cut];
+        assert!(
+            decode::<Machine>("t", prefix.as_bytes()).is_err(),
+            "cut at {cut}"
+        );
+        let list = format!("[{prefix}");
+        assert!(
+            decode::<MachineList>("t", list.as_bytes()).is_err(),
+            "cut at {cut}"
+        );
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
 
@@ -191,5 +376,71 @@ proptest! {
         decode_all(bytes.as_bytes());
         let list = format!("[{bytes}]");
         decode_all(list.as_bytes());
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// A real machine with any field, at any depth, replaced by a near miss decodes or fails
+    /// cleanly; in a listing it is either kept or skipped with its system id, and its good
+    /// neighbours are always kept.
+    #[test]
+    fn near_miss_machines_decode_or_fail_cleanly((path, machine) in near_miss_machine()) {
+        let bytes = machine.to_string();
+        decode_all(bytes.as_bytes());
+        let alone = decode::<Machine>("t", bytes.as_bytes());
+        let mut first = machine_value();
+        first["system_id"] = json!("good01");
+        let mut last = machine_value();
+        last["system_id"] = json!("good02");
+        let listing = Value::Array(vec![first, machine, last]).to_string();
+        let list: MachineList = decode("t", listing.as_bytes()).unwrap();
+        prop_assert_eq!(&list.machines[0].system_id, "good01");
+        prop_assert_eq!(&list.machines.last().unwrap().system_id, "good02");
+        match alone {
+            Ok(decoded) => {
+                prop_assert!(list.is_complete());
+                prop_assert_eq!(&list.machines[1], &decoded);
+            }
+            Err(err) => {
+                prop_assert_eq!(err.category(), "decode");
+                prop_assert_eq!(list.machines.len(), 2);
+                prop_assert_eq!(list.skipped.len(), 1);
+                prop_assert_eq!(list.skipped[0].index, 1);
+                if !path.starts_with("/system_id") {
+                    prop_assert_eq!(list.skipped[0].system_id.as_deref(), Some("d8n3re"));
+                }
+            }
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+
+    /// Lists of arbitrary elements and mutated machines: the lenient listing agrees with the
+    /// strict one (checked in `decode_all`).
+    #[test]
+    fn lenient_listing_accounts_for_every_element(
+        elements in prop::collection::vec(
+            prop_oneof![arb_json(), mutated_machine(), near_miss_machine().prop_map(|(_, m)| m)],
+            0..6,
+        )
+    ) {
+        decode_all(Value::Array(elements).to_string().as_bytes());
+    }
+
+    /// Raw number-like tokens JSON cannot hold (or no field can) in place of a numeric field.
+    #[test]
+    fn raw_out_of_range_numbers_never_panic(
+        field in prop::sample::select(vec!["\"memory\": 16384", "\"cpu_count\": 8", "\"status\": 9", "\"storage\": 500107.862016", "\"id\": 12"]),
+        token in raw_number(),
+    ) {
+        let key = field.split(':').next().unwrap();
+        let text = MACHINE.replacen(field, &format!("{key}: {token}"), 1);
+        prop_assert_ne!(&text, MACHINE);
+        decode_all(text.as_bytes());
+        decode_all(format!("[{text}]").as_bytes());
     }
 }

@@ -5,12 +5,14 @@
 
 mod dns;
 mod inventory;
+mod list;
 mod machine;
 mod network;
 mod status;
 
 pub use dns::{DnsIpAddress, DnsResource, Domain, ResourceRecord};
 pub use inventory::{BootResource, ResourcePool, Tag, TagUpdateResult, Version, Zone};
+pub use list::{MAX_SKIP_ERROR, MAX_SKIPPED_SYSTEM_ID, MachineList, SkippedMachine};
 pub use machine::{Machine, PowerStateReport};
 pub use network::{Interface, Link, LinkMode, Subnet, Vlan};
 pub use status::{MachineStatus, PowerState};

@@ -65,24 +65,40 @@ pub fn desired_machine_annotations(
     out
 }
 
-/// The release request for a machine: the policy recorded on it at allocation, else `spec`'s,
-/// else no erase.
+/// The erase of a release when no policy can be found for one of our allocations (nothing
+/// recorded on the machine, no `spec.provisioning`), or the recorded one cannot be read:
+/// secure erase where the disks support it, else MAAS overwrites them completely.
+pub const SAFEST_ERASE: EraseMode = EraseMode::Secure;
+
+/// The erase mode recorded in [`RELEASE_ERASE`]; an unreadable value is [`SAFEST_ERASE`],
+/// never weaker than what was asked.
+pub fn recorded_erase(value: &str) -> EraseMode {
+    match value {
+        "None" => EraseMode::None,
+        "Quick" => EraseMode::Quick,
+        "Secure" => EraseMode::Secure,
+        "Full" => EraseMode::Full,
+        _ => SAFEST_ERASE,
+    }
+}
+
+/// The release request for one of our machines: the policy recorded on it at allocation
+/// ([`RELEASE_ERASE`], [`RELEASE_FORCE`]), else `spec`'s, else [`SAFEST_ERASE`].
+///
+/// Every release the gateway sends is built here (host release, deployment retry, orphan
+/// sweep), and so is every retry of one that failed (5xx, Releasing failed, Failed disk
+/// erasing): MAAS keeps the workload annotations until a release completes, so a retry
+/// carries the same erase flags and is never downgraded to a release without erase.
 pub fn release_request(
     machine_annotations: &BTreeMap<String, String>,
     spec_policy: Option<&ReleasePolicy>,
     comment: String,
 ) -> ReleaseRequest {
-    let recorded = machine_annotations
+    let erase = machine_annotations
         .get(RELEASE_ERASE)
-        .map(|mode| match mode.as_str() {
-            "Quick" => EraseMode::Quick,
-            "Secure" => EraseMode::Secure,
-            "Full" => EraseMode::Full,
-            _ => EraseMode::None,
-        });
-    let erase = recorded
+        .map(|mode| recorded_erase(mode))
         .or_else(|| spec_policy.map(|p| p.erase))
-        .unwrap_or_default();
+        .unwrap_or(SAFEST_ERASE);
     let force = machine_annotations
         .get(RELEASE_FORCE)
         .map(|f| f == "true")
@@ -145,14 +161,50 @@ mod tests {
         assert_eq!(a[CONSUMER], "MaasMachine/m1");
         let release = release_request(&a, None, "bye".into());
         assert!(release.erase && release.quick_erase && !release.force);
-        let none = release_request(&BTreeMap::new(), None, "bye".into());
-        assert!(!none.erase);
         let full = ReleasePolicy {
             erase: EraseMode::Full,
             force: true,
         };
         let spec = release_request(&BTreeMap::new(), Some(&full), "bye".into());
         assert!(spec.erase && !spec.quick_erase && !spec.secure_erase && spec.force);
+    }
+
+    #[test]
+    fn release_never_goes_without_the_erase_asked_for() {
+        let annotations = |erase: Option<&str>| {
+            let policy = ReleasePolicy::default();
+            let mut a = desired_machine_annotations("i", "ns", "h", None, Some(&policy));
+            match erase {
+                Some(mode) => a.insert(RELEASE_ERASE.to_owned(), mode.to_owned()),
+                None => a.remove(RELEASE_ERASE),
+            };
+            a
+        };
+        let secure = ReleasePolicy {
+            erase: EraseMode::Secure,
+            force: false,
+        };
+        // Recorded on the machine: wins over the spec, also after the spec is gone.
+        let r = release_request(&annotations(Some("Secure")), None, "c".into());
+        assert!(r.erase && r.secure_erase && !r.quick_erase);
+        let r = release_request(&annotations(Some("Full")), Some(&secure), "c".into());
+        assert!(r.erase && !r.secure_erase && !r.quick_erase);
+        // An explicit "no erase" policy is honoured.
+        let r = release_request(&annotations(Some("None")), None, "c".into());
+        assert!(!r.erase && !r.secure_erase && !r.quick_erase);
+        // Nothing recorded: the spec's policy.
+        let r = release_request(&annotations(None), Some(&secure), "c".into());
+        assert!(r.erase && r.secure_erase);
+        // Nothing found at all, or an unreadable record: the safest erase.
+        for a in [
+            BTreeMap::new(),
+            annotations(None),
+            annotations(Some("garbage")),
+        ] {
+            let r = release_request(&a, None, "c".into());
+            assert!(r.erase && r.secure_erase && !r.quick_erase, "{a:?}");
+        }
+        assert_eq!(recorded_erase("none"), SAFEST_ERASE);
     }
 
     #[test]

@@ -12,7 +12,7 @@ use kube::api::Api;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use maas_api_client::{MaasError, Machine, MachineStatus};
-use tracing::info;
+use tracing::{debug, info};
 
 use super::annotations::{self as ann, RebootState};
 use super::run::{Run, unix_now};
@@ -75,7 +75,11 @@ pub fn host_facts(
 pub async fn reconcile(host: Arc<MaasHost>, gw: Arc<Gateway>) -> Result<Action> {
     let (host, gw) = (host.as_ref(), gw.as_ref());
     let namespace = host.namespace().unwrap_or_default();
-    let Some(machine) = current_machine(host, gw, &namespace).await? else {
+    let Some(Current {
+        machine,
+        unlisted_from,
+    }) = current_machine(host, gw, &namespace).await?
+    else {
         return Ok(Action::requeue(CACHE_WAIT));
     };
     let settings = &gw.settings;
@@ -94,6 +98,7 @@ pub async fn reconcile(host: Arc<MaasHost>, gw: Arc<Gateway>) -> Result<Action> 
         facts,
         machine,
         allocation,
+        unlisted_from,
     };
     let mut polled = false;
     let mut outcome = (Wait::Idle, None);
@@ -147,34 +152,71 @@ fn in_flight_reason(run: &Run<'_>) -> Wait {
     }
 }
 
-/// The machine from the cache; `Ok(None)` while the host's inventory is not synced yet.
+/// What a reconcile knows of the host's machine before it starts.
+struct Current {
+    /// The latest MAAS view; `None` only when MAAS answered 404 for the system id.
+    machine: Option<Arc<Machine>>,
+    /// The host's inventory, when its latest list did not show the (existing) machine.
+    unlisted_from: Option<String>,
+}
+
+/// The machine from the cache, or from a direct read when the host's inventory did not list
+/// it or there is no live inventory; `Ok(None)` while the host's inventory is not synced yet.
+///
+/// A machine missing from a filtered list is not gone: it may have been re-tagged, moved to
+/// another pool or zone, or the list may have been wrong. It is gone only when MAAS answers
+/// 404 for its system id; otherwise the host stays managed by system id (and reports that it
+/// left its inventory's filter).
 async fn current_machine(
     host: &MaasHost,
     gw: &Gateway,
     namespace: &str,
-) -> Result<Option<Option<Arc<Machine>>>> {
+) -> Result<Option<Current>> {
     let inventory = host.labels().get(keys::LABEL_HOST_INVENTORY);
-    let key = inventory.map(|i| format!("{namespace}/{i}"));
-    let inventory_exists = inventory.is_some_and(|i| {
+    let live = inventory.filter(|i| {
         gw.inventories
-            .get(&ObjectRef::new(i).within(namespace))
+            .get(&ObjectRef::new(i.as_str()).within(namespace))
             .is_some()
     });
-    if let Some(key) = key.filter(|_| inventory_exists) {
-        return Ok(match gw.cache.lookup(&key, &host.spec.system_id) {
-            Lookup::Present(m) => Some(Some(m)),
-            Lookup::Absent => Some(None),
-            Lookup::Unknown => None,
-        });
+    if let Some(inventory) = live {
+        let key = format!("{namespace}/{inventory}");
+        match gw.cache.lookup(&key, &host.spec.system_id) {
+            Lookup::Present(m) => {
+                return Ok(Some(Current {
+                    machine: Some(m),
+                    unlisted_from: None,
+                }));
+            }
+            Lookup::Unknown => return Ok(None),
+            Lookup::Unlisted => {
+                let machine = read_machine(gw, &host.spec.system_id).await?;
+                if machine.is_some() {
+                    debug!(system_id = %host.spec.system_id, %inventory, "machine left the inventory's filter; managed by system id");
+                }
+                return Ok(Some(Current {
+                    unlisted_from: machine.as_ref().map(|_| inventory.clone()),
+                    machine,
+                }));
+            }
+        }
     }
     // Not imported by a live inventory: ask MAAS directly.
+    Ok(Some(Current {
+        machine: read_machine(gw, &host.spec.system_id).await?,
+        unlisted_from: None,
+    }))
+}
+
+/// A direct read of one machine: `None` only for a 404 (gone from MAAS); any other failure is
+/// an error, never "gone".
+async fn read_machine(gw: &Gateway, system_id: &str) -> Result<Option<Arc<Machine>>> {
     let sent = Instant::now();
-    match gw.maas.get_machine(&host.spec.system_id).await {
+    match gw.maas.get_machine(system_id).await {
         Ok(m) => {
             gw.cache.observe(m.clone(), sent);
-            Ok(Some(Some(Arc::new(m))))
+            Ok(Some(Arc::new(m)))
         }
-        Err(MaasError::NotFound { .. }) => Ok(Some(None)),
+        Err(MaasError::NotFound { .. }) => Ok(None),
         Err(e) => Err(Error::maas("get machine")(e)),
     }
 }

@@ -34,6 +34,8 @@ pub(super) struct Run<'a> {
     pub(super) facts: HostFacts,
     pub(super) machine: Option<Arc<Machine>>,
     pub(super) allocation: Option<HostAllocation>,
+    /// The host's inventory, when its latest list did not show the (existing) machine.
+    pub(super) unlisted_from: Option<String>,
 }
 
 impl Run<'_> {
@@ -97,6 +99,7 @@ impl Run<'_> {
             wait,
             deploy_failures: self.facts.deploy_failures,
             generation: self.host.metadata.generation,
+            unlisted_from: self.unlisted_from.as_deref(),
         };
         let status = build_status(&input, &now());
         if previous == Some(&status) {

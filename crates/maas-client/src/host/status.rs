@@ -13,6 +13,9 @@ use crate::mapping;
 
 /// Reason of `Provisioned=False` on a host nobody asked to deploy.
 pub const REASON_NOT_REQUESTED: &str = "NotRequested";
+/// Reason of `HostPresent=True` for a machine its inventory no longer lists (re-tagged, moved
+/// to another pool or zone): it exists in MAAS and stays managed by system id.
+pub const REASON_LEFT_INVENTORY_FILTER: &str = "LeftInventoryFilter";
 
 /// Everything the status is computed from.
 #[derive(Debug)]
@@ -33,6 +36,8 @@ pub struct StatusInput<'a> {
     pub deploy_failures: u32,
     /// `metadata.generation`.
     pub generation: Option<i64>,
+    /// The host's inventory, when its latest list did not show the (existing) machine.
+    pub unlisted_from: Option<&'a str>,
 }
 
 fn provisioned_condition(input: &StatusInput<'_>, state: ProvisioningState) -> NewCondition {
@@ -116,13 +121,22 @@ pub fn build_status(input: &StatusInput<'_>, now: &Time) -> MaasHostStatus {
     status.allocation = input.allocation.clone().filter(|_| input.ours);
     status.observed_generation = input.generation;
     let mut conditions = previous.conditions.clone().unwrap_or_default();
-    let present = match input.machine {
-        Some(_) => NewCondition::new(
+    let present = match (input.machine, input.unlisted_from) {
+        (Some(_), Some(inventory)) => NewCondition::new(
+            cond::HOST_PRESENT,
+            ConditionStatus::True,
+            REASON_LEFT_INVENTORY_FILTER,
+        )
+        .message(format!(
+            "the machine exists in MAAS but no longer matches the filter of MaasInventory \
+             {inventory} (pool, zones, tags); still managed by system id"
+        )),
+        (Some(_), None) => NewCondition::new(
             cond::HOST_PRESENT,
             ConditionStatus::True,
             reasons::RECONCILED,
         ),
-        None => NewCondition::new(
+        (None, _) => NewCondition::new(
             cond::HOST_PRESENT,
             ConditionStatus::False,
             reasons::HOST_MISSING,
@@ -205,6 +219,7 @@ mod tests {
             wait,
             deploy_failures: 0,
             generation: Some(3),
+            unlisted_from: None,
         }
     }
 
@@ -222,6 +237,29 @@ mod tests {
         m.power_state = maas_api_client::PowerState::On;
         let third = build_status(&input(Some(&m), Some(&second), Wait::Deployed), &t(300));
         assert_eq!(third.last_updated, Some(t(300)));
+    }
+
+    #[test]
+    fn a_machine_outside_the_inventory_filter_is_present_not_missing() {
+        let mut m = crate::cache::tests::machine("abc", 6);
+        m.status = MachineStatus::Deployed;
+        let listed = build_status(&input(Some(&m), None, Wait::Deployed), &t(1));
+        let mut unlisted_input = input(Some(&m), Some(&listed), Wait::Deployed);
+        unlisted_input.unlisted_from = Some("inv-a");
+        let unlisted = build_status(&unlisted_input, &t(2));
+        assert_eq!(unlisted.missing, None);
+        assert_eq!(
+            unlisted.provisioning_state,
+            Some(ProvisioningState::Deployed)
+        );
+        let conditions = unlisted.conditions.unwrap();
+        let present = get_condition(&conditions, "HostPresent").unwrap();
+        assert_eq!(
+            (present.status.as_str(), present.reason.as_str()),
+            ("True", REASON_LEFT_INVENTORY_FILTER)
+        );
+        assert!(present.message.contains("inv-a"), "{}", present.message);
+        assert_eq!(get_condition(&conditions, "Ready").unwrap().status, "True");
     }
 
     #[test]

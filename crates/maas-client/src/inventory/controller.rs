@@ -15,9 +15,11 @@ use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 use maas_api_client::MachineFilter;
 use serde_json::json;
-use tracing::{debug, info};
+use tracing::{debug, info, warn};
 
-use super::plan::{ExistingHost, HostAction, inventory_counts, plan_inventory_sync};
+use super::plan::{
+    ExistingHost, HostAction, Undecoded, inventory_counts, plan_inventory_sync, skipped_message,
+};
 use crate::context::Gateway;
 use crate::error::{Error, Result};
 
@@ -102,24 +104,31 @@ async fn sync(inventory: &MaasInventory, gw: &Gateway) -> Result<Action> {
         filter = filter.tag(tag.clone());
     }
     let sent = Instant::now();
-    let machines = gw
+    // Lenient: a machine that does not decode is skipped and reported, the others sync.
+    let listing = gw
         .maas
-        .list_machines(&filter)
+        .list_machines_lenient(&filter)
         .await
         .map_err(Error::maas("list machines"))?;
-    let changed: BTreeSet<String> = gw
-        .cache
-        .sync_inventory(&format!("{namespace}/{name}"), machines.clone(), sent)
-        .into_iter()
-        .collect();
+    let machines = listing.machines;
+    let undecoded = Undecoded::from_skipped(&listing.skipped);
+    let skipped = skipped_message(&listing.skipped);
     let hosts: Vec<ExistingHost> = gw
         .hosts_of(&namespace, &name)
         .iter()
         .map(|h| existing(h))
         .collect();
+    // The cache holds what decoded: a host whose machine did not is unlisted there, so the host
+    // controller reads that machine directly (and reports the decode error on the host).
+    let changed: BTreeSet<String> = gw
+        .cache
+        .sync_inventory(&format!("{namespace}/{name}"), machines.clone(), sent)
+        .into_iter()
+        .collect();
     let actions = plan_inventory_sync(
         &name,
         &machines,
+        &undecoded,
         &hosts,
         &changed,
         spec.host_labels.as_ref(),
@@ -144,7 +153,7 @@ async fn sync(inventory: &MaasInventory, gw: &Gateway) -> Result<Action> {
                 apply_host(&api, &gw.settings.field_manager, host, &system_id, labels).await?;
                 gw.refresh_host(&namespace, host);
             }
-            HostAction::Refresh { name: host } | HostAction::MarkMissing { name: host } => {
+            HostAction::Refresh { name: host } | HostAction::Verify { name: host } => {
                 gw.refresh_host(&namespace, host);
             }
             HostAction::Delete { name: host } => {
@@ -164,8 +173,32 @@ async fn sync(inventory: &MaasInventory, gw: &Gateway) -> Result<Action> {
         info!(namespace, inventory = %name, created, "imported hosts");
     }
     debug!(namespace, inventory = %name, machines = machines.len(), actions = actions.len(), "inventory synced");
-    write_success(inventory, gw, &machines, &hosts).await?;
+    if let Some(message) = &skipped {
+        warn!(namespace, inventory = %name, skipped = listing.skipped.len(), "{message}");
+        // Once per change of the report, not every interval: the condition keeps it.
+        if synced_message(inventory) != Some(message.as_str()) {
+            gw.events
+                .warning(inventory, MACHINES_SKIPPED, message)
+                .await;
+        }
+    }
+    write_success(inventory, gw, &machines, &undecoded, &hosts, skipped).await?;
     Ok(Action::requeue(interval))
+}
+
+/// Warning Event reason: machines MAAS listed that do not decode were skipped.
+pub const MACHINES_SKIPPED: &str = "MachinesSkipped";
+
+/// The `Synced` condition message of the last status write.
+fn synced_message(inventory: &MaasInventory) -> Option<&str> {
+    inventory
+        .status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == cond::SYNCED)
+        .map(|c| c.message.as_str())
 }
 
 async fn apply_host(
@@ -195,9 +228,11 @@ async fn write_success(
     inventory: &MaasInventory,
     gw: &Gateway,
     machines: &[maas_api_client::Machine],
+    undecoded: &Undecoded,
     hosts: &[ExistingHost],
+    skipped: Option<String>,
 ) -> Result<()> {
-    let counts = inventory_counts(machines, hosts);
+    let counts = inventory_counts(machines, undecoded, hosts);
     let time = now();
     let mut conditions = inventory
         .status
@@ -208,6 +243,7 @@ async fn write_success(
     set_condition(
         &mut conditions,
         NewCondition::new(cond::SYNCED, ConditionStatus::True, reasons::RECONCILED)
+            .message(skipped.unwrap_or_default())
             .observed_generation(generation),
         &time,
     );
@@ -273,6 +309,28 @@ async fn write_status(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_synced_message_is_read_from_the_last_status() {
+        let spec = serde_json::from_value(json!({"resourcePool": "default"})).unwrap();
+        let mut inventory = MaasInventory::new("inv", spec);
+        assert_eq!(synced_message(&inventory), None);
+        let mut conditions = Vec::new();
+        set_condition(
+            &mut conditions,
+            NewCondition::new(cond::SYNCED, ConditionStatus::True, reasons::RECONCILED)
+                .message("1 MAAS machine(s) skipped"),
+            &now(),
+        );
+        inventory.status = Some(MaasInventoryStatus {
+            conditions: Some(conditions),
+            ..Default::default()
+        });
+        assert_eq!(
+            synced_message(&inventory),
+            Some("1 MAAS machine(s) skipped")
+        );
+    }
 
     #[test]
     fn sync_is_due_after_the_interval_or_a_spec_change() {

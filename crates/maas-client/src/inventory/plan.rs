@@ -1,13 +1,22 @@
 //! What one inventory sync does to the MaasHosts, decided without I/O.
 //!
 //! Policy for a machine that vanished from the inventory's MAAS listing (deleted in MAAS, or
-//! moved out of the pool, zones or tags): a consumed host is kept and marked missing (its
-//! consumer decides); an unconsumed host is deleted, since nothing refers to it and it is
+//! moved out of the pool, zones or tags, or a wrong or empty answer): a filtered list cannot
+//! tell, so the plan never marks a host missing. A consumed host is kept and its controller
+//! woken ([`HostAction::Verify`]): it reads the machine by system id, and only a 404 makes the
+//! host missing; a machine that exists but left the filter stays managed by system id (and
+//! is reported so). An unconsumed host is deleted, since nothing refers to it and it is
 //! re-imported if the machine comes back.
+//!
+//! Policy for a machine MAAS listed but that does not decode ([`Undecoded`]): it is present,
+//! state unknown. Its host is neither deleted nor verified nor refreshed by the sync, and the
+//! sync reports it ([`skipped_message`]). When a skipped element has no readable system id,
+//! any unlisted host may be it, so that sync deletes and verifies no host.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::fmt::Write as _;
 
-use maas_api_client::{Machine, MachineStatus};
+use maas_api_client::{Machine, MachineStatus, SkippedMachine};
 
 use crate::mapping;
 
@@ -24,6 +33,65 @@ pub struct ExistingHost {
     pub consumed: bool,
     /// `status.missing` is true.
     pub missing: bool,
+}
+
+/// The machines of a listing that did not decode: present in MAAS, state unknown.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Undecoded {
+    /// System ids read from the elements that did not decode.
+    pub system_ids: BTreeSet<String>,
+    /// Elements without a readable system id: any unlisted host may be one of them.
+    pub unidentified: usize,
+}
+
+impl Undecoded {
+    /// From the listing's skipped elements.
+    pub fn from_skipped(skipped: &[SkippedMachine]) -> Self {
+        let mut undecoded = Self::default();
+        for s in skipped {
+            match &s.system_id {
+                Some(id) => {
+                    undecoded.system_ids.insert(id.clone());
+                }
+                None => undecoded.unidentified += 1,
+            }
+        }
+        undecoded
+    }
+
+    /// Whether every element of the listing decoded.
+    pub fn is_empty(&self) -> bool {
+        self.system_ids.is_empty() && self.unidentified == 0
+    }
+
+    /// Whether the machine of an unlisted host may be one that did not decode (so the host
+    /// is kept as it is).
+    pub fn may_hold(&self, system_id: &str) -> bool {
+        self.unidentified > 0 || self.system_ids.contains(system_id)
+    }
+}
+
+/// Most skipped machines named in one report; the rest are counted.
+const MAX_REPORTED: usize = 5;
+
+/// The report of machines a sync skipped (Warning Event note and `Synced` message), `None`
+/// when every machine decoded. Names each machine's system id (or position) and its cut
+/// decode error, at most [`MAX_REPORTED`] of them.
+pub fn skipped_message(skipped: &[SkippedMachine]) -> Option<String> {
+    let (first, rest) = match skipped.len() {
+        0 => return None,
+        n => skipped.split_at(n.min(MAX_REPORTED)),
+    };
+    let mut message = format!(
+        "{} MAAS machine(s) skipped, their answer does not decode (hosts kept as they are): ",
+        skipped.len()
+    );
+    let named: Vec<String> = first.iter().map(ToString::to_string).collect();
+    message.push_str(&named.join("; "));
+    if !rest.is_empty() {
+        let _ = write!(message, "; and {} more", rest.len());
+    }
+    Some(message)
 }
 
 /// One action on a MaasHost.
@@ -50,8 +118,9 @@ pub enum HostAction {
         /// Object name.
         name: String,
     },
-    /// The machine vanished but the host is consumed: keep it, report it missing.
-    MarkMissing {
+    /// The machine is not in the listing but the host is consumed: keep it and wake its
+    /// controller, which reads the machine by system id (a 404 alone makes it missing).
+    Verify {
         /// Object name.
         name: String,
     },
@@ -64,12 +133,14 @@ pub enum HostAction {
 
 /// Decides the host actions of one sync.
 ///
-/// `machines` is the inventory's MAAS listing, `existing` its current hosts, `changed` the
-/// system ids whose MAAS view changed since the previous sync, `extra_labels` the inventory's
-/// `spec.hostLabels`. Machines whose system id cannot be an object name are skipped.
+/// `machines` is the inventory's MAAS listing, `undecoded` the machines of that listing that
+/// did not decode, `existing` its current hosts, `changed` the system ids whose MAAS view
+/// changed since the previous sync, `extra_labels` the inventory's `spec.hostLabels`. Machines
+/// whose system id cannot be an object name are skipped.
 pub fn plan_inventory_sync(
     inventory: &str,
     machines: &[Machine],
+    undecoded: &Undecoded,
     existing: &[ExistingHost],
     changed: &BTreeSet<String>,
     extra_labels: Option<&BTreeMap<String, String>>,
@@ -105,12 +176,13 @@ pub fn plan_inventory_sync(
     }
     let listed: HashSet<&str> = machines.iter().map(|m| m.system_id.as_str()).collect();
     for host in existing {
-        if listed.contains(host.system_id.as_str()) {
+        // Listed, or maybe listed but not decoded: present, nothing to conclude.
+        if listed.contains(host.system_id.as_str()) || undecoded.may_hold(&host.system_id) {
             continue;
         }
         if host.consumed {
             if !host.missing {
-                actions.push(HostAction::MarkMissing {
+                actions.push(HostAction::Verify {
                     name: host.name.clone(),
                 });
             }
@@ -151,7 +223,7 @@ fn labels_match(
 /// Host counts for the inventory status.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct InventoryCounts {
-    /// Hosts after the sync (listed machines plus kept missing hosts).
+    /// Hosts after the sync (listed machines plus kept missing and undecoded hosts).
     pub hosts: i32,
     /// Ready in MAAS and not consumed.
     pub available: i32,
@@ -161,7 +233,7 @@ pub struct InventoryCounts {
     pub provisioning: i32,
     /// Deployed.
     pub deployed: i32,
-    /// Kept although gone from MAAS.
+    /// Kept although gone from MAAS (confirmed by a direct read, never from a list).
     pub missing: i32,
     /// Failed or broken in MAAS.
     pub failed: i32,
@@ -172,9 +244,19 @@ fn count(n: usize) -> i32 {
 }
 
 /// Counts hosts by state from the listing and the hosts (missing = consumed hosts whose
-/// machine is not listed).
-pub fn inventory_counts(machines: &[Machine], existing: &[ExistingHost]) -> InventoryCounts {
+/// machine is not listed and that their controller found gone, by a 404 for the system id; a
+/// host whose machine may be `undecoded` is kept but counted in no state).
+pub fn inventory_counts(
+    machines: &[Machine],
+    undecoded: &Undecoded,
+    existing: &[ExistingHost],
+) -> InventoryCounts {
     let listed: HashSet<&str> = machines.iter().map(|m| m.system_id.as_str()).collect();
+    let unlisted = || {
+        existing
+            .iter()
+            .filter(|h| !listed.contains(h.system_id.as_str()))
+    };
     let consumed: HashSet<&str> = existing
         .iter()
         .filter(|h| h.consumed)
@@ -184,14 +266,17 @@ pub fn inventory_counts(machines: &[Machine], existing: &[ExistingHost]) -> Inve
         .iter()
         .filter(|m| mapping::valid_object_name(&m.system_id))
         .count();
-    let missing = existing
-        .iter()
-        .filter(|h| h.consumed && !listed.contains(h.system_id.as_str()))
+    let kept: Vec<&ExistingHost> = unlisted()
+        .filter(|h| h.consumed && !undecoded.may_hold(&h.system_id))
+        .collect();
+    let missing = kept.iter().filter(|h| h.missing).count();
+    let kept_undecoded = unlisted()
+        .filter(|h| undecoded.may_hold(&h.system_id))
         .count();
     let status_count =
         |f: &dyn Fn(MachineStatus) -> bool| count(machines.iter().filter(|m| f(m.status)).count());
     InventoryCounts {
-        hosts: count(importable + missing),
+        hosts: count(importable + kept.len() + kept_undecoded),
         available: count(
             machines
                 .iter()
@@ -211,151 +296,5 @@ pub fn inventory_counts(machines: &[Machine], existing: &[ExistingHost]) -> Inve
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::cache::tests::machine;
-    use capmaas_api::keys;
-
-    fn host(
-        id: &str,
-        consumed: bool,
-        missing: bool,
-        labels: BTreeMap<String, String>,
-    ) -> ExistingHost {
-        ExistingHost {
-            name: id.to_owned(),
-            system_id: id.to_owned(),
-            labels,
-            consumed,
-            missing,
-        }
-    }
-
-    fn tagged(id: &str, tags: &[&str]) -> Machine {
-        let mut m = machine(id, 4);
-        m.tag_names = tags.iter().map(|t| (*t).to_owned()).collect();
-        m
-    }
-
-    #[test]
-    fn creates_new_hosts_and_leaves_unchanged_ones() {
-        let machines = [tagged("a", &["gpu"]), tagged("b", &[])];
-        let labels_b = mapping::host_labels(&machines[1], "inv", None);
-        let existing = [host("b", false, false, labels_b)];
-        let actions = plan_inventory_sync("inv", &machines, &existing, &BTreeSet::new(), None);
-        assert_eq!(actions.len(), 1);
-        let HostAction::Create { name, labels, .. } = &actions[0] else {
-            panic!("{actions:?}")
-        };
-        assert_eq!(name, "a");
-        assert_eq!(
-            labels
-                .get("tag.maas.cluster.x-k8s.io/gpu")
-                .map(String::as_str),
-            Some("true")
-        );
-    }
-
-    #[test]
-    fn relabels_on_tag_changes_and_refreshes_changed_machines() {
-        let old = tagged("a", &["gpu", "old"]);
-        let new = tagged("a", &["gpu", "new"]);
-        let existing = [host(
-            "a",
-            false,
-            false,
-            mapping::host_labels(&old, "inv", None),
-        )];
-        let changed = BTreeSet::from(["a".to_owned()]);
-        let actions = plan_inventory_sync("inv", &[new], &existing, &changed, None);
-        assert!(matches!(&actions[0], HostAction::Relabel { labels, .. }
-            if labels.contains_key("tag.maas.cluster.x-k8s.io/new")
-            && !labels.contains_key("tag.maas.cluster.x-k8s.io/old")));
-        assert_eq!(actions[1], HostAction::Refresh { name: "a".into() });
-
-        // A label owned by someone else is not ours to remove.
-        let mut labels = mapping::host_labels(&tagged("a", &[]), "inv", None);
-        labels.insert("team".into(), "x".into());
-        let existing = [host("a", false, false, labels)];
-        let actions = plan_inventory_sync(
-            "inv",
-            &[tagged("a", &[])],
-            &existing,
-            &BTreeSet::new(),
-            None,
-        );
-        assert!(actions.is_empty(), "{actions:?}");
-    }
-
-    #[test]
-    fn vanished_machines_are_kept_while_consumed() {
-        let existing = [
-            host("gone-used", true, false, BTreeMap::new()),
-            host("gone-free", false, false, BTreeMap::new()),
-            host("gone-used-marked", true, true, BTreeMap::new()),
-        ];
-        let actions = plan_inventory_sync("inv", &[], &existing, &BTreeSet::new(), None);
-        assert_eq!(
-            actions,
-            vec![
-                HostAction::MarkMissing {
-                    name: "gone-used".into()
-                },
-                HostAction::Delete {
-                    name: "gone-free".into()
-                },
-            ]
-        );
-        // It came back: refresh clears the missing mark.
-        let back = machine("gone-used-marked", 6);
-        let labels = mapping::host_labels(&back, "inv", None);
-        let existing = [host("gone-used-marked", true, true, labels)];
-        let actions = plan_inventory_sync("inv", &[back], &existing, &BTreeSet::new(), None);
-        assert_eq!(
-            actions,
-            vec![HostAction::Refresh {
-                name: "gone-used-marked".into()
-            }]
-        );
-    }
-
-    #[test]
-    fn invalid_names_are_skipped() {
-        let actions =
-            plan_inventory_sync("inv", &[machine("Bad_ID", 4)], &[], &BTreeSet::new(), None);
-        assert!(actions.is_empty());
-    }
-
-    #[test]
-    fn counts_by_state() {
-        let machines = [
-            machine("a", 4),
-            machine("b", 4),
-            machine("c", 6),
-            machine("d", 11),
-            machine("e", 9),
-        ];
-        let existing = [
-            host("b", true, false, BTreeMap::new()),
-            host("c", true, false, BTreeMap::new()),
-            host("z", true, true, BTreeMap::new()),
-        ];
-        let counts = inventory_counts(&machines, &existing);
-        assert_eq!(
-            counts,
-            InventoryCounts {
-                hosts: 6,
-                available: 1,
-                consumed: 3,
-                provisioning: 1,
-                deployed: 1,
-                missing: 1,
-                failed: 1
-            }
-        );
-        assert_eq!(
-            keys::LABEL_HOST_INVENTORY,
-            "maas.cluster.x-k8s.io/inventory"
-        );
-    }
-}
+#[path = "plan_tests.rs"]
+mod tests;

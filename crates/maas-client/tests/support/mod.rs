@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use capmaas_api::MaasInventory;
-use capmaas_api::common::{ConsumerReference, SecretKeyReference};
+use capmaas_api::common::{ConsumerReference, ReleasePolicy, SecretKeyReference};
 use capmaas_api::host::{HostProvisioning, MaasHost};
 use capmaas_runtime::{CommonArgs, Runtime};
 /// Polls until a check returns `Some`, or panics after the timeout (shared with every crate).
@@ -102,13 +102,26 @@ pub async fn start_in_process(
     namespace: &str,
     extra: &[&str],
 ) -> InProcess {
+    start_in_process_with(env, sim, namespace, extra, |_| {}).await
+}
+
+/// [`start_in_process`] with the resolved configuration adjusted first (settings that have no
+/// flag, such as the MAAS request timeout).
+pub async fn start_in_process_with(
+    env: &capmaas_testenv::TestEnv,
+    sim: &maas_sim::RunningSim,
+    namespace: &str,
+    extra: &[&str],
+    adjust: impl FnOnce(&mut GatewayConfig),
+) -> InProcess {
     let command_line = gateway_args(sim, namespace, extra);
     let flags = Flags::try_parse_from(&command_line).unwrap();
     let environment = Environment {
         api_key: Some(sim.api_key()),
         namespace: namespace.to_owned(),
     };
-    let config = GatewayConfig::resolve(&flags.gateway, &environment).unwrap();
+    let mut config = GatewayConfig::resolve(&flags.gateway, &environment).unwrap();
+    adjust(&mut config);
     // The shared flags go to the embedded runtime, which chooses the admin addresses itself.
     let common = CommonArgs::augment_args(clap::Command::new(maas_client::BINARY));
     let is_common = |arg: &&String| {
@@ -183,13 +196,39 @@ pub async fn request_deploy_with_network(
     consumer: &str,
     network_data: Option<&str>,
 ) {
-    let api: Api<MaasHost> = Api::namespaced(client.clone(), namespace);
-    let consumer_ref = ConsumerReference {
+    request_deploy_with(client, namespace, host, consumer, network_data, None).await;
+}
+
+/// [`request_deploy`] with a release policy (`spec.provisioning.releasePolicy`).
+pub async fn request_deploy_with_policy(
+    client: &kube::Client,
+    namespace: &str,
+    host: &str,
+    consumer: &str,
+    policy: ReleasePolicy,
+) {
+    request_deploy_with(client, namespace, host, consumer, None, Some(policy)).await;
+}
+
+fn consumer_ref(consumer: &str) -> ConsumerReference {
+    ConsumerReference {
         api_version: "infrastructure.cluster.x-k8s.io/v1beta1".into(),
         kind: "MaasMachine".into(),
         name: consumer.into(),
         uid: format!("uid-{consumer}"),
-    };
+    }
+}
+
+async fn request_deploy_with(
+    client: &kube::Client,
+    namespace: &str,
+    host: &str,
+    consumer: &str,
+    network_data: Option<&str>,
+    release_policy: Option<ReleasePolicy>,
+) {
+    let api: Api<MaasHost> = Api::namespaced(client.clone(), namespace);
+    let consumer_ref = consumer_ref(consumer);
     let provisioning = HostProvisioning {
         image: "ubuntu/jammy".into(),
         user_data_secret_ref: Some(SecretKeyReference::new("user-data")),
@@ -200,12 +239,35 @@ pub async fn request_deploy_with_network(
         hostname: Some(format!("node-{consumer}")),
         deploy_in_memory: false,
         hwe_kernel: None,
-        release_policy: None,
+        release_policy,
     };
     let patch = serde_json::json!({
         "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
         "kind": "MaasHost",
         "spec": { "consumerRef": consumer_ref, "provisioning": provisioning },
+    });
+    api.patch(
+        host,
+        &PatchParams::apply("capmaas-machine-controller").force(),
+        &Patch::Apply(&patch),
+    )
+    .await
+    .unwrap();
+}
+
+/// Drops the request but keeps the claim: what machine-controller does first when its machine
+/// is deleted (it drops the claim once the host reports the release done).
+pub async fn clear_provisioning(
+    client: &kube::Client,
+    namespace: &str,
+    host: &str,
+    consumer: &str,
+) {
+    let api: Api<MaasHost> = Api::namespaced(client.clone(), namespace);
+    let patch = serde_json::json!({
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
+        "kind": "MaasHost",
+        "spec": { "consumerRef": consumer_ref(consumer) },
     });
     api.patch(
         host,

@@ -5,11 +5,13 @@ use serde_json::json;
 
 use super::{Call, Reply, machine_state, visible};
 use crate::error::ApiError;
-use crate::model::{Outcome, Pending, PendingKind, PendingPower, PowerState};
+use crate::model::{
+    Outcome, Pending, PendingKind, PendingPower, PowerState, ReleaseRecord, ReleaseResult,
+};
 use crate::params::decode_base64_lenient;
 use crate::render;
 use crate::status::NodeStatus;
-use crate::world::{World, finalize_release};
+use crate::world::{World, finalize_release, settle_release};
 
 /// Kind of disk erasure requested with a release.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -17,6 +19,31 @@ pub(crate) enum EraseMode {
     None,
     Full,
     Quick,
+}
+
+/// The flags of a release request, as MAAS reads them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct ReleaseFlags {
+    pub(crate) erase: bool,
+    pub(crate) quick_erase: bool,
+    pub(crate) secure_erase: bool,
+    pub(crate) force: bool,
+}
+
+impl ReleaseFlags {
+    /// The erasure they ask for: `erase` or `secure_erase` erase the whole disk, `quick_erase`
+    /// alone (or with `erase`) only its start and end.
+    pub(crate) fn mode(self) -> EraseMode {
+        let erase = self.erase || self.secure_erase;
+        match (
+            erase || self.quick_erase,
+            self.quick_erase && !self.secure_erase,
+        ) {
+            (false, _) => EraseMode::None,
+            (true, true) => EraseMode::Quick,
+            (true, false) => EraseMode::Full,
+        }
+    }
 }
 
 pub(super) fn duration_ms(d: std::time::Duration) -> u64 {
@@ -42,25 +69,40 @@ pub(crate) fn acquire(
 }
 
 /// Starts a release; finishes it at once when MAAS would (power already off, or zero time).
-pub(crate) fn start_release(world: &mut World, index: usize, erase: EraseMode, comment: &str) {
+///
+/// As in MAAS, an erasing release erases first and releases afterwards: the agent name, the
+/// OS fields and the workload annotations stay through Disk erasing and Failed disk erasing,
+/// and go only when the erase is done. A release without erase drops them at once. Every
+/// accepted request is recorded with its flags ([`ReleaseRecord`]).
+pub(crate) fn start_release(world: &mut World, index: usize, flags: ReleaseFlags, comment: &str) {
     let now = world.now_ms();
     let timings = world.timings;
+    let erase = flags.mode();
     let outcome = world.release_outcome(erase != EraseMode::None);
     let m = &mut world.machines[index];
+    m.releases.push(ReleaseRecord {
+        erase: flags.erase,
+        quick_erase: flags.quick_erase,
+        secure_erase: flags.secure_erase,
+        force: flags.force,
+        comment: comment.to_owned(),
+        result: ReleaseResult::InProgress,
+    });
     comment.clone_into(&mut m.last_comment);
-    m.agent_name.clear();
-    m.osystem.clear();
-    m.distro_series.clear();
-    m.hwe_kernel = None;
-    m.enable_hw_sync = false;
     "release".clone_into(&mut m.status_action);
     m.pending_power = None;
     match erase {
         EraseMode::None => {
+            m.agent_name.clear();
+            m.osystem.clear();
+            m.distro_series.clear();
+            m.hwe_kernel = None;
+            m.enable_hw_sync = false;
             if outcome == Outcome::Success
                 && (m.power_state == PowerState::Off || timings.release.is_zero())
             {
                 finalize_release(m);
+                settle_release(m, ReleaseResult::Released);
             } else {
                 m.status = NodeStatus::Releasing;
                 m.status_message = Some("Releasing".to_owned());
@@ -334,16 +376,14 @@ fn release(call: &mut Call<'_>) -> Result<Reply, ApiError> {
             status.name()
         )));
     }
-    let erase = call.params.bool("erase")? || call.params.bool("secure_erase")?;
-    let quick = call.params.bool("quick_erase")?;
-    let _force = call.params.bool("force")?;
-    let mode = match (erase || quick, quick && !call.params.bool("secure_erase")?) {
-        (false, _) => EraseMode::None,
-        (true, true) => EraseMode::Quick,
-        (true, false) => EraseMode::Full,
+    let flags = ReleaseFlags {
+        erase: call.params.bool("erase")?,
+        quick_erase: call.params.bool("quick_erase")?,
+        secure_erase: call.params.bool("secure_erase")?,
+        force: call.params.bool("force")?,
     };
     let comment = call.params.get("comment").unwrap_or_default().to_owned();
-    start_release(call.world, index, mode, &comment);
+    start_release(call.world, index, flags, &comment);
     Ok(machine_reply(call.world, index))
 }
 
@@ -365,7 +405,10 @@ fn abort(call: &mut Call<'_>) -> Result<Reply, ApiError> {
             m.power_state = PowerState::Off;
             NodeStatus::Allocated
         }
-        NodeStatus::DiskErasing => NodeStatus::FailedDiskErasing,
+        NodeStatus::DiskErasing => {
+            settle_release(m, ReleaseResult::Failed);
+            NodeStatus::FailedDiskErasing
+        }
         NodeStatus::Commissioning => NodeStatus::New,
         _ => NodeStatus::FailedTesting,
     };
@@ -376,4 +419,29 @@ fn abort(call: &mut Call<'_>) -> Result<Reply, ApiError> {
         .clone_into(&mut m.last_comment);
     call.world.dirty = true;
     Ok(machine_reply(call.world, index))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn flags(erase: bool, quick_erase: bool, secure_erase: bool) -> ReleaseFlags {
+        ReleaseFlags {
+            erase,
+            quick_erase,
+            secure_erase,
+            force: false,
+        }
+    }
+
+    #[test]
+    fn release_flags_select_the_erase_mode() {
+        assert_eq!(flags(false, false, false).mode(), EraseMode::None);
+        assert_eq!(flags(true, false, false).mode(), EraseMode::Full);
+        assert_eq!(flags(true, false, true).mode(), EraseMode::Full);
+        assert_eq!(flags(false, false, true).mode(), EraseMode::Full);
+        assert_eq!(flags(true, true, false).mode(), EraseMode::Quick);
+        assert_eq!(flags(false, true, false).mode(), EraseMode::Quick);
+        assert_eq!(flags(true, true, true).mode(), EraseMode::Full);
+    }
 }

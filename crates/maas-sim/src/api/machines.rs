@@ -108,7 +108,12 @@ fn bulk_release(call: &mut Call<'_>) -> Result<Reply, ApiError> {
     }
     let comment = call.params.get("comment").unwrap_or_default().to_owned();
     for index in indexes {
-        machine_ops::start_release(call.world, index, machine_ops::EraseMode::None, &comment);
+        machine_ops::start_release(
+            call.world,
+            index,
+            machine_ops::ReleaseFlags::default(),
+            &comment,
+        );
     }
     Ok(Reply::ok(json!(ids)))
 }
