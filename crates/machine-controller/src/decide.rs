@@ -249,8 +249,11 @@ pub fn is_released(host: &MaasHost) -> bool {
         (_, None) => true,
         (None, Some(_)) => false,
     };
+    // `Missing` means MAAS answered 404 for the system id (the gateway reads the machine
+    // directly before saying so), but only a status written after the release request counts:
+    // an older one may predate it.
     let gone = status.missing == Some(true) || state == ProvisioningState::Missing;
-    gone || (observed && state == ProvisioningState::Available)
+    observed && (gone || state == ProvisioningState::Available)
 }
 
 /// The Secret holding the user data: `spec.userData` if set, else the Machine's bootstrap

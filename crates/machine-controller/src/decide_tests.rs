@@ -244,8 +244,15 @@ fn delete_clears_request_waits_for_release_then_releases() {
         decide_for(&mm, None, None, Some(&h)),
         Step::WaitForRelease { .. }
     ));
-    // Gone from MAAS: nothing left to release.
+    // Reported gone from MAAS before the cleared request was seen: that proves nothing yet.
     h.status.as_mut().unwrap().missing = Some(true);
+    assert!(matches!(
+        decide_for(&mm, None, None, Some(&h)),
+        Step::WaitForRelease { .. }
+    ));
+    // Gone (404) as seen after the request: nothing left to release.
+    h.status.as_mut().unwrap().observed_generation = Some(2);
+    h.status.as_mut().unwrap().provisioning_state = Some(ProvisioningState::Missing);
     assert_eq!(decide_for(&mm, None, None, Some(&h)), Step::ReleaseHost);
 
     assert_eq!(decide_for(&mm, None, None, None), Step::RemoveFinalizer);
@@ -266,6 +273,20 @@ fn never_reported_hosts_count_as_released() {
     assert!(is_released(&h));
     h.status = None;
     assert!(is_released(&h));
+}
+
+#[test]
+fn a_missing_host_counts_as_released_only_when_reported_after_the_request() {
+    let mut h = host("h", Some(ProvisioningState::Missing));
+    assert!(is_released(&h), "MAAS said 404 after the release request");
+    h.metadata.generation = Some(2);
+    assert!(
+        !is_released(&h),
+        "a Missing written before the release request proves nothing"
+    );
+    let mut available = host("h", Some(ProvisioningState::Available));
+    available.metadata.generation = Some(2);
+    assert!(!is_released(&available));
 }
 
 #[test]
