@@ -123,6 +123,19 @@ async fn wait_running(h: &mut Harness, ns: &str, count: usize) -> Vec<DynamicObj
     result.unwrap_or_else(|e| panic!("{e}\n{}", h.logs(40)))
 }
 
+/// How many MaasHosts have a consumer.
+async fn claimed_hosts(h: &Harness, ns: &str) -> usize {
+    infra(h, ns, "MaasHost")
+        .await
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .filter(|host| host.data["spec"]["consumerRef"].is_object())
+        .count()
+}
+
 /// Every consumed host has one consumer and no consumer has two hosts.
 async fn assert_no_double_claims(h: &Harness, ns: &str) {
     let hosts = infra(h, ns, "MaasHost")
@@ -170,6 +183,15 @@ async fn story_cluster_scales_down_and_is_deleted_without_leaks() {
     let ns = h.management.create_namespace("story").await.unwrap();
     let spec = ClusterSpec::story(&ns);
     declare(&h, &spec).await;
+
+    // machine-controller is SIGKILLed while it claims hosts and requests deployments: after
+    // the restart nothing is claimed twice and every machine still comes up exactly once.
+    wait_for("a first host claimed", LONG, POLL, || async {
+        Ok((claimed_hosts(&h, &ns).await >= 1).then_some(()))
+    })
+    .await
+    .unwrap();
+    h.restart_controller("machine-controller").await.unwrap();
 
     let machines = wait_running(&mut h, &ns, 8).await;
     // Every Machine got a providerID in the CAPMAAS format, and every Node carries it.
@@ -268,6 +290,21 @@ async fn story_cluster_scales_down_and_is_deleted_without_leaks() {
         )
         .await
         .unwrap();
+    // ... and SIGKILLed again while it releases them.
+    wait_for("a worker being deleted", LONG, POLL, || async {
+        let deleting = infra(&h, &ns, "MaasMachine")
+            .await
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .any(|m| m.metadata.deletion_timestamp.is_some());
+        Ok(deleting.then_some(()))
+    })
+    .await
+    .unwrap();
+    h.restart_controller("machine-controller").await.unwrap();
     wait_running(&mut h, &ns, 5).await;
     wait_for("three servers released", LONG, POLL, || async {
         Ok((in_use(&h) == 5).then_some(()))
