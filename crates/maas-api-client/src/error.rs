@@ -116,6 +116,10 @@ pub enum MaasError {
     /// A request argument is invalid and was not sent (e.g. an annotation key MAAS would crash on).
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
+    /// Not sent: the caller may no longer act (a leader whose leadership fence lapsed). Never
+    /// produced by this crate; a wrapper that checks before sending returns it.
+    #[error("not sent to MAAS: this replica is no longer the leader")]
+    Fenced,
 }
 
 fn retry_after_text(retry_after: Option<Duration>) -> String {
@@ -155,6 +159,7 @@ impl MaasError {
             Self::Server { .. } => "server",
             Self::Config(_) => "config",
             Self::InvalidArgument(_) => "invalid_argument",
+            Self::Fenced => "fenced",
         }
     }
 

@@ -60,6 +60,7 @@ impl ErrorCategory for Error {
     fn category(&self) -> &'static str {
         match self {
             Self::Maas { source, .. } => match source {
+                MaasError::Fenced => "fenced",
                 MaasError::Unavailable { .. }
                 | MaasError::Transport { .. }
                 | MaasError::Timeout => "maas_unavailable",
@@ -85,8 +86,16 @@ impl ErrorCategory for Error {
         }
     }
 
+    /// Conflicts, and MAAS writes refused by the leadership fence (the term is ending).
     fn quiet(&self) -> bool {
         matches!(self, Self::Status(e) | Self::Finalizer(e) if e.is_conflict())
+            || matches!(
+                self,
+                Self::Maas {
+                    source: MaasError::Fenced,
+                    ..
+                }
+            )
     }
 }
 
@@ -124,5 +133,14 @@ mod tests {
         assert_eq!(e.category(), "kube_api");
         assert!(!e.quiet());
         assert!(!Error::InvalidSpec("no image".into()).quiet());
+    }
+
+    #[test]
+    fn fenced_writes_are_quiet_and_transient() {
+        let e = Error::maas("allocate")(MaasError::Fenced);
+        assert_eq!(e.category(), "fenced");
+        assert_eq!(e.requeue(), Requeue::Transient);
+        assert!(e.quiet());
+        assert!(!Error::maas("allocate")(MaasError::Timeout).quiet());
     }
 }

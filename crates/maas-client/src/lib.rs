@@ -63,7 +63,9 @@ pub async fn run_with(runtime: Runtime, config: GatewayConfig) -> Result<(), Box
     let metrics = runtime.metrics().register(MaasMetrics::register);
     let mut maas_config = config.maas.clone();
     maas_config.observer = Arc::new(metrics);
-    let maas = Maas::new(MaasClient::new(maas_config)?, config.rate_limit);
+    // Every mutating MAAS call checks the leadership fence right before it is sent.
+    let maas = Maas::new(MaasClient::new(maas_config)?, config.rate_limit)
+        .with_fence(runtime.fence().clone());
     info!(installation_id = %config.installation_id, endpoint = %config.maas.api_root, "MAAS gateway configured");
     if config.insecure_http {
         warn!(endpoint = %config.maas.api_root, "MAAS endpoint is plain http (--maas-allow-insecure-http): the MAAS key travels in clear");

@@ -5,10 +5,18 @@
 //! shared by all clones); the rate limit (a GCRA token bucket from `governor`) is taken here
 //! before every call. Retries of idempotent calls inside the client are not re-limited: they are
 //! already spaced by the client's backoff.
+//!
+//! Every mutating call (each non-GET: allocate, deploy, release, power, annotations, hostname,
+//! links, DNS writes) checks the leadership fence ([`capmaas_runtime::Fence`]) after the rate
+//! limit and right before it is sent, and is abandoned (with its retries) if the fence lapses
+//! while it runs: [`MaasError::Fenced`], so no write goes out once another replica may lead.
 
 use std::collections::BTreeMap;
+use std::future::Future;
 use std::num::NonZeroU32;
 use std::sync::Arc;
+
+use capmaas_runtime::Fence;
 
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use maas_api_client::{
@@ -98,11 +106,12 @@ impl RequestObserver for MaasMetrics {
     }
 }
 
-/// Rate-limited MAAS access; cheap to clone.
+/// Rate-limited, fenced MAAS access; cheap to clone.
 #[derive(Clone)]
 pub struct Maas {
     client: MaasClient,
     limiter: Arc<DefaultDirectRateLimiter>,
+    fence: Fence,
 }
 
 impl std::fmt::Debug for Maas {
@@ -112,16 +121,41 @@ impl std::fmt::Debug for Maas {
 }
 
 impl Maas {
-    /// Wraps `client` with a limit of `per_second` requests (bursts of the same size).
+    /// Wraps `client` with a limit of `per_second` requests (bursts of the same size); unfenced
+    /// until [`with_fence`](Self::with_fence).
     pub fn new(client: MaasClient, per_second: NonZeroU32) -> Self {
         Self {
             client,
             limiter: Arc::new(RateLimiter::direct(Quota::per_second(per_second))),
+            fence: Fence::unfenced(),
         }
+    }
+
+    /// Refuses every mutating call while `fence` is not valid (the runtime's
+    /// [`capmaas_runtime::Runtime::fence`]).
+    #[must_use]
+    pub fn with_fence(mut self, fence: Fence) -> Self {
+        self.fence = fence;
+        self
     }
 
     async fn permit(&self) {
         self.limiter.until_ready().await;
+    }
+
+    /// A mutating call: rate limit, then the fence check right before sending; abandoned (with
+    /// the client's retries) if the fence lapses while it runs.
+    async fn write<T>(
+        &self,
+        call: impl Future<Output = Result<T, MaasError>>,
+    ) -> Result<T, MaasError> {
+        self.permit().await;
+        self.fence.check().map_err(|_| MaasError::Fenced)?;
+        tokio::select! {
+            biased;
+            result = call => result,
+            () = self.fence.lapsed() => Err(MaasError::Fenced),
+        }
     }
 
     /// `GET /machines/` with filters.
@@ -148,8 +182,7 @@ impl Maas {
 
     /// `POST /machines/?op=allocate` (never retried by the client).
     pub async fn allocate(&self, request: &AllocateRequest) -> Result<Machine, MaasError> {
-        self.permit().await;
-        self.client.allocate(request).await
+        self.write(self.client.allocate(request)).await
     }
 
     /// `POST /machines/{id}/?op=deploy` (never retried by the client).
@@ -158,8 +191,7 @@ impl Maas {
         system_id: &str,
         request: &DeployRequest,
     ) -> Result<Machine, MaasError> {
-        self.permit().await;
-        self.client.deploy(system_id, request).await
+        self.write(self.client.deploy(system_id, request)).await
     }
 
     /// `POST /machines/{id}/?op=release`.
@@ -168,14 +200,13 @@ impl Maas {
         system_id: &str,
         request: &ReleaseRequest,
     ) -> Result<Machine, MaasError> {
-        self.permit().await;
-        self.client.release(system_id, request).await
+        self.write(self.client.release(system_id, request)).await
     }
 
     /// `POST /machines/{id}/?op=power_on`: only for a machine whose power state is `off`.
     pub async fn power_on(&self, system_id: &str, comment: &str) -> Result<Machine, MaasError> {
-        self.permit().await;
-        self.client.power_on(system_id, Some(comment)).await
+        self.write(self.client.power_on(system_id, Some(comment)))
+            .await
     }
 
     /// `POST /machines/{id}/?op=power_off` (hard).
@@ -184,10 +215,11 @@ impl Maas {
         system_id: &str,
         comment: &str,
     ) -> Result<Option<Machine>, MaasError> {
-        self.permit().await;
-        self.client
-            .power_off(system_id, StopMode::Hard, Some(comment))
-            .await
+        self.write(
+            self.client
+                .power_off(system_id, StopMode::Hard, Some(comment)),
+        )
+        .await
     }
 
     /// Sets workload annotations.
@@ -196,9 +228,7 @@ impl Maas {
         system_id: &str,
         annotations: &BTreeMap<String, String>,
     ) -> Result<Machine, MaasError> {
-        self.permit().await;
-        self.client
-            .set_workload_annotations(system_id, annotations)
+        self.write(self.client.set_workload_annotations(system_id, annotations))
             .await
     }
 
@@ -208,8 +238,8 @@ impl Maas {
         system_id: &str,
         hostname: &str,
     ) -> Result<Machine, MaasError> {
-        self.permit().await;
-        self.client.update_hostname(system_id, hostname).await
+        self.write(self.client.update_hostname(system_id, hostname))
+            .await
     }
 
     /// `GET /subnets/`.
@@ -225,9 +255,7 @@ impl Maas {
         interface_id: i64,
         request: &LinkSubnetRequest,
     ) -> Result<Interface, MaasError> {
-        self.permit().await;
-        self.client
-            .link_subnet(system_id, interface_id, request)
+        self.write(self.client.link_subnet(system_id, interface_id, request))
             .await
     }
 
@@ -238,9 +266,7 @@ impl Maas {
         interface_id: i64,
         link_id: i64,
     ) -> Result<Interface, MaasError> {
-        self.permit().await;
-        self.client
-            .unlink_subnet(system_id, interface_id, link_id)
+        self.write(self.client.unlink_subnet(system_id, interface_id, link_id))
             .await
     }
 
@@ -257,8 +283,7 @@ impl Maas {
         &self,
         spec: &DnsResourceSpec,
     ) -> Result<DnsResource, MaasError> {
-        self.permit().await;
-        self.client.create_dns_resource(spec).await
+        self.write(self.client.create_dns_resource(spec)).await
     }
 
     /// `PUT /dnsresources/{id}/`.
@@ -267,14 +292,12 @@ impl Maas {
         id: i64,
         spec: &DnsResourceSpec,
     ) -> Result<DnsResource, MaasError> {
-        self.permit().await;
-        self.client.update_dns_resource(id, spec).await
+        self.write(self.client.update_dns_resource(id, spec)).await
     }
 
     /// `DELETE /dnsresources/{id}/`.
     pub async fn delete_dns_resource(&self, id: i64) -> Result<(), MaasError> {
-        self.permit().await;
-        self.client.delete_dns_resource(id).await
+        self.write(self.client.delete_dns_resource(id)).await
     }
 }
 
@@ -298,6 +321,46 @@ mod tests {
         assert_eq!(metrics.count("machines.list", "ok"), 2);
         assert_eq!(metrics.count("machines.list", "unavailable"), 1);
         assert_eq!(metrics.count("machines.get", "ok"), 0);
+    }
+
+    #[allow(clippy::needless_pass_by_value)]
+    fn refused<T>(result: Result<T, MaasError>) -> bool {
+        matches!(result, Err(MaasError::Fenced))
+    }
+
+    fn unreachable_maas() -> Maas {
+        let config = maas_api_client::Config::builder(
+            "http://127.0.0.1:1/MAAS/",
+            maas_api_client::ApiKey::parse("a:b:c").unwrap(),
+        )
+        .retry_policy(maas_api_client::RetryPolicy {
+            max_attempts: 1,
+            ..maas_api_client::RetryPolicy::default()
+        })
+        .build()
+        .unwrap();
+        Maas::new(MaasClient::new(config).unwrap(), NonZeroU32::MIN)
+    }
+
+    #[tokio::test]
+    async fn writes_are_refused_before_sending_when_fenced() {
+        // A fence that was never renewed (a standby's, or one that lapsed): nothing is sent.
+        let fenced = unreachable_maas().with_fence(Fence::new(Duration::from_secs(25)));
+        assert!(refused(fenced.allocate(&AllocateRequest::default()).await));
+        assert!(refused(
+            fenced.deploy("abc", &DeployRequest::default()).await
+        ));
+        assert!(refused(
+            fenced.release("abc", &ReleaseRequest::default()).await
+        ));
+        assert!(refused(fenced.power_on("abc", "c").await));
+        assert!(refused(fenced.power_off("abc", "c").await));
+        assert!(refused(fenced.delete_dns_resource(1).await));
+        // Reads still go out (and fail on the unreachable endpoint, not on the fence).
+        assert!(!refused(fenced.get_machine("abc").await));
+        // Unfenced (no leader election): the write is sent.
+        let unfenced = unreachable_maas();
+        assert!(!refused(unfenced.delete_dns_resource(1).await));
     }
 
     #[tokio::test]

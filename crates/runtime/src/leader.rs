@@ -2,13 +2,19 @@
 //! a controller only while this replica leads.
 //!
 //! ```text
-//!  LeaseManager.changed() ──► watch::Sender<bool> ──► run_while_leader: start term / cancel term
+//!  LeaseManager.changed() ─┐
+//!  Fence (renewal sent at t ├─► leader = held && fence valid ──► watch::Sender<bool>
+//!   valid until t+d-margin) ┘        ──► run_while_leader: start term / cancel term
 //!          ▲   errors: step down, back off, rebuild (same identity re-acquires at once)
-//!  shutdown token ──► release the Lease, publish false
+//!  shutdown token ──► revoke the fence, release the Lease, publish false
 //! ```
 //!
-//! There is no fencing: two replicas may both believe they lead for a moment around a takeover,
-//! so every write must be idempotent (server-side apply, resourceVersion preconditions).
+//! Fencing ([`Fence`]): this replica leads only while its fence is valid, i.e. until the last
+//! renewal's *send* time plus `lease_duration - fence_margin`; the term is cancelled when that
+//! passes, even while a renewal is still blocked. Every Lease request has a timeout. Writes that
+//! must not overlap with another leader check [`Fence::check`] right before they are sent (the
+//! MAAS gateway does, for every mutating MAAS call). Kubernetes writes should still be idempotent
+//! (server-side apply, resourceVersion preconditions): an in-flight write is not recalled.
 
 use std::future::Future;
 use std::time::Duration;
@@ -22,11 +28,17 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use crate::error::{BoxError, Error, Result};
+use crate::fence::{Fence, RenewalFilter, observed_client};
 
 /// Lease validity: a standby takes over at most this long after the leader stops renewing.
 pub const LEASE_DURATION: Duration = Duration::from_secs(30);
 /// The leader renews this long before expiry; also the tolerated clock skew between nodes.
 pub const LEASE_GRACE: Duration = Duration::from_secs(10);
+/// How long before the Lease expires for others this replica stops acting as leader: covers clock
+/// skew between nodes and the transit of a request checked just before the fence deadline.
+pub const FENCE_MARGIN: Duration = Duration::from_secs(5);
+/// Timeout of each Lease request (a stalled renewal fails and is retried before the fence lapses).
+pub const LEASE_REQUEST_TIMEOUT: Duration = Duration::from_secs(3);
 /// How long releasing the Lease may take on shutdown.
 pub const RELEASE_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -43,6 +55,11 @@ pub struct LeaderElectionConfig {
     pub lease_duration: Duration,
     /// See [`LEASE_GRACE`]; must be shorter than `lease_duration`.
     pub grace: Duration,
+    /// See [`FENCE_MARGIN`]; must be shorter than `grace` (else the fence lapses before each
+    /// renewal is due).
+    pub fence_margin: Duration,
+    /// See [`LEASE_REQUEST_TIMEOUT`]; must not be zero.
+    pub request_timeout: Duration,
 }
 
 impl LeaderElectionConfig {
@@ -58,7 +75,15 @@ impl LeaderElectionConfig {
             identity: identity.into(),
             lease_duration: LEASE_DURATION,
             grace: LEASE_GRACE,
+            fence_margin: FENCE_MARGIN,
+            request_timeout: LEASE_REQUEST_TIMEOUT,
         }
+    }
+
+    /// How long a renewal keeps the fence valid from the moment it was sent:
+    /// `lease_duration - fence_margin`.
+    pub fn fence_validity(&self) -> Duration {
+        self.lease_duration.saturating_sub(self.fence_margin)
     }
 
     fn validate(&self) -> Result<(u64, u64)> {
@@ -69,6 +94,15 @@ impl LeaderElectionConfig {
             return Err(Error::InvalidArgument {
                 flag: "leader election timings",
                 reason: format!("need 0 < grace ({grace}s) < lease duration ({duration}s)"),
+            });
+        }
+        if self.fence_margin >= self.grace || self.request_timeout.is_zero() {
+            return Err(Error::InvalidArgument {
+                flag: "leader election timings",
+                reason: format!(
+                    "need fence margin ({:?}) < grace ({grace}s) and a non-zero request timeout",
+                    self.fence_margin
+                ),
             });
         }
         if self.lease_name.is_empty() || self.identity.is_empty() {
@@ -140,19 +174,37 @@ pub fn always_leader(
 }
 
 /// Starts electing. `on_change` is called on every leadership change (metrics, readiness, logs).
+/// `fence` (made with [`Fence::new`]`(config.fence_validity())`) is renewed by every successful
+/// renewal and revoked whenever this replica steps down; leadership is published only while it
+/// is valid.
 ///
 /// API errors never end the election: this replica steps down (a failed renewal may mean another
 /// one took over), backs off, and tries again with the same identity, which re-acquires a Lease
-/// it still holds at once.
+/// it still holds at once (leading again after its next renewal).
 pub fn spawn_election(
     client: Client,
     config: LeaderElectionConfig,
+    fence: Fence,
     shutdown: CancellationToken,
     on_change: impl Fn(bool) + Send + Sync + 'static,
 ) -> Result<Election> {
     let (duration, grace) = config.validate()?;
+    let client = observed_client(
+        client,
+        fence.clone(),
+        RenewalFilter {
+            namespace: config.namespace.clone(),
+            lease_name: config.lease_name.clone(),
+            identity: config.identity.clone(),
+        },
+        config.request_timeout,
+    );
     let (tx, rx) = watch::channel(false);
+    let revoke = fence.clone();
     let publish = move |leader: bool| {
+        if !leader {
+            revoke.revoke();
+        }
         if tx.send_if_modified(|current| std::mem::replace(current, leader) != leader) {
             on_change(leader);
         }
@@ -178,7 +230,7 @@ pub fn spawn_election(
             let failure = match manager {
                 Ok(manager) => {
                     delays = retry.build();
-                    match lead(&manager, &shutdown, &publish, &config).await {
+                    match lead(&manager, &fence, &shutdown, &publish, &config).await {
                         None => break,
                         Some(e) => e,
                     }
@@ -199,17 +251,25 @@ pub fn spawn_election(
 }
 
 /// Follows one LeaseManager until shutdown (`None`, Lease released) or an error (`Some`).
+/// Publishes `held && fence valid`: a held Lease whose renewal did not succeed in time no
+/// longer counts, even while the manager is still waiting for that renewal.
 async fn lead(
     manager: &LeaseManager,
+    fence: &Fence,
     shutdown: &CancellationToken,
     publish: &impl Fn(bool),
     config: &LeaderElectionConfig,
 ) -> Option<kube_lease_manager::LeaseManagerError> {
+    let mut held = false;
+    let mut changed = Box::pin(manager.changed());
     loop {
+        let valid = fence.is_valid();
+        publish(held && valid);
         tokio::select! {
             biased;
             () = shutdown.cancelled() => {
                 publish(false);
+                drop(changed);
                 match tokio::time::timeout(RELEASE_TIMEOUT, manager.release()).await {
                     Ok(Ok(())) => debug!(lease = %config.lease_name, "lease released"),
                     Ok(Err(e)) => warn!(error = %e, "releasing the lease failed; it expires on its own"),
@@ -217,13 +277,26 @@ async fn lead(
                 }
                 return None;
             }
-            changed = manager.changed() => match changed {
-                Ok(leader) => {
-                    info!(lease = %config.lease_name, namespace = %config.namespace, identity = %config.identity, leader, "leadership changed");
-                    publish(leader);
+            () = fence.lapsed(), if held && valid => {
+                warn!(lease = %config.lease_name, identity = %config.identity, "lease renewal did not succeed before the fence deadline; stepping down");
+                publish(false);
+            }
+            () = fence.valid(), if held && !valid => {
+                info!(lease = %config.lease_name, identity = %config.identity, "lease renewed; leading again");
+            }
+            result = &mut changed => {
+                changed = Box::pin(manager.changed());
+                match result {
+                    Ok(leader) => {
+                        info!(lease = %config.lease_name, namespace = %config.namespace, identity = %config.identity, leader, "leadership changed");
+                        held = leader;
+                        if !leader {
+                            publish(false);
+                        }
+                    }
+                    Err(e) => return Some(e),
                 }
-                Err(e) => return Some(e),
-            },
+            }
         }
     }
 }
@@ -296,173 +369,5 @@ fn stopped(shutdown: &CancellationToken) -> Result<()> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::sync::Arc;
-    use std::sync::atomic::{AtomicUsize, Ordering};
-
-    #[test]
-    fn identity_prefers_pod_name() {
-        assert_eq!(
-            leader_identity(Some("mc-7f9-abc"), Some("node1"), "xyz"),
-            "mc-7f9-abc"
-        );
-        assert_eq!(
-            leader_identity(Some(" "), Some("node1"), "xyz"),
-            "node1-xyz"
-        );
-        assert_eq!(leader_identity(None, None, "xyz"), "capmaas-xyz");
-        let a = identity_from_env();
-        assert!(!a.is_empty());
-    }
-
-    #[test]
-    fn default_lease_names_differ_per_binary() {
-        assert_eq!(
-            default_lease_name("machine-controller"),
-            "capmaas-machine-controller-leader"
-        );
-        assert_ne!(default_lease_name("a"), default_lease_name("b"));
-    }
-
-    #[test]
-    fn timings_are_validated() {
-        let mut c = LeaderElectionConfig::new("l", "ns", "me");
-        assert_eq!(c.validate().unwrap(), (30, 10));
-        c.grace = Duration::from_secs(30);
-        assert!(c.validate().is_err());
-        c.grace = Duration::ZERO;
-        assert!(c.validate().is_err());
-        let empty = LeaderElectionConfig::new("", "ns", "me");
-        assert!(empty.validate().is_err());
-    }
-
-    /// A term future that counts starts and finishes cleanly when its token is cancelled.
-    fn counting(
-        starts: Arc<AtomicUsize>,
-        stops: Arc<AtomicUsize>,
-    ) -> impl FnMut(
-        CancellationToken,
-    ) -> std::pin::Pin<Box<dyn Future<Output = Result<(), BoxError>> + Send>> {
-        move |term: CancellationToken| {
-            starts.fetch_add(1, Ordering::SeqCst);
-            let stops = stops.clone();
-            Box::pin(async move {
-                term.cancelled().await;
-                stops.fetch_add(1, Ordering::SeqCst);
-                Ok(())
-            })
-        }
-    }
-
-    async fn settle() {
-        for _ in 0..10 {
-            tokio::task::yield_now().await;
-        }
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn runs_only_while_leader_and_restarts_on_regain() {
-        let (tx, rx) = watch::channel(false);
-        let shutdown = CancellationToken::new();
-        let (starts, stops, standby) = (
-            Arc::default(),
-            Arc::default(),
-            Arc::new(AtomicUsize::new(0)),
-        );
-        let sb = standby.clone();
-        let task = tokio::spawn(run_while_leader(
-            rx,
-            shutdown.clone(),
-            Duration::from_secs(5),
-            counting(Arc::clone(&starts), Arc::clone(&stops)),
-            move || {
-                sb.fetch_add(1, Ordering::SeqCst);
-            },
-        ));
-        settle().await;
-        assert_eq!(starts.load(Ordering::SeqCst), 0);
-        assert_eq!(standby.load(Ordering::SeqCst), 1);
-
-        tx.send(true).unwrap();
-        settle().await;
-        assert_eq!(starts.load(Ordering::SeqCst), 1);
-
-        tx.send(false).unwrap();
-        settle().await;
-        assert_eq!(stops.load(Ordering::SeqCst), 1);
-        assert_eq!(standby.load(Ordering::SeqCst), 2);
-
-        tx.send(true).unwrap();
-        settle().await;
-        assert_eq!(starts.load(Ordering::SeqCst), 2);
-
-        shutdown.cancel();
-        task.await.unwrap().unwrap();
-        assert_eq!(stops.load(Ordering::SeqCst), 2);
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn stuck_controller_is_dropped_after_drain() {
-        let (_tx, rx) = watch::channel(true);
-        let shutdown = CancellationToken::new();
-        let task = tokio::spawn(run_while_leader(
-            rx,
-            shutdown.clone(),
-            Duration::from_secs(3),
-            |_term| std::future::pending::<Result<(), BoxError>>(),
-            || {},
-        ));
-        settle().await;
-        shutdown.cancel();
-        let started = tokio::time::Instant::now();
-        task.await.unwrap().unwrap();
-        assert!(started.elapsed() >= Duration::from_secs(3));
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn controller_error_is_returned() {
-        let (_tx, rx) = watch::channel(true);
-        let err = run_while_leader(
-            rx,
-            CancellationToken::new(),
-            Duration::from_secs(1),
-            |_term| async { Err::<(), BoxError>("watch failed".into()) },
-            || {},
-        )
-        .await
-        .unwrap_err();
-        assert!(matches!(err, Error::Controller(e) if e.to_string() == "watch failed"));
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn election_ending_without_shutdown_is_an_error() {
-        let (tx, rx) = watch::channel(false);
-        let task = tokio::spawn(run_while_leader(
-            rx,
-            CancellationToken::new(),
-            Duration::from_secs(1),
-            |_term| async { Ok::<(), BoxError>(()) },
-            || {},
-        ));
-        settle().await;
-        drop(tx);
-        assert!(matches!(
-            task.await.unwrap(),
-            Err(Error::LeaderElectionStopped)
-        ));
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn always_leader_until_shutdown() {
-        let shutdown = CancellationToken::new();
-        let changes = Arc::new(std::sync::Mutex::new(Vec::new()));
-        let c = changes.clone();
-        let mut election = always_leader(shutdown.clone(), move |l| c.lock().unwrap().push(l));
-        assert!(*election.leader.borrow());
-        shutdown.cancel();
-        election.leader.wait_for(|l| !*l).await.unwrap();
-        election.task.await.unwrap();
-        assert_eq!(*changes.lock().unwrap(), vec![true, false]);
-    }
-}
+#[path = "leader_tests.rs"]
+mod tests;

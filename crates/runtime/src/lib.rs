@@ -51,6 +51,7 @@ pub mod client;
 pub mod conditions;
 pub mod controller;
 pub mod error;
+pub mod fence;
 pub mod flags;
 pub mod health;
 pub mod leader;
@@ -69,6 +70,7 @@ pub use conditions::{
     ConditionStatus, NewCondition, get_condition, is_true, set_condition, summarize_ready,
 };
 pub use error::{BoxError, Error, ErrorCategory, Requeue, Result, error_chain};
+pub use fence::{Fence, Fenced};
 pub use flags::{CommonArgs, ListenAddr, LogFormat};
 pub use health::{Health, Watchdog};
 pub use leader::{LeaderElectionConfig, run_while_leader};

@@ -10,6 +10,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use crate::error::{BoxError, Error, Result, error_chain};
+use crate::fence::Fence;
 use crate::flags::{self, CommonArgs};
 use crate::health::Health;
 use crate::leader::{self, LeaderElectionConfig, run_while_leader};
@@ -134,6 +135,11 @@ impl RuntimeBuilder {
                 leader::identity_from_env(),
             )
         });
+        let fence = leader_election
+            .as_ref()
+            .map_or_else(Fence::unfenced, |config| {
+                Fence::new(config.fence_validity())
+            });
         let settings = Settings {
             field_manager: field_manager(&self.binary),
             namespace: args.watch_namespace().map(str::to_owned),
@@ -162,6 +168,7 @@ impl RuntimeBuilder {
             admin,
             telemetry,
             drain_timeout: self.drain_timeout,
+            fence,
         })
     }
 }
@@ -197,6 +204,7 @@ pub struct Runtime {
     admin: server::AdminServer,
     telemetry: TelemetryGuard,
     drain_timeout: Duration,
+    fence: Fence,
 }
 
 /// What a controller gets for one leadership term; cheap to clone.
@@ -214,8 +222,11 @@ pub struct Context {
     pub health: Health,
     /// Cancelled when this term ends (leadership lost or shutdown): stop the controller.
     pub cancel: CancellationToken,
-    /// `true` while leader; re-check before writes that must not overlap with another leader.
+    /// `true` while leader.
     pub leader: watch::Receiver<bool>,
+    /// The leadership fence: [`Fence::check`] right before a write that must not overlap with
+    /// another leader's (always valid without `--leader-elect`).
+    pub fence: Fence,
 }
 
 impl Runtime {
@@ -290,6 +301,12 @@ impl Runtime {
         &self.shutdown
     }
 
+    /// The leadership fence, also in every term's [`Context::fence`]; for clients built before
+    /// [`run`](Runtime::run) (the MAAS gateway checks it before every mutating MAAS call).
+    pub fn fence(&self) -> &Fence {
+        &self.fence
+    }
+
     /// Bound address of `/metrics`, if enabled.
     pub fn metrics_addr(&self) -> Option<std::net::SocketAddr> {
         self.admin.metrics_addr()
@@ -319,6 +336,7 @@ impl Runtime {
             admin,
             telemetry,
             drain_timeout,
+            fence,
         } = self;
         info!(
             binary = %settings.binary,
@@ -334,6 +352,7 @@ impl Runtime {
             Some(config) => leader::spawn_election(
                 clients.api.clone(),
                 config.clone(),
+                fence.clone(),
                 shutdown.clone(),
                 on_change,
             )?,
@@ -357,6 +376,7 @@ impl Runtime {
                     health: term_health.clone(),
                     cancel,
                     leader: leader_rx.clone(),
+                    fence: fence.clone(),
                 })
             },
             || standby_health.mark_ready(),

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use capmaas_runtime::leader::{Election, LeaderElectionConfig, spawn_election};
 use capmaas_runtime::{BoxError, CommonArgs, Context, Runtime};
+use capmaas_runtime::{Fence, Fenced};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
 use tokio::sync::watch;
@@ -17,6 +18,7 @@ fn config(lease: &str, identity: &str) -> LeaderElectionConfig {
     LeaderElectionConfig {
         lease_duration: Duration::from_secs(3),
         grace: Duration::from_secs(1),
+        fence_margin: Duration::from_millis(500),
         ..LeaderElectionConfig::new(lease, NS, identity)
     }
 }
@@ -44,7 +46,9 @@ fn start(
     let token = CancellationToken::new();
     let changes = Arc::new(Mutex::new(Vec::new()));
     let log = changes.clone();
-    let election = spawn_election(client, config(lease, identity), token.clone(), move |l| {
+    let config = config(lease, identity);
+    let fence = Fence::new(config.fence_validity());
+    let election = spawn_election(client, config, fence, token.clone(), move |l| {
         log.lock().unwrap().push(l);
     })
     .unwrap();
@@ -189,4 +193,125 @@ async fn runtime_runs_controller_as_leader_and_releases_on_shutdown() {
 
 async fn holder_after(api: &Api<Lease>) -> Option<String> {
     holder(api, "capmaas-runtime-test").await
+}
+
+/// A client that forwards to `inner` but holds every Lease PATCH (the renewals) while `stall`
+/// is `true`: an API server that stops answering the leader's renewals.
+fn stallable(inner: kube::Client, stall: watch::Receiver<bool>) -> kube::Client {
+    let namespace = inner.default_namespace().to_owned();
+    let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {
+        let (inner, mut stall) = (inner.clone(), stall.clone());
+        async move {
+            if request.method() == http::Method::PATCH && request.uri().path().contains("/leases/")
+            {
+                let _ = stall.wait_for(|stalled| !*stalled).await;
+            }
+            inner.send(request).await
+        }
+    });
+    kube::Client::new(service, namespace)
+}
+
+#[tokio::test]
+async fn stalled_renewal_fences_the_leader_before_a_standby_takes_over() {
+    let env = capmaas_testenv::TestEnv::builder()
+        .controller_manager(false)
+        .our_crds(false)
+        .capi_crds(false)
+        .start()
+        .await
+        .unwrap();
+    let client = env.client();
+    let leases: Api<Lease> = Api::namespaced(client.clone(), NS);
+    let lease = "capmaas-fence-test";
+    // Renewed 2 s after the last one, valid 4 s for others, fenced 1 s before that; the request
+    // timeout is long so that the fence deadline, not a failed request, ends the term.
+    let config = |identity: &str| LeaderElectionConfig {
+        fence_margin: Duration::from_secs(1),
+        request_timeout: Duration::from_secs(60),
+        lease_duration: Duration::from_secs(4),
+        grace: Duration::from_secs(2),
+        ..LeaderElectionConfig::new(lease, NS, identity)
+    };
+
+    let (stall_tx, stall_rx) = watch::channel(false);
+    let a_stop = CancellationToken::new();
+    let a_fence = Fence::new(config("replica-a").fence_validity());
+    let mut a = spawn_election(
+        stallable(client.clone(), stall_rx),
+        config("replica-a"),
+        a_fence.clone(),
+        a_stop.clone(),
+        |_| {},
+    )
+    .unwrap();
+    wait_until(&mut a.leader, true, Duration::from_secs(20)).await;
+    assert!(a_fence.check().is_ok());
+
+    let b_stop = CancellationToken::new();
+    let b_fence = Fence::new(config("replica-b").fence_validity());
+    let mut b = spawn_election(
+        client.clone(),
+        config("replica-b"),
+        b_fence.clone(),
+        b_stop.clone(),
+        |_| {},
+    )
+    .unwrap();
+    // Several renewals go through; b stands by, its fence closed.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert!(*a.leader.borrow() && a_fence.is_valid());
+    assert!(!*b.leader.borrow() && b_fence.check() == Err(Fenced));
+
+    // The API server stops answering a's renewals.
+    stall_tx.send_replace(true);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let deadline = a_fence.deadline().expect("a leads");
+    let (a_lost, b_won) = tokio::time::timeout(Duration::from_secs(30), async {
+        let (a_rx, b_rx) = (&mut a.leader, &mut b.leader);
+        let a_lost = async {
+            a_rx.wait_for(|l| !*l).await.unwrap();
+            tokio::time::Instant::now()
+        };
+        let b_won = async {
+            b_rx.wait_for(|l| *l).await.unwrap();
+            let won = tokio::time::Instant::now();
+            assert_eq!(a_fence.check(), Err(Fenced), "a is fenced once b leads");
+            won
+        };
+        tokio::join!(a_lost, b_won)
+    })
+    .await
+    .expect("a kept leading or b never took over");
+    assert!(
+        a_lost >= deadline,
+        "a led until its fence deadline ({deadline:?}), stepped down at {a_lost:?}"
+    );
+    assert!(
+        a_lost < b_won,
+        "a stepped down ({a_lost:?}) before b took over ({b_won:?})"
+    );
+    assert_eq!(holder(&leases, lease).await.as_deref(), Some("replica-b"));
+
+    // The stalled renewal finally lands on b's Lease: it does not make a leader again.
+    stall_tx.send_replace(false);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let now = tokio::time::Instant::now();
+    assert!(!*a.leader.borrow(), "a leads again");
+    assert_eq!(
+        a_fence.check(),
+        Err(Fenced),
+        "a unfenced: {:?} now {now:?}",
+        a_fence.deadline()
+    );
+    assert!(*b.leader.borrow() && b_fence.is_valid());
+
+    a_stop.cancel();
+    b_stop.cancel();
+    for task in [a.task, b.task] {
+        tokio::time::timeout(Duration::from_secs(10), task)
+            .await
+            .unwrap()
+            .unwrap();
+    }
 }
