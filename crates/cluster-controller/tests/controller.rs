@@ -487,14 +487,7 @@ async fn exec_plugin_kubeconfig_is_refused(client: &Client, ns: &str, workload: 
 
 #[tokio::test]
 async fn cluster_controller_against_a_real_api_server() {
-    let (management, workload) = tokio::join!(
-        TestEnv::start(),
-        TestEnv::builder()
-            .controller_manager(false)
-            .our_crds(false)
-            .capi_crds(false)
-            .start()
-    );
+    let (management, workload) = tokio::join!(TestEnv::start(), TestEnv::api_server_only());
     let (management, workload) = (management.unwrap(), workload.unwrap());
     let client = management.client();
     let controller = start_controller(&management).await;

@@ -30,11 +30,7 @@ async fn claims(client: &kube::Client, ns: &str) -> BTreeMap<String, Vec<String>
 
 #[tokio::test]
 async fn contention_never_claims_a_host_twice_and_no_host_is_reported() {
-    let env = TestEnv::builder()
-        .controller_manager(false)
-        .start()
-        .await
-        .unwrap();
+    let env = TestEnv::without_controller_manager().await.unwrap();
     let client = env.client();
     let _a = start_controller(&env, None, 10).await;
     let _b = start_controller(&env, None, 10).await;

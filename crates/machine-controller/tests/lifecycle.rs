@@ -29,11 +29,7 @@ async fn holder(client: &kube::Client, ns: &str, name: &str) -> Option<String> {
 
 #[tokio::test]
 async fn pause_and_node_reuse() {
-    let env = TestEnv::builder()
-        .controller_manager(false)
-        .start()
-        .await
-        .unwrap();
+    let env = TestEnv::without_controller_manager().await.unwrap();
     let client = env.client();
     let _controller = start_controller(&env, None, 4).await;
 

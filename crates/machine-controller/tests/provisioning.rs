@@ -174,11 +174,7 @@ async fn machine_is_provisioned_linked_to_its_node_and_released() {
 /// kubeconfig, the machine stays provisioned, and the plugin never runs.
 #[tokio::test]
 async fn exec_plugin_kubeconfig_is_refused_and_never_run() {
-    let env = TestEnv::builder()
-        .controller_manager(false)
-        .start()
-        .await
-        .unwrap();
+    let env = TestEnv::without_controller_manager().await.unwrap();
     let client = env.client();
     let ns = env.create_namespace("mc-exec").await.unwrap();
     let dir = tempfile::tempdir().unwrap();

@@ -171,13 +171,7 @@ async fn workload_clients(client: &Client, ns: &str, env: &TestEnv) {
 
 #[tokio::test]
 async fn kit_against_a_real_api_server() {
-    let env = TestEnv::builder()
-        .controller_manager(false)
-        .our_crds(false)
-        .capi_crds(false)
-        .start()
-        .await
-        .unwrap();
+    let env = TestEnv::api_server_only().await.unwrap();
     let client = env.client();
     let (a, b) = (
         env.create_namespace("kit-finalizer").await.unwrap(),

@@ -57,13 +57,7 @@ fn start(
 
 #[tokio::test]
 async fn exactly_one_leader_and_takeover_after_release() {
-    let env = capmaas_testenv::TestEnv::builder()
-        .controller_manager(false)
-        .our_crds(false)
-        .capi_crds(false)
-        .start()
-        .await
-        .unwrap();
+    let env = capmaas_testenv::TestEnv::api_server_only().await.unwrap();
     let client = env.client();
     let leases: Api<Lease> = Api::namespaced(client.clone(), NS);
     let lease = "capmaas-test-leader";
@@ -123,13 +117,7 @@ async fn exactly_one_leader_and_takeover_after_release() {
 
 #[tokio::test]
 async fn runtime_runs_controller_as_leader_and_releases_on_shutdown() {
-    let env = capmaas_testenv::TestEnv::builder()
-        .controller_manager(false)
-        .our_crds(false)
-        .capi_crds(false)
-        .start()
-        .await
-        .unwrap();
+    let env = capmaas_testenv::TestEnv::api_server_only().await.unwrap();
     let kubeconfig = env.kubeconfig_path().display().to_string();
     let args = CommonArgs::try_parse_from([
         "test",
@@ -214,13 +202,7 @@ fn stallable(inner: kube::Client, stall: watch::Receiver<bool>) -> kube::Client 
 
 #[tokio::test]
 async fn stalled_renewal_fences_the_leader_before_a_standby_takes_over() {
-    let env = capmaas_testenv::TestEnv::builder()
-        .controller_manager(false)
-        .our_crds(false)
-        .capi_crds(false)
-        .start()
-        .await
-        .unwrap();
+    let env = capmaas_testenv::TestEnv::api_server_only().await.unwrap();
     let client = env.client();
     let leases: Api<Lease> = Api::namespaced(client.clone(), NS);
     let lease = "capmaas-fence-test";

@@ -102,6 +102,23 @@ impl TestEnv {
         Builder::default()
     }
 
+    /// Only etcd and kube-apiserver: no controller-manager, no CRDs (tests of generic
+    /// Kubernetes behaviour, or a stand-in workload cluster).
+    pub async fn api_server_only() -> Result<Self> {
+        Self::builder()
+            .controller_manager(false)
+            .our_crds(false)
+            .capi_crds(false)
+            .start()
+            .await
+    }
+
+    /// Our CRDs and CAPI's, without kube-controller-manager (no garbage collection, no
+    /// namespace deletion): what most controller tests need, and faster to start.
+    pub async fn without_controller_manager() -> Result<Self> {
+        Self::builder().controller_manager(false).start().await
+    }
+
     /// An admin (`system:masters`) client.
     pub fn client(&self) -> kube::Client {
         self.client.clone()
