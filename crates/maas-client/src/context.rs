@@ -30,6 +30,8 @@ pub struct Settings {
     pub orphan_grace_period: Duration,
     /// Requeue of quiet hosts and DNS records (`--sync-period`).
     pub resync: Duration,
+    /// The namespace the gateway watches (`--namespace`); `None` = all.
+    pub namespace: Option<String>,
 }
 
 /// Shared state of the reconcilers; cheap to clone through `Arc`.
@@ -74,6 +76,7 @@ impl Settings {
             orphan_sweep_interval: config.orphan_sweep_interval,
             orphan_grace_period: config.orphan_grace_period,
             resync: runtime.sync_period,
+            namespace: runtime.namespace.clone(),
         }
     }
 }

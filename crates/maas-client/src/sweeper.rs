@@ -10,6 +10,16 @@
 //! without a record the erase is the safest ([`ann::SAFEST_ERASE`]). A release that failed
 //! (5xx, Releasing failed, Failed disk erasing: MAAS keeps our agent_name until an erase
 //! succeeds) is sent again on a later pass with the same flags.
+//!
+//! Scope: a gateway watching one namespace sees only that namespace's hosts, while other
+//! gateways (or itself before a re-scope) may hold allocations with the same agent_name for
+//! hosts of other namespaces. It adopts or releases only the machines it can prove are its
+//! own: those whose workload annotations record a host ([`ann::HOST`], `<namespace>/<name>`)
+//! in the namespace it watches, or, with no record (allocated, then the gateway died before
+//! annotating it), whose system id is one of the hosts it watches. Any other (recorded for
+//! another namespace, or unrecorded and not a machine of its hosts) is left alone and reported
+//! once ([`SweepScope`]). A cluster-wide gateway sees every host, and every allocation of ours
+//! is its own.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -42,15 +52,76 @@ pub struct SweepPlan {
     pub release: Vec<OrphanRelease>,
     /// First-seen times of orphans still within the grace period (carried to the next pass).
     pub pending: BTreeMap<String, Instant>,
+    /// Allocations of ours this gateway cannot prove are its own (recorded for a host it does
+    /// not watch, or no host recorded while scoped): left alone.
+    pub not_ours: Vec<NotOurs>,
+}
+
+/// An allocation with our agent_name that is outside what this gateway watches.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotOurs {
+    /// MAAS system id.
+    pub system_id: String,
+    /// The host recorded on the machine (`<namespace>/<name>`), if any.
+    pub recorded_host: Option<String>,
+}
+
+/// Which allocations of ours a gateway may adopt or release: the hosts it can see.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SweepScope {
+    /// Cluster-wide: every allocation with our agent_name is this gateway's.
+    ClusterWide,
+    /// Scoped to one namespace.
+    Namespace {
+        /// The namespace watched.
+        namespace: String,
+        /// System ids of the hosts the gateway sees in it.
+        system_ids: BTreeSet<String>,
+    },
+}
+
+impl SweepScope {
+    /// From `--namespace` (`None` or empty = all namespaces) and the system ids of the hosts
+    /// the gateway sees.
+    pub fn new(namespace: Option<&str>, system_ids: BTreeSet<String>) -> Self {
+        match namespace {
+            Some(ns) if !ns.is_empty() => Self::Namespace {
+                namespace: ns.to_owned(),
+                system_ids,
+            },
+            _ => Self::ClusterWide,
+        }
+    }
+
+    /// Whether allocation `system_id` recording `host` (`<namespace>/<name>`, `None` when
+    /// nothing is recorded) is within this scope: recorded for a host of the namespace; or,
+    /// with nothing recorded (the allocating gateway died before annotating it), the machine
+    /// of a host the gateway sees.
+    pub fn sees(&self, host: Option<&str>, system_id: &str) -> bool {
+        match self {
+            Self::ClusterWide => true,
+            Self::Namespace {
+                namespace,
+                system_ids,
+            } => match host {
+                Some(host) => host
+                    .split_once('/')
+                    .is_some_and(|(recorded, _)| recorded == namespace),
+                None => system_ids.contains(system_id),
+            },
+        }
+    }
 }
 
 /// Decides which of our allocations are claimed, and which orphans to release.
 ///
 /// `ours` are the machines MAAS lists with our agent_name (`installation`); `claimed` the
 /// system ids of consumed hosts with `provisioning` set; `first_seen` the orphans seen in
-/// earlier passes. Machines on their way back (Releasing, Disk erasing) are left alone; a
-/// failed release (Releasing failed, Failed disk erasing) is an orphan like any other and is
-/// released again, with the same erase flags.
+/// earlier passes; `scope` what the gateway watches. Machines on their way back (Releasing,
+/// Disk erasing) are left alone; a failed release (Releasing failed, Failed disk erasing) is an
+/// orphan like any other and is released again, with the same erase flags. A machine outside
+/// `scope` ([`SweepScope::sees`]) is never adopted nor released, whatever its state; one with
+/// no host recorded yet may still be adopted by a claiming host of ours.
 pub fn plan_sweep(
     ours: &[Machine],
     claimed: &BTreeSet<String>,
@@ -58,11 +129,16 @@ pub fn plan_sweep(
     now: Instant,
     grace: Duration,
     installation: &str,
+    scope: &SweepScope,
 ) -> SweepPlan {
     let mut plan = SweepPlan::default();
     for machine in ours {
         let id = &machine.system_id;
-        if claimed.contains(id) {
+        let recorded = machine.annotations().get(ann::HOST).map(String::as_str);
+        let visible = scope.sees(recorded, id);
+        // Recorded for a host this gateway does not watch: never its own, claimed or not.
+        let foreign = recorded.is_some() && !visible;
+        if claimed.contains(id) && !foreign {
             plan.adopted.push(id.clone());
             continue;
         }
@@ -71,6 +147,13 @@ pub fn plan_sweep(
             machine.status,
             MachineStatus::Ready | MachineStatus::Releasing | MachineStatus::DiskErasing
         ) {
+            continue;
+        }
+        if !visible {
+            plan.not_ours.push(NotOurs {
+                system_id: id.clone(),
+                recorded_host: recorded.map(ToOwned::to_owned),
+            });
             continue;
         }
         let seen = first_seen.get(id).copied().unwrap_or(now);
@@ -98,11 +181,36 @@ fn claimed_system_ids(hosts: &[Arc<MaasHost>]) -> BTreeSet<String> {
         .collect()
 }
 
-/// One pass; returns the orphans to remember.
+/// What the sweeper carries from one pass to the next.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SweepMemory {
+    /// First-seen times of orphans within the grace period.
+    pub first_seen: BTreeMap<String, Instant>,
+    /// Allocations left alone as not ours that were already reported.
+    pub reported: BTreeSet<String>,
+}
+
+/// The allocations of `plan` left alone as not ours that were not reported by an earlier pass
+/// (`reported`), and the set to remember: a machine is reported once while it stays out of
+/// scope, and again if it comes back after leaving.
+pub fn to_report<'a>(
+    plan: &'a SweepPlan,
+    reported: &BTreeSet<String>,
+) -> (Vec<&'a NotOurs>, BTreeSet<String>) {
+    let new = plan
+        .not_ours
+        .iter()
+        .filter(|n| !reported.contains(&n.system_id))
+        .collect();
+    let now = plan.not_ours.iter().map(|n| n.system_id.clone()).collect();
+    (new, now)
+}
+
+/// One pass; returns what to remember for the next one.
 pub async fn sweep_once(
     gw: &Gateway,
-    first_seen: &BTreeMap<String, Instant>,
-) -> Result<BTreeMap<String, Instant>, maas_api_client::MaasError> {
+    memory: &SweepMemory,
+) -> Result<SweepMemory, maas_api_client::MaasError> {
     let installation = &gw.settings.installation_id;
     // Lenient: an allocation that does not decode is skipped (its state is unknown, so it is
     // never released) and reported; the others are swept.
@@ -114,15 +222,32 @@ pub async fn sweep_once(
         warn!(%skipped, "orphan sweep skipped an allocation of ours that does not decode");
     }
     let ours = listing.machines;
-    let claimed = claimed_system_ids(&gw.hosts.state());
+    let hosts = gw.hosts.state();
+    let claimed = claimed_system_ids(&hosts);
+    let seen = hosts.iter().map(|h| h.spec.system_id.clone()).collect();
+    let scope = SweepScope::new(gw.settings.namespace.as_deref(), seen);
     let plan = plan_sweep(
         &ours,
         &claimed,
-        first_seen,
+        &memory.first_seen,
         Instant::now(),
         gw.settings.orphan_grace_period,
         installation,
+        &scope,
     );
+    let (new, reported) = to_report(&plan, &memory.reported);
+    for NotOurs {
+        system_id,
+        recorded_host,
+    } in new
+    {
+        warn!(
+            system_id,
+            recorded_host = recorded_host.as_deref().unwrap_or("<none>"),
+            scope = ?scope,
+            "allocation of ours outside this gateway's namespace: left alone (neither adopted nor released)"
+        );
+    }
     if !plan.adopted.is_empty() {
         info!(
             count = plan.adopted.len(),
@@ -143,7 +268,10 @@ pub async fn sweep_once(
             Err(e) => warn!(system_id, error = %e, "cannot release orphaned allocation"),
         }
     }
-    Ok(plan.pending)
+    Ok(SweepMemory {
+        first_seen: plan.pending,
+        reported,
+    })
 }
 
 /// Runs the sweeper until `cancel`; the first pass waits for the host cache.
@@ -152,10 +280,10 @@ pub async fn run(gw: Arc<Gateway>, cancel: CancellationToken) {
         () = cancel.cancelled() => return,
         _ = gw.hosts.wait_until_ready() => {}
     }
-    let mut first_seen = BTreeMap::new();
+    let mut memory = SweepMemory::default();
     loop {
-        match sweep_once(&gw, &first_seen).await {
-            Ok(pending) => first_seen = pending,
+        match sweep_once(&gw, &memory).await {
+            Ok(next) => memory = next,
             Err(e) => warn!(error = %e, "orphan sweep failed"),
         }
         tokio::select! {
@@ -166,111 +294,5 @@ pub async fn run(gw: Arc<Gateway>, cancel: CancellationToken) {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::cache::tests::machine;
-    use capmaas_api::common::{EraseMode, ReleasePolicy};
-
-    fn released(plan: &SweepPlan) -> Vec<&str> {
-        plan.release.iter().map(|r| r.system_id.as_str()).collect()
-    }
-
-    #[test]
-    fn orphans_are_released_after_the_grace_period_only() {
-        let now = Instant::now();
-        let grace = Duration::from_secs(60);
-        let ours = [
-            machine("claimed", 6),
-            machine("orphan", 10),
-            machine("old", 6),
-            machine("going", 12),
-        ];
-        let claimed = BTreeSet::from(["claimed".to_owned()]);
-        let seen = BTreeMap::from([("old".to_owned(), now.checked_sub(grace).unwrap())]);
-        let plan = plan_sweep(&ours, &claimed, &seen, now, grace, "i");
-        assert_eq!(plan.adopted, vec!["claimed".to_owned()]);
-        assert_eq!(released(&plan), vec!["old"]);
-        assert_eq!(plan.pending.keys().collect::<Vec<_>>(), vec!["orphan"]);
-
-        // Claimed again before the grace period ends: forgotten, never released.
-        let claimed = BTreeSet::from(["claimed".to_owned(), "orphan".to_owned()]);
-        let plan = plan_sweep(
-            &ours[..2],
-            &claimed,
-            &plan.pending,
-            now + grace * 2,
-            grace,
-            "i",
-        );
-        assert!(plan.pending.is_empty());
-        assert!(plan.release.is_empty());
-    }
-
-    #[test]
-    fn zero_grace_releases_at_once() {
-        let now = Instant::now();
-        let plan = plan_sweep(
-            &[machine("x", 10)],
-            &BTreeSet::new(),
-            &BTreeMap::new(),
-            now,
-            Duration::ZERO,
-            "i",
-        );
-        assert_eq!(released(&plan), vec!["x"]);
-    }
-
-    #[test]
-    fn orphans_are_released_with_the_recorded_erase_and_failed_releases_again() {
-        let now = Instant::now();
-        let policy = |erase| ReleasePolicy {
-            erase,
-            force: false,
-        };
-        let annotated = |id: &str, status: i64, erase| {
-            let mut m = machine(id, status);
-            m.workload_annotations =
-                ann::desired_machine_annotations("i", "ns", id, None, Some(&policy(erase)));
-            m
-        };
-        let ours = [
-            annotated("deployed", 6, EraseMode::Secure),
-            // Failed disk erasing (15) and Releasing failed (13): sent again.
-            annotated("erase-failed", 15, EraseMode::Quick),
-            annotated("release-failed", 13, EraseMode::None),
-            // Nothing recorded (allocated, never annotated): the safest erase.
-            machine("bare", 10),
-            // Disk erasing (14): in progress, left alone.
-            annotated("erasing", 14, EraseMode::Secure),
-        ];
-        let plan = plan_sweep(
-            &ours,
-            &BTreeSet::new(),
-            &BTreeMap::new(),
-            now,
-            Duration::ZERO,
-            "i",
-        );
-        assert_eq!(
-            released(&plan),
-            vec!["deployed", "erase-failed", "release-failed", "bare"]
-        );
-        let flags = |r: &OrphanRelease| {
-            (
-                r.request.erase,
-                r.request.secure_erase,
-                r.request.quick_erase,
-            )
-        };
-        let got: Vec<_> = plan.release.iter().map(flags).collect();
-        assert_eq!(
-            got,
-            vec![
-                (true, true, false),
-                (true, false, true),
-                (false, false, false),
-                (true, true, false),
-            ]
-        );
-    }
-}
+#[path = "sweeper_tests.rs"]
+mod tests;

@@ -10,7 +10,7 @@ use capmaas_api::conditions::{self as cond, reasons};
 use capmaas_api::{MaasHost, MaasInventory, MaasInventoryStatus};
 use capmaas_runtime::conditions::{ConditionStatus, NewCondition, set_condition, summarize_ready};
 use capmaas_runtime::status::{apply_status, now};
-use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
 use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 use maas_api_client::MachineFilter;
@@ -18,7 +18,8 @@ use serde_json::json;
 use tracing::{debug, info, warn};
 
 use super::plan::{
-    ExistingHost, HostAction, Undecoded, inventory_counts, plan_inventory_sync, skipped_message,
+    ExistingHost, HostAction, ObjectVersion, Undecoded, inventory_counts, plan_inventory_sync,
+    skipped_message,
 };
 use crate::context::Gateway;
 use crate::error::{Error, Result};
@@ -50,17 +51,56 @@ pub fn next_sync_in(
     interval.checked_sub(elapsed).filter(|d| !d.is_zero())
 }
 
-fn existing(host: &MaasHost) -> ExistingHost {
+/// The host as the plan sees it, with the version a delete is conditioned on.
+pub fn existing(host: &MaasHost) -> ExistingHost {
+    let status = host.status.as_ref();
     ExistingHost {
         name: host.name_any(),
         system_id: host.spec.system_id.clone(),
         labels: host.labels().clone(),
         consumed: host.spec.consumer_ref.is_some(),
-        missing: host
-            .status
-            .as_ref()
-            .and_then(|s| s.missing)
-            .unwrap_or(false),
+        missing: status.and_then(|s| s.missing).unwrap_or(false),
+        reserved: host.spec.reservation.is_some(),
+        allocated: status.is_some_and(|s| s.allocation.is_some()),
+        version: ObjectVersion {
+            uid: host.metadata.uid.clone(),
+            resource_version: host.metadata.resource_version.clone(),
+        },
+    }
+}
+
+/// What a conditioned delete of a host did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeleteOutcome {
+    /// The API server accepted the delete.
+    Deleted,
+    /// 409: the host changed since the decision (claimed, reserved, recreated); kept, and the
+    /// next sync decides again.
+    Changed,
+    /// 404: already gone.
+    Gone,
+}
+
+/// Deletes host `name` only if it is still the object `version` describes (uid and
+/// resourceVersion preconditions): a claim written after the decision makes the API server
+/// refuse the delete with a 409 ([`DeleteOutcome::Changed`]).
+pub async fn delete_unchanged(
+    api: &Api<MaasHost>,
+    name: &str,
+    version: &ObjectVersion,
+) -> std::result::Result<DeleteOutcome, kube::Error> {
+    let params = DeleteParams {
+        preconditions: Some(Preconditions {
+            uid: version.uid.clone(),
+            resource_version: version.resource_version.clone(),
+        }),
+        ..DeleteParams::default()
+    };
+    match api.delete(name, &params).await {
+        Ok(_) => Ok(DeleteOutcome::Deleted),
+        Err(kube::Error::Api(status)) if status.code == 409 => Ok(DeleteOutcome::Changed),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(DeleteOutcome::Gone),
+        Err(e) => Err(e),
     }
 }
 
@@ -135,6 +175,7 @@ async fn sync(inventory: &MaasInventory, gw: &Gateway) -> Result<Action> {
     );
     let api: Api<MaasHost> = Api::namespaced(gw.kube.clone(), &namespace);
     let mut created = 0usize;
+    let mut kept_changed = 0usize;
     for action in &actions {
         match action {
             HostAction::Create {
@@ -156,23 +197,34 @@ async fn sync(inventory: &MaasInventory, gw: &Gateway) -> Result<Action> {
             HostAction::Refresh { name: host } | HostAction::Verify { name: host } => {
                 gw.refresh_host(&namespace, host);
             }
-            HostAction::Delete { name: host } => {
-                match api.delete(host, &DeleteParams::default()).await {
-                    Ok(_) => {}
-                    Err(kube::Error::Api(status)) if status.code == 404 => {}
-                    Err(e) => return Err(Error::kube("delete host")(e)),
+            HostAction::Delete {
+                name: host,
+                version,
+            } => match delete_unchanged(&api, host, version)
+                .await
+                .map_err(Error::kube("delete host"))?
+            {
+                DeleteOutcome::Deleted => {
+                    info!(
+                        namespace,
+                        host, "deleted host whose machine left the inventory"
+                    );
                 }
-                info!(
-                    namespace,
-                    host, "deleted host whose machine left the inventory"
-                );
-            }
+                DeleteOutcome::Changed => {
+                    kept_changed += 1;
+                    debug!(
+                        namespace,
+                        host, "host changed since the sync's decision (claimed?): not deleted"
+                    );
+                }
+                DeleteOutcome::Gone => {}
+            },
         }
     }
     if created > 0 {
         info!(namespace, inventory = %name, created, "imported hosts");
     }
-    debug!(namespace, inventory = %name, machines = machines.len(), actions = actions.len(), "inventory synced");
+    debug!(namespace, inventory = %name, machines = machines.len(), actions = actions.len(), kept_changed, "inventory synced");
     if let Some(message) = &skipped {
         warn!(namespace, inventory = %name, skipped = listing.skipped.len(), "{message}");
         // Once per change of the report, not every interval: the condition keeps it.

@@ -5,8 +5,11 @@
 //! tell, so the plan never marks a host missing. A consumed host is kept and its controller
 //! woken ([`HostAction::Verify`]): it reads the machine by system id, and only a 404 makes the
 //! host missing; a machine that exists but left the filter stays managed by system id (and
-//! is reported so). An unconsumed host is deleted, since nothing refers to it and it is
-//! re-imported if the machine comes back.
+//! is reported so). So is a host that holds a node-reuse reservation or still records an
+//! allocation ([`ExistingHost::held`]). Any other host is deleted, since nothing refers to it
+//! and it is re-imported if the machine comes back; the delete carries the uid and
+//! resourceVersion the decision was made from ([`HostAction::Delete`]), so a host claimed in
+//! between is never deleted (the API server answers 409 and the next sync decides again).
 //!
 //! Policy for a machine MAAS listed but that does not decode ([`Undecoded`]): it is present,
 //! state unknown. Its host is neither deleted nor verified nor refreshed by the sync, and the
@@ -33,6 +36,30 @@ pub struct ExistingHost {
     pub consumed: bool,
     /// `status.missing` is true.
     pub missing: bool,
+    /// `spec.reservation` is set (node reuse: the host waits for its owner's next machine).
+    pub reserved: bool,
+    /// `status.allocation` records an allocation not yet released.
+    pub allocated: bool,
+    /// The object the plan saw: the preconditions of a delete.
+    pub version: ObjectVersion,
+}
+
+impl ExistingHost {
+    /// Whether something still refers to the host (a consumer, a node-reuse reservation, an
+    /// allocation recorded in its status): it is kept, and verified, never deleted.
+    pub fn held(&self) -> bool {
+        self.consumed || self.reserved || self.allocated
+    }
+}
+
+/// Identity and version of the object a decision was made from (`metadata.uid`,
+/// `metadata.resourceVersion`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ObjectVersion {
+    /// `metadata.uid`.
+    pub uid: Option<String>,
+    /// `metadata.resourceVersion`.
+    pub resource_version: Option<String>,
 }
 
 /// The machines of a listing that did not decode: present in MAAS, state unknown.
@@ -124,10 +151,13 @@ pub enum HostAction {
         /// Object name.
         name: String,
     },
-    /// The machine vanished and nothing consumes the host: delete it.
+    /// The machine vanished and nothing holds the host: delete it, only if it is still the
+    /// object the plan saw (a claim in between changes its resourceVersion).
     Delete {
         /// Object name.
         name: String,
+        /// Preconditions of the delete.
+        version: ObjectVersion,
     },
 }
 
@@ -180,7 +210,7 @@ pub fn plan_inventory_sync(
         if listed.contains(host.system_id.as_str()) || undecoded.may_hold(&host.system_id) {
             continue;
         }
-        if host.consumed {
+        if host.held() {
             if !host.missing {
                 actions.push(HostAction::Verify {
                     name: host.name.clone(),
@@ -189,6 +219,7 @@ pub fn plan_inventory_sync(
         } else {
             actions.push(HostAction::Delete {
                 name: host.name.clone(),
+                version: host.version.clone(),
             });
         }
     }
@@ -243,7 +274,7 @@ fn count(n: usize) -> i32 {
     i32::try_from(n).unwrap_or(i32::MAX)
 }
 
-/// Counts hosts by state from the listing and the hosts (missing = consumed hosts whose
+/// Counts hosts by state from the listing and the hosts (missing = held hosts whose
 /// machine is not listed and that their controller found gone, by a 404 for the system id; a
 /// host whose machine may be `undecoded` is kept but counted in no state).
 pub fn inventory_counts(
@@ -267,7 +298,7 @@ pub fn inventory_counts(
         .filter(|m| mapping::valid_object_name(&m.system_id))
         .count();
     let kept: Vec<&ExistingHost> = unlisted()
-        .filter(|h| h.consumed && !undecoded.may_hold(&h.system_id))
+        .filter(|h| h.held() && !undecoded.may_hold(&h.system_id))
         .collect();
     let missing = kept.iter().filter(|h| h.missing).count();
     let kept_undecoded = unlisted()

@@ -9,6 +9,16 @@ fn host(id: &str, consumed: bool, missing: bool, labels: BTreeMap<String, String
         labels,
         consumed,
         missing,
+        reserved: false,
+        allocated: false,
+        version: version(id),
+    }
+}
+
+fn version(id: &str) -> ObjectVersion {
+    ObjectVersion {
+        uid: Some(format!("uid-{id}")),
+        resource_version: Some("7".into()),
     }
 }
 
@@ -88,7 +98,8 @@ fn vanished_machines_are_kept_while_consumed() {
                 name: "gone-used".into()
             },
             HostAction::Delete {
-                name: "gone-free".into()
+                name: "gone-free".into(),
+                version: version("gone-free"),
             },
         ]
     );
@@ -209,7 +220,10 @@ fn a_malformed_machine_is_reported_and_its_host_kept_while_99_sync() {
         let expected = if consumed {
             HostAction::Verify { name }
         } else {
-            HostAction::Delete { name }
+            HostAction::Delete {
+                version: version(&name),
+                name,
+            }
         };
         assert_eq!(actions, vec![expected]);
     }
@@ -297,4 +311,40 @@ fn counts_by_state() {
         keys::LABEL_HOST_INVENTORY,
         "maas.cluster.x-k8s.io/inventory"
     );
+}
+
+#[test]
+fn reserved_or_allocated_hosts_are_kept_and_deletes_carry_preconditions() {
+    let mut reserved = host("reserved", false, false, BTreeMap::new());
+    reserved.reserved = true;
+    let mut allocated = host("allocated", false, false, BTreeMap::new());
+    allocated.allocated = true;
+    let mut allocated_missing = host("allocated-missing", false, true, BTreeMap::new());
+    allocated_missing.allocated = true;
+    let free = host("free", false, false, BTreeMap::new());
+    assert!(reserved.held() && allocated.held() && !free.held());
+    let existing = [reserved, allocated, allocated_missing, free];
+    let actions = plan_inventory_sync("inv", &[], &none(), &existing, &BTreeSet::new(), None);
+    assert_eq!(
+        actions,
+        vec![
+            HostAction::Verify {
+                name: "reserved".into()
+            },
+            HostAction::Verify {
+                name: "allocated".into()
+            },
+            // The exact object the decision was made from: uid and resourceVersion.
+            HostAction::Delete {
+                name: "free".into(),
+                version: ObjectVersion {
+                    uid: Some("uid-free".into()),
+                    resource_version: Some("7".into()),
+                },
+            },
+        ]
+    );
+    // Kept hosts are counted, the one confirmed gone as missing; none is consumed.
+    let counts = inventory_counts(&[], &none(), &existing);
+    assert_eq!((counts.hosts, counts.missing, counts.consumed), (3, 1, 0));
 }

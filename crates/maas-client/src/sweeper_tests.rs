@@ -1,0 +1,256 @@
+use super::*;
+use crate::cache::tests::machine;
+use capmaas_api::common::{EraseMode, ReleasePolicy};
+
+fn released(plan: &SweepPlan) -> Vec<&str> {
+    plan.release.iter().map(|r| r.system_id.as_str()).collect()
+}
+
+#[test]
+fn orphans_are_released_after_the_grace_period_only() {
+    let now = Instant::now();
+    let grace = Duration::from_secs(60);
+    let ours = [
+        machine("claimed", 6),
+        machine("orphan", 10),
+        machine("old", 6),
+        machine("going", 12),
+    ];
+    let claimed = BTreeSet::from(["claimed".to_owned()]);
+    let seen = BTreeMap::from([("old".to_owned(), now.checked_sub(grace).unwrap())]);
+    let plan = plan_sweep(
+        &ours,
+        &claimed,
+        &seen,
+        now,
+        grace,
+        "i",
+        &SweepScope::ClusterWide,
+    );
+    assert_eq!(plan.adopted, vec!["claimed".to_owned()]);
+    assert_eq!(released(&plan), vec!["old"]);
+    assert_eq!(plan.pending.keys().collect::<Vec<_>>(), vec!["orphan"]);
+
+    // Claimed again before the grace period ends: forgotten, never released.
+    let claimed = BTreeSet::from(["claimed".to_owned(), "orphan".to_owned()]);
+    let plan = plan_sweep(
+        &ours[..2],
+        &claimed,
+        &plan.pending,
+        now + grace * 2,
+        grace,
+        "i",
+        &SweepScope::ClusterWide,
+    );
+    assert!(plan.pending.is_empty());
+    assert!(plan.release.is_empty());
+}
+
+#[test]
+fn zero_grace_releases_at_once() {
+    let now = Instant::now();
+    let plan = plan_sweep(
+        &[machine("x", 10)],
+        &BTreeSet::new(),
+        &BTreeMap::new(),
+        now,
+        Duration::ZERO,
+        "i",
+        &SweepScope::ClusterWide,
+    );
+    assert_eq!(released(&plan), vec!["x"]);
+}
+
+#[test]
+fn orphans_are_released_with_the_recorded_erase_and_failed_releases_again() {
+    let now = Instant::now();
+    let policy = |erase| ReleasePolicy {
+        erase,
+        force: false,
+    };
+    let annotated = |id: &str, status: i64, erase| {
+        let mut m = machine(id, status);
+        m.workload_annotations =
+            ann::desired_machine_annotations("i", "ns", id, None, Some(&policy(erase)));
+        m
+    };
+    let ours = [
+        annotated("deployed", 6, EraseMode::Secure),
+        // Failed disk erasing (15) and Releasing failed (13): sent again.
+        annotated("erase-failed", 15, EraseMode::Quick),
+        annotated("release-failed", 13, EraseMode::None),
+        // Nothing recorded (allocated, never annotated): the safest erase.
+        machine("bare", 10),
+        // Disk erasing (14): in progress, left alone.
+        annotated("erasing", 14, EraseMode::Secure),
+    ];
+    let plan = plan_sweep(
+        &ours,
+        &BTreeSet::new(),
+        &BTreeMap::new(),
+        now,
+        Duration::ZERO,
+        "i",
+        &SweepScope::ClusterWide,
+    );
+    assert_eq!(
+        released(&plan),
+        vec!["deployed", "erase-failed", "release-failed", "bare"]
+    );
+    let flags = |r: &OrphanRelease| {
+        (
+            r.request.erase,
+            r.request.secure_erase,
+            r.request.quick_erase,
+        )
+    };
+    let got: Vec<_> = plan.release.iter().map(flags).collect();
+    assert_eq!(
+        got,
+        vec![
+            (true, true, false),
+            (true, false, true),
+            (false, false, false),
+            (true, true, false),
+        ]
+    );
+}
+
+fn recorded(id: &str, status: i64, host_namespace: Option<&str>) -> Machine {
+    let mut m = machine(id, status);
+    if let Some(ns) = host_namespace {
+        m.workload_annotations = ann::desired_machine_annotations("i", ns, id, None, None);
+    }
+    m
+}
+
+#[test]
+fn a_scoped_gateway_adopts_and_releases_only_allocations_recorded_for_its_namespace() {
+    let now = Instant::now();
+    // The hosts the gateway sees in `a` (by system id).
+    let scope = SweepScope::new(Some("a"), BTreeSet::from(["bare-host-of-a".to_owned()]));
+    let ours = [
+        // Recorded for a host of ours: released (orphan) or adopted (claimed).
+        recorded("mine", 6, Some("a")),
+        recorded("mine-claimed", 6, Some("a")),
+        // Recorded for namespace b: never released, never adopted, even if a host of ours
+        // with the same system id claims it.
+        recorded("theirs", 6, Some("b")),
+        recorded("theirs-claimed", 6, Some("b")),
+        // A failed release recorded for b: not sent again by this gateway.
+        recorded("theirs-failed", 15, Some("b")),
+        // Nothing recorded: not provably ours, unless a host of ours claims it (allocated,
+        // annotations not yet written).
+        recorded("bare", 10, None),
+        recorded("bare-claimed", 10, None),
+        // Nothing recorded, but the machine of a host of `a` (the gateway died between allocate
+        // and annotate, the claim was dropped meanwhile): ours, an orphan.
+        recorded("bare-host-of-a", 10, None),
+        // On its way back: nothing to do, nothing to report.
+        recorded("theirs-erasing", 14, Some("b")),
+        // A prefix is not a namespace.
+        recorded("prefix", 6, Some("ab")),
+    ];
+    let claimed = BTreeSet::from([
+        "mine-claimed".to_owned(),
+        "theirs-claimed".to_owned(),
+        "bare-claimed".to_owned(),
+    ]);
+    let plan = plan_sweep(
+        &ours,
+        &claimed,
+        &BTreeMap::new(),
+        now,
+        Duration::ZERO,
+        "i",
+        &scope,
+    );
+    assert_eq!(released(&plan), vec!["mine", "bare-host-of-a"]);
+    assert_eq!(plan.adopted, vec!["mine-claimed", "bare-claimed"]);
+    assert!(plan.pending.is_empty());
+    let not_ours: Vec<(&str, Option<&str>)> = plan
+        .not_ours
+        .iter()
+        .map(|n| (n.system_id.as_str(), n.recorded_host.as_deref()))
+        .collect();
+    assert_eq!(
+        not_ours,
+        vec![
+            ("theirs", Some("b/theirs")),
+            ("theirs-claimed", Some("b/theirs-claimed")),
+            ("theirs-failed", Some("b/theirs-failed")),
+            ("bare", None),
+            ("prefix", Some("ab/prefix")),
+        ]
+    );
+    // Never released after any grace period: out of scope is not a pending orphan.
+    let later = plan_sweep(
+        &ours,
+        &claimed,
+        &plan.pending,
+        now + Duration::from_secs(3600),
+        Duration::from_secs(60),
+        "i",
+        &scope,
+    );
+    assert_eq!(later.not_ours, plan.not_ours);
+    // Only in-scope orphans wait for their grace period; out of scope is never pending.
+    assert_eq!(
+        later.pending.keys().collect::<Vec<_>>(),
+        vec!["bare-host-of-a", "mine"]
+    );
+}
+
+#[test]
+fn a_cluster_wide_gateway_releases_every_orphan_of_ours() {
+    let ours = [
+        recorded("a", 6, Some("a")),
+        recorded("b", 6, Some("b")),
+        recorded("bare", 10, None),
+    ];
+    for scope in [
+        SweepScope::new(None, BTreeSet::new()),
+        SweepScope::new(Some(""), BTreeSet::new()),
+    ] {
+        assert_eq!(scope, SweepScope::ClusterWide);
+        let plan = plan_sweep(
+            &ours,
+            &BTreeSet::new(),
+            &BTreeMap::new(),
+            Instant::now(),
+            Duration::ZERO,
+            "i",
+            &scope,
+        );
+        assert_eq!(released(&plan), vec!["a", "b", "bare"]);
+        assert!(plan.not_ours.is_empty());
+    }
+}
+
+#[test]
+fn allocations_left_alone_are_reported_once() {
+    let not_ours = |ids: &[&str]| SweepPlan {
+        not_ours: ids
+            .iter()
+            .map(|id| NotOurs {
+                system_id: (*id).to_owned(),
+                recorded_host: None,
+            })
+            .collect(),
+        ..SweepPlan::default()
+    };
+    let ids = |v: Vec<&NotOurs>| -> Vec<String> { v.iter().map(|n| n.system_id.clone()).collect() };
+    let first = not_ours(&["x", "y"]);
+    let (new, reported) = to_report(&first, &BTreeSet::new());
+    assert_eq!(ids(new), vec!["x", "y"]);
+    let (new, reported) = to_report(&first, &reported);
+    assert!(new.is_empty());
+    // y left (released by its own gateway), z appeared: only z is new.
+    let second = not_ours(&["x", "z"]);
+    let (new, reported) = to_report(&second, &reported);
+    assert_eq!(ids(new), vec!["z"]);
+    // y back: reported again.
+    let third = not_ours(&["x", "y", "z"]);
+    let (new, _) = to_report(&third, &reported);
+    assert_eq!(ids(new), vec!["y"]);
+}
