@@ -7,46 +7,13 @@
 
 mod support;
 
-use std::path::Path;
-use std::process::Stdio;
 use std::time::Duration;
 
 use kube::api::{Api, DeleteParams};
 use maas_sim::{FaultConfig, MachineView, NodeStatus, OpFault, SimConfig, Simulator, Timings};
 use support::*;
-use tokio::process::{Child, Command};
 
 type StepDone = fn(&MachineView) -> bool;
-
-fn spawn(
-    sim: &maas_sim::RunningSim,
-    env: &capmaas_testenv::TestEnv,
-    ns: &str,
-    log: &Path,
-    extra: &[&str],
-) -> Child {
-    let args = gateway_args(sim, ns, extra);
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(log)
-        .unwrap();
-    Command::new(env!("CARGO_BIN_EXE_maas-client"))
-        .args(&args[1..])
-        .arg(format!("--kubeconfig={}", env.kubeconfig_path().display()))
-        .env("MAAS_API_KEY", sim.api_key())
-        .env("RUST_LOG", "info,maas_client=debug")
-        .stdout(Stdio::null())
-        .stderr(log.try_clone().unwrap())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap()
-}
-
-async fn kill(mut child: Child) {
-    child.start_kill().unwrap(); // SIGKILL
-    child.wait().await.unwrap();
-}
 
 /// Waits (polling the simulator every 5 ms) until `machine` satisfies `cond`.
 async fn until(
@@ -108,7 +75,7 @@ async fn sigkill_at_every_step_deploys_exactly_once_and_leaks_nothing() {
     create_inventory(&client, &ns, "inv", "default").await;
     create_user_data(&client, &ns, "user-data", "#cloud-config\n").await;
 
-    let mut child = spawn(&sim, &env, &ns, &log, &[]);
+    let mut child = spawn_binary(&sim, &env, &ns, &log, &[]);
     let ids = eventually("3 hosts", Duration::from_secs(30), || async {
         let hosts = hosts(&client, &ns).await;
         (hosts.len() == 3 && hosts.iter().all(|h| h.status.is_some())).then(|| {
@@ -131,8 +98,8 @@ async fn sigkill_at_every_step_deploys_exactly_once_and_leaks_nothing() {
     ];
     for (what, cond) in steps {
         until(&state, id, what, cond).await;
-        kill(child).await;
-        child = spawn(&sim, &env, &ns, &log, &[]);
+        kill_binary(child).await;
+        child = spawn_binary(&sim, &env, &ns, &log, &[]);
     }
     until(&state, id, "deployed", |m| m.status == NodeStatus::Deployed).await;
     eventually("host reports Deployed", Duration::from_secs(20), || async {
@@ -155,9 +122,9 @@ async fn sigkill_at_every_step_deploys_exactly_once_and_leaks_nothing() {
     // An allocation whose claim is dropped while the gateway is dead is released after restart.
     request_deploy(&client, &ns, other, "m2").await;
     until(&state, other, "other allocated", |m| m.owner.is_some()).await;
-    kill(child).await;
+    kill_binary(child).await;
     release_request(&client, &ns, other).await;
-    child = spawn(&sim, &env, &ns, &log, &[]);
+    child = spawn_binary(&sim, &env, &ns, &log, &[]);
     until(&state, other, "other released", |m| {
         m.status == NodeStatus::Ready
     })
@@ -170,12 +137,12 @@ async fn sigkill_at_every_step_deploys_exactly_once_and_leaks_nothing() {
         m.owner.is_some()
     })
     .await;
-    kill(child).await;
+    kill_binary(child).await;
     Api::<capmaas_api::MaasHost>::namespaced(client.clone(), &ns)
         .delete(other, &DeleteParams::default())
         .await
         .unwrap();
-    child = spawn(&sim, &env, &ns, &log, &[]);
+    child = spawn_binary(&sim, &env, &ns, &log, &[]);
     until(&state, other, "orphan released", |m| m.owner.is_none()).await;
     assert!(
         leaked(&state, &[id]).is_empty(),
@@ -189,8 +156,8 @@ async fn sigkill_at_every_step_deploys_exactly_once_and_leaks_nothing() {
         m.status != NodeStatus::Deployed
     })
     .await;
-    kill(child).await;
-    let child = spawn(&sim, &env, &ns, &log, &[]);
+    kill_binary(child).await;
+    let child = spawn_binary(&sim, &env, &ns, &log, &[]);
     eventually("available again", Duration::from_secs(20), || async {
         let h = host(&client, &ns, id).await;
         (provisioning_state(&h).as_deref() == Some("Available")).then_some(())
@@ -201,7 +168,7 @@ async fn sigkill_at_every_step_deploys_exactly_once_and_leaks_nothing() {
         "leaked: {:?}",
         leaked(&state, &[])
     );
-    kill(child).await;
+    kill_binary(child).await;
     sim.shutdown().await;
 }
 
@@ -250,7 +217,7 @@ async fn two_replicas_only_the_leader_calls_maas() {
     for (i, port) in ports.iter().enumerate() {
         let flags = leader_flags(*port);
         let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
-        children.push(spawn(
+        children.push(spawn_binary(
             &sim,
             &env,
             &ns,
@@ -274,7 +241,7 @@ async fn two_replicas_only_the_leader_calls_maas() {
     );
 
     for child in children {
-        kill(child).await;
+        kill_binary(child).await;
     }
     sim.shutdown().await;
 }

@@ -10,14 +10,11 @@
 mod support;
 
 use std::collections::BTreeMap;
-use std::path::Path;
-use std::process::Stdio;
 use std::time::Duration;
 
 use capmaas_api::keys::reboot_annotation;
 use maas_sim::{LostAnswer, NodeStatus, PowerState, SimHandle};
 use support::*;
-use tokio::process::{Child, Command};
 
 const ALLOCATE: &str = "machines.allocate";
 const DEPLOY: &str = "machine.deploy";
@@ -308,35 +305,6 @@ async fn random_timeouts_everywhere_act_exactly_once() {
     .await;
 }
 
-fn spawn(
-    sim: &maas_sim::RunningSim,
-    env: &capmaas_testenv::TestEnv,
-    ns: &str,
-    log: &Path,
-) -> Child {
-    let args = gateway_args(sim, ns, &[]);
-    let log = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(log)
-        .unwrap();
-    Command::new(env!("CARGO_BIN_EXE_maas-client"))
-        .args(&args[1..])
-        .arg(format!("--kubeconfig={}", env.kubeconfig_path().display()))
-        .env("MAAS_API_KEY", sim.api_key())
-        .env("RUST_LOG", "info,maas_client=debug")
-        .stdout(Stdio::null())
-        .stderr(log.try_clone().unwrap())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap()
-}
-
-async fn kill(mut child: Child) {
-    child.start_kill().unwrap(); // SIGKILL
-    child.wait().await.unwrap();
-}
-
 /// Waits until the simulator has applied `op` and withheld its answer: the gateway is now
 /// waiting for an answer that will not come before it is killed.
 async fn until_withheld(state: &SimHandle, op: &str, n: u64) {
@@ -359,7 +327,7 @@ async fn sigkill_while_the_answer_is_outstanding_acts_exactly_once() {
     let log = dir.path().join("gateway.log");
     create_inventory(&client, &ns, "inv", "default").await;
     create_user_data(&client, &ns, "user-data", "#cloud-config\n").await;
-    let mut child = spawn(&sim, &env, &ns, &log);
+    let mut child = spawn_binary(&sim, &env, &ns, &log, &[]);
     let ids = imported(&client, &ns, 2).await;
     let id = ids[0].as_str();
     // Far longer than the test: the answer only ever reaches a dead process.
@@ -372,7 +340,7 @@ async fn sigkill_while_the_answer_is_outstanding_acts_exactly_once() {
         .unwrap();
     request_deploy(&client, &ns, id, "k0").await;
     until_withheld(&state, ALLOCATE, 1).await;
-    kill(child).await;
+    kill_binary(child).await;
     let m = state.machine(id).unwrap();
     assert_eq!(
         (m.status, m.agent_name.as_str()),
@@ -391,12 +359,12 @@ async fn sigkill_while_the_answer_is_outstanding_acts_exactly_once() {
     state
         .add_lost_answer(LostAnswer::timeout(DEPLOY, hold).once())
         .unwrap();
-    child = spawn(&sim, &env, &ns, &log);
+    child = spawn_binary(&sim, &env, &ns, &log, &[]);
     until_withheld(&state, DEPLOY, 1).await;
-    kill(child).await;
+    kill_binary(child).await;
     assert_eq!(state.machine(id).unwrap().status, NodeStatus::Deployed);
 
-    child = spawn(&sim, &env, &ns, &log);
+    child = spawn_binary(&sim, &env, &ns, &log, &[]);
     until_state(&client, &ns, id, "Deployed").await;
     tokio::time::sleep(Duration::from_secs(4)).await; // sweeps and resyncs pass: no change
     assert_deployed_once(&state, &client, &ns, &ids[..1]).await;
@@ -412,8 +380,8 @@ async fn sigkill_while_the_answer_is_outstanding_acts_exactly_once() {
         .unwrap();
     release_request(&client, &ns, id).await;
     until_withheld(&state, RELEASE, 1).await;
-    kill(child).await;
-    let child = spawn(&sim, &env, &ns, &log);
+    kill_binary(child).await;
+    let child = spawn_binary(&sim, &env, &ns, &log, &[]);
     until_state(&client, &ns, id, "Available").await;
     tokio::time::sleep(Duration::from_secs(4)).await;
     assert_released_once(&state, &client, &ns, &ids[..1]).await;
@@ -423,5 +391,5 @@ async fn sigkill_while_the_answer_is_outstanding_acts_exactly_once() {
         (1, 1),
         "{applied:?}"
     );
-    kill(child).await;
+    kill_binary(child).await;
 }

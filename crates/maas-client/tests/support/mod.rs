@@ -319,3 +319,36 @@ pub fn provisioning_state(h: &MaasHost) -> Option<String> {
 pub fn labels(h: &MaasHost) -> BTreeMap<String, String> {
     h.metadata.labels.clone().unwrap_or_default()
 }
+
+/// The built `maas-client` binary watching `ns`, logging to `log` (appended), with `extra`
+/// flags; killed when dropped.
+pub fn spawn_binary(
+    sim: &maas_sim::RunningSim,
+    env: &capmaas_testenv::TestEnv,
+    ns: &str,
+    log: &std::path::Path,
+    extra: &[&str],
+) -> tokio::process::Child {
+    let args = gateway_args(sim, ns, extra);
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .unwrap();
+    tokio::process::Command::new(env!("CARGO_BIN_EXE_maas-client"))
+        .args(&args[1..])
+        .arg(format!("--kubeconfig={}", env.kubeconfig_path().display()))
+        .env("MAAS_API_KEY", sim.api_key())
+        .env("RUST_LOG", "info,maas_client=debug")
+        .stdout(std::process::Stdio::null())
+        .stderr(log.try_clone().unwrap())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap()
+}
+
+/// SIGKILLs the binary and reaps it.
+pub async fn kill_binary(mut child: tokio::process::Child) {
+    child.start_kill().unwrap();
+    child.wait().await.unwrap();
+}
