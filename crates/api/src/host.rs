@@ -95,7 +95,9 @@ use crate::common::{ConsumerReference, ReleasePolicy, SecretKeyReference};
 )]
 #[serde(rename_all = "camelCase")]
 pub struct MaasHostSpec {
-    /// MAAS system id of the machine. Immutable.
+    /// MAAS system id of the machine. Immutable. One MAAS machine backs at most one
+    /// MaasHost in the whole cluster; a host made by hand (not imported by a MaasInventory)
+    /// is managed only with the annotation `maas.cluster.x-k8s.io/hand-made: "true"`.
     #[serde(rename = "systemID")]
     #[schemars(length(min = 1, max = 64))]
     #[x_kube(validation = Rule::new("self == oldSelf").message("spec.systemID is immutable").reason(Reason::FieldValueForbidden))]

@@ -35,6 +35,11 @@ pub const LABEL_PROVIDER: &str = "cluster.x-k8s.io/provider";
 /// Value of [`LABEL_PROVIDER`] for this provider.
 pub const PROVIDER_LABEL_VALUE: &str = "infrastructure-maas";
 
+/// MaasHost annotation, value `"true"`: the host was made by hand, not imported by a
+/// MaasInventory, and maas-client may manage its `spec.systemID` (still only if no other
+/// MaasHost in the cluster holds that machine). Without it or the inventory label
+/// maas-client leaves the host alone.
+pub const ANNOTATION_HOST_HAND_MADE: &str = "maas.cluster.x-k8s.io/hand-made";
 /// Annotation pausing reconciliation of one object.
 pub const ANNOTATION_PAUSED: &str = "cluster.x-k8s.io/paused";
 /// Annotation marking an externally managed InfraCluster.

@@ -49,6 +49,12 @@ pub struct GatewayArgs {
     #[arg(long, value_name = "ID")]
     pub installation_id: Option<String>,
 
+    /// Namespace of the host bindings (one Lease per MAAS machine naming the one MaasHost
+    /// that may use it). Every gateway of one installation must use the same. Default: the
+    /// namespace of this pod.
+    #[arg(long, value_name = "NAMESPACE")]
+    pub host_binding_namespace: Option<String>,
+
     /// Interval between two MAAS syncs of every MaasInventory. Without it each inventory uses
     /// its `spec.syncIntervalSeconds` (default 30 s).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
@@ -146,6 +152,8 @@ pub struct GatewayConfig {
     pub maas: MaasConfig,
     /// `agent_name` of our allocations.
     pub installation_id: String,
+    /// Namespace of the host bindings.
+    pub binding_namespace: String,
     /// Sync interval override for every inventory.
     pub inventory_sync_interval: Option<Duration>,
     /// Requests per second towards MAAS.
@@ -258,9 +266,19 @@ impl GatewayConfig {
         if insecure_http && !args.maas_allow_insecure_http {
             return Err(ConfigError::InsecureEndpoint(maas.api_root.to_string()));
         }
+        let binding_namespace = args
+            .host_binding_namespace
+            .as_deref()
+            .unwrap_or(&env.namespace)
+            .trim();
         Ok(Self {
             maas,
             installation_id,
+            binding_namespace: if binding_namespace.is_empty() {
+                "default".to_owned()
+            } else {
+                binding_namespace.to_owned()
+            },
             inventory_sync_interval: args.inventory_sync_interval,
             rate_limit: NonZeroU32::new(args.maas_rate_limit).unwrap_or(NonZeroU32::MIN),
             orphan_sweep_interval: args.orphan_sweep_interval,

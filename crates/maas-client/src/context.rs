@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use capmaas_api::{MaasDNSRecord, MaasHost, MaasInventory};
 use capmaas_runtime::controller::Events;
+use k8s_openapi::api::coordination::v1::Lease;
 use kube::ResourceExt;
 use kube::runtime::reflector::{ObjectRef, Store};
 use tokio::sync::mpsc;
@@ -18,6 +19,8 @@ use crate::maas::Maas;
 pub struct Settings {
     /// `agent_name` of our allocations.
     pub installation_id: String,
+    /// Namespace of the host bindings ([`crate::binding`]).
+    pub binding_namespace: String,
     /// Server-side apply field manager (`capmaas-maas-client`).
     pub field_manager: String,
     /// Sync interval override for every inventory.
@@ -55,6 +58,8 @@ pub struct Gateway {
     pub inventories: Store<MaasInventory>,
     /// MaasDNSRecords as the DNS controller's reflector sees them (who holds which FQDN).
     pub dns_records: Store<MaasDNSRecord>,
+    /// Host bindings of this installation ([`crate::binding`]), from a reflector.
+    pub bindings: Store<Lease>,
 }
 
 impl std::fmt::Debug for Gateway {
@@ -70,6 +75,7 @@ impl Settings {
     pub fn new(config: &GatewayConfig, runtime: &capmaas_runtime::Settings) -> Self {
         Self {
             installation_id: config.installation_id.clone(),
+            binding_namespace: config.binding_namespace.clone(),
             field_manager: runtime.field_manager.clone(),
             inventory_sync_interval: config.inventory_sync_interval,
             deploy_retries: config.deploy_retries,

@@ -38,6 +38,12 @@ pub enum Error {
         /// What MAAS reports.
         reason: String,
     },
+    /// The binding of a machine to its host changed under every attempt to take it.
+    #[error("the host binding of MAAS machine {system_id} kept changing; retrying")]
+    BindingContended {
+        /// The machine.
+        system_id: String,
+    },
     /// Adding or removing our finalizer failed; a [conflict](capmaas_runtime::Error::is_conflict)
     /// (the finalizer list changed since it was read) is quiet: the next reconcile reads again.
     #[error("finalizer update failed: {0}")]
@@ -69,6 +75,7 @@ impl ErrorCategory for Error {
                 _ => "maas_error",
             },
             Self::Status(e) | Self::Finalizer(e) if e.is_conflict() => "conflict",
+            Self::BindingContended { .. } => "conflict",
             Self::Kube { .. } | Self::Status(_) | Self::Finalizer(_) => "kube_api",
             Self::InvalidSpec(_) => "invalid_spec",
             Self::NotOurs { .. } => "not_ours",
@@ -89,6 +96,7 @@ impl ErrorCategory for Error {
     /// Conflicts, and MAAS writes refused by the leadership fence (the term is ending).
     fn quiet(&self) -> bool {
         matches!(self, Self::Status(e) | Self::Finalizer(e) if e.is_conflict())
+            || matches!(self, Self::BindingContended { .. })
             || matches!(
                 self,
                 Self::Maas {

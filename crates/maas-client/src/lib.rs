@@ -5,6 +5,7 @@
 //! - [`host`]: the provisioning state machine ([`host::step::next_step`]): allocate the exact
 //!   machine with our agent_name, record it, annotate, rename, deploy, poll, release, reboot.
 //! - [`dns`]: MaasDNSRecord → MAAS DNS resource, with a finalizer.
+//! - [`binding`]: one MAAS machine, one MaasHost in the whole cluster (a Lease per machine).
 //! - [`sweeper`]: adoption of our allocations and release of orphans after a grace period.
 //! - [`maas`]: the rate-limited client and the per-operation request metrics.
 //!
@@ -13,6 +14,7 @@
 //! are driven by the kit ([`capmaas_runtime::controller::run`]: metrics, backoff, error policy,
 //! stop at the end of the term); [`run_term`] wires them.
 
+pub mod binding;
 pub mod cache;
 pub mod config;
 pub mod context;
@@ -29,8 +31,12 @@ use std::sync::Arc;
 use capmaas_api::{MaasDNSRecord, MaasHost, MaasInventory};
 use capmaas_runtime::controller::{Events, ReconcilerSettings, ready_when, run, scoped};
 use capmaas_runtime::{BoxError, CommonArgs, Context, Runtime};
+use futures::StreamExt;
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::api::Api;
 use kube::runtime::controller::Controller;
-use kube::runtime::watcher;
+use kube::runtime::reflector::{self, reflector};
+use kube::runtime::{WatchStreamExt, watcher};
 use maas_api_client::MaasClient;
 use tracing::{info, warn};
 
@@ -71,7 +77,7 @@ pub async fn run_with(runtime: Runtime, config: GatewayConfig) -> Result<(), Box
         warn!(endpoint = %config.maas.api_root, "MAAS endpoint is plain http (--maas-allow-insecure-http): the MAAS key travels in clear");
     }
     runtime
-        .run(move |term| run_term(term, maas.clone(), config.clone()))
+        .run(move |term| Box::pin(run_term(term, maas.clone(), config.clone())))
         .await?;
     Ok(())
 }
@@ -97,6 +103,23 @@ pub async fn run_term(term: Context, maas: Maas, config: GatewayConfig) -> Resul
         scoped::<MaasDNSRecord>(watch, namespace),
         watcher::Config::default(),
     );
+    // Host bindings: one Lease per machine in the binding namespace, labelled per installation.
+    let (bindings, binding_writer) = reflector::store();
+    let binding_selector = format!(
+        "{}={}",
+        binding::LABEL_BINDING,
+        binding::installation_label(&config.installation_id)
+    );
+    let binding_watch = reflector(
+        binding_writer,
+        watcher(
+            Api::<Lease>::namespaced(watch.clone(), &config.binding_namespace),
+            watcher::Config::default().labels(&binding_selector),
+        ),
+    )
+    .default_backoff()
+    .take_until(term.cancel.clone().cancelled_owned())
+    .for_each(|_| std::future::ready(()));
     let gw = Arc::new(Gateway {
         maas,
         cache: MachineCache::new(),
@@ -107,6 +130,7 @@ pub async fn run_term(term: Context, maas: Maas, config: GatewayConfig) -> Resul
         hosts: hosts.store(),
         inventories: inventories.store(),
         dns_records: records.store(),
+        bindings: bindings.clone(),
     });
     let synced = {
         let (hosts, inventories, records) = (
@@ -115,7 +139,8 @@ pub async fn run_term(term: Context, maas: Maas, config: GatewayConfig) -> Resul
             gw.dns_records.clone(),
         );
         async move {
-            hosts.wait_until_ready().await.is_ok()
+            bindings.wait_until_ready().await.is_ok()
+                && hosts.wait_until_ready().await.is_ok()
                 && inventories.wait_until_ready().await.is_ok()
                 && records.wait_until_ready().await.is_ok()
         }
@@ -141,6 +166,7 @@ pub async fn run_term(term: Context, maas: Maas, config: GatewayConfig) -> Resul
             dns::reconcile,
         ),
         sweeper::run(gw.clone(), term.cancel.clone()),
+        binding_watch,
     );
     Ok(())
 }

@@ -31,6 +31,7 @@ use maas_api_client::{Machine, MachineFilter, MachineStatus, ReleaseRequest};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
+use crate::binding;
 use crate::context::Gateway;
 use crate::host::annotations as ann;
 
@@ -285,6 +286,11 @@ pub async fn run(gw: Arc<Gateway>, cancel: CancellationToken) {
         match sweep_once(&gw, &memory).await {
             Ok(next) => memory = next,
             Err(e) => warn!(error = %e, "orphan sweep failed"),
+        }
+        match binding::collect_stale(&gw, &gw.bindings.state()).await {
+            Ok(0) => {}
+            Ok(deleted) => info!(deleted, "deleted host bindings whose host is gone"),
+            Err(e) => warn!(error = %e, "host binding collection failed"),
         }
         tokio::select! {
             () = cancel.cancelled() => return,

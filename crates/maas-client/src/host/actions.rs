@@ -19,14 +19,27 @@ use super::annotations::{self as ann, RebootState};
 use super::network::{self, LinkAction};
 use super::run::{Run, unix_now};
 use super::step::Wait;
+use crate::binding::{self, Bound};
 use crate::error::{Error, Result};
 
 impl Run<'_> {
     /// Allocates the exact machine with our agent_name, unless MAAS already shows it allocated
     /// with our agent_name (a previous attempt whose answer or record was lost). Records the
     /// allocation in status before anything else happens.
+    /// The host's binding is read from the API server first: only the one host holding the
+    /// machine in the whole cluster allocates or adopts it.
     pub(super) async fn allocate_or_adopt(&mut self) -> Result<()> {
         let installation = self.gw.settings.installation_id.clone();
+        let namespace = self.host.namespace().unwrap_or_default();
+        let name = self.host.name_any();
+        if let Bound::TakenBy(holder) =
+            binding::acquire(self.gw, &self.system_id, &namespace, &name).await?
+        {
+            return Err(Error::NotOurs {
+                system_id: self.system_id.clone(),
+                reason: format!("the machine belongs to MaasHost {holder}"),
+            });
+        }
         let sent = Instant::now();
         let filter = MachineFilter::new()
             .system_id(self.system_id.clone())
@@ -38,6 +51,14 @@ impl Run<'_> {
             .await
             .map_err(Error::maas("look up allocation"))?;
         let machine = if let Some(m) = mine.into_iter().next() {
+            // An allocation annotated for another host is that host's, whatever the agent_name.
+            let me = binding::holder_identity(&namespace, &name);
+            if let Some(other) = m.annotations().get(ann::HOST).filter(|h| **h != me) {
+                return Err(Error::NotOurs {
+                    system_id: self.system_id.clone(),
+                    reason: format!("allocated for MaasHost {other}"),
+                });
+            }
             info!(system_id = %self.system_id, "adopting a machine already allocated with our agent_name");
             m
         } else {

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use capmaas_api::MaasHost;
 use capmaas_api::keys;
+use capmaas_runtime::status::{apply_status, now};
 use kube::ResourceExt;
 use kube::api::Api;
 use kube::runtime::controller::Action;
@@ -16,7 +17,9 @@ use tracing::{debug, info};
 
 use super::annotations::{self as ann, RebootState};
 use super::run::{Run, unix_now};
+use super::status::{Unmanaged, unmanaged_status};
 use super::step::{HostFacts, POLL, Step, Wait, next_step};
+use crate::binding::{self, Bound};
 use crate::cache::Lookup;
 use crate::context::Gateway;
 use crate::error::{Error, Result};
@@ -75,6 +78,13 @@ pub fn host_facts(
 pub async fn reconcile(host: Arc<MaasHost>, gw: Arc<Gateway>) -> Result<Action> {
     let (host, gw) = (host.as_ref(), gw.as_ref());
     let namespace = host.namespace().unwrap_or_default();
+    if let Some(why) = unmanaged(host, gw, &namespace).await? {
+        write_unmanaged(host, gw, &namespace, &why).await?;
+        return Ok(match why {
+            Unmanaged::NotRegistered => Action::await_change(),
+            Unmanaged::BoundElsewhere(_) => Action::requeue(HELD_BY_OTHER_RETRY),
+        });
+    }
     let Some(Current {
         machine,
         unlisted_from,
@@ -138,6 +148,57 @@ pub async fn reconcile(host: Arc<MaasHost>, gw: Arc<Gateway>) -> Result<Action> 
     // A quiet host is looked at again after --sync-period; the inventory sync wakes it on any
     // MAAS change anyway.
     Ok(Action::requeue(outcome.1.unwrap_or(gw.settings.resync)))
+}
+
+/// Whether a host is registered: imported by an inventory, or marked hand-made.
+pub fn registered(host: &MaasHost) -> bool {
+    host.labels().contains_key(keys::LABEL_HOST_INVENTORY)
+        || host
+            .annotations()
+            .get(keys::ANNOTATION_HOST_HAND_MADE)
+            .is_some_and(|v| v == "true")
+}
+
+/// Why the host must be left alone, if it must: not registered, or its machine bound to
+/// another host. The binding is read from the reflector, and from the API server (taking it
+/// when free) only when the reflector does not show it ours.
+async fn unmanaged(host: &MaasHost, gw: &Gateway, namespace: &str) -> Result<Option<Unmanaged>> {
+    if !registered(host) {
+        return Ok(Some(Unmanaged::NotRegistered));
+    }
+    let me = binding::holder_identity(namespace, &host.name_any());
+    if binding::known_holder(gw, &host.spec.system_id).as_deref() == Some(me.as_str()) {
+        return Ok(None);
+    }
+    Ok(
+        match binding::acquire(gw, &host.spec.system_id, namespace, &host.name_any()).await? {
+            Bound::Ours => None,
+            Bound::TakenBy(other) => Some(Unmanaged::BoundElsewhere(other)),
+        },
+    )
+}
+
+async fn write_unmanaged(
+    host: &MaasHost,
+    gw: &Gateway,
+    namespace: &str,
+    why: &Unmanaged,
+) -> Result<()> {
+    let previous = host.status.as_ref();
+    let status = unmanaged_status(previous, why, host.metadata.generation, &now());
+    if previous == Some(&status) {
+        return Ok(());
+    }
+    if let Unmanaged::BoundElsewhere(holder) = why {
+        let note = format!(
+            "MAAS machine {} belongs to MaasHost {holder}; this host is left alone",
+            host.spec.system_id
+        );
+        gw.events.warning(host, "BoundToAnotherHost", &note).await;
+    }
+    let api: Api<MaasHost> = Api::namespaced(gw.kube.clone(), namespace);
+    apply_status(&api, &host.name_any(), &gw.settings.field_manager, &status).await?;
+    Ok(())
 }
 
 /// Why the host waits right after an operation MAAS completes asynchronously.

@@ -14,9 +14,8 @@ use kube::api::{Api, Patch, PatchParams};
 use maas_api_client::{MaasError, Machine, MachineStatus};
 use serde_json::json;
 
-use super::annotations as ann;
 use super::status::{StatusInput, build_status};
-use super::step::{HostFacts, Wait};
+use super::step::{HostFacts, Wait, held_by_us};
 use crate::context::Gateway;
 use crate::error::{Error, Result};
 
@@ -85,9 +84,7 @@ impl Run<'_> {
         let machine = self.machine.as_deref();
         let ours = machine.is_some_and(|m| {
             !matches!(m.status, MachineStatus::Ready | MachineStatus::New)
-                && (self.facts.allocation_recorded
-                    || m.annotations().get(ann::INSTALLATION)
-                        == Some(&self.gw.settings.installation_id))
+                && held_by_us(&self.facts, m)
         });
         let previous = self.host.status.as_ref();
         let input = StatusInput {

@@ -161,6 +161,68 @@ pub fn build_status(input: &StatusInput<'_>, now: &Time) -> MaasHostStatus {
     status
 }
 
+/// Why maas-client leaves a host alone (`HostPresent=False` reason and message).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unmanaged {
+    /// Neither imported by an inventory nor marked hand-made.
+    NotRegistered,
+    /// Another MaasHost (`<namespace>/<name>`) holds the machine's binding.
+    BoundElsewhere(String),
+}
+
+/// Reason of `HostPresent=False` on a host that is neither imported nor marked hand-made.
+pub const REASON_NOT_REGISTERED: &str = "NotRegistered";
+/// Reason of `HostPresent=False` on a host whose machine another MaasHost holds.
+pub const REASON_BOUND_ELSEWHERE: &str = "BoundToAnotherHost";
+
+/// The status of a host maas-client does not manage: nothing read from MAAS is shown (the
+/// machine may be another tenant's), no provisioning state (so nobody claims it), the
+/// allocation record kept; `HostPresent=False` says why.
+pub fn unmanaged_status(
+    previous: Option<&MaasHostStatus>,
+    why: &Unmanaged,
+    generation: Option<i64>,
+    now: &Time,
+) -> MaasHostStatus {
+    let previous = previous.cloned().unwrap_or_default();
+    let (reason, message) = match why {
+        Unmanaged::NotRegistered => (
+            REASON_NOT_REGISTERED,
+            format!(
+                "not imported by a MaasInventory (label {}) nor marked hand-made (annotation \
+                 {}=\"true\"); maas-client does not touch its MAAS machine",
+                capmaas_api::keys::LABEL_HOST_INVENTORY,
+                capmaas_api::keys::ANNOTATION_HOST_HAND_MADE
+            ),
+        ),
+        Unmanaged::BoundElsewhere(holder) => (
+            REASON_BOUND_ELSEWHERE,
+            format!(
+                "the MAAS machine belongs to MaasHost {holder}; one machine backs one host in \
+                 the whole cluster"
+            ),
+        ),
+    };
+    let mut conditions = previous.conditions.clone().unwrap_or_default();
+    let present = NewCondition::new(cond::HOST_PRESENT, ConditionStatus::False, reason)
+        .message(message)
+        .observed_generation(generation);
+    set_condition(&mut conditions, present, now);
+    let ready = summarize_ready(&conditions, &[cond::HOST_PRESENT], generation);
+    set_condition(&mut conditions, ready, now);
+    let mut status = MaasHostStatus {
+        allocation: previous.allocation.clone(),
+        observed_generation: generation,
+        conditions: Some(conditions),
+        last_updated: previous.last_updated.clone(),
+        ..MaasHostStatus::default()
+    };
+    if strip_times(status.clone()) != strip_times(previous) || status.last_updated.is_none() {
+        status.last_updated = Some(now.clone());
+    }
+    status
+}
+
 fn strip_times(mut status: MaasHostStatus) -> MaasHostStatus {
     status.last_updated = None;
     status
@@ -260,6 +322,34 @@ mod tests {
         );
         assert!(present.message.contains("inv-a"), "{}", present.message);
         assert_eq!(get_condition(&conditions, "Ready").unwrap().status, "True");
+    }
+
+    #[test]
+    fn an_unmanaged_host_shows_nothing_of_the_machine_and_is_not_available() {
+        let ready = crate::cache::tests::machine("abc", 4);
+        let before = build_status(&input(Some(&ready), None, Wait::Idle), &t(1));
+        assert!(before.cpu_count.is_some() && before.provisioning_state.is_some());
+        let why = Unmanaged::BoundElsewhere("team-a/abc".into());
+        let after = unmanaged_status(Some(&before), &why, Some(3), &t(2));
+        assert_eq!(after.provisioning_state, None, "never claimable");
+        assert_eq!((after.cpu_count, after.hostname.clone()), (None, None));
+        assert_eq!(after.allocation, before.allocation);
+        let conditions = after.conditions.clone().unwrap();
+        let present = get_condition(&conditions, "HostPresent").unwrap();
+        assert_eq!(present.reason, REASON_BOUND_ELSEWHERE);
+        assert!(
+            present.message.contains("team-a/abc"),
+            "{}",
+            present.message
+        );
+        assert_eq!(get_condition(&conditions, "Ready").unwrap().status, "False");
+        let again = unmanaged_status(Some(&after), &why, Some(3), &t(3));
+        assert_eq!(again, after, "no change, no write");
+        let unregistered = unmanaged_status(None, &Unmanaged::NotRegistered, None, &t(4));
+        let conditions = unregistered.conditions.unwrap();
+        let present = get_condition(&conditions, "HostPresent").unwrap();
+        assert_eq!(present.reason, REASON_NOT_REGISTERED);
+        assert!(present.message.contains("hand-made"), "{}", present.message);
     }
 
     #[test]

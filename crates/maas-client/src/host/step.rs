@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use maas_api_client::{Machine, MachineStatus, PowerState};
 
-use super::annotations::{INSTALLATION, RebootState};
+use super::annotations::{HOST, INSTALLATION, RebootState};
 
 /// Poll delay for a machine MAAS is changing (deploying, releasing, powering).
 pub const POLL: Duration = Duration::from_secs(2);
@@ -125,17 +125,20 @@ fn wait(why: Wait, poll: Option<Duration>) -> Step {
     Step::Wait { why, poll }
 }
 
-/// Whether MAAS shows this machine as one this installation holds: recorded in the host
-/// status, or carrying our installation annotation.
-fn held_by_us(host: &HostFacts, machine: &Machine) -> bool {
+/// Whether MAAS shows this machine as one this host holds: recorded in the host status, or
+/// carrying our installation annotation and this host's name (an allocation annotated for
+/// another host of the same installation is that host's).
+pub(super) fn held_by_us(host: &HostFacts, machine: &Machine) -> bool {
     let owned = !matches!(
         machine.status,
         MachineStatus::Ready | MachineStatus::New | MachineStatus::Commissioning
     );
-    let annotated = host
-        .annotations
-        .get(INSTALLATION)
-        .is_some_and(|ours| machine.annotations().get(INSTALLATION) == Some(ours));
+    let current = machine.annotations();
+    let annotated = [INSTALLATION, HOST].iter().all(|key| {
+        host.annotations
+            .get(*key)
+            .is_some_and(|ours| current.get(*key) == Some(ours))
+    });
     owned && (host.allocation_recorded || annotated)
 }
 

@@ -306,3 +306,43 @@ fn other_states_wait() {
         Wait::Unavailable
     ));
 }
+
+#[test]
+fn an_allocation_annotated_for_another_host_of_our_installation_is_never_touched() {
+    // Same installation (agent_name and annotation), another MaasHost: that host's machine.
+    let other = HostFacts {
+        annotations: annotations::desired_machine_annotations(
+            "capmaas-t",
+            "team-b",
+            "abc",
+            None,
+            None,
+        ),
+        ..wanting()
+    };
+    let idle_here = HostFacts {
+        allocation_recorded: false,
+        ..idle()
+    };
+    for status in [
+        MachineStatus::Allocated,
+        MachineStatus::Deploying,
+        MachineStatus::Deployed,
+        MachineStatus::FailedDeployment,
+    ] {
+        let m = ours(machine(status, PowerState::On), &other);
+        assert!(!held_by_us(&idle_here, &m), "{status:?}");
+        let step = next_step(&idle_here, Some(&m));
+        assert!(
+            matches!(step, Step::Wait { .. }),
+            "{status:?}: never released or powered by a host it is not annotated for: {step:?}"
+        );
+    }
+    // A host that wants to deploy goes through Allocate, which refuses the adoption.
+    let wanting_here = HostFacts {
+        allocation_recorded: false,
+        ..wanting()
+    };
+    let m = ours(machine(MachineStatus::Allocated, PowerState::Off), &other);
+    assert_eq!(next_step(&wanting_here, Some(&m)), Step::Allocate);
+}

@@ -18,9 +18,10 @@ use serde_json::json;
 use tracing::{debug, info, warn};
 
 use super::plan::{
-    ExistingHost, HostAction, ObjectVersion, Undecoded, inventory_counts, plan_inventory_sync,
-    skipped_message,
+    ExistingHost, HostAction, ObjectVersion, Undecoded, imported_elsewhere_message,
+    inventory_counts, plan_inventory_sync, skipped_message,
 };
+use crate::binding::{self, Bound};
 use crate::context::Gateway;
 use crate::error::{Error, Result};
 
@@ -176,6 +177,7 @@ async fn sync(inventory: &MaasInventory, gw: &Gateway) -> Result<Action> {
     let api: Api<MaasHost> = Api::namespaced(gw.kube.clone(), &namespace);
     let mut created = 0usize;
     let mut kept_changed = 0usize;
+    let mut elsewhere = Vec::new();
     for action in &actions {
         match action {
             HostAction::Create {
@@ -183,6 +185,11 @@ async fn sync(inventory: &MaasInventory, gw: &Gateway) -> Result<Action> {
                 system_id,
                 labels,
             } => {
+                // Imported once in the whole cluster: the binding first, then the host.
+                if let Some(holder) = imported_elsewhere(gw, system_id, &namespace, host).await? {
+                    elsewhere.push((system_id.clone(), holder));
+                    continue;
+                }
                 apply_host(&api, &gw.settings.field_manager, host, system_id, labels).await?;
                 created += 1;
             }
@@ -227,19 +234,51 @@ async fn sync(inventory: &MaasInventory, gw: &Gateway) -> Result<Action> {
     debug!(namespace, inventory = %name, machines = machines.len(), actions = actions.len(), kept_changed, "inventory synced");
     if let Some(message) = &skipped {
         warn!(namespace, inventory = %name, skipped = listing.skipped.len(), "{message}");
-        // Once per change of the report, not every interval: the condition keeps it.
-        if synced_message(inventory) != Some(message.as_str()) {
-            gw.events
-                .warning(inventory, MACHINES_SKIPPED, message)
-                .await;
-        }
     }
-    write_success(inventory, gw, &machines, &undecoded, &hosts, skipped).await?;
+    let not_imported = imported_elsewhere_message(&elsewhere);
+    let report = [skipped, not_imported]
+        .into_iter()
+        .flatten()
+        .collect::<Vec<_>>()
+        .join(" ");
+    // Once per change of the report, not every interval: the condition keeps it.
+    if !report.is_empty() && synced_message(inventory) != Some(report.as_str()) {
+        let reason = if listing.skipped.is_empty() {
+            MACHINES_IMPORTED_ELSEWHERE
+        } else {
+            MACHINES_SKIPPED
+        };
+        gw.events.warning(inventory, reason, &report).await;
+    }
+    write_success(inventory, gw, &machines, &undecoded, &hosts, report).await?;
     Ok(Action::requeue(interval))
 }
 
 /// Warning Event reason: machines MAAS listed that do not decode were skipped.
 pub const MACHINES_SKIPPED: &str = "MachinesSkipped";
+/// Warning Event reason: machines of the listing already belong to a MaasHost elsewhere.
+pub const MACHINES_IMPORTED_ELSEWHERE: &str = "MachinesImportedElsewhere";
+
+/// The holder of `system_id` when another MaasHost already holds it, else `None` after taking
+/// the binding for the host about to be created. The reflector answers for machines known to
+/// be elsewhere (no API call per sync); the API server decides everything else.
+async fn imported_elsewhere(
+    gw: &Gateway,
+    system_id: &str,
+    namespace: &str,
+    host: &str,
+) -> Result<Option<String>> {
+    let me = binding::holder_identity(namespace, host);
+    if let Some(holder) = binding::known_holder(gw, system_id).filter(|h| *h != me) {
+        return Ok(Some(holder));
+    }
+    Ok(
+        match binding::acquire(gw, system_id, namespace, host).await? {
+            Bound::Ours => None,
+            Bound::TakenBy(holder) => Some(holder),
+        },
+    )
+}
 
 /// The `Synced` condition message of the last status write.
 fn synced_message(inventory: &MaasInventory) -> Option<&str> {
@@ -282,7 +321,7 @@ async fn write_success(
     machines: &[maas_api_client::Machine],
     undecoded: &Undecoded,
     hosts: &[ExistingHost],
-    skipped: Option<String>,
+    report: String,
 ) -> Result<()> {
     let counts = inventory_counts(machines, undecoded, hosts);
     let time = now();
@@ -295,7 +334,7 @@ async fn write_success(
     set_condition(
         &mut conditions,
         NewCondition::new(cond::SYNCED, ConditionStatus::True, reasons::RECONCILED)
-            .message(skipped.unwrap_or_default())
+            .message(report)
             .observed_generation(generation),
         &time,
     );

@@ -121,6 +121,28 @@ pub fn skipped_message(skipped: &[SkippedMachine]) -> Option<String> {
     Some(message)
 }
 
+/// The report of listed machines not imported because another MaasHost (in this or another
+/// namespace) holds them, `None` when there are none. Names at most [`MAX_REPORTED`].
+pub fn imported_elsewhere_message(elsewhere: &[(String, String)]) -> Option<String> {
+    if elsewhere.is_empty() {
+        return None;
+    }
+    let named: Vec<String> = elsewhere
+        .iter()
+        .take(MAX_REPORTED)
+        .map(|(system_id, holder)| format!("{system_id} (MaasHost {holder})"))
+        .collect();
+    let mut message = format!(
+        "{} MAAS machine(s) not imported, another MaasHost already holds them: {}",
+        elsewhere.len(),
+        named.join("; ")
+    );
+    if elsewhere.len() > MAX_REPORTED {
+        let _ = write!(message, "; and {} more", elsewhere.len() - MAX_REPORTED);
+    }
+    Some(message)
+}
+
 /// One action on a MaasHost.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HostAction {
