@@ -82,7 +82,9 @@ pub struct ConsumerReference {
 }
 
 /// Reference to an address pool: a `MaasIPPool` or any CAPI IPAM pool kind.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(
+    Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(rename_all = "camelCase")]
 pub struct PoolReference {
     /// Name of the pool in the same namespace.

@@ -33,6 +33,8 @@ pub const DNS_RECORD_SYNCED: &str = "DNSRecordSynced";
 pub const ADDRESSES_ALLOCATED: &str = "AddressesAllocated";
 /// MaasIPPool: the pool definition is valid and allocations fit.
 pub const POOL_VALID: &str = "PoolValid";
+/// MaasIPPool with `spec.maasSubnet` (maas-client): the pool's ranges are reserved in MAAS.
+pub const MAAS_RANGES_RESERVED: &str = "MAASRangesReserved";
 /// MaasRemediation: the reboot attempt state.
 pub const REMEDIATION_IN_PROGRESS: &str = "RemediationInProgress";
 
@@ -107,4 +109,8 @@ pub mod reasons {
     pub const REMEDIATION_FAILED: &str = "RemediationFailed";
     /// The last reconcile succeeded.
     pub const RECONCILED: &str = "Reconciled";
+    /// MAAS refused a reserved range of a pool (overlap with a dynamic or foreign range...).
+    pub const MAAS_RANGE_REFUSED: &str = "MAASRangeRefused";
+    /// `spec.maasSubnet` names no MAAS subnet, or a range lies outside it.
+    pub const MAAS_SUBNET_MISMATCH: &str = "MAASSubnetMismatch";
 }

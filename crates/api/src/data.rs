@@ -219,4 +219,9 @@ pub struct MaasDataStatus {
     /// Why rendering failed, if it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error_message: Option<String>,
+    /// The hostname the rendered metadata names (`local-hostname` or `hostname`), which
+    /// machine-controller asks MAAS to set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 253))]
+    pub hostname: Option<String>,
 }

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::common::PoolReference;
 
-/// Metadata items; later kinds win on the same key (strings last).
+/// Metadata items; a key may be given once across all kinds (a duplicate is a rendering error).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct MetaData {
@@ -49,11 +49,11 @@ pub struct MetaData {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 16), extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["key"]))]
     pub from_host_interfaces: Option<Vec<MetaDataFromHostInterface>>,
-    /// Value of a label of a related object (empty when absent).
+    /// Value of a label of a related object (a missing label is a rendering error).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 16), extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["key"]))]
     pub from_labels: Option<Vec<MetaDataFromLabel>>,
-    /// Value of an annotation of a related object (empty when absent).
+    /// Value of an annotation of a related object (a missing annotation is a rendering error).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 16), extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["key"]))]
     pub from_annotations: Option<Vec<MetaDataFromAnnotation>>,

@@ -128,6 +128,10 @@ pub struct HostProvisioning {
     /// Secret key holding rendered network data applied to MAAS interfaces before deploy.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network_data_secret_ref: Option<SecretKeyReference>,
+    /// Secret key holding rendered metadata (YAML mapping); maas-client adds it to the user
+    /// data as a cloud-config part writing `/etc/capmaas/meta-data.yaml`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub meta_data_secret_ref: Option<SecretKeyReference>,
     /// Hostname to give the machine in MAAS.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 63))]

@@ -99,6 +99,15 @@ pub struct MaasIPPoolSpec {
     #[serde(default)]
     #[x_kube(validation = Rule::new("self == oldSelf").message("spec.allocationStrategy is immutable").reason(Reason::FieldValueForbidden))]
     pub allocation_strategy: AllocationStrategy,
+    /// CIDR of the MAAS subnet the pool's addresses live in (e.g. `10.20.0.0/16`). When set,
+    /// maas-client reserves each of the pool's ranges in MAAS as a `reserved` IP range
+    /// (comment `capmaas MaasIPPool <namespace>/<name>`), so MAAS never hands those addresses
+    /// to other machines, keeps them in sync with the pool and removes them with it; the
+    /// outcome is the `MAASRangesReserved` condition. Unset: MAAS is not told about the pool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64))]
+    #[x_kube(validation = Rule::new("isCIDR(self)").message("spec.maasSubnet must be a CIDR such as 10.20.0.0/16"))]
+    pub maas_subnet: Option<String>,
 }
 
 /// How the next free address is chosen.

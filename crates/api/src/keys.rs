@@ -19,8 +19,21 @@ pub const FINALIZER_MAAS_DATA_TEMPLATE: &str = "maasdatatemplate.infrastructure.
 pub const FINALIZER_MAAS_DATA_CLAIM: &str = "maasdataclaim.infrastructure.cluster.x-k8s.io";
 /// Finalizer on `MaasData`.
 pub const FINALIZER_MAAS_DATA: &str = "maasdata.infrastructure.cluster.x-k8s.io";
-/// Finalizer on `MaasIPPool`.
+/// Finalizer on `MaasIPPool` (data-controller: the pool stays while its addresses exist).
 pub const FINALIZER_MAAS_IP_POOL: &str = "maasippool.infrastructure.cluster.x-k8s.io";
+/// Finalizer maas-client puts on a `MaasIPPool` with `spec.maasSubnet`: the reserved IP
+/// ranges it made in MAAS for the pool are deleted before the pool goes. Separate from
+/// [`FINALIZER_MAAS_IP_POOL`], which data-controller holds.
+pub const FINALIZER_MAAS_IP_POOL_RANGES: &str =
+    "maasippool.infrastructure.cluster.x-k8s.io/maas-reserved-ranges";
+/// Finalizer data-controller puts on every CAPI `IPAddressClaim` whose `spec.poolRef` is a
+/// `MaasIPPool`: the claim's `IPAddress` is deleted before the claim goes. It is the last
+/// finalizer removed: while a consumer's own finalizer is on the claim, the address stays.
+pub const FINALIZER_IP_ADDRESS_CLAIM: &str = "ipam.infrastructure.cluster.x-k8s.io/ipaddressclaim";
+/// Finalizer data-controller puts on every CAPI `IPAddress` it creates: the address is not
+/// released (its name, the allocation lock, stays taken) while its claim is alive; it is
+/// removed when the claim is gone or releases it.
+pub const FINALIZER_IP_ADDRESS: &str = "ipam.infrastructure.cluster.x-k8s.io/ipaddress";
 /// Finalizer on `MaasRemediation`: the host is powered back on before the object goes.
 pub const FINALIZER_MAAS_REMEDIATION: &str = "maasremediation.infrastructure.cluster.x-k8s.io";
 
@@ -78,6 +91,14 @@ pub const ANNOTATION_NODE_LABELS_BACKUP: &str =
 /// MaasRemediation annotation holding a JSON backup of the Node's annotations.
 pub const ANNOTATION_NODE_ANNOTATIONS_BACKUP: &str =
     "remediation.maas.cluster.x-k8s.io/node-annotations-backup";
+/// MaasData and rendered Secret label: the MaasDataTemplate.
+pub const LABEL_DATA_TEMPLATE: &str = "maas.cluster.x-k8s.io/data-template";
+/// MaasData, IPAddressClaim and rendered Secret label: the MaasDataClaim.
+pub const LABEL_DATA_CLAIM: &str = "maas.cluster.x-k8s.io/data-claim";
+/// Key of the rendered metadata in its Secret.
+pub const META_DATA_SECRET_KEY: &str = "metaData";
+/// Key of the rendered network data in its Secret.
+pub const NETWORK_DATA_SECRET_KEY: &str = "networkData";
 /// Secret type of rendered metadata and network data Secrets.
 pub const SECRET_TYPE_RENDERED_DATA: &str = "infrastructure.cluster.x-k8s.io/secret";
 /// Key of the bootstrap data in the Machine's bootstrap Secret (CAPI contract).

@@ -10,6 +10,7 @@
 //! controllers do not compile it.
 
 pub mod capi;
+pub mod capi_ipam;
 pub mod cluster;
 pub mod common;
 pub mod conditions;

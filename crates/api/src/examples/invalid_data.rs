@@ -297,6 +297,13 @@ fn ip_pool() -> Vec<InvalidExample> {
             "spec.pools[].end must be an IP address",
         ),
         create(
+            "ippool-maas-subnet-not-cidr",
+            &p,
+            &json!({"spec": {"maasSubnet": "10.20.0.0"}}),
+            "spec.maasSubnet",
+            "spec.maasSubnet must be a CIDR such as 10.20.0.0/16",
+        ),
+        create(
             "ippool-range-subnet-not-cidr",
             &p,
             &range(&json!({"subnet": "10.21.0.0/33"})),
