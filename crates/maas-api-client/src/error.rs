@@ -45,6 +45,15 @@ pub enum MaasError {
         /// The (truncated) MAAS message.
         message: String,
     },
+    /// `link_subnet` refused a static address: MAAS already holds it for an interface (404
+    /// `IP address is already in use.`) or it is outside the acceptable range (403).
+    #[error("MAAS refused the address ({status}): {message}")]
+    AddressUnavailable {
+        /// 404 (in use) or 403 (out of range).
+        status: u16,
+        /// The (truncated) MAAS message.
+        message: String,
+    },
     /// 502/503/504, or a 409 carrying `Retry-After` (MAAS ran out of internal DB retries):
     /// transient, worth retrying the same call later.
     #[error("MAAS is temporarily unavailable ({status}){}: {message}", retry_after_text(*.retry_after))]
@@ -142,6 +151,23 @@ fn bad_request_text(fields: &BTreeMap<String, Vec<String>>, message: &str) -> St
 }
 
 impl MaasError {
+    /// What MAAS said: the (truncated) message, or `field: messages; ...` of a 400 validation
+    /// answer; empty for errors without a MAAS answer body.
+    pub fn maas_message(&self) -> String {
+        match self {
+            Self::Unauthorized { message }
+            | Self::Forbidden { message }
+            | Self::NotFound { message }
+            | Self::Conflict { message }
+            | Self::NoMatchingMachine { message }
+            | Self::AddressUnavailable { message, .. }
+            | Self::Unavailable { message, .. } => message.clone(),
+            Self::BadRequest { fields, message } => bad_request_text(fields, message),
+            Self::Server { body, .. } => body.clone(),
+            _ => String::new(),
+        }
+    }
+
     /// A low-cardinality label for metrics and logs.
     pub fn category(&self) -> &'static str {
         match self {
@@ -150,6 +176,7 @@ impl MaasError {
             Self::NotFound { .. } => "not_found",
             Self::Conflict { .. } => "conflict",
             Self::NoMatchingMachine { .. } => "no_matching_machine",
+            Self::AddressUnavailable { .. } => "address_unavailable",
             Self::Unavailable { .. } => "unavailable",
             Self::BadRequest { .. } => "bad_request",
             Self::Transport { .. } => "transport",
@@ -205,6 +232,9 @@ impl MaasError {
 pub enum ErrorContext {
     /// `POST /machines/?op=allocate`: a plain 409 means no machine matched.
     Allocate,
+    /// `POST .../interfaces/{id}/?op=link_subnet`: a 404 `... already in use.` or a 403 is
+    /// MAAS refusing the static address ([`MaasError::AddressUnavailable`]).
+    LinkSubnet,
     /// Every other call.
     Other,
 }
@@ -219,6 +249,15 @@ pub fn error_from_response(
     let text = truncate(&String::from_utf8_lossy(body));
     let retry_after = parse_retry_after(headers);
     match status.as_u16() {
+        code @ (403 | 404)
+            if context == ErrorContext::LinkSubnet
+                && (code == 403 || text.contains("already in use")) =>
+        {
+            MaasError::AddressUnavailable {
+                status: code,
+                message: text,
+            }
+        }
         400 => bad_request(body, text),
         401 => MaasError::Unauthorized { message: text },
         403 => MaasError::Forbidden { message: text },

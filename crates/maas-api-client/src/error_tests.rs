@@ -48,6 +48,49 @@ fn maps_not_found() {
 }
 
 #[test]
+fn link_subnet_refusals_of_the_address_are_typed() {
+    let e = map(
+        404,
+        &[],
+        "IP address is already in use.",
+        ErrorContext::LinkSubnet,
+    );
+    assert!(
+        matches!(&e, MaasError::AddressUnavailable { status: 404, message } if message == "IP address is already in use.")
+    );
+    assert_eq!(e.category(), "address_unavailable");
+    assert!(!e.is_retryable());
+    let e = map(403, &[], "out of range", ErrorContext::LinkSubnet);
+    assert!(matches!(
+        e,
+        MaasError::AddressUnavailable { status: 403, .. }
+    ));
+    // A missing interface is still a plain 404.
+    let e = map(
+        404,
+        &[],
+        "No Interface matches the given query.",
+        ErrorContext::LinkSubnet,
+    );
+    assert!(matches!(e, MaasError::NotFound { .. }));
+    let e = map(
+        404,
+        &[],
+        "IP address is already in use.",
+        ErrorContext::Other,
+    );
+    assert!(matches!(e, MaasError::NotFound { .. }));
+    assert_eq!(e.maas_message(), "IP address is already in use.");
+    let e = map(
+        400,
+        &[],
+        r#"{"start_ip": ["conflict"], "end_ip": ["conflict"]}"#,
+        ErrorContext::Other,
+    );
+    assert_eq!(e.maas_message(), "end_ip: conflict; start_ip: conflict");
+}
+
+#[test]
 fn plain_409_depends_on_the_call() {
     let body = "No machine with system ID abc123 available.";
     let e = map(409, &[], body, ErrorContext::Allocate);

@@ -31,7 +31,9 @@ mod config;
 mod dns;
 mod error;
 mod form;
+mod interfaces;
 mod inventory;
+mod ipranges;
 mod machine_requests;
 mod machines;
 pub mod model;
@@ -46,15 +48,19 @@ pub use config::{
 pub use dns::{DnsResourceFilter, DnsResourceSpec, DomainSpec};
 pub use error::{ErrorContext, MAX_ERROR_BODY, MaasError, error_from_response};
 pub use form::Params;
+pub use interfaces::{
+    BondMode, CreateBondRequest, CreateVlanInterfaceRequest, InterfaceUpdate, UnknownBondMode,
+};
 pub use inventory::{BootResourceKind, TagSpec};
+pub use ipranges::IpRangeSpec;
 pub use machine_requests::{
     AllocateRequest, DeployRequest, MachineFilter, ReleaseRequest, StopMode,
     validate_annotation_key,
 };
 pub use model::{
-    BootResource, DnsIpAddress, DnsResource, Domain, Interface, Link, LinkMode, Machine,
-    MachineList, MachineStatus, PowerState, ResourcePool, SkippedMachine, Subnet, Tag,
-    TagUpdateResult, Version, Vlan, Zone,
+    BootResource, DefaultGateway, DefaultGateways, DnsIpAddress, DnsResource, Domain, Interface,
+    InterfaceParams, IpRange, IpRangeType, Link, LinkMode, Machine, MachineList, MachineStatus,
+    PowerState, ResourcePool, SkippedMachine, Subnet, Tag, TagUpdateResult, Version, Vlan, Zone,
 };
 pub use network::LinkSubnetRequest;
 pub use observer::{NoopObserver, RequestEvent, RequestObserver};

@@ -4,7 +4,7 @@ use std::net::IpAddr;
 
 use http::Method;
 
-use crate::error::MaasError;
+use crate::error::{ErrorContext, MaasError};
 use crate::form::Params;
 use crate::model::{Interface, LinkMode, Subnet};
 use crate::transport::{Call, MaasClient, segment};
@@ -14,7 +14,8 @@ use crate::transport::{Call, MaasClient, segment};
 pub struct LinkSubnetRequest {
     /// Address mode.
     pub mode: LinkMode,
-    /// Subnet id or MAAS subnet specifier (`cidr:10.0.0.0/24`, `name:...`).
+    /// Subnet id or MAAS subnet specifier (`cidr:10.0.0.0/24`, `name:...`); empty = none
+    /// (allowed for `dhcp` and `link_up`).
     pub subnet: String,
     /// Address for `static` mode; MAAS picks one when absent.
     pub ip_address: Option<IpAddr>,
@@ -33,19 +34,31 @@ impl LinkSubnetRequest {
         }
     }
 
+    /// A DHCP link, on a subnet id when given.
+    pub fn dhcp(subnet_id: Option<i64>) -> Self {
+        Self {
+            mode: LinkMode::Dhcp,
+            subnet: subnet_id.map(|id| id.to_string()).unwrap_or_default(),
+            ip_address: None,
+            default_gateway: false,
+        }
+    }
+
     /// The form parameters.
     pub fn to_params(&self) -> Params {
         let mut params = Params::new();
+        params.push("mode", self.mode.as_str());
+        if !self.subnet.is_empty() {
+            params.push("subnet", self.subnet.clone());
+        }
         params
-            .push("mode", self.mode.as_str())
-            .push("subnet", self.subnet.clone())
             .push_opt("ip_address", self.ip_address)
             .push_flag("default_gateway", self.default_gateway);
         params
     }
 }
 
-fn interfaces_path(system_id: &str) -> Result<Vec<String>, MaasError> {
+pub(crate) fn interfaces_path(system_id: &str) -> Result<Vec<String>, MaasError> {
     Ok(vec![
         "nodes".to_owned(),
         segment("system_id", system_id)?,
@@ -53,7 +66,7 @@ fn interfaces_path(system_id: &str) -> Result<Vec<String>, MaasError> {
     ])
 }
 
-fn interface_path(system_id: &str, interface_id: i64) -> Result<Vec<String>, MaasError> {
+pub(crate) fn interface_path(system_id: &str, interface_id: i64) -> Result<Vec<String>, MaasError> {
     let mut path = interfaces_path(system_id)?;
     path.push(interface_id.to_string());
     Ok(path)
@@ -86,6 +99,9 @@ impl MaasClient {
 
     /// `POST .../interfaces/{id}/?op=link_subnet`. Not retried (a repeat would clash).
     /// MAAS restricts interface edits on deployed machines: link while Ready/Allocated.
+    /// A static address MAAS already holds (or refuses as out of range) is
+    /// [`MaasError::AddressUnavailable`]; one outside the subnet or in a dynamic range is a
+    /// [`MaasError::BadRequest`] on `ip_address`.
     pub async fn link_subnet(
         &self,
         system_id: &str,
@@ -98,7 +114,8 @@ impl MaasClient {
             interface_path(system_id, interface_id)?,
         )
         .op("link_subnet")
-        .params(request.to_params());
+        .params(request.to_params())
+        .context(ErrorContext::LinkSubnet);
         self.json(call).await
     }
 
@@ -162,6 +179,14 @@ mod tests {
         assert_eq!(
             dhcp.to_params().encode(),
             "mode=dhcp&subnet=cidr%3A10.0.0.0%2F24&default_gateway=true"
+        );
+        assert_eq!(
+            LinkSubnetRequest::dhcp(None).to_params().encode(),
+            "mode=dhcp"
+        );
+        assert_eq!(
+            LinkSubnetRequest::dhcp(Some(4)).to_params().encode(),
+            "mode=dhcp&subnet=4"
         );
     }
 }

@@ -388,7 +388,9 @@ fn error_status(err: &MaasError) -> Option<u16> {
         MaasError::NotFound { .. } => Some(404),
         MaasError::Conflict { .. } | MaasError::NoMatchingMachine { .. } => Some(409),
         MaasError::BadRequest { .. } => Some(400),
-        MaasError::Unavailable { status, .. } | MaasError::Server { status, .. } => Some(*status),
+        MaasError::AddressUnavailable { status, .. }
+        | MaasError::Unavailable { status, .. }
+        | MaasError::Server { status, .. } => Some(*status),
         _ => None,
     }
 }

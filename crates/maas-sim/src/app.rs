@@ -121,6 +121,9 @@ enum Failure {
     /// The operation took effect but its answer is withheld: hold the connection this long,
     /// then close it without a response.
     NoAnswer(Duration),
+    /// The operation did not take effect and times out: hold the connection this long, then
+    /// close it without a response.
+    TimedOut(Duration),
 }
 
 impl From<ApiError> for Failure {
@@ -163,6 +166,11 @@ where
         }
         Err(Failure::NoAnswer(hold)) => {
             tracing::info!(path = %path, hold_ms = hold.as_millis(), "operation applied, answer withheld (lost-answer fault)");
+            tokio::time::sleep(hold).await;
+            return Err(faults::AnswerWithheld);
+        }
+        Err(Failure::TimedOut(hold)) => {
+            tracing::info!(path = %path, hold_ms = hold.as_millis(), "operation not applied, connection held then dropped (timeout fault)");
             tokio::time::sleep(hold).await;
             return Err(faults::AnswerWithheld);
         }
@@ -218,6 +226,7 @@ async fn maas(shared: &Shared, req: &Request<Bytes>, path: &str) -> Result<Reply
         world.advance();
         *world.counts.entry(op_key.clone()).or_default() += 1;
         if world.outage_until_ms.is_some() {
+            *world.effects.injected.entry(op_key.clone()).or_default() += 1;
             return Err(
                 faults::fault_error(StatusCode::SERVICE_UNAVAILABLE, None, Some(10)).into(),
             );
@@ -306,7 +315,19 @@ fn run(
     world.advance();
     let roll: f64 = world.rng.0.random();
     if let Some(error) = faults::injected_error(&world.faults, op_key, roll) {
+        *world.effects.injected.entry(op_key.to_owned()).or_default() += 1;
         return Err(error.into());
+    }
+    if !world.faults.timeouts.is_empty() {
+        let roll: f64 = world.rng.0.random();
+        if let Some(hold) = faults::timed_out(&world.faults, op_key, roll) {
+            *world
+                .effects
+                .timed_out
+                .entry(op_key.to_owned())
+                .or_default() += 1;
+            return Err(Failure::TimedOut(hold));
+        }
     }
     // Handlers mark the world dirty when they change it: that tells an applied call from a
     // read or a no-op. The flag (also the state file's) is restored afterwards.

@@ -57,7 +57,8 @@ pub(crate) fn handle(shared: &Arc<Shared>, req: &Request<Bytes>) -> HttpResponse
                 StatusCode::OK,
                 &json!({"calls": world.counts, "total_calls": total, "machines_by_status": by_status,
                     "outage": world.outage_until_ms.is_some(), "applied": world.effects.applied,
-                    "lost_answers": world.effects.lost}),
+                    "lost_answers": world.effects.lost, "injected_errors": world.effects.injected,
+                    "timeouts": world.effects.timed_out}),
             )
         }
         (&Method::POST | &Method::PUT | &Method::GET, "/_sim/reset-stats") => {

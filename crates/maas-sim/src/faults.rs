@@ -1,5 +1,6 @@
-//! Fault injection: per-operation errors and latency, failing deploys/releases/erases, outages,
-//! and lost answers (the operation takes effect, its answer does not arrive).
+//! Fault injection: per-operation errors and latency, calls that time out without taking
+//! effect, failing deploys/releases/erases, outages, and lost answers (the operation takes
+//! effect, its answer does not arrive).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -69,6 +70,64 @@ pub struct FaultConfig {
     /// error or withheld *after* the operation took effect (see [`LostAnswer`]).
     #[serde(default)]
     pub lost_answers: Vec<LostAnswer>,
+    /// Calls that time out *before* taking effect: nothing happens in the simulated MAAS, the
+    /// connection is held, then closed without an answer (see [`TimeoutFault`]).
+    #[serde(default)]
+    pub timeouts: Vec<TimeoutFault>,
+}
+
+/// A pre-effect timeout: a call of `op` is not carried out (MAAS never got to it, or the
+/// region controller hung before touching the database); the connection is held for
+/// `hold_ms`, then closed without a response. A client whose request timeout is shorter than
+/// `hold_ms` times out; with `hold_ms: 0` it sees the connection dropped.
+///
+/// Decided after the per-operation errors of [`FaultConfig::ops`] (a call that gets an injected
+/// error does not also time out) and after authentication; a call that times out takes no effect,
+/// so it neither counts as applied nor can lose its answer ([`LostAnswer`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TimeoutFault {
+    /// Operation key as in `call_counts()`, or `*` for every operation. An exact key wins over
+    /// `*`.
+    pub op: String,
+    /// Probability in `0.0..=1.0` that a call times out (default 1).
+    #[serde(default = "always")]
+    pub rate: f64,
+    /// How long the connection is held before it is closed, in milliseconds (default 0).
+    #[serde(default)]
+    pub hold_ms: u64,
+}
+
+impl TimeoutFault {
+    /// Every call of `op` is held for `hold`, then dropped without an answer or an effect.
+    pub fn new(op: impl Into<String>, hold: Duration) -> Self {
+        Self {
+            op: op.into(),
+            rate: 1.0,
+            hold_ms: u64::try_from(hold.as_millis()).unwrap_or(u64::MAX),
+        }
+    }
+
+    /// A call times out with probability `rate`.
+    #[must_use]
+    pub fn rate(mut self, rate: f64) -> Self {
+        self.rate = rate;
+        self
+    }
+}
+
+/// Decides whether a call of `op` times out before taking effect, given a uniform random `roll`
+/// in `0.0..1.0`; the answer is how long to hold the connection.
+pub(crate) fn timed_out(faults: &FaultConfig, op: &str, roll: f64) -> Option<Duration> {
+    let fault = faults
+        .timeouts
+        .iter()
+        .find(|f| f.op == op)
+        .or_else(|| faults.timeouts.iter().find(|f| f.op == "*"))?;
+    if fault.rate <= 0.0 || roll >= fault.rate {
+        return None;
+    }
+    Some(Duration::from_millis(fault.hold_ms))
 }
 
 /// How the answer of a [`LostAnswer`] fault is lost.
@@ -232,18 +291,24 @@ pub(crate) struct EffectCounts {
     /// Answers lost through [`FaultConfig::lost_answers`] (whether or not the call changed
     /// anything).
     pub(crate) lost: BTreeMap<String, u64>,
+    /// Errors injected before the operation: [`FaultConfig::ops`] and outage refusals.
+    pub(crate) injected: BTreeMap<String, u64>,
+    /// Calls held and dropped without effect through [`FaultConfig::timeouts`].
+    pub(crate) timed_out: BTreeMap<String, u64>,
 }
 
 impl EffectCounts {
     pub(crate) fn clear(&mut self) {
         self.applied.clear();
         self.lost.clear();
+        self.injected.clear();
+        self.timed_out.clear();
     }
 }
 
 /// The error a connection task returns to make hyper close the connection without answering.
 #[derive(Debug, Clone, Copy, thiserror::Error)]
-#[error("answer withheld by a lost-answer fault")]
+#[error("answer withheld by a lost-answer or timeout fault")]
 pub(crate) struct AnswerWithheld;
 
 impl FaultConfig {
@@ -287,6 +352,17 @@ impl FaultConfig {
             }
             if lost.op.is_empty() {
                 return Err("a lost answer needs an op (an operation key or *)".to_owned());
+            }
+        }
+        for timeout in &self.timeouts {
+            if !(0.0..=1.0).contains(&timeout.rate) {
+                return Err(format!(
+                    "rate of the timeouts of {} must be within 0.0..=1.0",
+                    timeout.op
+                ));
+            }
+            if timeout.op.is_empty() {
+                return Err("a timeout needs an op (an operation key or *)".to_owned());
             }
         }
         Ok(())

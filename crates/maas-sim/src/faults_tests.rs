@@ -192,3 +192,68 @@ fn validation_rejects_bad_rates_and_statuses() {
         .is_ok()
     );
 }
+
+#[test]
+fn timeout_rate_is_compared_with_roll_and_exact_op_wins() {
+    let cfg = FaultConfig {
+        timeouts: vec![
+            TimeoutFault::new("*", Duration::from_millis(300)).rate(0.02),
+            TimeoutFault::new("machine.deploy", Duration::from_secs(5)),
+            TimeoutFault::new("machine.release", Duration::from_secs(5)).rate(0.0),
+        ],
+        ..Default::default()
+    };
+    assert_eq!(
+        timed_out(&cfg, "machines.allocate", 0.01),
+        Some(Duration::from_millis(300))
+    );
+    assert_eq!(timed_out(&cfg, "machines.allocate", 0.02), None);
+    assert_eq!(
+        timed_out(&cfg, "machine.deploy", 0.99),
+        Some(Duration::from_secs(5)),
+        "rate 1: every call"
+    );
+    assert_eq!(
+        timed_out(&cfg, "machine.release", 0.0),
+        None,
+        "rate 0 on the exact key wins over the wildcard"
+    );
+    assert_eq!(
+        timed_out(&FaultConfig::default(), "machine.deploy", 0.0),
+        None
+    );
+}
+
+#[test]
+fn timeout_json_shape_defaults_and_validation() {
+    let cfg: FaultConfig = serde_json::from_str(
+        r#"{"timeouts": [{"op": "*", "rate": 0.02, "hold_ms": 95000}, {"op": "machine.deploy"}]}"#,
+    )
+    .unwrap();
+    assert_eq!(
+        cfg.timeouts,
+        vec![
+            TimeoutFault::new("*", Duration::from_secs(95)).rate(0.02),
+            TimeoutFault::new("machine.deploy", Duration::ZERO),
+        ]
+    );
+    assert!(cfg.validate().is_ok());
+    assert!(
+        serde_json::from_str::<FaultConfig>(r#"{"timeouts": [{"op": "x", "times": 1}]}"#).is_err(),
+        "unknown fields are refused"
+    );
+    let with = |t: TimeoutFault| FaultConfig {
+        timeouts: vec![t],
+        ..Default::default()
+    };
+    assert!(
+        with(TimeoutFault::new("x", Duration::ZERO).rate(1.5))
+            .validate()
+            .is_err()
+    );
+    assert!(
+        with(TimeoutFault::new("", Duration::ZERO))
+            .validate()
+            .is_err()
+    );
+}

@@ -239,6 +239,18 @@ impl SimHandle {
         self.with_world(|w| w.effects.lost.clone())
     }
 
+    /// Errors injected before the operation, per operation key: per-operation error rates
+    /// ([`FaultConfig::ops`]) and the 503s of an outage.
+    pub fn injected_error_counts(&self) -> BTreeMap<String, u64> {
+        self.with_world(|w| w.effects.injected.clone())
+    }
+
+    /// Calls held and dropped without taking effect ([`FaultConfig::timeouts`]), per operation
+    /// key.
+    pub fn timeout_counts(&self) -> BTreeMap<String, u64> {
+        self.with_world(|w| w.effects.timed_out.clone())
+    }
+
     /// Adds a lost-answer fault to the active faults (the other faults stay).
     pub fn add_lost_answer(&self, lost: LostAnswer) -> Result<(), HandleError> {
         FaultConfig {
@@ -251,7 +263,7 @@ impl SimHandle {
         Ok(())
     }
 
-    /// Zeroes the call counts, the applied counts and the lost-answer counts.
+    /// Zeroes the call counts, the applied, lost-answer, injected-error and timeout counts.
     pub fn reset_counts(&self) {
         self.with_world(|w| {
             w.counts.clear();

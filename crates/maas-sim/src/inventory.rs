@@ -15,6 +15,7 @@ use crate::model::{
     BootResource, Disk, Domain, Interface, Link, LinkMode, Machine, Pool, PowerState, Subnet, Tag,
     Zone,
 };
+use crate::netsetup::{NicSpec, SubnetSpec};
 use crate::status::NodeStatus;
 use crate::world::{Clock, SimRng, World};
 
@@ -34,6 +35,10 @@ pub struct Inventory {
     /// Machines; fields left out are generated.
     #[serde(default)]
     pub machines: Vec<InventoryMachine>,
+    /// Subnets besides the default `10.20.0.0/16` (fabric-0) and `10.30.0.0/16` (fabric-1),
+    /// possibly on tagged VLANs (created when missing), with their IP ranges.
+    #[serde(default)]
+    pub subnets: Vec<SubnetSpec>,
 }
 
 /// One machine of a YAML inventory.
@@ -65,6 +70,8 @@ pub struct InventoryMachine {
     pub power_type: Option<String>,
     /// Initial status constant (`ready`, `new`, `broken`...), default `ready`.
     pub status: Option<String>,
+    /// The NICs (MAC and subnet each), replacing the generated ones and `mac_addresses`.
+    pub interfaces: Option<Vec<NicSpec>>,
 }
 
 const ADJECTIVES: [&str; 16] = [
@@ -113,6 +120,7 @@ fn base_world(cfg: &SimConfig, zones: &[String], pools: &[String]) -> World {
         fabric: format!("fabric-{fabric_id}"),
         fabric_id,
         space: "undefined".to_owned(),
+        vid: 0,
     };
     World {
         machines: Vec::new(),
@@ -142,6 +150,8 @@ fn base_world(cfg: &SimConfig, zones: &[String], pools: &[String]) -> World {
             authoritative: true,
         }],
         dns_resources: Vec::new(),
+        vlans: Vec::new(),
+        ip_ranges: Vec::new(),
         subnets: vec![
             subnet(1, "10.20.0.0/16", "10.20.0.0/16", "10.20.0.1", 0),
             subnet(2, "10.30.0.0/16", "10.30.0.0/16", "10.30.0.1", 1),
@@ -230,17 +240,17 @@ fn generated_machine(
             let iface_id = world.new_id();
             let link_id = world.new_id();
             let subnet_id = n + 1;
-            Interface {
-                id: iface_id,
-                name: format!("eth{n}"),
-                mac_address: format!(
+            Interface::nic(
+                iface_id,
+                format!("eth{n}"),
+                format!(
                     "52:54:00:{:02x}:{:02x}:{:02x}",
                     (index >> 8) & 0xff,
                     index & 0xff,
                     n
                 ),
                 subnet_id,
-                links: vec![Link {
+                vec![Link {
                     id: link_id,
                     mode: if n == 0 {
                         LinkMode::Auto
@@ -250,7 +260,7 @@ fn generated_machine(
                     subnet_id: Some(subnet_id),
                     ip: None,
                 }],
-            }
+            )
         })
         .collect();
     let architecture = if rng.random_range(0..8) == 0 {
@@ -299,6 +309,8 @@ fn generated_machine(
         pending_power: None,
         power_on_count: 0,
         releases: Vec::new(),
+        gateway_link_ipv4: None,
+        gateway_link_ipv6: None,
     }
 }
 
@@ -394,6 +406,20 @@ pub(crate) fn build_world(cfg: &SimConfig) -> Result<World, SimError> {
     for t in &inv.tags {
         add_tag(&mut world, t);
     }
+    let inventory_path = || {
+        cfg.inventory_file
+            .as_ref()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default()
+    };
+    for subnet in &inv.subnets {
+        world
+            .add_subnet(subnet)
+            .map_err(|message| SimError::Inventory {
+                path: inventory_path(),
+                message,
+            })?;
+    }
     let mut rng = StdRng::seed_from_u64(cfg.seed);
     let mut taken = BTreeSet::new();
     let count = if inv.machines.is_empty() {
@@ -429,76 +455,20 @@ pub(crate) fn build_world(cfg: &SimConfig) -> Result<World, SimError> {
         }
         taken.insert(machine.system_id.clone());
         world.machines.push(machine);
+        if let Some(nics) = inv.machines.get(index).and_then(|m| m.interfaces.as_ref()) {
+            let last = world.machines.len() - 1;
+            world
+                .set_nics(last, nics)
+                .map_err(|message| SimError::Inventory {
+                    path: inventory_path(),
+                    message,
+                })?;
+        }
     }
+    world.dirty = false;
     Ok(world)
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn generation_is_deterministic_and_unique() {
-        let cfg = SimConfig {
-            machines: 300,
-            zones: vec!["z1".into(), "z2".into()],
-            ..SimConfig::default()
-        };
-        let a = build_world(&cfg).unwrap();
-        let b = build_world(&cfg).unwrap();
-        let ids: Vec<_> = a.machines.iter().map(|m| m.system_id.clone()).collect();
-        assert_eq!(
-            ids,
-            b.machines
-                .iter()
-                .map(|m| m.system_id.clone())
-                .collect::<Vec<_>>()
-        );
-        let unique: BTreeSet<_> = ids.iter().collect();
-        assert_eq!(unique.len(), 300);
-        let macs: BTreeSet<_> = a
-            .machines
-            .iter()
-            .flat_map(|m| m.interfaces.iter().map(|i| i.mac_address.clone()))
-            .collect();
-        let nics: usize = a.machines.iter().map(|m| m.interfaces.len()).sum();
-        assert_eq!(macs.len(), nics);
-        let hosts: BTreeSet<_> = a.machines.iter().map(|m| m.hostname.clone()).collect();
-        assert_eq!(hosts.len(), 300);
-        for m in &a.machines {
-            assert_eq!(m.system_id.len(), 6);
-            assert!((4..=64).contains(&m.cpu_count));
-            assert!((8 * 1024..=512 * 1024).contains(&m.memory));
-            assert!(["default", "z1", "z2"].contains(&m.zone.as_str()));
-        }
-        let other = build_world(&SimConfig { seed: 2, ..cfg }).unwrap();
-        assert_ne!(other.machines[0].system_id, a.machines[0].system_id);
-    }
-
-    #[test]
-    fn yaml_inventory_overrides_generated_fields() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("inv.yaml");
-        std::fs::write(
-            &path,
-            "zones: [rack1]\ntags: [gpu]\nmachines:\n  - hostname: big\n    system_id: abc123\n    zone: rack1\n    cpu_count: 64\n    memory: 524288\n    tags: [gpu, nvme]\n  - hostname: small\n    status: new\n",
-        )
-        .unwrap();
-        let cfg = SimConfig {
-            inventory_file: Some(path.clone()),
-            ..SimConfig::default()
-        };
-        let world = build_world(&cfg).unwrap();
-        assert_eq!(world.machines.len(), 2);
-        assert_eq!(world.machines[0].system_id, "abc123");
-        assert_eq!(world.machines[0].zone, "rack1");
-        assert!(world.machines[0].tags.contains("nvme"));
-        assert!(world.tags.iter().any(|t| t.name == "nvme"));
-        assert_eq!(world.machines[1].status, NodeStatus::New);
-
-        std::fs::write(&path, "machines:\n  - zone: nowhere\n").unwrap();
-        assert!(build_world(&cfg).is_err());
-        std::fs::write(&path, "machines:\n  - flavour: x\n").unwrap();
-        assert!(build_world(&cfg).is_err());
-    }
-}
+#[path = "inventory_tests.rs"]
+mod tests;

@@ -100,15 +100,147 @@ pub(crate) struct Link {
     pub(crate) ip: Option<IpAddr>,
 }
 
-/// A physical network interface.
+/// The type of a machine interface.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum InterfaceKind {
+    /// A NIC.
+    #[default]
+    Physical,
+    /// A bond of other interfaces (its parents).
+    Bond,
+    /// A tagged VLAN on one parent.
+    Vlan,
+}
+
+impl InterfaceKind {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Self::Physical => "physical",
+            Self::Bond => "bond",
+            Self::Vlan => "vlan",
+        }
+    }
+}
+
+/// A network interface: a NIC, a bond or a VLAN interface.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct Interface {
     pub(crate) id: u64,
     pub(crate) name: String,
     pub(crate) mac_address: String,
-    /// The subnet (and so the VLAN/fabric) the NIC is cabled to.
+    /// The subnet (and so the VLAN/fabric) a NIC is cabled to (unused for bonds and VLANs).
     pub(crate) subnet_id: u64,
     pub(crate) links: Vec<Link>,
+    #[serde(default)]
+    pub(crate) kind: InterfaceKind,
+    /// Ids of the parent interfaces (bond members, the parent of a VLAN interface).
+    #[serde(default)]
+    pub(crate) parents: Vec<u64>,
+    /// MAAS VLAN object of a bond or VLAN interface (a NIC's comes from its cabling).
+    #[serde(default)]
+    pub(crate) vlan_id: Option<u64>,
+    /// MTU set on the interface.
+    #[serde(default)]
+    pub(crate) mtu: Option<u32>,
+    /// Bond mode of a bond.
+    #[serde(default)]
+    pub(crate) bond_mode: Option<String>,
+}
+
+impl Interface {
+    /// A NIC cabled to `subnet_id` with `links`.
+    pub(crate) fn nic(
+        id: u64,
+        name: String,
+        mac_address: String,
+        subnet_id: u64,
+        links: Vec<Link>,
+    ) -> Self {
+        Self {
+            id,
+            name,
+            mac_address,
+            subnet_id,
+            links,
+            kind: InterfaceKind::Physical,
+            parents: Vec::new(),
+            vlan_id: None,
+            mtu: None,
+            bond_mode: None,
+        }
+    }
+}
+
+/// A tagged VLAN (untagged VLANs are implied by the subnets of each fabric).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Vlan {
+    pub(crate) id: u64,
+    pub(crate) fabric_id: u64,
+    pub(crate) vid: u32,
+    pub(crate) name: String,
+    pub(crate) mtu: u32,
+}
+
+/// What an IP range is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum RangeKind {
+    /// Kept out of MAAS's automatic assignment.
+    Reserved,
+    /// Served by MAAS's DHCP.
+    Dynamic,
+}
+
+impl RangeKind {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Self::Reserved => "reserved",
+            Self::Dynamic => "dynamic",
+        }
+    }
+
+    pub(crate) fn parse(value: &str) -> Option<Self> {
+        match value {
+            "reserved" => Some(Self::Reserved),
+            "dynamic" => Some(Self::Dynamic),
+            _ => None,
+        }
+    }
+}
+
+/// An IP range of a subnet.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct IpRange {
+    pub(crate) id: u64,
+    pub(crate) kind: RangeKind,
+    pub(crate) start_ip: IpAddr,
+    pub(crate) end_ip: IpAddr,
+    pub(crate) subnet_id: u64,
+    pub(crate) comment: String,
+    /// Username of the creator.
+    pub(crate) user: String,
+}
+
+impl IpRange {
+    pub(crate) fn contains(&self, ip: IpAddr) -> bool {
+        ip_in(self.start_ip, self.end_ip, ip)
+    }
+
+    pub(crate) fn overlaps(&self, start: IpAddr, end: IpAddr) -> bool {
+        ip_in(start, end, self.start_ip)
+            || ip_in(start, end, self.end_ip)
+            || ip_in(self.start_ip, self.end_ip, start)
+    }
+}
+
+/// Whether `ip` is within `start..=end` (same family only).
+pub(crate) fn ip_in(start: IpAddr, end: IpAddr, ip: IpAddr) -> bool {
+    match (start, end, ip) {
+        (IpAddr::V4(a), IpAddr::V4(b), IpAddr::V4(x)) => a <= x && x <= b,
+        (IpAddr::V6(a), IpAddr::V6(b), IpAddr::V6(x)) => a <= x && x <= b,
+        _ => false,
+    }
 }
 
 /// What a time-driven transition will do when due.
@@ -235,6 +367,12 @@ pub(crate) struct Machine {
     /// Every accepted release request, oldest first (simulator bookkeeping, not MAAS data).
     #[serde(default)]
     pub(crate) releases: Vec<ReleaseRecord>,
+    /// Link whose subnet gateway is the IPv4 default (`set_default_gateway`).
+    #[serde(default)]
+    pub(crate) gateway_link_ipv4: Option<u64>,
+    /// Link whose subnet gateway is the IPv6 default.
+    #[serde(default)]
+    pub(crate) gateway_link_ipv6: Option<u64>,
 }
 
 impl Machine {
@@ -261,7 +399,7 @@ impl Machine {
     }
 }
 
-/// A subnet (with its implicit untagged VLAN on its own fabric).
+/// A subnet, on the untagged VLAN of its fabric or on a tagged one ([`Vlan`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct Subnet {
     pub(crate) id: u64,
@@ -273,6 +411,9 @@ pub(crate) struct Subnet {
     pub(crate) fabric: String,
     pub(crate) fabric_id: u64,
     pub(crate) space: String,
+    /// 802.1Q tag of the subnet's VLAN (0 = untagged).
+    #[serde(default)]
+    pub(crate) vid: u32,
 }
 
 /// An availability zone.

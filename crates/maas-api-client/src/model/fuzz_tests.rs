@@ -117,6 +117,9 @@ fn decode_all(bytes: &[u8]) {
     let _ = decode::<Vlan>("t", bytes);
     let _ = decode::<Link>("t", bytes);
     let _ = decode::<LinkMode>("t", bytes);
+    let _ = decode::<Vec<Vlan>>("t", bytes);
+    let _ = decode::<Vec<IpRange>>("t", bytes);
+    let _ = decode::<IpRange>("t", bytes);
     // Inventory objects.
     let _ = decode::<Vec<Zone>>("t", bytes);
     let _ = decode::<Zone>("t", bytes);
@@ -138,6 +141,12 @@ fn decode_all(bytes: &[u8]) {
     // Status values.
     let _ = decode::<MachineStatus>("t", bytes);
     let _ = decode::<PowerState>("t", bytes);
+    let _ = crate::error::error_from_response(
+        crate::error::ErrorContext::LinkSubnet,
+        http::StatusCode::NOT_FOUND,
+        &http::HeaderMap::new(),
+        bytes,
+    );
     let _ = crate::error::error_from_response(
         crate::error::ErrorContext::Other,
         http::StatusCode::BAD_REQUEST,

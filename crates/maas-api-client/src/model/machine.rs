@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{
     Domain, Interface, MachineStatus, PowerState, ResourcePool, Zone, ip_list, null_default,
+    optional_ip,
 };
 
 /// A MAAS machine. Only the fields a provider needs are typed; the heavy storage trees are
@@ -111,6 +112,9 @@ pub struct Machine {
     /// list filter), so this is usually `None`; filter with `agent_name` instead.
     #[serde(default)]
     pub agent_name: Option<String>,
+    /// The links whose subnet gateways are the machine's default gateways.
+    #[serde(default, deserialize_with = "null_default")]
+    pub default_gateways: DefaultGateways,
     /// API path, `/MAAS/api/2.0/machines/<system_id>/`.
     #[serde(default, deserialize_with = "null_default")]
     pub resource_uri: String,
@@ -135,6 +139,29 @@ impl Machine {
     pub fn pool_name(&self) -> &str {
         self.pool.as_ref().map_or("", |p| p.name.as_str())
     }
+}
+
+/// `default_gateways` of a machine: one per address family.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DefaultGateways {
+    /// IPv4 default gateway.
+    #[serde(default, deserialize_with = "null_default")]
+    pub ipv4: DefaultGateway,
+    /// IPv6 default gateway.
+    #[serde(default, deserialize_with = "null_default")]
+    pub ipv6: DefaultGateway,
+}
+
+/// One default gateway: the gateway address and the link it was chosen from (`None` when
+/// MAAS picks one itself).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DefaultGateway {
+    /// Gateway address.
+    #[serde(default, deserialize_with = "optional_ip")]
+    pub gateway_ip: Option<IpAddr>,
+    /// Id of the link set with `set_default_gateway`.
+    #[serde(default)]
+    pub link_id: Option<i64>,
 }
 
 /// Answer of `GET /machines/{id}/?op=query_power_state`.

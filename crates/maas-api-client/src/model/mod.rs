@@ -13,8 +13,8 @@ mod status;
 pub use dns::{DnsIpAddress, DnsResource, Domain, ResourceRecord};
 pub use inventory::{BootResource, ResourcePool, Tag, TagUpdateResult, Version, Zone};
 pub use list::{MAX_SKIP_ERROR, MAX_SKIPPED_SYSTEM_ID, MachineList, SkippedMachine};
-pub use machine::{Machine, PowerStateReport};
-pub use network::{Interface, Link, LinkMode, Subnet, Vlan};
+pub use machine::{DefaultGateway, DefaultGateways, Machine, PowerStateReport};
+pub use network::{Interface, InterfaceParams, IpRange, IpRangeType, Link, LinkMode, Subnet, Vlan};
 pub use status::{MachineStatus, PowerState};
 
 use serde::{Deserialize, Deserializer};

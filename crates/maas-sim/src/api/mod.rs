@@ -2,6 +2,9 @@
 //! already-parsed parameters, and returns a JSON/text reply or a MAAS error.
 
 mod dns;
+mod interfaces;
+mod ipranges;
+mod links;
 mod machine_ops;
 mod machine_state;
 mod machines;
@@ -74,9 +77,10 @@ pub(crate) fn dispatch(kind: Kind, action: &str, call: &mut Call<'_>) -> Result<
         Kind::Version => Ok(Reply::ok(objects::version())),
         Kind::Machines => machines::collection(action, call),
         Kind::Machine => machine_ops::item(action, call),
-        Kind::Interfaces | Kind::Interface | Kind::Subnets | Kind::Subnet => {
+        Kind::Interfaces | Kind::Interface | Kind::Subnets | Kind::Subnet | Kind::Vlans => {
             network::dispatch(kind, action, call)
         }
+        Kind::IpRanges | Kind::IpRange => ipranges::dispatch(kind, action, call),
         _ => objects::dispatch(kind, action, call),
     }
 }

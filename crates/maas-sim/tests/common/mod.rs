@@ -10,6 +10,8 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+pub mod net;
+
 use maas_sim::{RunningSim, SimConfig, Simulator};
 use reqwest::{Client, Method, Response};
 

@@ -1,0 +1,326 @@
+//! Bonds, VLAN interfaces, static addresses on them, the default gateway, MTU, interface
+//! deletion and what release keeps: status codes and bodies as MAAS answers them.
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::many_single_char_names
+)]
+
+mod common;
+
+use common::net::{by_name, ifaces, setup};
+use common::status_text;
+use reqwest::Method;
+use serde_json::{Value, json};
+
+#[tokio::test]
+async fn bond_vlan_static_gateway_and_release() {
+    let (t, ids) = setup().await;
+    let id = &ids[0];
+    t.allocate(&[("system_id", id)]).await;
+    let list = ifaces(&t, id).await;
+    let (eth0, eth1) = (
+        by_name(&list, "eth0")["id"].clone(),
+        by_name(&list, "eth1")["id"].clone(),
+    );
+    let bonds = format!("nodes/{id}/interfaces/?op=create_bond");
+    // Refusals of create_bond.
+    let (s, body) = status_text(t.post(&bonds, &[("name", "bond0")]).await).await;
+    assert_eq!(
+        (s, body.as_str()),
+        (400, r#"{"parents":["This field is required."]}"#)
+    );
+    let (s, body) = status_text(
+        t.post(
+            &bonds,
+            &[
+                ("name", "bond0"),
+                ("parents", &eth0.to_string()),
+                ("bond_mode", "lacp"),
+            ],
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(
+        (s, body.as_str()),
+        (
+            400,
+            r#"{"bond_mode":["Select a valid choice. lacp is not one of the available choices."]}"#
+        )
+    );
+    let bond = t
+        .json(
+            Method::POST,
+            &bonds,
+            &[
+                ("name", "bond0"),
+                ("parents", &eth0.to_string()),
+                ("parents", &eth1.to_string()),
+                ("bond_mode", "802.3ad"),
+                ("mtu", "9000"),
+            ],
+        )
+        .await;
+    assert_eq!(bond["type"], "bond");
+    assert_eq!(bond["parents"], json!(["eth0", "eth1"]));
+    assert_eq!(
+        bond["mac_address"], "52:54:00:77:00:00",
+        "the first parent's MAC"
+    );
+    assert_eq!(bond["params"]["bond_mode"], "802.3ad");
+    assert_eq!(bond["effective_mtu"], 9000);
+    assert_eq!(bond["links"][0]["mode"], "link_up");
+    let list = ifaces(&t, id).await;
+    assert_eq!(by_name(&list, "eth0")["children"], json!(["bond0"]));
+    assert_eq!(
+        by_name(&list, "eth0")["links"],
+        json!([]),
+        "members lose their links"
+    );
+    let (s, body) = status_text(
+        t.post(&bonds, &[("name", "bond1"), ("parents", &eth0.to_string())])
+            .await,
+    )
+    .await;
+    assert_eq!(
+        (s, body.as_str()),
+        (400, r#"{"parents":["Interfaces already in-use: eth0."]}"#)
+    );
+    let (s, body) = status_text(
+        t.post(
+            &format!("nodes/{id}/interfaces/{eth0}/?op=link_subnet"),
+            &[("mode", "dhcp")],
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(
+        (s, body.as_str()),
+        (
+            400,
+            r#"{"bond":["Cannot link interface(eth0) when interface is in a bond(bond0)."]}"#
+        )
+    );
+
+    // VLAN 100 of fabric-0, then a VLAN interface on the bond.
+    let vlans = t.json(Method::GET, "fabrics/0/vlans/", &[]).await;
+    let vids: Vec<u64> = vlans
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["vid"].as_u64().unwrap())
+        .collect();
+    assert_eq!(vids, [0, 100]);
+    let untagged = vlans[0]["id"].to_string();
+    let tagged = vlans[1]["id"].to_string();
+    let (s, _) = status_text(t.get("fabrics/9/vlans/", &[]).await).await;
+    assert_eq!(s, 404);
+    let vlan_op = format!("nodes/{id}/interfaces/?op=create_vlan");
+    let bond_id = bond["id"].to_string();
+    let (s, body) = status_text(
+        t.post(&vlan_op, &[("vlan", &untagged), ("parent", &bond_id)])
+            .await,
+    )
+    .await;
+    assert_eq!(
+        (s, body.as_str()),
+        (
+            400,
+            r#"{"vlan":["A VLAN interface can only belong to a tagged VLAN."]}"#
+        )
+    );
+    let (s, body) = status_text(
+        t.post(
+            &vlan_op,
+            &[("vlan", &tagged), ("parent", &eth1.to_string())],
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(
+        (s, body.as_str()),
+        (
+            400,
+            r#"{"parent":["A VLAN interface can't have a parent that is already in a bond."]}"#
+        )
+    );
+    let vif = t
+        .json(
+            Method::POST,
+            &vlan_op,
+            &[("vlan", &tagged), ("parent", &bond_id)],
+        )
+        .await;
+    assert_eq!(
+        (vif["name"].as_str(), vif["type"].as_str()),
+        (Some("bond0.100"), Some("vlan"))
+    );
+    assert_eq!(vif["vlan"]["vid"], 100);
+    let (s, body) = status_text(
+        t.post(&vlan_op, &[("vlan", &tagged), ("parent", &bond_id)])
+            .await,
+    )
+    .await;
+    assert_eq!(s, 400, "{body}");
+    assert!(
+        body.contains("already has an interface named 'bond0.100'"),
+        "{body}"
+    );
+
+    // Static addresses on the VLAN interface: subnet of its VLAN only, inside it, not dynamic.
+    let vif_path = format!("nodes/{id}/interfaces/{}/", vif["id"]);
+    let link = format!("{vif_path}?op=link_subnet");
+    let (s, body) = status_text(
+        t.post(
+            &link,
+            &[
+                ("mode", "static"),
+                ("subnet", "1"),
+                ("ip_address", "10.20.0.9"),
+            ],
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(
+        (s, body.as_str()),
+        (
+            400,
+            r#"{"subnet":["Select a valid choice. That choice is not one of the available choices."]}"#
+        )
+    );
+    let (s, body) = status_text(
+        t.post(
+            &link,
+            &[
+                ("mode", "static"),
+                ("subnet", "10.40.0.0/24"),
+                ("ip_address", "10.41.0.9"),
+            ],
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(
+        (s, body.as_str()),
+        (
+            400,
+            r#"{"ip_address":["IP address is not in the given subnet '10.40.0.0/24:10.40.0.0/24(vid=100)'."]}"#
+        )
+    );
+    let (s, body) = status_text(
+        t.post(
+            &link,
+            &[
+                ("mode", "static"),
+                ("subnet", "10.40.0.0/24"),
+                ("ip_address", "10.40.0.210"),
+            ],
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(
+        (s, body.as_str()),
+        (
+            400,
+            r#"{"ip_address":["IP address is inside a dynamic range 10.40.0.200 to 10.40.0.250."]}"#
+        )
+    );
+    let v = t
+        .json(
+            Method::POST,
+            &link,
+            &[
+                ("mode", "STATIC"),
+                ("subnet", "10.40.0.0/24"),
+                ("ip_address", "10.40.0.10"),
+            ],
+        )
+        .await;
+    let link_id = v["links"][0]["id"].to_string();
+    assert_eq!(v["links"][0]["ip_address"], "10.40.0.10");
+    assert_eq!(v["links"].as_array().unwrap().len(), 1, "link_up replaced");
+
+    // Default gateway from that link; unknown link ids are refused.
+    let gw = format!("{vif_path}?op=set_default_gateway");
+    let (s, body) = status_text(t.post(&gw, &[("link_id", "999999")]).await).await;
+    assert_eq!(
+        (s, body.as_str()),
+        (
+            400,
+            r#"{"link_id":["Select a valid choice. 999999 is not one of the available choices."]}"#
+        )
+    );
+    t.json(Method::POST, &gw, &[("link_id", &link_id)]).await;
+    let m = t.json(Method::GET, &format!("machines/{id}/"), &[]).await;
+    assert_eq!(
+        m["default_gateways"]["ipv4"],
+        json!({"gateway_ip": "10.40.0.1", "link_id": link_id.parse::<u64>().unwrap()})
+    );
+    let (s, body) = status_text(
+        t.post(
+            &format!("nodes/{id}/interfaces/{eth1}/?op=set_default_gateway"),
+            &[],
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(
+        (s, body.as_str()),
+        (
+            400,
+            r#"{"__all__":["This interface has no usable gateways."]}"#
+        )
+    );
+
+    // MTU update, then deploy: edits refused with 409; release keeps the bond and the static
+    // address (MAAS frees only auto addresses).
+    let eth0_path = format!("nodes/{id}/interfaces/{eth0}/");
+    let v = t.json(Method::PUT, &eth0_path, &[("mtu", "9000")]).await;
+    assert_eq!(v["params"]["mtu"], 9000);
+    let (s, _) = status_text(t.call(Method::PUT, &eth0_path, &[("mtu", "100")]).await).await;
+    assert_eq!(s, 400);
+    t.json(Method::POST, &format!("machines/{id}/?op=deploy"), &[])
+        .await;
+    let (s, body) = status_text(
+        t.post(&bonds, &[("name", "bond9"), ("parents", &eth0.to_string())])
+            .await,
+    )
+    .await;
+    assert_eq!(
+        (s, body.as_str()),
+        (
+            409,
+            "Cannot create bond interface because the machine is not New, Ready, Allocated, or Broken."
+        )
+    );
+    let (s, _) = status_text(t.call(Method::DELETE, &vif_path, &[]).await).await;
+    assert_eq!(s, 409);
+    let m = t
+        .json(Method::POST, &format!("machines/{id}/?op=release"), &[])
+        .await;
+    assert_eq!(m["ip_addresses"], json!(["10.40.0.10"]));
+    let list = ifaces(&t, id).await;
+    assert_eq!(list.len(), 4);
+
+    // Deleting the bond takes its VLAN interface and frees the members.
+    let (s, _) = status_text(
+        t.call(
+            Method::DELETE,
+            &format!("nodes/{id}/interfaces/{bond_id}/"),
+            &[],
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(s, 204);
+    let list = ifaces(&t, id).await;
+    let names: Vec<&str> = list.iter().map(|i| i["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["eth0", "eth1"]);
+    assert_eq!(by_name(&list, "eth0")["links"][0]["mode"], "link_up");
+    let m = t.json(Method::GET, &format!("machines/{id}/"), &[]).await;
+    assert_eq!(m["default_gateways"]["ipv4"]["link_id"], Value::Null);
+}
