@@ -44,6 +44,18 @@ pub enum Error {
         /// The machine.
         system_id: String,
     },
+    /// MAAS still shows static links the gateway unlinked (read again right after).
+    #[error(
+        "MAAS machine {system_id} still has {count} static link(s) after unlinking them: {detail}"
+    )]
+    StaticLinksLeft {
+        /// The machine.
+        system_id: String,
+        /// How many are left.
+        count: usize,
+        /// The first one left.
+        detail: String,
+    },
     /// Adding or removing our finalizer failed; a [conflict](capmaas_runtime::Error::is_conflict)
     /// (the finalizer list changed since it was read) is quiet: the next reconcile reads again.
     #[error("finalizer update failed: {0}")]
@@ -79,6 +91,7 @@ impl ErrorCategory for Error {
             Self::Kube { .. } | Self::Status(_) | Self::Finalizer(_) => "kube_api",
             Self::InvalidSpec(_) => "invalid_spec",
             Self::NotOurs { .. } => "not_ours",
+            Self::StaticLinksLeft { .. } => "maas_error",
         }
     }
 

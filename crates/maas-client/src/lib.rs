@@ -5,6 +5,7 @@
 //! - [`host`]: the provisioning state machine ([`host::step::next_step`]): allocate the exact
 //!   machine with our agent_name, record it, annotate, rename, deploy, poll, release, reboot.
 //! - [`dns`]: MaasDNSRecord → MAAS DNS resource, with a finalizer.
+//! - [`ippool`]: MaasIPPool with `spec.maasSubnet` → MAAS reserved IP ranges, with a finalizer.
 //! - [`binding`]: one MAAS machine, one MaasHost in the whole cluster (a Lease per machine).
 //! - [`sweeper`]: adoption of our allocations and release of orphans after a grace period.
 //! - [`maas`]: the rate-limited client and the per-operation request metrics.
@@ -22,13 +23,14 @@ pub mod dns;
 pub mod error;
 pub mod host;
 pub mod inventory;
+pub mod ippool;
 pub mod maas;
 pub mod mapping;
 pub mod sweeper;
 
 use std::sync::Arc;
 
-use capmaas_api::{MaasDNSRecord, MaasHost, MaasInventory};
+use capmaas_api::{MaasDNSRecord, MaasHost, MaasIPPool, MaasInventory};
 use capmaas_runtime::controller::{Events, ReconcilerSettings, ready_when, run, scoped};
 use capmaas_runtime::{BoxError, CommonArgs, Context, Runtime};
 use futures::StreamExt;
@@ -82,7 +84,7 @@ pub async fn run_with(runtime: Runtime, config: GatewayConfig) -> Result<(), Box
     Ok(())
 }
 
-/// One leadership term: the MaasHost, MaasInventory and MaasDNSRecord controllers and the
+/// One leadership term: the MaasHost, MaasInventory, MaasDNSRecord and MaasIPPool controllers and the
 /// orphan sweeper, until the term ends. Ready once the host and inventory caches are filled.
 pub async fn run_term(term: Context, maas: Maas, config: GatewayConfig) -> Result<(), BoxError> {
     let namespace = term.settings.namespace.as_deref();
@@ -101,6 +103,10 @@ pub async fn run_term(term: Context, maas: Maas, config: GatewayConfig) -> Resul
     );
     let records = Controller::new(
         scoped::<MaasDNSRecord>(watch, namespace),
+        watcher::Config::default(),
+    );
+    let pools = Controller::new(
+        scoped::<MaasIPPool>(watch, namespace),
         watcher::Config::default(),
     );
     // Host bindings: one Lease per machine in the binding namespace, labelled per installation.
@@ -164,6 +170,12 @@ pub async fn run_term(term: Context, maas: Maas, config: GatewayConfig) -> Resul
             ReconcilerSettings::for_term(&term, "maasdnsrecord"),
             gw.clone(),
             dns::reconcile,
+        ),
+        run(
+            pools,
+            ReconcilerSettings::for_term(&term, "maasippool"),
+            gw.clone(),
+            ippool::reconcile,
         ),
         sweeper::run(gw.clone(), term.cancel.clone()),
         binding_watch,

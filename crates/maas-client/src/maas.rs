@@ -7,9 +7,11 @@
 //! already spaced by the client's backoff.
 //!
 //! Every mutating call (each non-GET: allocate, deploy, release, power, annotations, hostname,
-//! links, DNS writes) checks the leadership fence ([`capmaas_runtime::Fence`]) after the rate
+//! links, interfaces, IP ranges, DNS writes) checks the leadership fence ([`capmaas_runtime::Fence`]) after the rate
 //! limit and right before it is sent, and is abandoned (with its retries) if the fence lapses
 //! while it runs: [`MaasError::Fenced`], so no write goes out once another replica may lead.
+
+mod network;
 
 use std::collections::BTreeMap;
 use std::future::Future;

@@ -10,13 +10,11 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 use kube::api::Api;
 use maas_api_client::{
-    AllocateRequest, DeployRequest, LinkSubnetRequest, MaasError, MachineFilter, MachineStatus,
-    PowerState,
+    AllocateRequest, DeployRequest, MaasError, MachineFilter, MachineStatus, PowerState,
 };
 use tracing::info;
 
 use super::annotations::{self as ann, RebootState};
-use super::network::{self, LinkAction};
 use super::run::{Run, unix_now};
 use super::step::Wait;
 use crate::binding::{self, Bound};
@@ -95,7 +93,7 @@ impl Run<'_> {
         Ok(())
     }
 
-    async fn secret_value(&self, reference: &SecretKeyReference) -> Result<Vec<u8>> {
+    pub(super) async fn secret_value(&self, reference: &SecretKeyReference) -> Result<Vec<u8>> {
         let api: Api<Secret> = Api::namespaced(
             self.gw.kube.clone(),
             &self.host.namespace().unwrap_or_default(),
@@ -116,63 +114,6 @@ impl Run<'_> {
             })
     }
 
-    /// Applies the static addresses of the rendered network data to the (Allocated) machine's
-    /// interface links; does only what is missing, so it is safe to repeat.
-    async fn apply_network_data(&mut self, reference: &SecretKeyReference) -> Result<()> {
-        let raw = self.secret_value(reference).await?;
-        let text = String::from_utf8(raw).map_err(|_| {
-            Error::InvalidSpec(format!(
-                "network data in Secret {} is not UTF-8",
-                reference.name
-            ))
-        })?;
-        let data = network::parse(&text).map_err(|e| Error::InvalidSpec(e.to_string()))?;
-        let interfaces = self
-            .machine
-            .as_ref()
-            .map(|m| m.interface_set.clone())
-            .unwrap_or_default();
-        let subnets = self
-            .gw
-            .maas
-            .list_subnets()
-            .await
-            .map_err(Error::maas("list subnets"))?;
-        let actions = network::plan_links(&data, &interfaces, &subnets)
-            .map_err(|e| Error::InvalidSpec(e.to_string()))?;
-        if actions.is_empty() {
-            return Ok(());
-        }
-        for action in &actions {
-            match *action {
-                LinkAction::Unlink { interface, link } => {
-                    self.gw
-                        .maas
-                        .unlink_subnet(&self.system_id, interface, link)
-                        .await
-                        .map_err(Error::maas("unlink subnet"))?;
-                }
-                LinkAction::LinkStatic {
-                    interface,
-                    subnet,
-                    ip,
-                } => {
-                    self.gw
-                        .maas
-                        .link_subnet(
-                            &self.system_id,
-                            interface,
-                            &LinkSubnetRequest::static_ip(subnet, ip),
-                        )
-                        .await
-                        .map_err(Error::maas("link subnet"))?;
-                }
-            }
-        }
-        info!(system_id = %self.system_id, links = actions.len(), "applied static addresses from network data");
-        self.refresh().await
-    }
-
     pub(super) async fn deploy(&mut self) -> Result<()> {
         let Some(provisioning) = self.host.spec.provisioning.clone() else {
             return Ok(());
@@ -181,6 +122,24 @@ impl Run<'_> {
             Some(reference) => Some(self.secret_value(reference).await?),
             None => None,
         };
+        let user_data = match &provisioning.meta_data_secret_ref {
+            Some(reference) => {
+                let meta_data = self.secret_value(reference).await?;
+                match super::user_data::with_meta_data(user_data, &meta_data) {
+                    Ok(combined) => Some(combined),
+                    Err(unchanged) => {
+                        let note =
+                            "user data is not cloud-init (Ignition?): rendered metadata not added";
+                        self.gw
+                            .events
+                            .warning(self.host, "MetaDataNotDelivered", note)
+                            .await;
+                        Some(unchanged)
+                    }
+                }
+            }
+            None => user_data,
+        };
         // Deploy is not idempotent: act only on a fresh Allocated view.
         self.refresh().await?;
         if self.machine.as_ref().map(|m| m.status) != Some(MachineStatus::Allocated) {
@@ -188,6 +147,10 @@ impl Run<'_> {
         }
         if let Some(reference) = &provisioning.network_data_secret_ref {
             self.apply_network_data(reference).await?;
+        } else {
+            // No network data: static addresses recorded by an earlier deployment go.
+            self.settle_static_addresses(&std::collections::BTreeSet::new())
+                .await?;
         }
         let request = DeployRequest {
             distro_series: Some(provisioning.image.clone()),

@@ -5,11 +5,12 @@
 //! the dotted `capmaas.*` keys. They are wiped by MAAS on release, which suits them: they
 //! describe one allocation.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
 use std::time::Duration;
 
 use capmaas_api::common::{EraseMode, ReleasePolicy};
-use maas_api_client::ReleaseRequest;
+use maas_api_client::{Interface, LinkMode, ReleaseRequest};
 
 /// MAAS annotation: the installation (agent_name) holding the machine.
 pub const INSTALLATION: &str = "capmaas.installation";
@@ -28,6 +29,13 @@ pub const RELEASE_FORCE: &str = "capmaas.release-force";
 pub const REBOOT_STATE: &str = "maas.cluster.x-k8s.io/reboot-state";
 /// MaasHost annotation: failed deployments counted for the current request.
 pub const DEPLOY_FAILURES: &str = "maas.cluster.x-k8s.io/deploy-failures";
+
+/// MaasHost annotation: the static addresses the gateway linked (or was about to link) on the
+/// machine's MAAS interfaces from the host's network data, a sorted comma-separated list
+/// ([`encode_static_addresses`]). Written before the first `link_subnet`; read by the step
+/// that unlinks them once MAAS has released the machine (MAAS keeps static links after a
+/// release); removed once they are gone, or when the machine is gone from MAAS.
+pub const STATIC_ADDRESSES: &str = "maas.cluster.x-k8s.io/static-addresses";
 
 /// Progress of a reboot request, persisted on the MaasHost as [`REBOOT_STATE`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -137,6 +145,86 @@ pub fn deploy_failures(value: Option<&str>) -> u32 {
     value.and_then(|v| v.parse().ok()).unwrap_or(0)
 }
 
+/// The static addresses recorded in [`STATIC_ADDRESSES`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StaticAddresses {
+    /// The addresses listed (possibly none).
+    Listed(BTreeSet<IpAddr>),
+    /// A value that does not read as a list of addresses (edited by hand): never ignored, it
+    /// covers every static link of the machine, since which addresses the gateway linked is
+    /// no longer known, and leaving one would keep an address the pool may give away.
+    Unreadable(String),
+}
+
+impl StaticAddresses {
+    /// Whether a static link with this address is one the record covers.
+    pub fn covers(&self, ip: Option<IpAddr>) -> bool {
+        match self {
+            Self::Listed(set) => ip.is_some_and(|ip| set.contains(&ip)),
+            Self::Unreadable(_) => true,
+        }
+    }
+}
+
+/// The [`STATIC_ADDRESSES`] value for a set of addresses: sorted, comma-separated.
+pub fn encode_static_addresses(addresses: &BTreeSet<IpAddr>) -> String {
+    addresses
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// Reads a [`STATIC_ADDRESSES`] value: comma-separated addresses (blanks around them and an
+/// empty value allowed, order free); anything else is [`StaticAddresses::Unreadable`].
+pub fn static_addresses(value: &str) -> StaticAddresses {
+    if value.trim().is_empty() {
+        return StaticAddresses::Listed(BTreeSet::new());
+    }
+    value
+        .split(',')
+        .map(|item| item.trim().parse::<IpAddr>())
+        .collect::<Result<BTreeSet<_>, _>>()
+        .map_or_else(
+            |_| StaticAddresses::Unreadable(value.to_owned()),
+            StaticAddresses::Listed,
+        )
+}
+
+/// A static link of the machine to remove.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StaticLink {
+    /// Interface id.
+    pub interface: i64,
+    /// Link id.
+    pub link: i64,
+    /// Its address.
+    pub ip: Option<IpAddr>,
+}
+
+/// The static links of `interfaces` that `recorded` covers and whose address is not in
+/// `keep`, in interface and link order. Computed from the current links, so repeating the
+/// unlinks after a crash only finds what is left.
+pub fn recorded_static_links(
+    interfaces: &[Interface],
+    recorded: &StaticAddresses,
+    keep: &BTreeSet<IpAddr>,
+) -> Vec<StaticLink> {
+    let mut out: Vec<StaticLink> = interfaces
+        .iter()
+        .flat_map(|i| i.links.iter().map(move |l| (i.id, l)))
+        .filter(|(_, l)| l.mode == LinkMode::Static && recorded.covers(l.ip_address))
+        .filter(|(_, l)| l.ip_address.is_none_or(|ip| !keep.contains(&ip)))
+        .map(|(interface, l)| StaticLink {
+            interface,
+            link: l.id,
+            ip: l.ip_address,
+        })
+        .collect();
+    out.sort_by_key(|s| (s.interface, s.link));
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -220,5 +308,100 @@ mod tests {
         );
         assert_eq!(deploy_failures(Some("2")), 2);
         assert_eq!(deploy_failures(Some("x")), 0);
+    }
+
+    fn ips(list: &[&str]) -> BTreeSet<IpAddr> {
+        list.iter().map(|s| s.parse().unwrap()).collect()
+    }
+
+    #[test]
+    fn static_addresses_round_trip_sorted() {
+        let set = ips(&["10.0.0.20", "fd00::5", "10.0.0.3"]);
+        let value = encode_static_addresses(&set);
+        assert_eq!(value, "10.0.0.3,10.0.0.20,fd00::5");
+        assert_eq!(
+            static_addresses(&value),
+            StaticAddresses::Listed(set.clone())
+        );
+        // Order and blanks do not matter; duplicates collapse.
+        assert_eq!(
+            static_addresses(" fd00::5, 10.0.0.20 ,10.0.0.3,10.0.0.3"),
+            StaticAddresses::Listed(set)
+        );
+        assert_eq!(
+            static_addresses(""),
+            StaticAddresses::Listed(BTreeSet::new())
+        );
+        assert_eq!(encode_static_addresses(&BTreeSet::new()), "");
+    }
+
+    #[test]
+    fn unreadable_static_addresses_cover_every_static_link() {
+        for bad in ["10.0.0.300", "10.0.0.1/24", "10.0.0.1,,10.0.0.2", "x", ","] {
+            let parsed = static_addresses(bad);
+            assert_eq!(parsed, StaticAddresses::Unreadable(bad.to_owned()), "{bad}");
+            assert!(parsed.covers(None) && parsed.covers(Some("1.2.3.4".parse().unwrap())));
+        }
+        let listed = static_addresses("10.0.0.1");
+        assert!(listed.covers(Some("10.0.0.1".parse().unwrap())));
+        assert!(!listed.covers(Some("10.0.0.2".parse().unwrap())));
+        assert!(!listed.covers(None));
+    }
+
+    fn interface(id: i64, links: &serde_json::Value) -> Interface {
+        serde_json::from_value(serde_json::json!({
+            "id": id, "name": format!("eth{id}"), "type": "physical",
+            "mac_address": format!("52:54:00:00:00:0{id}"), "links": links,
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn recorded_static_links_are_only_the_recorded_static_ones() {
+        let interfaces = [
+            interface(
+                1,
+                &serde_json::json!([
+                    {"id": 11, "mode": "static", "ip_address": "10.0.0.10"},
+                    {"id": 12, "mode": "static", "ip_address": "10.0.0.99"},
+                ]),
+            ),
+            interface(
+                2,
+                &serde_json::json!([
+                    {"id": 21, "mode": "auto", "ip_address": "10.0.0.11"},
+                    {"id": 22, "mode": "dhcp"},
+                    {"id": 23, "mode": "static", "ip_address": "10.0.0.11"},
+                    {"id": 24, "mode": "static"},
+                ]),
+            ),
+        ];
+        let recorded = static_addresses("10.0.0.10,10.0.0.11,10.0.0.12");
+        let link = |interface, link, ip: &str| StaticLink {
+            interface,
+            link,
+            ip: Some(ip.parse().unwrap()),
+        };
+        assert_eq!(
+            recorded_static_links(&interfaces, &recorded, &BTreeSet::new()),
+            [link(1, 11, "10.0.0.10"), link(2, 23, "10.0.0.11")]
+        );
+        // What the next deployment links again is kept.
+        assert_eq!(
+            recorded_static_links(&interfaces, &recorded, &ips(&["10.0.0.10"])),
+            [link(2, 23, "10.0.0.11")]
+        );
+        // Unreadable: every static link, with or without an address.
+        let all = recorded_static_links(
+            &interfaces,
+            &StaticAddresses::Unreadable("?".into()),
+            &BTreeSet::new(),
+        );
+        assert_eq!(
+            all.iter().map(|s| s.link).collect::<Vec<_>>(),
+            [11, 12, 23, 24]
+        );
+        // Nothing left: nothing to do.
+        assert!(recorded_static_links(&[], &recorded, &BTreeSet::new()).is_empty());
     }
 }

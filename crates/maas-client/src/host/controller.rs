@@ -71,6 +71,9 @@ pub fn host_facts(
             consumer.map(|c| (c.kind.as_str(), c.name.as_str(), c.uid.as_str())),
             provisioning.and_then(|p| p.release_policy.as_ref()),
         ),
+        static_addresses: annotations
+            .get(ann::STATIC_ADDRESSES)
+            .map(|v| ann::static_addresses(v)),
     }
 }
 
@@ -109,6 +112,7 @@ pub async fn reconcile(host: Arc<MaasHost>, gw: Arc<Gateway>) -> Result<Action> 
         machine,
         allocation,
         unlisted_from,
+        spec_error: None,
     };
     let mut polled = false;
     let mut outcome = (Wait::Idle, None);
@@ -139,6 +143,13 @@ pub async fn reconcile(host: Arc<MaasHost>, gw: Arc<Gateway>) -> Result<Action> 
                     info!(%system_id, %reason, "machine held by someone else");
                     outcome = (Wait::HeldByOther, Some(HELD_BY_OTHER_RETRY));
                     break;
+                }
+                Err(Error::InvalidSpec(message)) => {
+                    // Reported in the host status (`Provisioned=False`, reason InvalidSpec),
+                    // then retried with the invalid-spec delay like any invalid spec.
+                    run.spec_error = Some(message.clone());
+                    run.write_status(Wait::InvalidSpec).await?;
+                    return Err(Error::InvalidSpec(message));
                 }
                 Err(e) => return Err(e),
             },
@@ -327,6 +338,14 @@ impl Run<'_> {
                     .warning(self.host, "DeploymentRetried", &note)
                     .await;
                 self.release().await?;
+            }
+            Step::UnlinkStaticAddresses => {
+                self.unlink_static_addresses().await?;
+                return Ok(true);
+            }
+            Step::ForgetStaticAddresses => {
+                self.forget_static_addresses().await?;
+                return Ok(true);
             }
             Step::ResetFailures => {
                 self.patch_annotation(ann::DEPLOY_FAILURES, None).await?;

@@ -1,19 +1,23 @@
-//! Static addresses from rendered network data, applied to MAAS interface links before deploy.
+//! Rendered network data: the OpenStack `network_data.json` shape (data-controller, Metal3
+//! model), as JSON or YAML, and the errors of applying it to MAAS.
 //!
-//! The rendered network data (data-controller, Metal3 model) has the OpenStack
-//! `network_data.json` shape, as JSON or YAML: `links` (with `ethernet_mac_address`) and
-//! `networks` (`type` `ipv4`/`ipv6` with `ip_address`, on a `link`). For each static network
-//! the MAAS interface with that MAC gets a `static` link with that address on the MAAS subnet
-//! containing it; other links of the interface on that subnet are removed first. The plan is
-//! computed from the machine's current links, so applying it again after a crash does only
-//! what is left.
+//! - `links`: `type` `phy` (`ethernet_mac_address`), `bond` (`bond_links`, `bond_mode`), `vlan`
+//!   (`vlan_link`, `vlan_id`); `mtu` on any. A link of another type with a MAC is treated as a
+//!   NIC (what the gateway accepted before bonds and VLANs were applied).
+//! - `networks`: `type` `ipv4`/`ipv6` (static: `ip_address`, `netmask`, `routes`) or
+//!   `ipv4_dhcp`/`ipv6_dhcp` (also `ipv6_slaac`, `ipv6_dhcpv6-stateful`,
+//!   `ipv6_dhcpv6-stateless`), on a `link`.
+//! - `services`: `{type: dns, address}`.
+//!
+//! Unknown fields are ignored; numbers may be written as strings. How the data becomes MAAS
+//! interface configuration is [`super::network_plan`].
 
+use std::collections::BTreeSet;
 use std::net::IpAddr;
 
-use maas_api_client::{Interface, LinkMode, Subnet};
-use serde::Deserialize;
+use serde::{Deserialize, Deserializer};
 
-/// The parts of rendered network data this module reads.
+/// Rendered network data.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 pub struct RenderedNetworkData {
     /// Layer-2 links.
@@ -22,73 +26,202 @@ pub struct RenderedNetworkData {
     /// Layer-3 networks.
     #[serde(default)]
     pub networks: Vec<RenderedNetwork>,
+    /// Services (DNS servers).
+    #[serde(default)]
+    pub services: Vec<RenderedService>,
+}
+
+impl RenderedNetworkData {
+    /// Every static address the data asks for: what applying it may link on the machine.
+    pub fn static_addresses(&self) -> BTreeSet<IpAddr> {
+        self.networks
+            .iter()
+            .filter_map(RenderedNetwork::static_address)
+            .collect()
+    }
 }
 
 /// One link.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 pub struct RenderedLink {
-    /// Link id, referenced by networks.
+    /// Link id, referenced by networks, bonds and VLANs.
     pub id: String,
     /// `phy`, `bond`, `vlan`, ...
     #[serde(rename = "type", default)]
     pub kind: String,
-    /// MAC of a physical link.
+    /// MAC of a NIC (of a bond: the MAC the bond should use).
     #[serde(default)]
     pub ethernet_mac_address: Option<String>,
+    /// MTU.
+    #[serde(default, deserialize_with = "flex_u32")]
+    pub mtu: Option<u32>,
+    /// Member link ids of a bond.
+    #[serde(default)]
+    pub bond_links: Vec<String>,
+    /// Bond mode (`active-backup`, `802.3ad`, ...).
+    #[serde(default)]
+    pub bond_mode: Option<String>,
+    /// 802.1Q tag of a VLAN link.
+    #[serde(default, deserialize_with = "flex_u32")]
+    pub vlan_id: Option<u32>,
+    /// Parent link id of a VLAN link.
+    #[serde(default)]
+    pub vlan_link: Option<String>,
+    /// MAC of a VLAN link (MAAS gives a VLAN interface its parent's MAC; not applied).
+    #[serde(default)]
+    pub vlan_mac_address: Option<String>,
+}
+
+/// What a link is, from its `type` and fields.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LinkKind {
+    /// A NIC, found by MAC.
+    Phy,
+    /// A bond of NICs.
+    Bond,
+    /// A tagged VLAN on a NIC or a bond.
+    Vlan,
+}
+
+impl RenderedLink {
+    /// The kind, or `None` for a type the gateway cannot apply (no MAC, not bond or vlan).
+    pub fn link_kind(&self) -> Option<LinkKind> {
+        match self.kind.to_ascii_lowercase().as_str() {
+            "bond" => Some(LinkKind::Bond),
+            "vlan" => Some(LinkKind::Vlan),
+            _ if self.ethernet_mac_address.is_some() => Some(LinkKind::Phy),
+            _ => None,
+        }
+    }
 }
 
 /// One network.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 pub struct RenderedNetwork {
+    /// Network id (named in errors).
+    #[serde(default)]
+    pub id: String,
     /// `ipv4`, `ipv6` (static) or `ipv4_dhcp`, `ipv6_dhcp`, ...
     #[serde(rename = "type")]
     pub kind: String,
     /// The link id it sits on.
     pub link: String,
-    /// Static address.
+    /// Static address (`addr` or `addr/prefix`).
     #[serde(default)]
     pub ip_address: Option<String>,
+    /// Netmask (MAAS takes the prefix from its subnet).
+    #[serde(default)]
+    pub netmask: Option<String>,
+    /// Routes.
+    #[serde(default)]
+    pub routes: Vec<RenderedRoute>,
 }
 
-/// One MAAS interface operation.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum LinkAction {
-    /// Remove a link.
-    Unlink {
-        /// Interface id.
-        interface: i64,
-        /// Link id.
-        link: i64,
-    },
-    /// Add a static link.
-    LinkStatic {
-        /// Interface id.
-        interface: i64,
-        /// Subnet id.
-        subnet: i64,
-        /// The address.
-        ip: IpAddr,
-    },
+/// How a network gets its address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NetworkKind {
+    /// A fixed address.
+    Static,
+    /// DHCP (or SLAAC) of the family (4 or 6).
+    Dhcp(u8),
+    /// Another type: ignored.
+    Other,
 }
 
-/// Why network data cannot be applied.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum NetworkDataError {
-    /// Not JSON/YAML of the expected shape.
-    #[error("network data cannot be parsed: {0}")]
-    Parse(String),
-    /// A network names a link that does not exist or has no MAC (bonds/VLANs are not applied).
-    #[error("network on link {0:?}: no physical link with a MAC address of that id")]
-    UnknownLink(String),
-    /// The machine has no interface with the MAC.
-    #[error("the machine has no interface with MAC {0}")]
-    UnknownMac(String),
-    /// The address is not an IP.
-    #[error("{0:?} is not an IP address")]
-    BadAddress(String),
-    /// No MAAS subnet contains the address.
-    #[error("no MAAS subnet contains {0}")]
-    NoSubnet(IpAddr),
+impl RenderedNetwork {
+    /// The kind of the network from its `type`.
+    pub fn network_kind(&self) -> NetworkKind {
+        match self.kind.to_ascii_lowercase().as_str() {
+            "ipv4" | "ipv6" => NetworkKind::Static,
+            "ipv4_dhcp" => NetworkKind::Dhcp(4),
+            "ipv6_dhcp" | "ipv6_slaac" | "ipv6_dhcpv6-stateful" | "ipv6_dhcpv6-stateless" => {
+                NetworkKind::Dhcp(6)
+            }
+            _ => NetworkKind::Other,
+        }
+    }
+
+    /// The address of a static network (a `/prefix` dropped, as MAAS is given it); `None`
+    /// for other networks and for an address that does not parse (which the plan refuses).
+    pub fn static_address(&self) -> Option<IpAddr> {
+        if self.network_kind() != NetworkKind::Static {
+            return None;
+        }
+        let raw = self.ip_address.as_deref()?;
+        raw.split('/').next().unwrap_or(raw).trim().parse().ok()
+    }
+
+    /// A name for messages: the id, else `on link <link>`.
+    pub fn label(&self) -> String {
+        if self.id.is_empty() {
+            format!("on link {}", self.link)
+        } else {
+            self.id.clone()
+        }
+    }
+}
+
+/// One route of a network.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+pub struct RenderedRoute {
+    /// Destination network (`0.0.0.0`, `::`, or with a prefix `0.0.0.0/0`).
+    #[serde(default)]
+    pub network: String,
+    /// Destination netmask (`0.0.0.0`, `::`, or a prefix length).
+    #[serde(default)]
+    pub netmask: String,
+    /// Next hop.
+    #[serde(default)]
+    pub gateway: String,
+}
+
+impl RenderedRoute {
+    /// Whether this is a default route (`0.0.0.0/0` or `::/0`).
+    pub fn is_default(&self) -> bool {
+        let (address, prefix) = match self.network.split_once('/') {
+            Some((a, p)) => (a.trim(), Some(p.trim())),
+            None => (self.network.trim(), None),
+        };
+        let unspecified = address
+            .parse::<IpAddr>()
+            .is_ok_and(|ip| ip.is_unspecified());
+        let mask = prefix.unwrap_or(self.netmask.trim());
+        let zero_mask = mask.is_empty()
+            || mask == "0"
+            || mask.parse::<IpAddr>().is_ok_and(|ip| ip.is_unspecified());
+        unspecified && zero_mask
+    }
+}
+
+/// One service.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+pub struct RenderedService {
+    /// `dns`.
+    #[serde(rename = "type", default)]
+    pub kind: String,
+    /// The server address.
+    #[serde(default)]
+    pub address: String,
+}
+
+/// A number written as a number or a string; `null` or `""` is none.
+fn flex_u32<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<u32>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Flex {
+        Number(u32),
+        Text(String),
+    }
+    match Option::<Flex>::deserialize(deserializer)? {
+        None => Ok(None),
+        Some(Flex::Number(n)) => Ok(Some(n)),
+        Some(Flex::Text(s)) if s.trim().is_empty() => Ok(None),
+        Some(Flex::Text(s)) => s
+            .trim()
+            .parse()
+            .map(Some)
+            .map_err(|_| serde::de::Error::custom(format!("{s:?} is not a number"))),
+    }
 }
 
 /// Parses rendered network data (JSON or YAML).
@@ -96,142 +229,76 @@ pub fn parse(text: &str) -> Result<RenderedNetworkData, NetworkDataError> {
     serde_saphyr::from_str(text).map_err(|e| NetworkDataError::Parse(e.to_string()))
 }
 
-fn is_static(kind: &str) -> bool {
-    matches!(kind, "ipv4" | "ipv6")
-}
-
-/// The operations that make the machine's links match the static networks.
-pub fn plan_links(
-    data: &RenderedNetworkData,
-    interfaces: &[Interface],
-    subnets: &[Subnet],
-) -> Result<Vec<LinkAction>, NetworkDataError> {
-    let mut actions = Vec::new();
-    for network in data.networks.iter().filter(|n| is_static(&n.kind)) {
-        let Some(raw_ip) = network.ip_address.as_deref() else {
-            continue;
-        };
-        // Metal3 may render `addr/prefix`; the address part is what MAAS needs.
-        let ip_text = raw_ip.split('/').next().unwrap_or(raw_ip).trim();
-        let ip: IpAddr = ip_text
-            .parse()
-            .map_err(|_| NetworkDataError::BadAddress(raw_ip.to_owned()))?;
-        let mac = data
-            .links
-            .iter()
-            .find(|l| l.id == network.link)
-            .and_then(|l| l.ethernet_mac_address.as_deref())
-            .ok_or_else(|| NetworkDataError::UnknownLink(network.link.clone()))?;
-        let interface = interfaces
-            .iter()
-            .find(|i| i.mac_address.eq_ignore_ascii_case(mac))
-            .ok_or_else(|| NetworkDataError::UnknownMac(mac.to_owned()))?;
-        let subnet = subnets
-            .iter()
-            .find(|s| s.cidr.contains(&ip))
-            .ok_or(NetworkDataError::NoSubnet(ip))?;
-        let on_subnet =
-            |l: &&maas_api_client::Link| l.subnet.as_ref().is_some_and(|s| s.id == subnet.id);
-        let done = interface
-            .links
-            .iter()
-            .filter(on_subnet)
-            .any(|l| l.mode == LinkMode::Static && l.ip_address == Some(ip));
-        if done {
-            continue;
-        }
-        for link in interface.links.iter().filter(on_subnet) {
-            actions.push(LinkAction::Unlink {
-                interface: interface.id,
-                link: link.id,
-            });
-        }
-        actions.push(LinkAction::LinkStatic {
-            interface: interface.id,
-            subnet: subnet.id,
-            ip,
-        });
-    }
-    Ok(actions)
+/// Why network data cannot be applied; every message names the link or network.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NetworkDataError {
+    /// Not JSON/YAML of the expected shape.
+    #[error("network data cannot be parsed: {0}")]
+    Parse(String),
+    /// A network or link names a link id that does not exist.
+    #[error("{what}: no link with id {link:?} in the network data")]
+    UnknownLink {
+        /// `network <id>` or `link <id>`.
+        what: String,
+        /// The missing link id.
+        link: String,
+    },
+    /// A link the gateway cannot apply (its type, a missing field, a bad value).
+    #[error("link {link}: {reason}")]
+    BadLink {
+        /// Link id.
+        link: String,
+        /// Why.
+        reason: String,
+    },
+    /// The machine has no interface with the MAC.
+    #[error("link {link}: the machine has no interface with MAC {mac}")]
+    UnknownMac {
+        /// Link id.
+        link: String,
+        /// The MAC.
+        mac: String,
+    },
+    /// A network the gateway cannot apply (bad address, no MAAS subnet, wrong VLAN, gateway).
+    #[error("network {network}: {reason}")]
+    BadNetwork {
+        /// Network id.
+        network: String,
+        /// Why.
+        reason: String,
+    },
+    /// MAAS refused an operation for this link or network (address taken, out of range...).
+    #[error("{what}: MAAS refused {operation}: {message}")]
+    Refused {
+        /// `network <id>` or `link <id>`.
+        what: String,
+        /// The operation.
+        operation: String,
+        /// MAAS's message.
+        message: String,
+    },
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn interfaces() -> Vec<Interface> {
-        serde_json::from_value(serde_json::json!([
-            {"id": 10, "name": "eth0", "mac_address": "52:54:00:aa:bb:01", "links": [
-                {"id": 100, "mode": "auto", "subnet": {"id": 1, "cidr": "10.20.0.0/16"}}
-            ]},
-            {"id": 11, "name": "eth1", "mac_address": "52:54:00:aa:bb:02", "links": [
-                {"id": 101, "mode": "static", "ip_address": "10.30.0.9", "subnet": {"id": 2, "cidr": "10.30.0.0/16"}}
-            ]}
-        ]))
-        .unwrap()
-    }
-
-    fn subnets() -> Vec<Subnet> {
-        serde_json::from_value(serde_json::json!([
-            {"id": 1, "cidr": "10.20.0.0/16"},
-            {"id": 2, "cidr": "10.30.0.0/16"}
-        ]))
-        .unwrap()
-    }
-
-    const DATA: &str = r#"
-links:
-  - {id: enp1, type: phy, ethernet_mac_address: "52:54:00:AA:BB:01"}
-  - {id: enp2, type: phy, ethernet_mac_address: "52:54:00:aa:bb:02"}
-networks:
-  - {id: n1, type: ipv4, link: enp1, ip_address: 10.20.5.50, netmask: 255.255.0.0}
-  - {id: n2, type: ipv4, link: enp2, ip_address: 10.30.0.9/16}
-  - {id: n3, type: ipv4_dhcp, link: enp2}
-"#;
-
     #[test]
-    fn static_networks_become_static_links_once() {
-        let data = parse(DATA).unwrap();
-        let actions = plan_links(&data, &interfaces(), &subnets()).unwrap();
-        assert_eq!(
-            actions,
-            vec![
-                LinkAction::Unlink {
-                    interface: 10,
-                    link: 100
-                },
-                LinkAction::LinkStatic {
-                    interface: 10,
-                    subnet: 1,
-                    ip: "10.20.5.50".parse().unwrap()
-                },
-            ],
-            "eth1 already holds its address"
-        );
-    }
-
-    #[test]
-    fn bad_data_is_an_error_not_a_panic() {
-        assert!(matches!(parse("links: 5"), Err(NetworkDataError::Parse(_))));
-        let unknown = parse("networks: [{type: ipv4, link: x, ip_address: 10.20.0.5}]").unwrap();
-        assert_eq!(
-            plan_links(&unknown, &interfaces(), &subnets()),
-            Err(NetworkDataError::UnknownLink("x".into()))
-        );
-        let outside = parse("links: [{id: a, ethernet_mac_address: '52:54:00:aa:bb:01'}]\nnetworks: [{type: ipv4, link: a, ip_address: 192.168.1.1}]").unwrap();
-        assert!(matches!(
-            plan_links(&outside, &interfaces(), &subnets()),
-            Err(NetworkDataError::NoSubnet(_))
-        ));
-        let bad = parse("links: [{id: a, ethernet_mac_address: '52:54:00:aa:bb:01'}]\nnetworks: [{type: ipv4, link: a, ip_address: nope}]").unwrap();
-        assert!(matches!(
-            plan_links(&bad, &interfaces(), &subnets()),
-            Err(NetworkDataError::BadAddress(_))
-        ));
-        let mac = parse("links: [{id: a, ethernet_mac_address: 'ff:ff:ff:ff:ff:ff'}]\nnetworks: [{type: ipv4, link: a, ip_address: 10.20.0.5}]").unwrap();
-        assert!(matches!(
-            plan_links(&mac, &interfaces(), &subnets()),
-            Err(NetworkDataError::UnknownMac(_))
-        ));
+    fn static_addresses_are_the_static_networks_addresses() {
+        let data = parse(
+            "networks:\n\
+             - {id: a, type: ipv4, link: l1, ip_address: 10.0.0.10/24}\n\
+             - {id: b, type: IPV6, link: l1, ip_address: ' fd00::10 '}\n\
+             - {id: c, type: ipv4_dhcp, link: l2, ip_address: 10.0.0.11}\n\
+             - {id: d, type: ipv4, link: l3}\n\
+             - {id: e, type: ipv4, link: l3, ip_address: nonsense}\n",
+        )
+        .unwrap();
+        let want: BTreeSet<IpAddr> = ["10.0.0.10", "fd00::10"]
+            .iter()
+            .map(|s| s.parse().unwrap())
+            .collect();
+        assert_eq!(data.static_addresses(), want);
+        assert!(RenderedNetworkData::default().static_addresses().is_empty());
     }
 }

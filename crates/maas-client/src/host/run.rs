@@ -35,6 +35,8 @@ pub(super) struct Run<'a> {
     pub(super) allocation: Option<HostAllocation>,
     /// The host's inventory, when its latest list did not show the (existing) machine.
     pub(super) unlisted_from: Option<String>,
+    /// Why the request cannot be carried out, reported with [`Wait::InvalidSpec`].
+    pub(super) spec_error: Option<String>,
 }
 
 impl Run<'_> {
@@ -97,6 +99,8 @@ impl Run<'_> {
             deploy_failures: self.facts.deploy_failures,
             generation: self.host.metadata.generation,
             unlisted_from: self.unlisted_from.as_deref(),
+            spec_error: self.spec_error.as_deref(),
+            static_addresses_pending: self.facts.static_addresses.is_some(),
         };
         let status = build_status(&input, &now());
         if previous == Some(&status) {

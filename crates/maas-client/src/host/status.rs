@@ -11,6 +11,9 @@ use maas_api_client::Machine;
 use super::step::Wait;
 use crate::mapping;
 
+/// Reason of `Provisioned=False` on a host whose request cannot be carried out as written
+/// (e.g. network data MAAS refuses); the message says why.
+pub const REASON_INVALID_SPEC: &str = "InvalidSpec";
 /// Reason of `Provisioned=False` on a host nobody asked to deploy.
 pub const REASON_NOT_REQUESTED: &str = "NotRequested";
 /// Reason of `HostPresent=True` for a machine its inventory no longer lists (re-tagged, moved
@@ -38,6 +41,10 @@ pub struct StatusInput<'a> {
     pub generation: Option<i64>,
     /// The host's inventory, when its latest list did not show the (existing) machine.
     pub unlisted_from: Option<&'a str>,
+    /// Why the request cannot be carried out ([`Wait::InvalidSpec`]).
+    pub spec_error: Option<&'a str>,
+    /// Static addresses the gateway linked are still recorded as on the machine.
+    pub static_addresses_pending: bool,
 }
 
 fn provisioned_condition(input: &StatusInput<'_>, state: ProvisioningState) -> NewCondition {
@@ -58,6 +65,11 @@ fn provisioned_condition(input: &StatusInput<'_>, state: ProvisioningState) -> N
                 "deployment failed {} time(s); retries exhausted, waiting for the consumer",
                 input.deploy_failures.saturating_add(1)
             ),
+        ),
+        (Wait::InvalidSpec, _) => (
+            False,
+            REASON_INVALID_SPEC,
+            input.spec_error.unwrap_or_default().to_owned(),
         ),
         (Wait::Broken, _) => (False, "MachineBroken", machine_error(input.machine)),
         (Wait::ReleaseFailed, _) => (False, "ReleaseFailed", machine_error(input.machine)),
@@ -106,7 +118,12 @@ fn machine_error(machine: Option<&Machine>) -> String {
 /// The new status. `lastUpdated` and condition times are kept when nothing else changed.
 pub fn build_status(input: &StatusInput<'_>, now: &Time) -> MaasHostStatus {
     let previous = input.previous.cloned().unwrap_or_default();
-    let state = mapping::provisioning_state(input.machine, input.ours, input.wants_deploy);
+    let mut state = mapping::provisioning_state(input.machine, input.ours, input.wants_deploy);
+    // A released machine that still holds the static addresses it was given is not available
+    // yet: the release ends when they are unlinked.
+    if state == ProvisioningState::Available && input.static_addresses_pending {
+        state = ProvisioningState::Releasing;
+    }
     let mut status = match input.machine {
         Some(m) => observed(m),
         // Keep the last known hardware of a vanished machine; drop live fields.
@@ -282,6 +299,8 @@ mod tests {
             deploy_failures: 0,
             generation: Some(3),
             unlisted_from: None,
+            spec_error: None,
+            static_addresses_pending: false,
         }
     }
 
@@ -390,6 +409,36 @@ mod tests {
             provisioned.message.contains("3 time(s)"),
             "{}",
             provisioned.message
+        );
+
+        let allocated = crate::cache::tests::machine("abc", 10);
+        let mut refused = input(Some(&allocated), None, Wait::InvalidSpec);
+        refused.spec_error = Some("network n1: MAAS refused static address 10.0.0.5");
+        let conditions = build_status(&refused, &t(4)).conditions.unwrap();
+        let provisioned = get_condition(&conditions, "Provisioned").unwrap();
+        assert_eq!(
+            (provisioned.status.as_str(), provisioned.reason.as_str()),
+            ("False", REASON_INVALID_SPEC)
+        );
+        assert!(provisioned.message.contains("network n1"));
+    }
+
+    #[test]
+    fn released_with_static_addresses_left_is_not_available() {
+        let ready = crate::cache::tests::machine("abc", 4);
+        let mut released = input(Some(&ready), None, Wait::Idle);
+        released.wants_deploy = false;
+        released.static_addresses_pending = true;
+        let status = build_status(&released, &t(1));
+        assert_eq!(
+            status.provisioning_state,
+            Some(ProvisioningState::Releasing)
+        );
+        released.static_addresses_pending = false;
+        let status = build_status(&released, &t(2));
+        assert_eq!(
+            status.provisioning_state,
+            Some(ProvisioningState::Available)
         );
     }
 }

@@ -9,14 +9,17 @@
 //! - a reboot request, once started, is carried through exactly once: off, then on when no
 //!   request remains;
 //! - a failed deployment is retried (release, allocate, deploy) a bounded number of times,
-//!   then left for the consumer to decide.
+//!   then left for the consumer to decide;
+//! - the static addresses the gateway linked are unlinked once MAAS has released the machine
+//!   and no deployment is wanted (not while a deployment is retried: the next one needs them),
+//!   before the host is reported available.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use maas_api_client::{Machine, MachineStatus, PowerState};
 
-use super::annotations::{HOST, INSTALLATION, RebootState};
+use super::annotations::{HOST, INSTALLATION, RebootState, StaticAddresses};
 
 /// Poll delay for a machine MAAS is changing (deploying, releasing, powering).
 pub const POLL: Duration = Duration::from_secs(2);
@@ -47,6 +50,8 @@ pub struct HostFacts {
     pub hostname: Option<String>,
     /// Workload annotations the machine must carry while allocated to us.
     pub annotations: BTreeMap<String, String>,
+    /// The static addresses recorded as linked on the machine (`None`: no record).
+    pub static_addresses: Option<StaticAddresses>,
 }
 
 impl HostFacts {
@@ -85,6 +90,9 @@ pub enum Wait {
     Unavailable,
     /// The machine vanished from MAAS.
     Missing,
+    /// The request cannot be carried out as written (network data MAAS cannot apply, a missing
+    /// Secret key...); the message is in the `Provisioned` condition.
+    InvalidSpec,
 }
 
 /// The next thing to do.
@@ -119,6 +127,11 @@ pub enum Step {
     FinishReboot,
     /// Forget the recorded failures (after success or release).
     ResetFailures,
+    /// The machine is released and no deployment is wanted: unlink the recorded static
+    /// addresses from its interfaces (fresh read), then forget the record.
+    UnlinkStaticAddresses,
+    /// The machine is gone from MAAS, its links with it: forget the record.
+    ForgetStaticAddresses,
 }
 
 fn wait(why: Wait, poll: Option<Duration>) -> Step {
@@ -145,6 +158,9 @@ pub(super) fn held_by_us(host: &HostFacts, machine: &Machine) -> bool {
 /// The next step for a host.
 pub fn next_step(host: &HostFacts, machine: Option<&Machine>) -> Step {
     let Some(machine) = machine else {
+        if host.static_addresses.is_some() {
+            return Step::ForgetStaticAddresses;
+        }
         return wait(Wait::Missing, None);
     };
     let ours = held_by_us(host, machine);
@@ -230,6 +246,12 @@ fn release_path(host: &HostFacts, machine: &Machine, ours: bool) -> Step {
         MachineStatus::Releasing | MachineStatus::DiskErasing => wait(Wait::Releasing, Some(POLL)),
         MachineStatus::Ready if host.deploy_failures > 0 && !host.wants_deploy() => {
             Step::ResetFailures
+        }
+        // Released: MAAS keeps static links, and the address is free again only once this
+        // machine cannot answer on it. A host that wants a deployment (a retry, a consumer
+        // change) keeps them: applying its network data settles the record.
+        MachineStatus::Ready if host.static_addresses.is_some() && !host.wants_deploy() => {
+            Step::UnlinkStaticAddresses
         }
         MachineStatus::Ready => wait(Wait::Idle, None),
         MachineStatus::Allocated

@@ -32,6 +32,14 @@ fn wanting() -> HostFacts {
         max_deploy_retries: 2,
         hostname: Some("node-1".into()),
         annotations: annotations::desired_machine_annotations("capmaas-t", "ns", "abc", None, None),
+        static_addresses: None,
+    }
+}
+
+fn with_addresses(host: HostFacts) -> HostFacts {
+    HostFacts {
+        static_addresses: Some(annotations::static_addresses("10.0.0.10")),
+        ..host
     }
 }
 
@@ -345,4 +353,105 @@ fn an_allocation_annotated_for_another_host_of_our_installation_is_never_touched
     };
     let m = ours(machine(MachineStatus::Allocated, PowerState::Off), &other);
     assert_eq!(next_step(&wanting_here, Some(&m)), Step::Allocate);
+}
+
+#[test]
+fn static_addresses_are_unlinked_once_released_before_available() {
+    let ready = machine(MachineStatus::Ready, PowerState::Off);
+    // Released and nobody wants it: unlink first, whoever last held it.
+    for host in [
+        with_addresses(idle()),
+        with_addresses(HostFacts {
+            provisioning: false,
+            ..wanting()
+        }),
+        HostFacts {
+            static_addresses: Some(annotations::static_addresses("garbage")),
+            ..idle()
+        },
+    ] {
+        assert_eq!(
+            next_step(&host, Some(&ready)),
+            Step::UnlinkStaticAddresses,
+            "{host:?}"
+        );
+    }
+    // Failures are forgotten first, then the addresses; without a record the host is idle.
+    let failed = HostFacts {
+        deploy_failures: 1,
+        ..with_addresses(idle())
+    };
+    assert_eq!(next_step(&failed, Some(&ready)), Step::ResetFailures);
+    assert!(is_wait(&next_step(&idle(), Some(&ready)), Wait::Idle));
+    // Never while MAAS still holds the machine: release first, wait for Ready.
+    let releasing = HostFacts {
+        provisioning: false,
+        ..with_addresses(wanting())
+    };
+    let deployed = ours(machine(MachineStatus::Deployed, PowerState::On), &releasing);
+    assert_eq!(next_step(&releasing, Some(&deployed)), Step::Release);
+    for status in [MachineStatus::Releasing, MachineStatus::DiskErasing] {
+        let m = ours(machine(status, PowerState::On), &releasing);
+        assert!(is_wait(&next_step(&releasing, Some(&m)), Wait::Releasing));
+    }
+    // Nor on a machine someone else took meanwhile.
+    let mut taken = machine(MachineStatus::Allocated, PowerState::Off);
+    taken.owner = Some("someone".into());
+    let idle_with = HostFacts {
+        allocation_recorded: false,
+        ..with_addresses(idle())
+    };
+    assert!(is_wait(
+        &next_step(&idle_with, Some(&taken)),
+        Wait::HeldByOther
+    ));
+}
+
+#[test]
+fn a_retried_deployment_keeps_the_addresses_it_needs() {
+    // RetryDeployment releases; once Ready the host still wants a deployment: allocate again,
+    // never unlink (applying the network data settles the record).
+    let host = with_addresses(HostFacts {
+        deploy_failures: 1,
+        ..wanting()
+    });
+    let failed = ours(
+        machine(MachineStatus::FailedDeployment, PowerState::Off),
+        &host,
+    );
+    assert_eq!(next_step(&host, Some(&failed)), Step::RetryDeployment);
+    let ready = machine(MachineStatus::Ready, PowerState::Off);
+    let after_release = HostFacts {
+        allocation_recorded: false,
+        ..host
+    };
+    assert_eq!(next_step(&after_release, Some(&ready)), Step::Allocate);
+    // A new consumer waiting for the old allocation's release does not unlink either.
+    let new_consumer = HostFacts {
+        allocated_for_other_consumer: true,
+        ..with_addresses(wanting())
+    };
+    assert!(is_wait(&next_step(&new_consumer, Some(&ready)), Wait::Idle));
+    // Deployed with the record: it stays.
+    let deployed = ours(
+        machine(MachineStatus::Deployed, PowerState::On),
+        &with_addresses(wanting()),
+    );
+    assert!(is_wait(
+        &next_step(&with_addresses(wanting()), Some(&deployed)),
+        Wait::Deployed
+    ));
+}
+
+#[test]
+fn a_missing_machine_drops_the_record() {
+    assert_eq!(
+        next_step(&with_addresses(idle()), None),
+        Step::ForgetStaticAddresses
+    );
+    assert_eq!(
+        next_step(&with_addresses(wanting()), None),
+        Step::ForgetStaticAddresses
+    );
+    assert!(is_wait(&next_step(&idle(), None), Wait::Missing));
 }

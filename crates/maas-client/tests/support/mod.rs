@@ -232,6 +232,7 @@ async fn request_deploy_with(
     let provisioning = HostProvisioning {
         image: "ubuntu/jammy".into(),
         user_data_secret_ref: Some(SecretKeyReference::new("user-data")),
+        meta_data_secret_ref: None,
         network_data_secret_ref: network_data.map(|name| SecretKeyReference {
             name: name.to_owned(),
             key: "networkData".to_owned(),
