@@ -20,7 +20,7 @@ use crate::error::{Error, Result};
 use crate::host_ops::{self, Mutation};
 use crate::state::{Flow, State, mm_api, namespace, write_status};
 use crate::status::{claimed_by, provisioning_request, step_conditions};
-use crate::{claiming, deployed, release};
+use crate::{claiming, data, deployed, release};
 
 /// Most steps one reconcile performs before yielding (each step is one write at most).
 const MAX_STEPS: usize = 12;
@@ -35,6 +35,8 @@ pub async fn reconcile(mm: Arc<MaasMachine>, ctx: Arc<Ctx>) -> Result<Action> {
             machine: state.machine.as_ref(),
             cluster: state.cluster.as_ref(),
             host: state.host.as_ref(),
+            data_claim: state.data_claim.as_ref(),
+            data: state.data.as_ref(),
         });
         debug!(?step, "step");
         match act(&ctx, &mut state, step).await {
@@ -64,6 +66,7 @@ pub async fn act(ctx: &Ctx, state: &mut State, step: Step) -> Result<Flow> {
         Step::Paused
         | Step::WaitForClusterInfrastructure
         | Step::WaitForBootstrapData
+        | Step::WaitForData { .. }
         | Step::WaitForRelease { .. } => {
             let conditions = step_conditions(&step, state.host.as_ref());
             write_status(ctx, state, conditions, false).await?;
@@ -98,6 +101,12 @@ pub async fn act(ctx: &Ctx, state: &mut State, step: Step) -> Result<Flow> {
             write_status(ctx, state, conditions, false).await?;
             Ok(Flow::Continue)
         }
+        Step::CreateDataClaim => {
+            let conditions = step_conditions(&step, state.host.as_ref());
+            write_status(ctx, state, conditions, false).await?;
+            data::create_claim(ctx, state).await
+        }
+        Step::ReleaseData => data::release(ctx, state).await,
         Step::RequestDeployment => request_deployment(ctx, state).await,
         Step::WaitForDeployment {
             reason,
@@ -176,7 +185,14 @@ async fn request_deployment(ctx: &Ctx, state: &mut State) -> Result<Flow> {
     let Some(user_data) = bootstrap_secret(&state.mm, machine) else {
         return Ok(Flow::Continue);
     };
-    let request = provisioning_request(&state.mm, user_data, host);
+    let rendered = state
+        .data_claim
+        .as_ref()
+        .and_then(|c| crate::decide::rendered_data(c, state.data.as_ref()));
+    if state.mm.spec.data_template.is_some() && rendered.is_none() {
+        return Ok(Flow::Continue);
+    }
+    let request = provisioning_request(&state.mm, user_data, host, rendered);
     let name = host.name_any();
     let mm = state.mm.clone();
     state.host =

@@ -5,7 +5,7 @@
 use capmaas_api::capi::{Cluster, Machine};
 use capmaas_api::conditions::reasons;
 use capmaas_api::host::ProvisioningState;
-use capmaas_api::{MaasHost, MaasMachine, keys};
+use capmaas_api::{MaasData, MaasDataClaim, MaasHost, MaasMachine, keys};
 use kube::ResourceExt;
 
 use crate::choose::HostRequest;
@@ -21,6 +21,10 @@ pub struct Observed<'a> {
     pub cluster: Option<&'a Cluster>,
     /// The MaasHost whose `consumerRef` is this MaasMachine (matched by UID), if any.
     pub host: Option<&'a MaasHost>,
+    /// The MaasDataClaim made for this MaasMachine (matched by owner UID), if any.
+    pub data_claim: Option<&'a MaasDataClaim>,
+    /// The MaasData the claim records as rendered, if any.
+    pub data: Option<&'a MaasData>,
 }
 
 /// The next step.
@@ -45,6 +49,13 @@ pub enum Step {
     HostLost,
     /// Record the claimed host in status.
     RecordHost,
+    /// `spec.dataTemplate` is set: create the MaasDataClaim for the claimed host.
+    CreateDataClaim,
+    /// The MaasDataClaim is not rendered yet.
+    WaitForData {
+        /// Condition message (the claim's own explanation).
+        message: String,
+    },
     /// Write `spec.provisioning` on the host.
     RequestDeployment,
     /// The host is on its way; report progress.
@@ -69,6 +80,8 @@ pub enum Step {
     },
     /// Deleting: the host is released; clear the claim (or leave a reservation).
     ReleaseHost,
+    /// Deleting, the host released: let the MaasDataClaim (and its addresses) go.
+    ReleaseData,
     /// Deleting: nothing outside is left; drop the finalizer.
     RemoveFinalizer,
     /// Deleting without our finalizer: nothing to do.
@@ -137,6 +150,16 @@ fn decide_apply(obs: &Observed<'_>) -> Step {
     if host.spec.provisioning.is_none() {
         if bootstrap_secret(mm, machine).is_none() {
             return Step::WaitForBootstrapData;
+        }
+        if mm.spec.data_template.is_some() {
+            let Some(claim) = obs.data_claim else {
+                return Step::CreateDataClaim;
+            };
+            if rendered_data(claim, obs.data).is_none() {
+                return Step::WaitForData {
+                    message: data_wait_message(claim),
+                };
+            }
         }
         return Step::RequestDeployment;
     }
@@ -214,6 +237,10 @@ fn decide_delete(obs: &Observed<'_>) -> Step {
         return Step::Paused;
     }
     let Some(host) = obs.host else {
+        // The host is released (or was never claimed): only now may the addresses go.
+        if obs.data_claim.is_some_and(holds_data_claim) {
+            return Step::ReleaseData;
+        }
         return Step::RemoveFinalizer;
     };
     if host.spec.provisioning.is_some() {
@@ -231,6 +258,50 @@ fn decide_delete(obs: &Observed<'_>) -> Step {
             ),
         }
     }
+}
+
+/// Whether the MaasDataClaim still carries our finalizer (we have not let it go yet).
+pub fn holds_data_claim(claim: &MaasDataClaim) -> bool {
+    claim
+        .finalizers()
+        .iter()
+        .any(|f| f == keys::FINALIZER_MAAS_MACHINE)
+}
+
+/// The rendered MaasData of `claim`: the one its status records, rendered and ready.
+pub fn rendered_data<'a>(
+    claim: &MaasDataClaim,
+    data: Option<&'a MaasData>,
+) -> Option<&'a MaasData> {
+    let recorded = claim.status.as_ref()?.rendered_data.as_ref()?;
+    data.filter(|d| {
+        d.name_any() == recorded.name && d.status.as_ref().and_then(|s| s.ready) == Some(true)
+    })
+}
+
+/// Why the data is not there yet, from the claim's `DataReady` (or `Ready`) condition.
+pub fn data_wait_message(claim: &MaasDataClaim) -> String {
+    let conditions = claim
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.clone())
+        .unwrap_or_default();
+    let explanation = [
+        capmaas_api::conditions::DATA_READY,
+        capmaas_api::conditions::READY,
+    ]
+    .iter()
+    .find_map(|t| {
+        conditions
+            .iter()
+            .find(|c| c.type_ == *t && c.status != "True" && !c.message.is_empty())
+    })
+    .map(|c| format!(": {}", c.message))
+    .unwrap_or_default();
+    format!(
+        "waiting for MaasDataClaim {}{explanation}",
+        claim.name_any()
+    )
 }
 
 /// Whether the gateway has acted on the host's latest spec (no provisioning request) and

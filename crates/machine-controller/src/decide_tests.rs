@@ -9,6 +9,7 @@ fn provisioning() -> HostProvisioning {
         image: "ubuntu/jammy".into(),
         user_data_secret_ref: None,
         network_data_secret_ref: None,
+        meta_data_secret_ref: None,
         hostname: None,
         deploy_in_memory: false,
         hwe_kernel: None,
@@ -35,6 +36,8 @@ fn decide_for(
         machine: m,
         cluster: c,
         host: h,
+        data_claim: None,
+        data: None,
     })
 }
 
@@ -312,4 +315,130 @@ fn host_request_takes_machine_failure_domain_first() {
     m.spec.failure_domain = Some(String::new());
     mm.spec.failure_domain = None;
     assert_eq!(failure_domain(&mm, Some(&m)), None);
+}
+
+fn data_claim(rendered: Option<&str>, message: &str) -> capmaas_api::MaasDataClaim {
+    let mut claim = capmaas_api::MaasDataClaim::new(
+        "m",
+        capmaas_api::data::MaasDataClaimSpec {
+            template: LocalObjectReference::new("t"),
+            host_ref: Some(LocalObjectReference::new("h1")),
+        },
+    );
+    claim.metadata.finalizers = Some(vec![keys::FINALIZER_MAAS_MACHINE.to_owned()]);
+    let condition = k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+        type_: "DataReady".into(),
+        status: if rendered.is_some() { "True" } else { "False" }.into(),
+        reason: "WaitingForAddresses".into(),
+        message: message.into(),
+        last_transition_time: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            jiff::Timestamp::UNIX_EPOCH,
+        ),
+        observed_generation: None,
+    };
+    claim.status = Some(capmaas_api::data::MaasDataClaimStatus {
+        rendered_data: rendered.map(LocalObjectReference::new),
+        error_message: None,
+        conditions: Some(vec![condition]),
+    });
+    claim
+}
+
+fn rendered_data(ready: bool) -> capmaas_api::MaasData {
+    let mut data = capmaas_api::MaasData::new(
+        "t-0",
+        capmaas_api::data::MaasDataSpec {
+            index: 0,
+            template: LocalObjectReference::new("t"),
+            claim: LocalObjectReference::new("m"),
+            meta_data: Some(LocalObjectReference::new("t-0-metadata")),
+            network_data: Some(LocalObjectReference::new("t-0-networkdata")),
+        },
+    );
+    data.status = Some(capmaas_api::data::MaasDataStatus {
+        ready: Some(ready),
+        error_message: None,
+        hostname: Some("node-0".into()),
+    });
+    data
+}
+
+#[test]
+fn a_data_template_is_claimed_and_rendered_before_the_deployment_is_requested() {
+    let mut mm = recorded(maas_machine("m"), "h1");
+    mm.spec.data_template = Some(LocalObjectReference::new("t"));
+    let m = machine("m", Some("boot"));
+    let c = cluster(true, false);
+    let h = claimed(host("h1", Some(ProvisioningState::Available)), &mm);
+    let with = |claim: Option<&capmaas_api::MaasDataClaim>,
+                data: Option<&capmaas_api::MaasData>| {
+        decide(&Observed {
+            maas_machine: &mm,
+            machine: Some(&m),
+            cluster: Some(&c),
+            host: Some(&h),
+            data_claim: claim,
+            data,
+        })
+    };
+    assert_eq!(with(None, None), Step::CreateDataClaim);
+    let pending = data_claim(None, "MaasIPPool prov: PoolExhausted");
+    let Step::WaitForData { message } = with(Some(&pending), None) else {
+        panic!("expected to wait for data");
+    };
+    assert!(message.contains("PoolExhausted"), "{message}");
+    let done = data_claim(Some("t-0"), "");
+    assert!(matches!(
+        with(Some(&done), Some(&rendered_data(false))),
+        Step::WaitForData { .. }
+    ));
+    assert_eq!(
+        with(Some(&done), Some(&rendered_data(true))),
+        Step::RequestDeployment
+    );
+
+    // The request carries the rendered Secrets and the hostname the metadata names.
+    let request = crate::status::provisioning_request(
+        &mm,
+        capmaas_api::common::SecretKeyReference::new("boot"),
+        &h,
+        Some(&rendered_data(true)),
+    );
+    let network = request.network_data_secret_ref.unwrap();
+    assert_eq!(
+        (network.name.as_str(), network.key.as_str()),
+        ("t-0-networkdata", "networkData")
+    );
+    assert_eq!(request.meta_data_secret_ref.unwrap().key, "metaData");
+    assert_eq!(request.hostname.as_deref(), Some("node-0"));
+}
+
+#[test]
+fn the_data_claim_is_let_go_only_after_the_host_is_released() {
+    let mut mm = deleting(recorded(maas_machine("m"), "h1"));
+    mm.spec.data_template = Some(LocalObjectReference::new("t"));
+    let h = claimed(host("h1", Some(ProvisioningState::Deployed)), &mm);
+    let mut h = h;
+    h.spec.provisioning = Some(provisioning());
+    let claim = data_claim(Some("t-0"), "");
+    let with = |host: Option<&MaasHost>, claim: Option<&capmaas_api::MaasDataClaim>| {
+        decide(&Observed {
+            maas_machine: &mm,
+            machine: None,
+            cluster: None,
+            host,
+            data_claim: claim,
+            data: None,
+        })
+    };
+    assert_eq!(with(Some(&h), Some(&claim)), Step::ClearProvisioning);
+    assert_eq!(
+        with(None, Some(&claim)),
+        Step::ReleaseData,
+        "host released and its claim cleared"
+    );
+    let mut let_go = claim.clone();
+    let_go.metadata.finalizers = None;
+    assert_eq!(with(None, Some(&let_go)), Step::RemoveFinalizer);
+    assert_eq!(with(None, None), Step::RemoveFinalizer);
 }

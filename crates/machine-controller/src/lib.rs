@@ -19,6 +19,7 @@ pub mod args;
 pub mod choose;
 mod claiming;
 pub mod context;
+mod data;
 pub mod decide;
 mod deployed;
 pub mod error;
@@ -36,7 +37,7 @@ mod test_support;
 use std::sync::Arc;
 
 use capmaas_api::capi::{Cluster, Machine};
-use capmaas_api::{MaasHost, MaasMachine};
+use capmaas_api::{MaasDataClaim, MaasHost, MaasMachine};
 use capmaas_runtime::controller::{self as kit, ReconcilerSettings, ready_when, scoped};
 use capmaas_runtime::{BoxError, CommonArgs, Runtime};
 use kube::runtime::{Controller, WatchStreamExt, reflector, watcher};
@@ -90,6 +91,8 @@ pub async fn run(term: capmaas_runtime::Context, _args: ControllerArgs) -> Resul
         .watches_stream(host_stream, move |host| {
             watch::map_host(&host_waiters, &host)
         })
+        // A data claim's rendering (or its failure) wakes its machine.
+        .owns(scoped::<MaasDataClaim>(watch, ns), wc.clone())
         .watches(scoped::<Machine>(watch, ns), wc.clone(), |machine| {
             watch::map_machine(&machine)
         })

@@ -2,7 +2,7 @@
 //! every step shares. Below `act` and the step modules: it imports neither.
 
 use capmaas_api::capi::{Cluster, Machine, is_capi_owner};
-use capmaas_api::{MaasHost, MaasMachine, keys};
+use capmaas_api::{MaasData, MaasDataClaim, MaasHost, MaasMachine, keys};
 use capmaas_runtime::apply_status_at;
 use capmaas_runtime::conditions::NewCondition;
 use kube::runtime::controller::Action;
@@ -32,6 +32,10 @@ pub struct State {
     pub cluster: Option<Cluster>,
     /// The host claimed by the MaasMachine.
     pub host: Option<MaasHost>,
+    /// The MaasDataClaim made for the MaasMachine (with `spec.dataTemplate`).
+    pub data_claim: Option<MaasDataClaim>,
+    /// The MaasData the claim records.
+    pub data: Option<MaasData>,
 }
 
 /// The namespace of `mm` (always set on objects read from the API server).
@@ -84,11 +88,14 @@ impl State {
             None => None,
         };
         let host = find_host(ctx, &mm, &ns).await?;
+        let (data_claim, data) = crate::data::observe(ctx, &mm, &ns).await?;
         Ok(Self {
             mm,
             machine,
             cluster,
             host,
+            data_claim,
+            data,
         })
     }
 }

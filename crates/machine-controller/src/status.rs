@@ -8,7 +8,7 @@ use capmaas_api::common::{
 use capmaas_api::conditions::{self as cond, reasons};
 use capmaas_api::host::{HostProvisioning, PowerState};
 use capmaas_api::machine::MaasMachineStatus;
-use capmaas_api::{MaasHost, MaasMachine};
+use capmaas_api::{MaasData, MaasHost, MaasMachine, keys};
 use capmaas_runtime::conditions::{ConditionStatus, NewCondition, set_condition, summarize_ready};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::{Resource, ResourceExt};
@@ -57,20 +57,42 @@ pub fn claimed_by(host: &MaasHost, mm: &MaasMachine) -> bool {
 /// in the whole MAAS region while Machine names are unique only per namespace, so renaming
 /// could collide between tenants; CAPMAAS keeps MAAS hostnames too, so Node names stay the same
 /// for its users. The kubelet registers the Node under this name and we find it by it.
+///
+/// With rendered data (`spec.dataTemplate`), the network data and metadata Secrets go with the
+/// request, and a hostname the metadata names replaces the MAAS one.
 pub fn provisioning_request(
     mm: &MaasMachine,
     user_data: SecretKeyReference,
     host: &MaasHost,
+    data: Option<&MaasData>,
 ) -> HostProvisioning {
+    let secret = |r: Option<&LocalObjectReference>, key: &str| {
+        r.map(|r| SecretKeyReference {
+            name: r.name.clone(),
+            key: key.to_owned(),
+        })
+    };
+    let rendered_hostname = data
+        .and_then(|d| d.status.as_ref())
+        .and_then(|s| s.hostname.clone())
+        .filter(|h| is_dns_label(h));
     HostProvisioning {
         image: mm.spec.image.clone(),
         user_data_secret_ref: Some(user_data),
-        network_data_secret_ref: None,
-        hostname: host
-            .status
-            .as_ref()
-            .and_then(|s| s.hostname.clone())
-            .filter(|h| is_dns_label(h)),
+        network_data_secret_ref: secret(
+            data.and_then(|d| d.spec.network_data.as_ref()),
+            keys::NETWORK_DATA_SECRET_KEY,
+        ),
+        meta_data_secret_ref: secret(
+            data.and_then(|d| d.spec.meta_data.as_ref()),
+            keys::META_DATA_SECRET_KEY,
+        ),
+        hostname: rendered_hostname.or_else(|| {
+            host.status
+                .as_ref()
+                .and_then(|s| s.hostname.clone())
+                .filter(|h| is_dns_label(h))
+        }),
         deploy_in_memory: mm.spec.deploy_in_memory,
         hwe_kernel: None,
         release_policy: mm.spec.release_policy.clone(),
@@ -143,6 +165,16 @@ pub fn step_conditions(step: &Step, host: Option<&MaasHost>) -> Vec<NewCondition
             reasons::MACHINE_NOT_FOUND,
             "the machine has a providerID but no MaasHost is claimed for it any more",
         ),
+        Step::CreateDataClaim | Step::WaitForData { .. } => vec![
+            not_paused,
+            associated,
+            NewCondition::new(cond::MACHINE_DEPLOYED, False, reasons::WAITING_FOR_DATA).message(
+                match step {
+                    Step::WaitForData { message } => message.clone(),
+                    _ => "creating the MaasDataClaim".to_owned(),
+                },
+            ),
+        ],
         Step::RecordHost | Step::RequestDeployment => vec![
             not_paused,
             associated,
@@ -179,6 +211,7 @@ pub fn step_conditions(step: &Step, host: Option<&MaasHost>) -> Vec<NewCondition
         | Step::AddFinalizer
         | Step::ChooseHost
         | Step::RemoveFinalizer
+        | Step::ReleaseData
         | Step::Done => Vec::new(),
     }
 }

@@ -43,7 +43,7 @@ fn provisioning_request_uses_bootstrap_secret_and_host_hostname() {
     let mut mm = maas_machine("m");
     mm.spec.deploy_in_memory = true;
     let h = host("node-7", Some(ProvisioningState::Available));
-    let p = provisioning_request(&mm, SecretKeyReference::new("m-bootstrap"), &h);
+    let p = provisioning_request(&mm, SecretKeyReference::new("m-bootstrap"), &h, None);
     assert_eq!(p.image, "ubuntu/jammy");
     assert_eq!(p.user_data_secret_ref.as_ref().unwrap().name, "m-bootstrap");
     assert_eq!(p.user_data_secret_ref.as_ref().unwrap().key, "value");
@@ -52,7 +52,7 @@ fn provisioning_request_uses_bootstrap_secret_and_host_hostname() {
     let mut odd = h.clone();
     odd.status.as_mut().unwrap().hostname = Some("Not_A_Label".into());
     assert_eq!(
-        provisioning_request(&mm, SecretKeyReference::new("s"), &odd).hostname,
+        provisioning_request(&mm, SecretKeyReference::new("s"), &odd, None).hostname,
         None
     );
 }

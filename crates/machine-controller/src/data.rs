@@ -1,0 +1,133 @@
+//! The MaasDataClaim of a MaasMachine with `spec.dataTemplate`: made once a host is claimed
+//! (the rendering reads the host's interfaces and labels), awaited before the deployment is
+//! requested, and let go only once the host is released, so an address is never handed to
+//! another machine while the old server may still answer on it.
+//!
+//! The claim is named after the MaasMachine, owned by it (garbage collection is the backstop)
+//! and carries our finalizer, which keeps it — and so its index and addresses — even when
+//! something else deletes it early; data-controller releases nothing while it is there.
+
+use capmaas_api::common::LocalObjectReference;
+use capmaas_api::data::MaasDataClaimSpec;
+use capmaas_api::{MaasData, MaasDataClaim, MaasMachine, keys};
+use capmaas_runtime::controller::finalizer;
+use kube::api::{Api, DeleteParams, ObjectMeta, PostParams, Preconditions};
+use kube::{Resource, ResourceExt};
+
+use crate::context::Ctx;
+use crate::error::{Error, Result};
+use crate::state::{Flow, State, namespace};
+
+/// Whether `claim` was made for this very MaasMachine (same UID as its controller owner).
+pub(crate) fn made_for(claim: &MaasDataClaim, mm: &MaasMachine) -> bool {
+    let uid = mm.uid();
+    claim
+        .owner_references()
+        .iter()
+        .any(|o| o.kind == MaasMachine::kind(&()) && Some(&o.uid) == uid.as_ref())
+}
+
+/// Reads the machine's claim and the MaasData it records (two reads; none without a template
+/// and without a claim to let go).
+pub(crate) async fn observe(
+    ctx: &Ctx,
+    mm: &MaasMachine,
+    ns: &str,
+) -> Result<(Option<MaasDataClaim>, Option<MaasData>)> {
+    if mm.spec.data_template.is_none() && mm.metadata.deletion_timestamp.is_none() {
+        return Ok((None, None));
+    }
+    let claim = Api::<MaasDataClaim>::namespaced(ctx.client.clone(), ns)
+        .get_opt(&mm.name_any())
+        .await
+        .map_err(Error::kube("reading the MaasDataClaim"))?
+        .filter(|c| made_for(c, mm));
+    let recorded = claim
+        .as_ref()
+        .and_then(|c| c.status.as_ref())
+        .and_then(|s| s.rendered_data.as_ref())
+        .map(|r| r.name.clone());
+    let data = match recorded {
+        Some(name) => Api::<MaasData>::namespaced(ctx.client.clone(), ns)
+            .get_opt(&name)
+            .await
+            .map_err(Error::kube("reading the MaasData"))?,
+        None => None,
+    };
+    Ok((claim, data))
+}
+
+/// Creates the claim for the claimed host.
+pub(crate) async fn create_claim(ctx: &Ctx, state: &mut State) -> Result<Flow> {
+    let (Some(template), Some(host)) = (&state.mm.spec.data_template, &state.host) else {
+        return Ok(Flow::Continue);
+    };
+    let ns = namespace(&state.mm)?;
+    let owner = state
+        .mm
+        .controller_owner_ref(&())
+        .ok_or(Error::MissingMetadata("uid"))?;
+    let mut labels = std::collections::BTreeMap::new();
+    if let Some(cluster) = state.mm.labels().get(keys::LABEL_CLUSTER_NAME) {
+        labels.insert(keys::LABEL_CLUSTER_NAME.to_owned(), cluster.clone());
+    }
+    let mut claim = MaasDataClaim::new(
+        &state.mm.name_any(),
+        MaasDataClaimSpec {
+            template: LocalObjectReference::new(template.name.clone()),
+            host_ref: Some(LocalObjectReference::new(host.name_any())),
+        },
+    );
+    claim.metadata = ObjectMeta {
+        name: Some(state.mm.name_any()),
+        labels: Some(labels),
+        owner_references: Some(vec![owner]),
+        finalizers: Some(vec![keys::FINALIZER_MAAS_MACHINE.to_owned()]),
+        ..ObjectMeta::default()
+    };
+    let api: Api<MaasDataClaim> = Api::namespaced(ctx.client.clone(), &ns);
+    state.data_claim = match api.create(&PostParams::default(), &claim).await {
+        Ok(made) => Some(made),
+        // Made by an earlier attempt (or a replica): read it; one of another MaasMachine of
+        // the same name (not ours) is reported by waiting on it.
+        Err(kube::Error::Api(e)) if e.code == 409 => api
+            .get_opt(&state.mm.name_any())
+            .await
+            .map_err(Error::kube("reading the MaasDataClaim"))?,
+        Err(e) => return Err(Error::kube("creating the MaasDataClaim")(e)),
+    };
+    let note = format!("claimed data from MaasDataTemplate {}", template.name);
+    ctx.events.normal(&state.mm, "DataClaimed", &note).await;
+    Ok(Flow::Continue)
+}
+
+/// Deleting, the host released: drops our finalizer from the claim and deletes it.
+pub(crate) async fn release(ctx: &Ctx, state: &mut State) -> Result<Flow> {
+    let Some(claim) = state.data_claim.take() else {
+        return Ok(Flow::Continue);
+    };
+    let ns = namespace(&state.mm)?;
+    let api: Api<MaasDataClaim> = Api::namespaced(ctx.client.clone(), &ns);
+    finalizer::remove(
+        &api,
+        &claim,
+        keys::FINALIZER_MAAS_MACHINE,
+        &ctx.field_manager,
+    )
+    .await
+    .map_err(Error::runtime("releasing the MaasDataClaim"))?;
+    let params = DeleteParams {
+        preconditions: Some(Preconditions {
+            uid: claim.uid(),
+            resource_version: None,
+        }),
+        ..DeleteParams::default()
+    };
+    match api.delete(&claim.name_any(), &params).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(e)) if matches!(e.code, 404 | 409) => {}
+        Err(e) => return Err(Error::kube("deleting the MaasDataClaim")(e)),
+    }
+    state.data = None;
+    Ok(Flow::Continue)
+}
