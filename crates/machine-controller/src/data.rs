@@ -9,7 +9,7 @@
 
 use capmaas_api::common::LocalObjectReference;
 use capmaas_api::data::MaasDataClaimSpec;
-use capmaas_api::{MaasData, MaasDataClaim, MaasMachine, keys};
+use capmaas_api::{MaasDataClaim, keys};
 use capmaas_runtime::controller::finalizer;
 use kube::api::{Api, DeleteParams, ObjectMeta, PostParams, Preconditions};
 use kube::{Resource, ResourceExt};
@@ -17,45 +17,6 @@ use kube::{Resource, ResourceExt};
 use crate::context::Ctx;
 use crate::error::{Error, Result};
 use crate::state::{Flow, State, namespace};
-
-/// Whether `claim` was made for this very MaasMachine (same UID as its controller owner).
-pub(crate) fn made_for(claim: &MaasDataClaim, mm: &MaasMachine) -> bool {
-    let uid = mm.uid();
-    claim
-        .owner_references()
-        .iter()
-        .any(|o| o.kind == MaasMachine::kind(&()) && Some(&o.uid) == uid.as_ref())
-}
-
-/// Reads the machine's claim and the MaasData it records (two reads; none without a template
-/// and without a claim to let go).
-pub(crate) async fn observe(
-    ctx: &Ctx,
-    mm: &MaasMachine,
-    ns: &str,
-) -> Result<(Option<MaasDataClaim>, Option<MaasData>)> {
-    if mm.spec.data_template.is_none() && mm.metadata.deletion_timestamp.is_none() {
-        return Ok((None, None));
-    }
-    let claim = Api::<MaasDataClaim>::namespaced(ctx.client.clone(), ns)
-        .get_opt(&mm.name_any())
-        .await
-        .map_err(Error::kube("reading the MaasDataClaim"))?
-        .filter(|c| made_for(c, mm));
-    let recorded = claim
-        .as_ref()
-        .and_then(|c| c.status.as_ref())
-        .and_then(|s| s.rendered_data.as_ref())
-        .map(|r| r.name.clone());
-    let data = match recorded {
-        Some(name) => Api::<MaasData>::namespaced(ctx.client.clone(), ns)
-            .get_opt(&name)
-            .await
-            .map_err(Error::kube("reading the MaasData"))?,
-        None => None,
-    };
-    Ok((claim, data))
-}
 
 /// Creates the claim for the claimed host.
 pub(crate) async fn create_claim(ctx: &Ctx, state: &mut State) -> Result<Flow> {

@@ -6,7 +6,7 @@ use capmaas_api::{MaasData, MaasDataClaim, MaasHost, MaasMachine, keys};
 use capmaas_runtime::apply_status_at;
 use capmaas_runtime::conditions::NewCondition;
 use kube::runtime::controller::Action;
-use kube::{Api, ResourceExt};
+use kube::{Api, Resource, ResourceExt};
 
 use crate::context::Ctx;
 use crate::error::{Error, Result};
@@ -88,7 +88,7 @@ impl State {
             None => None,
         };
         let host = find_host(ctx, &mm, &ns).await?;
-        let (data_claim, data) = crate::data::observe(ctx, &mm, &ns).await?;
+        let (data_claim, data) = observe_data(ctx, &mm, &ns).await?;
         Ok(Self {
             mm,
             machine,
@@ -159,4 +159,43 @@ pub async fn write_status(
     .await
     .map_err(Error::runtime("writing the status"))?;
     Ok(true)
+}
+
+/// Whether `claim` was made for this very MaasMachine (same UID as its controller owner).
+fn made_for(claim: &MaasDataClaim, mm: &MaasMachine) -> bool {
+    let uid = mm.uid();
+    claim
+        .owner_references()
+        .iter()
+        .any(|o| o.kind == MaasMachine::kind(&()) && Some(&o.uid) == uid.as_ref())
+}
+
+/// Reads the machine's claim and the MaasData it records (two reads; none without a template
+/// and without a claim to let go).
+async fn observe_data(
+    ctx: &Ctx,
+    mm: &MaasMachine,
+    ns: &str,
+) -> Result<(Option<MaasDataClaim>, Option<MaasData>)> {
+    if mm.spec.data_template.is_none() && mm.metadata.deletion_timestamp.is_none() {
+        return Ok((None, None));
+    }
+    let claim = Api::<MaasDataClaim>::namespaced(ctx.client.clone(), ns)
+        .get_opt(&mm.name_any())
+        .await
+        .map_err(Error::kube("reading the MaasDataClaim"))?
+        .filter(|c| made_for(c, mm));
+    let recorded = claim
+        .as_ref()
+        .and_then(|c| c.status.as_ref())
+        .and_then(|s| s.rendered_data.as_ref())
+        .map(|r| r.name.clone());
+    let data = match recorded {
+        Some(name) => Api::<MaasData>::namespaced(ctx.client.clone(), ns)
+            .get_opt(&name)
+            .await
+            .map_err(Error::kube("reading the MaasData"))?,
+        None => None,
+    };
+    Ok((claim, data))
 }
