@@ -1,0 +1,25 @@
+//! Deleting a claim's MaasData (its Secrets follow by garbage collection).
+
+use capmaas_api::{MaasData, MaasDataClaim, keys};
+use kube::ResourceExt;
+use kube::api::{Api, ListParams};
+
+use crate::context::Ctx;
+use crate::error::{Error, Result};
+use crate::index::{delete_exact, owned_by};
+
+/// Deletes every MaasData made for this claim (found by label on the API server, so one made
+/// just before a crash is not missed).
+pub(crate) async fn delete_data(ctx: &Ctx, claim: &MaasDataClaim, ns: &str) -> Result<()> {
+    let api: Api<MaasData> = Api::namespaced(ctx.client.clone(), ns);
+    let mine =
+        ListParams::default().labels(&format!("{}={}", keys::LABEL_DATA_CLAIM, claim.name_any()));
+    let made = api
+        .list(&mine)
+        .await
+        .map_err(Error::kube("list MaasData of the claim"))?;
+    for data in made.items.iter().filter(|d| owned_by(d, claim)) {
+        delete_exact(&api, data).await?;
+    }
+    Ok(())
+}

@@ -1,0 +1,58 @@
+//! The `IPAddress` reconciler: the finalizer of a deleted `IPAddress` of a MaasIPPool goes when
+//! its claim lets it go — the claim is gone (also when the claim vanished before its address
+//! was created: garbage collection deletes the orphan, Metal3 IPAM issue #694), is a new claim
+//! of the same name, or is deleting with only our finalizer left. While the claim lives the
+//! address (and its name, the allocation lock) stays.
+
+use std::sync::Arc;
+
+use capmaas_api::capi_ipam::{IPAddress, IPAddressClaim};
+use capmaas_api::keys::FINALIZER_IP_ADDRESS;
+use capmaas_runtime::controller::finalizer;
+use kube::runtime::controller::Action;
+use kube::{Api, ResourceExt};
+use tracing::{debug, info};
+
+use super::context::Ctx;
+use super::decide::may_release_address;
+use super::error::{Error, Result};
+use super::index::AddressEntry;
+
+/// Reconciles one `IPAddress` (the function the kit runs).
+pub async fn reconcile(address: Arc<IPAddress>, ctx: Arc<Ctx>) -> Result<Action> {
+    let Some(entry) = AddressEntry::of(&address) else {
+        return Ok(Action::await_change());
+    };
+    if !entry.deleting || !finalizer::has(address.as_ref(), FINALIZER_IP_ADDRESS) {
+        return Ok(Action::await_change());
+    }
+    let ns = address
+        .namespace()
+        .ok_or(Error::MissingMetadata("namespace"))?;
+    // A deleted address is rare: ask the API server rather than a cache that may lag.
+    let claim = Api::<IPAddressClaim>::namespaced(ctx.client.clone(), &ns)
+        .get_opt(&entry.claim)
+        .await
+        .map_err(Error::kube("get IPAddressClaim"))?;
+    if let Some(claim) = &claim
+        && let Some(why) = ctx.claim_pause(claim, ctx.pool(&ns, &entry.pool.name).as_deref())
+    {
+        debug!(why, "paused");
+        return Ok(Action::await_change());
+    }
+    if !may_release_address(&entry, claim.as_ref()) {
+        debug!(claim = entry.claim, "deleted, but its claim still holds it");
+        return Ok(Action::await_change());
+    }
+    let api: Api<IPAddress> = Api::namespaced(ctx.client.clone(), &ns);
+    finalizer::remove(
+        &api,
+        address.as_ref(),
+        FINALIZER_IP_ADDRESS,
+        &ctx.field_manager,
+    )
+    .await
+    .map_err(Error::Finalizer)?;
+    info!(claim = entry.claim, "address released");
+    Ok(Action::await_change())
+}

@@ -1,0 +1,338 @@
+//! The `IPAddressClaim` reconciler: observe the claim's pool, pause and addresses (caches and
+//! the usage index, no API lists), [`decide_claim`], and do the I/O of that step.
+//!
+//! Allocation creates an `IPAddress` named after the pool's `namePrefix` and the address: a
+//! second create of the same address, by another replica or a stale cache, answers `409` and
+//! the next free address is tried. Nothing else is needed for "never twice".
+
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use capmaas_api::MaasIPPool;
+use capmaas_api::capi_ipam::{IPAddress, IPAddressClaim};
+use capmaas_api::keys::{FINALIZER_IP_ADDRESS, FINALIZER_IP_ADDRESS_CLAIM};
+use capmaas_runtime::apply_status_at;
+use capmaas_runtime::conditions::NewCondition;
+use capmaas_runtime::controller::finalizer;
+use capmaas_runtime::status::now;
+use kube::api::{DeleteParams, PostParams, Preconditions};
+use kube::runtime::controller::Action;
+use kube::{Api, ResourceExt};
+use tracing::{debug, info};
+
+use super::context::Ctx;
+use super::decide::{
+    ClaimStep, ClaimView, REASON_ALLOCATION_FAILED, REASON_POOL_EXHAUSTED, address_object,
+    belongs_to, decide_claim,
+};
+use super::error::{Error, Result};
+use super::index::{AddressEntry, PoolKey};
+use super::layout::PoolLayout;
+use super::status::{
+    claim_status, claim_status_differs, exhausted_message, not_ready_condition, ready_condition,
+};
+
+/// Creates tried per reconcile before giving the turn to other claims (each `409` means the
+/// cache was behind; the watch catches up meanwhile).
+const MAX_ATTEMPTS: usize = 16;
+/// Backstop requeue of a claim waiting for a free address (a release wakes it sooner).
+const EXHAUSTED_RETRY: Duration = Duration::from_secs(300);
+/// Requeue after `MAX_ATTEMPTS` lost races.
+const RACE_RETRY: Duration = Duration::from_millis(200);
+
+/// Reconciles one `IPAddressClaim` (the function the kit runs).
+pub async fn reconcile(claim: Arc<IPAddressClaim>, ctx: Arc<Ctx>) -> Result<Action> {
+    if !claim.spec.pool_ref.is_maas_ip_pool() || !ctx.wait_synced().await {
+        return Ok(Action::await_change());
+    }
+    let ns = claim
+        .namespace()
+        .ok_or(Error::MissingMetadata("namespace"))?;
+    let api: Api<IPAddressClaim> = Api::namespaced(ctx.client.clone(), &ns);
+    let mut claim = claim.as_ref().clone();
+    loop {
+        let pool = ctx.pool(&ns, &claim.spec.pool_ref.name);
+        let layout = pool.as_deref().map(|p| ctx.index().layout(p));
+        let paused = ctx.claim_pause(&claim, pool.as_deref());
+        let mut addresses = ctx.index().claim_addresses(&ns, &claim.name_any());
+        if let Some(named) = claim.address_ref()
+            && !addresses.iter().any(|e| e.name == named)
+            && let Some(entry) = fetch_own(&ctx, &claim, named).await?
+        {
+            // The status names an address the index has not seen yet: keep it, never a second.
+            addresses.push(entry);
+        }
+        let step = decide_claim(&ClaimView {
+            claim: &claim,
+            pool: pool.as_deref(),
+            layout: layout.as_ref(),
+            paused: paused.as_deref(),
+            addresses: &addresses,
+        });
+        debug!(?step, "step");
+        return match step {
+            ClaimStep::Ignore | ClaimStep::Forget => Ok(Action::await_change()),
+            ClaimStep::Paused(why) => {
+                debug!(why, "paused");
+                Ok(Action::await_change())
+            }
+            ClaimStep::InUse(finalizers) => {
+                debug!(
+                    ?finalizers,
+                    "deleting; the address stays while consumers hold the claim"
+                );
+                Ok(Action::await_change())
+            }
+            ClaimStep::Release(names) => {
+                for name in &names {
+                    release_address(&ctx, &claim, name).await?;
+                }
+                finalizer::remove(&api, &claim, FINALIZER_IP_ADDRESS_CLAIM, &ctx.field_manager)
+                    .await
+                    .map_err(Error::Finalizer)?;
+                info!(addresses = ?names, "claim released");
+                Ok(Action::await_change())
+            }
+            ClaimStep::AddFinalizer => {
+                claim =
+                    finalizer::add(&api, &claim, FINALIZER_IP_ADDRESS_CLAIM, &ctx.field_manager)
+                        .await
+                        .map_err(Error::Finalizer)?;
+                continue;
+            }
+            ClaimStep::Fail { reason, message } => {
+                let condition = not_ready_condition(reason, message);
+                write_status(&api, &claim, None, condition, &ctx).await?;
+                Ok(Action::await_change())
+            }
+            ClaimStep::Bind { keep, extras } => bind(&api, &claim, &keep, &extras, &ctx).await,
+            ClaimStep::Allocate { pre_allocated } => {
+                let (Some(pool), Some(Ok(layout))) = (pool, layout) else {
+                    return Ok(Action::await_change());
+                };
+                allocate(&api, &claim, &pool, &layout, pre_allocated, &ctx).await
+            }
+        };
+    }
+}
+
+/// Points the claim at `keep` (Ready), then releases the extras a race left behind.
+async fn bind(
+    api: &Api<IPAddressClaim>,
+    claim: &IPAddressClaim,
+    keep: &AddressEntry,
+    extras: &[String],
+    ctx: &Ctx,
+) -> Result<Action> {
+    let address = keep.address.map(|a| a.to_string()).unwrap_or_default();
+    let condition = ready_condition(&keep.name, &address, keep.prefix, &keep.pool.name);
+    write_status(api, claim, Some(&keep.name), condition, ctx).await?;
+    if !extras.is_empty() {
+        // Only once the claim, read now, names `keep`: a cache that lags must never release
+        // the address a consumer may already be using.
+        let fresh = api
+            .get_opt(&claim.name_any())
+            .await
+            .map_err(Error::kube("get IPAddressClaim"))?;
+        if fresh.as_ref().and_then(|c| c.address_ref()) != Some(keep.name.as_str()) {
+            return Ok(Action::requeue(RACE_RETRY));
+        }
+        for name in extras {
+            info!(
+                address = name,
+                kept = keep.name,
+                "releasing a second address of the claim"
+            );
+            release_address(ctx, claim, name).await?;
+        }
+    }
+    Ok(Action::await_change())
+}
+
+/// Allocates an address to the claim: the pre-allocated one or the next free one, by creating
+/// its `IPAddress`.
+async fn allocate(
+    api: &Api<IPAddressClaim>,
+    claim: &IPAddressClaim,
+    pool: &MaasIPPool,
+    layout: &PoolLayout,
+    pre_allocated: Option<IpAddr>,
+    ctx: &Ctx,
+) -> Result<Action> {
+    let ns = claim.namespace().unwrap_or_default();
+    let key = PoolKey::of(pool);
+    let addresses: Api<IPAddress> = Api::namespaced(ctx.client.clone(), &ns);
+    for _ in 0..MAX_ATTEMPTS {
+        let picked = {
+            let mut index = ctx.index();
+            match pre_allocated {
+                Some(a) => index.reserve(&key, a, Instant::now()).then_some(a),
+                None => index.allocate(
+                    &key,
+                    pool.spec.allocation_strategy,
+                    fastrand::u128(..),
+                    Instant::now(),
+                ),
+            }
+        };
+        let Some(addr) = picked else {
+            return unavailable(api, claim, pool, pre_allocated, ctx).await;
+        };
+        let Some(object) = address_object(claim, pool, layout, addr) else {
+            ctx.index().unreserve(&key, addr);
+            return Err(Error::MissingMetadata("uid"));
+        };
+        let name = object.name_any();
+        match addresses.create(&PostParams::default(), &object).await {
+            Ok(created) => {
+                ctx.index().note_created(&created);
+                info!(address = %addr, ipaddress = name, "address allocated");
+                let condition = ready_condition(
+                    &name,
+                    &object.spec.address,
+                    object.spec.prefix,
+                    &pool.name_any(),
+                );
+                write_status(api, claim, Some(&name), condition, ctx).await?;
+                ctx.events
+                    .normal(
+                        claim,
+                        "AddressAllocated",
+                        &format!("{addr} (IPAddress {name})"),
+                    )
+                    .await;
+                return Ok(Action::await_change());
+            }
+            Err(kube::Error::Api(s)) if s.code == 409 => {
+                // Taken meanwhile (the reservation holds the address until the watch says who
+                // has it) — or created by an earlier attempt for this very claim.
+                if let Some(entry) = fetch_own(ctx, claim, &name).await? {
+                    return bind(api, claim, &entry, &[], ctx).await;
+                }
+                debug!(address = %addr, "address taken meanwhile; trying the next");
+                if pre_allocated.is_some() {
+                    return unavailable(api, claim, pool, pre_allocated, ctx).await;
+                }
+            }
+            Err(e) => {
+                ctx.index().unreserve(&key, addr);
+                return Err(Error::kube("create IPAddress")(e));
+            }
+        }
+    }
+    Ok(Action::requeue(RACE_RETRY))
+}
+
+/// No address for the claim now: `Ready=False` naming the pool and the claim. A release of an
+/// address of the pool wakes the claim (see the `IPAddress` feed); the requeue is a backstop.
+async fn unavailable(
+    api: &Api<IPAddressClaim>,
+    claim: &IPAddressClaim,
+    pool: &MaasIPPool,
+    pre_allocated: Option<IpAddr>,
+    ctx: &Ctx,
+) -> Result<Action> {
+    let ns = claim.namespace().unwrap_or_default();
+    let (reason, message) = match pre_allocated {
+        Some(a) => (
+            REASON_ALLOCATION_FAILED,
+            format!(
+                "address {a} of MaasIPPool {ns}/{} is pre-allocated to IPAddressClaim {ns}/{} but \
+                 is in use; it is served as soon as the address is released",
+                pool.name_any(),
+                claim.name_any()
+            ),
+        ),
+        None => (
+            REASON_POOL_EXHAUSTED,
+            exhausted_message(&ns, &pool.name_any(), &claim.name_any()),
+        ),
+    };
+    let changed =
+        write_status(api, claim, None, not_ready_condition(reason, &message), ctx).await?;
+    if changed {
+        info!(reason, "no address available");
+        ctx.events.warning(claim, reason, &message).await;
+    }
+    Ok(Action::requeue(EXHAUSTED_RETRY))
+}
+
+/// Writes the claim status this provider owns unless it is already there; returns whether it
+/// wrote. Guarded by the claim's resourceVersion: a claim that moved meanwhile answers `409`.
+async fn write_status(
+    api: &Api<IPAddressClaim>,
+    claim: &IPAddressClaim,
+    address_ref: Option<&str>,
+    ready: NewCondition,
+    ctx: &Ctx,
+) -> Result<bool> {
+    let status = claim_status(claim, address_ref, ready, &now());
+    if !claim_status_differs(claim, &status) {
+        return Ok(false);
+    }
+    let rv = claim
+        .resource_version()
+        .ok_or(Error::MissingMetadata("resourceVersion"))?;
+    apply_status_at(api, &claim.name_any(), &ctx.field_manager, &status, &rv)
+        .await
+        .map_err(Error::Status)?;
+    Ok(true)
+}
+
+/// The `IPAddress` `name`, read from the API server, when it is `claim`'s.
+async fn fetch_own(ctx: &Ctx, claim: &IPAddressClaim, name: &str) -> Result<Option<AddressEntry>> {
+    let ns = claim.namespace().unwrap_or_default();
+    let found = Api::<IPAddress>::namespaced(ctx.client.clone(), &ns)
+        .get_opt(name)
+        .await
+        .map_err(Error::kube("get IPAddress"))?;
+    let Some(found) = found else {
+        return Ok(None);
+    };
+    let entry = AddressEntry::of(&found).filter(|e| belongs_to(e, claim));
+    if entry.is_some() {
+        ctx.index().note_created(&found);
+    }
+    Ok(entry)
+}
+
+/// Releases one `IPAddress` of `claim`: our finalizer off, then deleted. Gone already, or
+/// by now another claim's (released and handed out again meanwhile), is left alone: the
+/// delete is conditional on the UID that was checked.
+pub(crate) async fn release_address(ctx: &Ctx, claim: &IPAddressClaim, name: &str) -> Result<()> {
+    let ns = claim.namespace().unwrap_or_default();
+    let api: Api<IPAddress> = Api::namespaced(ctx.client.clone(), &ns);
+    let Some(address) = api
+        .get_opt(name)
+        .await
+        .map_err(Error::kube("get IPAddress"))?
+    else {
+        return Ok(());
+    };
+    if !AddressEntry::of(&address).is_some_and(|e| belongs_to(&e, claim)) {
+        debug!(ipaddress = name, "no longer this claim's; left alone");
+        return Ok(());
+    }
+    let Some(address) = finalizer::remove(&api, &address, FINALIZER_IP_ADDRESS, &ctx.field_manager)
+        .await
+        .map_err(Error::Finalizer)?
+    else {
+        return Ok(());
+    };
+    let params = DeleteParams {
+        preconditions: Some(Preconditions {
+            uid: address.uid(),
+            resource_version: None,
+        }),
+        ..DeleteParams::default()
+    };
+    match api.delete(name, &params).await {
+        Ok(_) => {
+            info!(ipaddress = name, "address released");
+            Ok(())
+        }
+        Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Ok(()),
+        Err(e) => Err(Error::kube("delete IPAddress")(e)),
+    }
+}

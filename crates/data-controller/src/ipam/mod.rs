@@ -1,0 +1,265 @@
+//! The IPAM provider for `MaasIPPool` through the CAPI IPAM contract: every
+//! `IPAddressClaim` whose `spec.poolRef` is a MaasIPPool — made by our data controller, another
+//! provider or a person — gets an `IPAddress` (address, prefix, gateway, poolRef, claimRef) and
+//! the claim's `status.addressRef` and `Ready` condition. See `docs/data-controller-ipam.md`.
+//!
+//! - Pure: [`net`] is address arithmetic and parsing; [`layout`] resolves a pool spec ([`PoolLayout`], errors naming the field);
+//!   [`allocator`] is the free-interval index of one pool ([`Allocator`]); [`decide`] and
+//!   [`status`] are the controllers' decisions; [`watch`] maps events to objects.
+//! - [`index`]: the per-process view of every pool's addresses, kept from the `IPAddress` watch.
+//! - I/O: [`claim`], [`pool`] and [`address`] reconcile `IPAddressClaim`s, `MaasIPPool`s and
+//!   `IPAddress`es; `feed` runs one watch per kind for all three.
+//!
+//! Uniqueness is the API server's: an `IPAddress` is named after the pool's `namePrefix` and
+//! the address, so a second create of an address fails whoever tries it (another replica, a
+//! stale cache, a restarted process). The index only makes the first guess right.
+//!
+//! [`run`] runs the three controllers for one leadership term.
+
+pub mod address;
+pub mod allocator;
+pub mod claim;
+pub mod context;
+pub mod decide;
+pub mod error;
+mod feed;
+pub mod index;
+pub mod layout;
+pub mod net;
+pub mod pool;
+pub mod status;
+pub mod watch;
+
+#[cfg(test)]
+mod test_support;
+
+use std::future::Future;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use capmaas_api::MaasIPPool;
+use capmaas_api::capi::Cluster;
+use capmaas_api::capi_ipam::{IPAddress, IPAddressClaim};
+use capmaas_runtime::controller::{self as kit, Events, ReconcilerSettings, ready_when, scoped};
+use futures::channel::mpsc;
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::watcher::{self, Event};
+use kube::runtime::{Controller, PredicateConfig, WatchStreamExt};
+
+pub use allocator::Allocator;
+pub use context::Ctx;
+pub use error::{Error, Result};
+pub use index::{PoolCounts, PoolKey, UsageIndex};
+pub use layout::{
+    AddressInfo, Family, LayoutError, PoolLayout, RangeInfo, Segment, dns_servers_for,
+};
+
+use self::feed::Feed;
+use self::index::LayoutResult;
+
+/// The `controller` label of the `IPAddressClaim` controller's metrics and logs.
+pub const CLAIM_CONTROLLER: &str = "ipaddressclaim";
+/// The `controller` label of the `MaasIPPool` controller.
+pub const POOL_CONTROLLER: &str = "maasippool";
+/// The `controller` label of the `IPAddress` controller.
+pub const ADDRESS_CONTROLLER: &str = "ipaddress";
+/// Server-side watch timeout; below the idle timeouts of common load balancers.
+const WATCH_TIMEOUT_SECS: u32 = 200;
+
+/// The layout of `pool` (for the data renderer: [`dns_servers_for`] needs one).
+pub fn pool_layout(pool: &MaasIPPool) -> LayoutResult {
+    PoolLayout::from_spec(&pool.spec).map(Arc::new)
+}
+
+/// The IPAM controllers of one leadership term, built but not yet running.
+pub struct Ipam {
+    term: capmaas_runtime::Context,
+    ctx: Arc<Ctx>,
+    claims: Feed<IPAddressClaim>,
+    addresses: Feed<IPAddress>,
+    pools: Feed<MaasIPPool>,
+    clusters: Feed<Cluster>,
+}
+
+impl std::fmt::Debug for Ipam {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ipam")
+            .field("ctx", &self.ctx)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Ipam {
+    /// The watches (one per kind, scoped by `--namespace`) and the shared context of `term`.
+    pub fn new(term: &capmaas_runtime::Context) -> Self {
+        let ns = term.settings.namespace.as_deref();
+        let watch = &term.clients.watch;
+        let wc = watcher::Config::default().timeout(WATCH_TIMEOUT_SECS);
+        let claims = Feed::new(scoped::<IPAddressClaim>(watch, ns), wc.clone());
+        let addresses = Feed::new(scoped::<IPAddress>(watch, ns), wc.clone());
+        let pools = Feed::new(scoped::<MaasIPPool>(watch, ns), wc.clone());
+        let clusters = Feed::new(scoped::<Cluster>(watch, ns), wc);
+        let ctx = Arc::new(Ctx {
+            client: term.clients.api.clone(),
+            field_manager: term.settings.field_manager.clone(),
+            events: Events::new(term.clients.api.clone(), &term.settings.binary),
+            index: Arc::new(Mutex::new(UsageIndex::new())),
+            claims: claims.store(),
+            pools: pools.store(),
+            clusters: clusters.store(),
+            addresses: addresses.store(),
+            synced: vec![
+                claims.ready(),
+                addresses.ready(),
+                pools.ready(),
+                clusters.ready(),
+            ],
+        });
+        Self {
+            term: term.clone(),
+            ctx,
+            claims,
+            addresses,
+            pools,
+            clusters,
+        }
+    }
+
+    /// Resolves to `true` once every cache and the usage index are filled (for `/readyz`).
+    pub fn synced(&self) -> impl Future<Output = bool> + Send + 'static {
+        let ctx = self.ctx.clone();
+        async move { ctx.wait_synced().await }
+    }
+
+    /// The shared context (caches, usage index).
+    pub fn context(&self) -> &Arc<Ctx> {
+        &self.ctx
+    }
+
+    /// Runs the watches and the `IPAddressClaim`, `MaasIPPool` and `IPAddress` controllers
+    /// until the term ends.
+    pub async fn run(self) {
+        let Self {
+            term,
+            ctx,
+            mut claims,
+            mut addresses,
+            mut pools,
+            mut clusters,
+        } = self;
+        let (wake, woken) = mpsc::unbounded::<ObjectRef<IPAddressClaim>>();
+        let (claim_store, pool_store) = (claims.store(), pools.store());
+
+        let claim_controller = {
+            let (for_pools, for_clusters, pools_of) =
+                (claim_store.clone(), claim_store.clone(), pool_store.clone());
+            Controller::for_stream(claims.subscribe(), claim_store.clone())
+                .watches_stream(addresses.subscribe(), |a| watch::address_to_claim(&a))
+                .watches_stream(
+                    pools
+                        .subscribe()
+                        .predicate_filter(watch::pool_change, PredicateConfig::default()),
+                    move |p| watch::pool_to_claims(&for_pools, &p),
+                )
+                .watches_stream(
+                    clusters
+                        .subscribe()
+                        .predicate_filter(watch::cluster_pause, PredicateConfig::default()),
+                    move |c| watch::cluster_to_claims(&for_clusters, &pools_of, &c),
+                )
+                .reconcile_on(woken)
+        };
+        let pool_controller = {
+            let pools_of = pool_store.clone();
+            Controller::for_stream(pools.subscribe(), pool_store.clone())
+                .watches_stream(addresses.subscribe(), |a| watch::address_to_pool(&a))
+                .watches_stream(
+                    clusters
+                        .subscribe()
+                        .predicate_filter(watch::cluster_pause, PredicateConfig::default()),
+                    move |c| watch::cluster_to_pools(&pools_of, &c),
+                )
+        };
+        let address_controller = {
+            let index = ctx.index.clone();
+            Controller::for_stream(addresses.subscribe(), addresses.store()).watches_stream(
+                claims.subscribe(),
+                move |c| {
+                    let index = index.lock().unwrap_or_else(PoisonError::into_inner);
+                    watch::claim_to_addresses(&index, &c)
+                },
+            )
+        };
+
+        let address_hook = {
+            let index = ctx.index.clone();
+            let claims = claim_store.clone();
+            move |event: &Event<IPAddress>, store: &Store<IPAddress>| {
+                let woken = {
+                    let mut index = index.lock().unwrap_or_else(PoisonError::into_inner);
+                    match event {
+                        Event::Apply(a) => {
+                            index.apply(a);
+                            Vec::new()
+                        }
+                        // A release: the claims waiting for an address of that pool try again.
+                        Event::Delete(a) => index
+                            .remove(a)
+                            .map(|pool| watch::waiting_claims(&claims, &pool))
+                            .unwrap_or_default(),
+                        Event::InitDone => {
+                            let all = store.state();
+                            index.reset(all.iter().map(AsRef::as_ref));
+                            // Deletions during a re-list are not seen one by one.
+                            watch::all_waiting_claims(&claims)
+                        }
+                        Event::Init | Event::InitApply(_) => Vec::new(),
+                    }
+                };
+                for claim in woken {
+                    let _ = wake.unbounded_send(claim);
+                }
+            }
+        };
+        let cancel = &term.cancel;
+        // Boxed: seven futures side by side are large.
+        Box::pin(async {
+            tokio::join!(
+                claims.run(cancel.clone(), |_, _| {}),
+                addresses.run(cancel.clone(), address_hook),
+                pools.run(cancel.clone(), |_, _| {}),
+                clusters.run(cancel.clone(), |_, _| {}),
+                kit::run(
+                    claim_controller,
+                    ReconcilerSettings::for_term(&term, CLAIM_CONTROLLER),
+                    ctx.clone(),
+                    claim::reconcile,
+                ),
+                kit::run(
+                    pool_controller,
+                    ReconcilerSettings::for_term(&term, POOL_CONTROLLER),
+                    ctx.clone(),
+                    pool::reconcile,
+                ),
+                kit::run(
+                    address_controller,
+                    ReconcilerSettings::for_term(&term, ADDRESS_CONTROLLER),
+                    ctx,
+                    address::reconcile,
+                ),
+            );
+        })
+        .await;
+    }
+}
+
+/// Runs the IPAM provider for one leadership term and returns when the term ends. Marks the
+/// term ready once its caches are filled; a binary running other controllers in the same term
+/// can instead build an [`Ipam`] and combine [`Ipam::synced`] with its own caches.
+pub async fn run(term: &capmaas_runtime::Context) {
+    let ipam = Ipam::new(term);
+    let synced = ipam.synced();
+    tokio::join!(
+        ready_when(&term.health, &term.cancel, synced),
+        Box::pin(ipam.run())
+    );
+}

@@ -1,0 +1,104 @@
+//! The `MaasIPPool` reconciler: its finalizer, and its status — addresses in use and free
+//! (the printer columns), `PoolValid` with the layout error naming the field, `Ready`,
+//! `Paused`. A deleted pool waits until none of its `IPAddress`es is left.
+
+use std::sync::Arc;
+
+use capmaas_api::keys::FINALIZER_MAAS_IP_POOL;
+use capmaas_api::{MaasIPPool, MaasIPPoolStatus};
+use capmaas_runtime::apply_status;
+use capmaas_runtime::controller::finalizer;
+use capmaas_runtime::status::now;
+use kube::runtime::controller::Action;
+use kube::{Api, ResourceExt};
+use tracing::{debug, info};
+
+use super::context::Ctx;
+use super::decide::{PoolStep, decide_pool};
+use super::error::{Error, Result};
+use super::index::PoolKey;
+use super::status::{PoolFacts, owned_pool_status, paused_pool_status, pool_status};
+
+/// Reconciles one `MaasIPPool` (the function the kit runs).
+pub async fn reconcile(pool: Arc<MaasIPPool>, ctx: Arc<Ctx>) -> Result<Action> {
+    if !ctx.wait_synced().await {
+        return Ok(Action::await_change());
+    }
+    let ns = pool
+        .namespace()
+        .ok_or(Error::MissingMetadata("namespace"))?;
+    let api: Api<MaasIPPool> = Api::namespaced(ctx.client.clone(), &ns);
+    let key = PoolKey::of(&pool);
+    let mut pool = pool.as_ref().clone();
+    let paused = ctx.pool_pause(&pool);
+    let objects = ctx.index().objects(&key);
+    let step = decide_pool(&pool, paused.as_deref(), objects);
+    debug!(?step, "step");
+    let waiting_for = match step {
+        PoolStep::Forget => return Ok(Action::await_change()),
+        PoolStep::Paused(why) => {
+            let status = paused_pool_status(&pool, &why, &now());
+            write_status(&api, &pool, &status, &ctx).await?;
+            return Ok(Action::await_change());
+        }
+        PoolStep::RemoveFinalizer => {
+            finalizer::remove(&api, &pool, FINALIZER_MAAS_IP_POOL, &ctx.field_manager)
+                .await
+                .map_err(Error::Finalizer)?;
+            info!("pool has no address left; finalizer removed");
+            return Ok(Action::await_change());
+        }
+        PoolStep::AddFinalizer => {
+            pool = finalizer::add(&api, &pool, FINALIZER_MAAS_IP_POOL, &ctx.field_manager)
+                .await
+                .map_err(Error::Finalizer)?;
+            None
+        }
+        PoolStep::WaitForAddresses(n) => Some(n),
+        PoolStep::Status => None,
+    };
+    let (layout, counts) = {
+        let mut index = ctx.index();
+        let layout = index.layout(&pool);
+        (layout, index.counts(&key))
+    };
+    let was_valid = pool
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_deref())
+        .and_then(|c| capmaas_runtime::get_condition(c, capmaas_api::conditions::POOL_VALID))
+        .map(|c| c.status == "True");
+    let status = pool_status(
+        &pool,
+        PoolFacts {
+            layout: &layout,
+            counts,
+            waiting_for,
+        },
+        &now(),
+    );
+    write_status(&api, &pool, &status, &ctx).await?;
+    if let Err(e) = &layout
+        && was_valid != Some(false)
+    {
+        ctx.events
+            .warning(&pool, "InvalidPool", &e.to_string())
+            .await;
+    }
+    Ok(Action::await_change())
+}
+
+async fn write_status(
+    api: &Api<MaasIPPool>,
+    pool: &MaasIPPool,
+    status: &MaasIPPoolStatus,
+    ctx: &Ctx,
+) -> Result<()> {
+    if owned_pool_status(pool.status.as_ref()) == *status {
+        return Ok(());
+    }
+    apply_status(api, &pool.name_any(), &ctx.field_manager, status)
+        .await
+        .map_err(Error::Status)?;
+    Ok(())
+}

@@ -1,0 +1,202 @@
+//! The data-controller Deployment (binary `data-controller`): per-machine data templates and
+//! the MaasIPPool IPAM provider.
+//!
+//! - MaasDataClaim reconciler ([`act`], pure [`decide`] and [`status`]): one IPAddressClaim per
+//!   pool the template uses ([`addresses`]), the lowest free index of the template as a
+//!   MaasData named `<template>-<index>` ([`index`]: the API server refuses a second create),
+//!   rendering ([`render`]) into Secrets owned by the MaasData ([`rendered`]), status.
+//! - MaasDataTemplate reconciler ([`template`]): `status.indexes` and a finalizer that keeps a
+//!   template while MaasData use it.
+//! - [`ipam`]: the IPAM provider for `MaasIPPool` through the CAPI IPAM contract
+//!   (`IPAddressClaim` → `IPAddress`).
+//!
+//! Layout as every controller crate (`docs/architecture.md`); the plumbing comes from
+//! [`capmaas_runtime::controller`].
+
+pub mod act;
+pub mod addresses;
+pub mod args;
+mod cleanup;
+pub mod context;
+pub mod decide;
+pub mod error;
+pub mod index;
+pub mod ipam;
+pub mod render;
+pub mod rendered;
+pub mod status;
+pub mod template;
+pub mod watch;
+
+use std::sync::Arc;
+
+use capmaas_api::capi_ipam::{IPAddress, IPAddressClaim};
+use capmaas_api::{MaasData, MaasDataClaim, MaasDataTemplate, MaasHost, MaasIPPool, keys};
+use capmaas_runtime::controller::{self as kit, Events, ReconcilerSettings, ready_when, scoped};
+use capmaas_runtime::{BoxError, CommonArgs, Runtime};
+use futures::StreamExt;
+use kube::runtime::{Controller, WatchStreamExt, reflector, watcher};
+
+pub use args::ControllerArgs;
+pub use error::{Error, Result};
+
+use crate::context::Ctx;
+
+/// Binary name; also gives the field manager `capmaas-data-controller` and the Lease name.
+pub const BINARY: &str = "data-controller";
+/// `--concurrency` default: claims render in parallel, each a handful of API calls.
+pub const DEFAULT_CONCURRENCY: u16 = 8;
+/// The `controller` label of the claim controller's metrics and logs.
+pub const CONTROLLER: &str = "maasdataclaim";
+/// The `controller` label of the template controller.
+pub const TEMPLATE_CONTROLLER: &str = "maasdatatemplate";
+
+/// Runs the binary: the runtime from the common flags, then [`run`] in each leadership term.
+pub async fn start(common: CommonArgs, args: ControllerArgs) -> Result<(), BoxError> {
+    args.validate()?;
+    let runtime = Runtime::builder(BINARY)
+        .with_args(common)
+        .default_concurrency(DEFAULT_CONCURRENCY)
+        .build()
+        .await?;
+    runtime
+        .run(move |term| Box::pin(run(term, args.clone())))
+        .await?;
+    Ok(())
+}
+
+/// One leadership term: the IPAM provider and the data template controllers, as enabled.
+/// `/readyz` turns ready once the caches of every enabled half are filled.
+pub async fn run(term: capmaas_runtime::Context, args: ControllerArgs) -> Result<(), BoxError> {
+    let ipam = args.ipam.then(|| ipam::Ipam::new(&term));
+    let ipam_synced = ipam.as_ref().map(ipam::Ipam::synced);
+    let ipam_synced = async move {
+        match ipam_synced {
+            Some(synced) => synced.await,
+            None => true,
+        }
+    };
+    let run_ipam = async move {
+        if let Some(ipam) = ipam {
+            Box::pin(ipam.run()).await;
+        }
+    };
+    if args.data_templates {
+        tokio::join!(Box::pin(run_data(&term, ipam_synced)), run_ipam);
+    } else {
+        tokio::join!(
+            ready_when(&term.health, &term.cancel, ipam_synced),
+            run_ipam
+        );
+    }
+    Ok(())
+}
+
+/// A reflector over `api`: the store, and the stream of touched objects that keeps it filled.
+fn reflect<K>(
+    api: kube::Api<K>,
+    config: watcher::Config,
+) -> (
+    reflector::Store<K>,
+    impl futures::Stream<Item = Result<K, watcher::Error>> + Send,
+)
+where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
+{
+    let (store, writer) = reflector::store::<K>();
+    let stream = reflector::reflector(writer, watcher(api, config))
+        .default_backoff()
+        .touched_objects();
+    (store, stream)
+}
+
+/// The MaasDataClaim and MaasDataTemplate controllers for one term; ready once their caches
+/// and `also_synced` (the IPAM provider's, when it runs in the same term) are filled.
+async fn run_data(term: &capmaas_runtime::Context, also_synced: impl Future<Output = bool>) {
+    let ns = term.settings.namespace.as_deref();
+    let watch = &term.clients.watch;
+    let wc = watcher::Config::default();
+    let (data, data_stream) = reflect(scoped::<MaasData>(watch, ns), wc.clone());
+    let (templates, template_stream) = reflect(scoped::<MaasDataTemplate>(watch, ns), wc.clone());
+    let (ip_claims, ip_claim_stream) = reflect(
+        scoped::<IPAddressClaim>(watch, ns),
+        wc.clone().labels(keys::LABEL_DATA_CLAIM),
+    );
+    let (ip_addresses, ip_address_stream) = reflect(scoped::<IPAddress>(watch, ns), wc.clone());
+    let (pools, pool_stream) = reflect(scoped::<MaasIPPool>(watch, ns), wc.clone());
+    let claims = Controller::new(scoped::<MaasDataClaim>(watch, ns), wc.clone());
+    let claim_store = claims.store();
+    let ctx = Arc::new(Ctx {
+        client: term.clients.api.clone(),
+        field_manager: term.settings.field_manager.clone(),
+        events: Events::new(term.clients.api.clone(), BINARY),
+        sync_period: term.settings.sync_period,
+        claims: claim_store.clone(),
+        templates: templates.clone(),
+        data: data.clone(),
+        ip_claims: ip_claims.clone(),
+        ip_addresses: ip_addresses.clone(),
+        pools: pools.clone(),
+    });
+    let (for_templates, for_hosts) = (claim_store.clone(), claim_store.clone());
+    // An address served for an IPAddressClaim wakes the data claim through the IPAddressClaim's
+    // status change; the IPAddress and pool streams only keep their stores filled.
+    let keep_filled =
+        futures::stream::select(ip_address_stream.map(|_| ()), pool_stream.map(|_| ()))
+            .take_until(term.cancel.clone().cancelled_owned())
+            .for_each(|()| std::future::ready(()));
+    let claims = claims
+        .watches_stream(data_stream, |d| watch::map_data(&d))
+        .watches_stream(ip_claim_stream, |c| watch::map_ip_claim(&c))
+        .watches_stream(template_stream, move |t| {
+            watch::map_template(&for_templates, &t)
+        })
+        .watches(scoped::<MaasHost>(watch, ns), wc.clone(), move |h| {
+            watch::map_host(&for_hosts, &h)
+        });
+    let template_controller = Controller::new(scoped::<MaasDataTemplate>(watch, ns), wc.clone())
+        .watches(scoped::<MaasData>(watch, ns), wc, |d| {
+            template::map_data(&d)
+        });
+    let stores_ready = {
+        let (claims, data, templates, ip_claims, ip_addresses, pools) = (
+            claim_store.clone(),
+            data.clone(),
+            templates.clone(),
+            ip_claims.clone(),
+            ip_addresses.clone(),
+            pools.clone(),
+        );
+        async move {
+            also_synced.await
+                && claims.wait_until_ready().await.is_ok()
+                && data.wait_until_ready().await.is_ok()
+                && templates.wait_until_ready().await.is_ok()
+                && ip_claims.wait_until_ready().await.is_ok()
+                && ip_addresses.wait_until_ready().await.is_ok()
+                && pools.wait_until_ready().await.is_ok()
+        }
+    };
+    tokio::join!(
+        ready_when(&term.health, &term.cancel, stores_ready),
+        keep_filled,
+        kit::run(
+            claims,
+            ReconcilerSettings::for_term(term, CONTROLLER),
+            ctx.clone(),
+            act::reconcile
+        ),
+        kit::run(
+            template_controller,
+            ReconcilerSettings::for_term(term, TEMPLATE_CONTROLLER),
+            ctx,
+            template::reconcile
+        ),
+    );
+}

@@ -1,0 +1,221 @@
+//! metaData: a flat map of string keys to string values, serialised as YAML.
+
+use std::collections::BTreeMap;
+use std::collections::btree_map::Entry;
+use std::net::IpAddr;
+
+use capmaas_api::data_meta::{MetaData, MetaDataFromPool, MetaDataIndex};
+
+use super::error::{RenderError, RenderProblem};
+use super::{AllocatedAddress, RenderInput};
+
+/// Renders the metaData items as a YAML mapping (`key: value`, keys sorted).
+pub fn render_meta_data(meta: &MetaData, input: &RenderInput<'_>) -> Result<String, RenderError> {
+    to_yaml(&render_meta_data_map(meta, input)?)
+}
+
+/// Renders the metaData items as a map (for [`super::hostname_of`] without re-parsing YAML).
+///
+/// Items are taken kind by kind in the order of the CRD fields (strings, objectNames,
+/// namespaces, indexes, ipAddressesFromPool, prefixesFromPool, gatewaysFromPool,
+/// dnsServersFromPool, fromHostInterfaces, fromLabels, fromAnnotations); the first problem
+/// found is returned. Two items with the same key, in one list or in two, are an error.
+pub fn render_meta_data_map(
+    meta: &MetaData,
+    input: &RenderInput<'_>,
+) -> Result<BTreeMap<String, String>, RenderError> {
+    let mut out = Items::default();
+    for (i, item) in meta.strings.iter().flatten().enumerate() {
+        out.insert(&item.key, item.value.clone(), path("strings", i))?;
+    }
+    for (i, item) in meta.object_names.iter().flatten().enumerate() {
+        let field = path("objectNames", i);
+        let name = input.object(item.object, &field)?.name.clone();
+        out.insert(&item.key, name, field)?;
+    }
+    for (i, item) in meta.namespaces.iter().flatten().enumerate() {
+        out.insert(&item.key, input.namespace.to_owned(), path("namespaces", i))?;
+    }
+    for (i, item) in meta.indexes.iter().flatten().enumerate() {
+        let field = path("indexes", i);
+        let value = render_index(item, input.index, &field)?;
+        out.insert(&item.key, value, field)?;
+    }
+    from_pool(
+        &mut out,
+        input,
+        "ipAddressesFromPool",
+        meta.ip_addresses_from_pool.as_ref(),
+        |a, _| Ok(a.address.to_string()),
+    )?;
+    from_pool(
+        &mut out,
+        input,
+        "prefixesFromPool",
+        meta.prefixes_from_pool.as_ref(),
+        |a, _| Ok(a.prefix.to_string()),
+    )?;
+    from_pool(
+        &mut out,
+        input,
+        "gatewaysFromPool",
+        meta.gateways_from_pool.as_ref(),
+        |a, item| {
+            a.gateway
+                .map(|g| g.to_string())
+                .ok_or_else(|| RenderProblem::NoGateway(item.pool()))
+        },
+    )?;
+    from_pool(
+        &mut out,
+        input,
+        "dnsServersFromPool",
+        meta.dns_servers_from_pool.as_ref(),
+        |a, item| {
+            if a.dns_servers.is_empty() {
+                return Err(RenderProblem::NoDnsServers(item.pool()));
+            }
+            Ok(a.dns_servers
+                .iter()
+                .map(IpAddr::to_string)
+                .collect::<Vec<_>>()
+                .join(","))
+        },
+    )?;
+    for (i, item) in meta.from_host_interfaces.iter().flatten().enumerate() {
+        let field = path("fromHostInterfaces", i);
+        let mac = input.interface_mac(&item.interface, &field)?;
+        out.insert(&item.key, mac, field)?;
+    }
+    for (i, item) in meta.from_labels.iter().flatten().enumerate() {
+        let field = path("fromLabels", i);
+        let object = input.object(item.object, &field)?;
+        let value = object.labels.get(&item.label).ok_or_else(|| {
+            RenderError::new(
+                &field,
+                RenderProblem::MissingLabel {
+                    object: item.object,
+                    label: item.label.clone(),
+                },
+            )
+        })?;
+        out.insert(&item.key, value.clone(), field)?;
+    }
+    for (i, item) in meta.from_annotations.iter().flatten().enumerate() {
+        let field = path("fromAnnotations", i);
+        let object = input.object(item.object, &field)?;
+        let value = object.annotations.get(&item.annotation).ok_or_else(|| {
+            RenderError::new(
+                &field,
+                RenderProblem::MissingAnnotation {
+                    object: item.object,
+                    annotation: item.annotation.clone(),
+                },
+            )
+        })?;
+        out.insert(&item.key, value.clone(), field)?;
+    }
+    Ok(out.into_values())
+}
+
+/// YAML of the rendered map: block mapping, keys sorted, strings quoted where a YAML 1.1
+/// reader (cloud-init's PyYAML) would read them as another type.
+pub(super) fn to_yaml(map: &BTreeMap<String, String>) -> Result<String, RenderError> {
+    let options = serde_saphyr::ser_options! { prefer_block_scalars: false };
+    serde_saphyr::to_string_with_options(map, options)
+        .map_err(|e| RenderError::new("spec.metaData", RenderProblem::Serialize(e.to_string())))
+}
+
+fn path(list: &str, i: usize) -> String {
+    format!("spec.metaData.{list}[{i}]")
+}
+
+/// Rendered values by key, remembering which item set each key.
+#[derive(Debug, Default)]
+struct Items {
+    values: BTreeMap<String, (String, String)>,
+}
+
+impl Items {
+    fn insert(&mut self, key: &str, value: String, field: String) -> Result<(), RenderError> {
+        match self.values.entry(key.to_owned()) {
+            Entry::Occupied(first) => Err(RenderError::new(
+                field,
+                RenderProblem::DuplicateKey {
+                    key: key.to_owned(),
+                    first: first.get().1.clone(),
+                },
+            )),
+            Entry::Vacant(slot) => {
+                slot.insert((value, field));
+                Ok(())
+            }
+        }
+    }
+
+    fn into_values(self) -> BTreeMap<String, String> {
+        self.values.into_iter().map(|(k, (v, _))| (k, v)).collect()
+    }
+}
+
+/// Renders one list of `*FromPool` items with `value`.
+fn from_pool(
+    out: &mut Items,
+    input: &RenderInput<'_>,
+    list: &str,
+    items: Option<&Vec<MetaDataFromPool>>,
+    value: impl Fn(&AllocatedAddress, &MetaDataFromPool) -> Result<String, RenderProblem>,
+) -> Result<(), RenderError> {
+    for (i, item) in items.into_iter().flatten().enumerate() {
+        let field = path(list, i);
+        let address = input.address(&item.pool(), &field)?;
+        let rendered = value(address, item).map_err(|p| RenderError::new(&field, p))?;
+        out.insert(&item.key, rendered, field)?;
+    }
+    Ok(())
+}
+
+/// `prefix + (offset + index * step) + suffix`.
+fn render_index(item: &MetaDataIndex, index: i32, field: &str) -> Result<String, RenderError> {
+    let range = |name, value: i32, bound, min| {
+        if value < min {
+            Err(RenderError::new(
+                field,
+                RenderProblem::OutOfRange {
+                    name,
+                    value: i64::from(value),
+                    bound,
+                },
+            ))
+        } else {
+            Ok(i64::from(value))
+        }
+    };
+    let index = range("index", index, ">= 0", 0)?;
+    let offset = range("offset", item.offset, ">= 0", 0)?;
+    let step = range("step", item.step, ">= 1", 1)?;
+    let number = index_value(offset, index, step).ok_or_else(|| {
+        RenderError::new(
+            field,
+            RenderProblem::IndexOverflow {
+                offset,
+                index,
+                step,
+            },
+        )
+    })?;
+    Ok(format!(
+        "{}{number}{}",
+        item.prefix.as_deref().unwrap_or_default(),
+        item.suffix.as_deref().unwrap_or_default()
+    ))
+}
+
+/// `offset + index * step`, checked.
+pub(super) fn index_value(offset: i64, index: i64, step: i64) -> Option<i64> {
+    index.checked_mul(step)?.checked_add(offset)
+}
+
+#[cfg(test)]
+#[path = "meta_tests.rs"]
+mod tests;

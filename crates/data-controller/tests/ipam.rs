@@ -1,0 +1,603 @@
+//! The MaasIPPool IPAM provider, run in-process against a real API server (capmaas-testenv,
+//! with the CAPI IPAM CRDs and the garbage collector).
+//!
+//! One API server hosts every scenario in its own namespace. Instance `a` serves every
+//! namespace; instance `b` (a second replica, no leader election: both act) serves the
+//! namespace of the race scenario too.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
+use std::net::IpAddr;
+use std::time::Duration;
+
+use capmaas_api::capi::{Cluster, ClusterSpec};
+use capmaas_api::capi_ipam::{IPAddress, IPAddressClaim, IPAddressClaimSpec, IPPoolReference};
+use capmaas_api::conditions as cond;
+use capmaas_api::ipam::{AllocationStrategy, IpPoolRange};
+use capmaas_api::keys::{FINALIZER_IP_ADDRESS, FINALIZER_IP_ADDRESS_CLAIM, FINALIZER_MAAS_IP_POOL};
+use capmaas_api::{MaasIPPool, MaasIPPoolSpec};
+use capmaas_runtime::{BoxError, Runtime};
+use capmaas_testenv::TestEnv;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::{Api, Client, ResourceExt};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+const WAIT: Duration = Duration::from_secs(60);
+const CONSUMER: &str = "consumer.example.com/in-use";
+
+async fn eventually<T, F, Fut>(what: &str, check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    capmaas_testenv::eventually(what, WAIT, check).await
+}
+
+struct Instance {
+    stop: CancellationToken,
+    task: tokio::task::JoinHandle<Result<(), capmaas_runtime::Error>>,
+}
+
+async fn start_ipam(env: &TestEnv, flags: &[&str]) -> Instance {
+    let config = env.kube_config().await.unwrap();
+    let stop = CancellationToken::new();
+    let runtime = Runtime::embedded("data-controller", config, stop.clone(), flags)
+        .await
+        .unwrap();
+    let task = tokio::spawn(runtime.run(|term| async move {
+        data_controller::ipam::run(&term).await;
+        Ok::<(), BoxError>(())
+    }));
+    Instance { stop, task }
+}
+
+impl Instance {
+    async fn stop(self) {
+        self.stop.cancel();
+        tokio::time::timeout(Duration::from_secs(15), self.task)
+            .await
+            .expect("IPAM stops")
+            .unwrap()
+            .unwrap();
+    }
+}
+
+fn range(start: &str, end: &str) -> IpPoolRange {
+    IpPoolRange {
+        start: Some(start.into()),
+        end: Some(end.into()),
+        ..IpPoolRange::default()
+    }
+}
+
+fn pool_spec(pools: Vec<IpPoolRange>) -> MaasIPPoolSpec {
+    MaasIPPoolSpec {
+        pools,
+        prefix: None,
+        gateway: None,
+        dns_servers: None,
+        exclusions: None,
+        pre_allocations: None,
+        name_prefix: "net".into(),
+        cluster_name: None,
+        allocation_strategy: AllocationStrategy::Sequential,
+        maas_subnet: None,
+    }
+}
+
+async fn create_pool(client: &Client, ns: &str, name: &str, spec: MaasIPPoolSpec) {
+    Api::<MaasIPPool>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), &MaasIPPool::new(name, spec))
+        .await
+        .unwrap();
+}
+
+fn claim_object(name: &str, pool: &str, finalizers: &[&str]) -> IPAddressClaim {
+    let mut claim = IPAddressClaim::new(
+        name,
+        IPAddressClaimSpec {
+            pool_ref: IPPoolReference::maas_ip_pool(pool),
+            cluster_name: None,
+        },
+    );
+    if !finalizers.is_empty() {
+        claim.metadata.finalizers = Some(finalizers.iter().map(|f| (*f).to_owned()).collect());
+    }
+    claim
+}
+
+async fn create_claim(client: &Client, ns: &str, claim: &IPAddressClaim) {
+    Api::<IPAddressClaim>::namespaced(client.clone(), ns)
+        .create(&PostParams::default(), claim)
+        .await
+        .unwrap();
+}
+
+fn ready(claim: &IPAddressClaim) -> Option<&Condition> {
+    claim
+        .status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == cond::READY)
+}
+
+/// The `IPAddress` claim `name` is bound to, once it is Ready.
+async fn served(client: &Client, ns: &str, name: &str) -> IPAddress {
+    let claims: Api<IPAddressClaim> = Api::namespaced(client.clone(), ns);
+    let addresses: Api<IPAddress> = Api::namespaced(client.clone(), ns);
+    eventually(&format!("claim {name} served"), || async {
+        let claim = claims.get(name).await.unwrap();
+        if ready(&claim)?.status != "True" {
+            return None;
+        }
+        addresses.get_opt(claim.address_ref()?).await.unwrap()
+    })
+    .await
+}
+
+async fn pool_counts(client: &Client, ns: &str, name: &str) -> (Option<i64>, Option<i64>) {
+    let pool = Api::<MaasIPPool>::namespaced(client.clone(), ns)
+        .get(name)
+        .await
+        .unwrap();
+    let status = pool.status.unwrap_or_default();
+    (status.addresses_in_use, status.addresses_free)
+}
+
+async fn counts_become(client: &Client, ns: &str, pool: &str, in_use: i64, free: i64) {
+    let wanted = (Some(in_use), Some(free));
+    let mut last = (None, None);
+    for _ in 0..(WAIT.as_millis() / 100) {
+        last = pool_counts(client, ns, pool).await;
+        if last == wanted {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let p = Api::<MaasIPPool>::namespaced(client.clone(), ns)
+        .get(pool)
+        .await
+        .unwrap();
+    panic!(
+        "pool {pool}: counts {last:?}, wanted {wanted:?}; status {:?}",
+        p.status
+    );
+}
+
+/// Every claim's address and every address's claim, checked for double booking: no two
+/// `IPAddress`es of an address, no two claims on one `IPAddress`, no claim pointing at an
+/// `IPAddress` of another claim.
+async fn check_never_twice(client: &Client, ns: &str) -> BTreeMap<String, IpAddr> {
+    let addresses = Api::<IPAddress>::namespaced(client.clone(), ns)
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items;
+    let mut by_address = BTreeMap::new();
+    for a in &addresses {
+        let ip: IpAddr = a.spec.address.parse().unwrap();
+        if let Some(other) = by_address.insert(ip, a.name_any()) {
+            panic!("{ip} is held by IPAddress {other} and {}", a.name_any());
+        }
+    }
+    let by_name: BTreeMap<String, &IPAddress> =
+        addresses.iter().map(|a| (a.name_any(), a)).collect();
+    let claims = Api::<IPAddressClaim>::namespaced(client.clone(), ns)
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items;
+    let mut bound = BTreeMap::new();
+    let mut refs = BTreeSet::new();
+    for c in &claims {
+        let Some(name) = c.address_ref() else {
+            continue;
+        };
+        assert!(
+            refs.insert(name.to_owned()),
+            "two claims point at IPAddress {name}"
+        );
+        if let Some(a) = by_name.get(name) {
+            assert_eq!(
+                a.spec.claim_ref.name,
+                c.name_any(),
+                "claim {} points at another claim's address",
+                c.name_any()
+            );
+            bound.insert(c.name_any(), a.spec.address.parse().unwrap());
+        }
+    }
+    bound
+}
+
+/// 30 claims created at once, served by two replicas at the same time: all served, with
+/// distinct addresses inside the pool (never an excluded address or the gateway), the
+/// pre-allocation honoured, no second address left behind, the counts right.
+async fn thirty_claims_two_replicas(client: &Client, ns: &str) {
+    let mut spec = pool_spec(vec![range("10.10.0.10", "10.10.0.60")]);
+    spec.prefix = Some(24);
+    spec.gateway = Some("10.10.0.1".into());
+    spec.exclusions = Some(vec!["10.10.0.20-10.10.0.24".into(), "10.10.0.30".into()]);
+    spec.pre_allocations = Some([("claim-7".to_owned(), "10.10.0.50".to_owned())].into());
+    create_pool(client, ns, "race", spec).await;
+    let names: Vec<String> = (0..30).map(|i| format!("claim-{i}")).collect();
+    futures::future::join_all(
+        names
+            .iter()
+            .map(|n| async move { create_claim(client, ns, &claim_object(n, "race", &[])).await }),
+    )
+    .await;
+    // Checked over and over while the replicas race, not only at the end.
+    let bound = eventually("30 claims served", || async {
+        let bound = check_never_twice(client, ns).await;
+        (bound.len() == 30).then_some(bound)
+    })
+    .await;
+    let allowed = |ip: &IpAddr| {
+        let IpAddr::V4(v4) = ip else { return false };
+        let last = v4.octets()[3];
+        v4.octets()[..3] == [10, 10, 0]
+            && (10..=60).contains(&last)
+            && !(20..=24).contains(&last)
+            && last != 30
+    };
+    for (claim, ip) in &bound {
+        assert!(allowed(ip), "{claim} got {ip}");
+    }
+    assert_eq!(bound["claim-7"], "10.10.0.50".parse::<IpAddr>().unwrap());
+    let a = served(client, ns, "claim-3").await;
+    assert_eq!(
+        (a.spec.prefix, a.spec.gateway.as_deref()),
+        (24, Some("10.10.0.1"))
+    );
+    assert_eq!(a.finalizers(), [FINALIZER_IP_ADDRESS]);
+    let owners: Vec<_> = a
+        .owner_references()
+        .iter()
+        .map(|o| o.kind.as_str())
+        .collect();
+    assert_eq!(owners, ["IPAddressClaim", "MaasIPPool"]);
+    // Extras of the race are released: exactly one IPAddress per claim.
+    eventually("one IPAddress per claim", || async {
+        let n = Api::<IPAddress>::namespaced(client.clone(), ns)
+            .list(&ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .len();
+        (n == 30).then_some(())
+    })
+    .await;
+    check_never_twice(client, ns).await;
+    // 51 addresses - 6 excluded - 1 pre-allocated = 44 allocatable; 29 of them used.
+    counts_become(client, ns, "race", 30, 15).await;
+    let pool = Api::<MaasIPPool>::namespaced(client.clone(), ns)
+        .get("race")
+        .await
+        .unwrap();
+    assert!(
+        pool.finalizers()
+            .contains(&FINALIZER_MAAS_IP_POOL.to_owned())
+    );
+    for name in &names {
+        let c = Api::<IPAddressClaim>::namespaced(client.clone(), ns)
+            .get(name)
+            .await
+            .unwrap();
+        assert!(
+            c.finalizers()
+                .contains(&FINALIZER_IP_ADDRESS_CLAIM.to_owned())
+        );
+    }
+}
+
+/// A full pool answers `PoolExhausted` naming the pool and the claim, and serves the claim as
+/// soon as another claim is deleted.
+async fn exhausted_then_served(client: &Client, ns: &str) {
+    let mut spec = pool_spec(vec![IpPoolRange {
+        subnet: Some("10.20.0.0/30".into()),
+        ..IpPoolRange::default()
+    }]);
+    spec.name_prefix = "small".into();
+    create_pool(client, ns, "small", spec).await;
+    for name in ["a", "b"] {
+        create_claim(client, ns, &claim_object(name, "small", &[])).await;
+    }
+    let a = served(client, ns, "a").await;
+    let b = served(client, ns, "b").await;
+    assert_eq!(
+        BTreeSet::from([a.spec.address.as_str(), b.spec.address.as_str()]),
+        BTreeSet::from(["10.20.0.1", "10.20.0.2"]),
+        "network and broadcast are never handed out"
+    );
+    create_claim(client, ns, &claim_object("c", "small", &[])).await;
+    let claims: Api<IPAddressClaim> = Api::namespaced(client.clone(), ns);
+    let condition = eventually("PoolExhausted", || async {
+        let c = claims.get("c").await.unwrap();
+        ready(&c).filter(|r| r.reason == "PoolExhausted").cloned()
+    })
+    .await;
+    assert_eq!(condition.status, "False");
+    assert!(
+        condition
+            .message
+            .contains(&format!("MaasIPPool {ns}/small")),
+        "{}",
+        condition.message
+    );
+    assert!(
+        condition
+            .message
+            .contains(&format!("IPAddressClaim {ns}/c")),
+        "{}",
+        condition.message
+    );
+    counts_become(client, ns, "small", 2, 0).await;
+
+    claims.delete("a", &DeleteParams::default()).await.unwrap();
+    let c = served(client, ns, "c").await;
+    assert_eq!(
+        c.spec.address, a.spec.address,
+        "the released address serves the waiting claim"
+    );
+    eventually("claim a gone", || async {
+        claims.get_opt("a").await.unwrap().is_none().then_some(())
+    })
+    .await;
+    counts_become(client, ns, "small", 2, 0).await;
+    check_never_twice(client, ns).await;
+
+    // Deleting the pool waits for its addresses.
+    let pools: Api<MaasIPPool> = Api::namespaced(client.clone(), ns);
+    pools
+        .delete("small", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("pool waits for its addresses", || async {
+        let p = pools.get("small").await.unwrap();
+        let ready = p
+            .status?
+            .conditions?
+            .into_iter()
+            .find(|c| c.type_ == cond::READY)?;
+        (ready.reason == "Deleting").then_some(())
+    })
+    .await;
+    for name in ["b", "c"] {
+        claims.delete(name, &DeleteParams::default()).await.unwrap();
+    }
+    eventually("pool gone", || async {
+        pools
+            .get_opt("small")
+            .await
+            .unwrap()
+            .is_none()
+            .then_some(())
+    })
+    .await;
+}
+
+/// A consumer's finalizer on the claim means "in use": the address stays until it is gone.
+/// A claim deleted right after its creation leaves no address behind.
+async fn in_use_handshake(client: &Client, ns: &str) {
+    let mut spec = pool_spec(vec![IpPoolRange {
+        subnet: Some("10.30.0.0/24".into()),
+        ..IpPoolRange::default()
+    }]);
+    spec.name_prefix = "held".into();
+    create_pool(client, ns, "held", spec).await;
+    create_claim(client, ns, &claim_object("held", "held", &[CONSUMER])).await;
+    let address = served(client, ns, "held").await;
+    let claims: Api<IPAddressClaim> = Api::namespaced(client.clone(), ns);
+    let addresses: Api<IPAddress> = Api::namespaced(client.clone(), ns);
+    claims
+        .delete("held", &DeleteParams::default())
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let still = addresses.get(&address.name_any()).await.unwrap();
+    assert!(
+        still.metadata.deletion_timestamp.is_none(),
+        "released while the consumer holds the claim"
+    );
+    assert!(
+        claims
+            .get("held")
+            .await
+            .unwrap()
+            .metadata
+            .deletion_timestamp
+            .is_some()
+    );
+    claims
+        .patch(
+            "held",
+            &PatchParams::default(),
+            &Patch::Json::<()>(
+                serde_json::from_value(json!([
+                    {"op": "test", "path": "/metadata/finalizers/0", "value": CONSUMER},
+                    {"op": "remove", "path": "/metadata/finalizers/0"}
+                ]))
+                .unwrap(),
+            ),
+        )
+        .await
+        .unwrap();
+    eventually("claim and address gone", || async {
+        let gone = claims.get_opt("held").await.unwrap().is_none()
+            && addresses
+                .get_opt(&address.name_any())
+                .await
+                .unwrap()
+                .is_none();
+        gone.then_some(())
+    })
+    .await;
+
+    // Created and deleted at once: whatever was allocated is released.
+    create_claim(client, ns, &claim_object("fleeting", "held", &[])).await;
+    claims
+        .delete("fleeting", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("no address left behind", || async {
+        let left = addresses.list(&ListParams::default()).await.unwrap().items;
+        (left.is_empty() && claims.get_opt("fleeting").await.unwrap().is_none()).then_some(())
+    })
+    .await;
+    counts_become(client, ns, "held", 0, 254).await;
+}
+
+/// An IPv6 range: address, prefix, gateway and the address's name; and an invalid pool names
+/// the field in `PoolValid` and in the claim's condition.
+async fn ipv6_and_invalid_pools(client: &Client, ns: &str) {
+    let mut spec = pool_spec(vec![IpPoolRange {
+        prefix: Some(64),
+        gateway: Some("fd00:10::1".into()),
+        ..range("fd00:10::10", "fd00:10::20")
+    }]);
+    spec.name_prefix = "v6".into();
+    spec.dns_servers = Some(vec!["fd00:10::53".into()]);
+    create_pool(client, ns, "v6", spec).await;
+    create_claim(client, ns, &claim_object("six", "v6", &[])).await;
+    let a = served(client, ns, "six").await;
+    assert_eq!(a.name_any(), "v6-fd00-10--10");
+    assert_eq!(a.spec.address, "fd00:10::10");
+    assert_eq!(
+        (a.spec.prefix, a.spec.gateway.as_deref()),
+        (64, Some("fd00:10::1"))
+    );
+    counts_become(client, ns, "v6", 1, 16).await;
+
+    let mut bad = pool_spec(vec![
+        range("10.40.0.10", "10.40.0.20"),
+        range("10.40.0.15", "10.40.0.30"),
+    ]);
+    bad.prefix = Some(24);
+    bad.name_prefix = "bad".into();
+    create_pool(client, ns, "bad", bad).await;
+    let pools: Api<MaasIPPool> = Api::namespaced(client.clone(), ns);
+    let valid = eventually("PoolValid=False", || async {
+        let p = pools.get("bad").await.unwrap();
+        p.status?
+            .conditions?
+            .into_iter()
+            .find(|c| c.type_ == cond::POOL_VALID)
+    })
+    .await;
+    assert_eq!(
+        (valid.status.as_str(), valid.reason.as_str()),
+        ("False", "InvalidPool")
+    );
+    assert_eq!(valid.message, "spec.pools[1]: overlaps spec.pools[0]");
+    create_claim(client, ns, &claim_object("on-bad", "bad", &[])).await;
+    let claims: Api<IPAddressClaim> = Api::namespaced(client.clone(), ns);
+    let condition = eventually("AllocationFailed", || async {
+        ready(&claims.get("on-bad").await.unwrap()).cloned()
+    })
+    .await;
+    assert_eq!(condition.reason, "AllocationFailed");
+    assert!(
+        condition
+            .message
+            .contains("spec.pools[1]: overlaps spec.pools[0]"),
+        "{}",
+        condition.message
+    );
+    // Fixing the pool serves the claim.
+    pools
+        .patch(
+            "bad",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"spec": {"pools": [{"start": "10.40.0.10", "end": "10.40.0.30"}]}}),
+            ),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        served(client, ns, "on-bad").await.spec.address,
+        "10.40.0.10"
+    );
+}
+
+/// Claims of a paused Cluster wait; unpausing serves them. Claims of other pool kinds are
+/// left alone.
+async fn paused_and_foreign_claims(client: &Client, ns: &str) {
+    let mut cluster = Cluster::new("prod", ClusterSpec::default());
+    cluster.spec.paused = Some(true);
+    let clusters: Api<Cluster> = Api::namespaced(client.clone(), ns);
+    clusters
+        .create(&PostParams::default(), &cluster)
+        .await
+        .unwrap();
+    let mut spec = pool_spec(vec![IpPoolRange {
+        subnet: Some("10.50.0.0/24".into()),
+        ..IpPoolRange::default()
+    }]);
+    spec.name_prefix = "paused".into();
+    create_pool(client, ns, "paused", spec).await;
+    let mut claim = claim_object("waits", "paused", &[]);
+    claim.spec.cluster_name = Some("prod".into());
+    create_claim(client, ns, &claim).await;
+    let mut foreign = claim_object("foreign", "other", &[]);
+    foreign.spec.pool_ref = IPPoolReference {
+        api_group: "ipam.cluster.x-k8s.io".into(),
+        kind: "InClusterIPPool".into(),
+        name: "other".into(),
+    };
+    create_claim(client, ns, &foreign).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let claims: Api<IPAddressClaim> = Api::namespaced(client.clone(), ns);
+    for name in ["waits", "foreign"] {
+        let c = claims.get(name).await.unwrap();
+        assert!(
+            c.finalizers().is_empty() && c.status.is_none(),
+            "{name} was touched: {c:?}"
+        );
+    }
+    clusters
+        .patch(
+            "prod",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"paused": false}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(served(client, ns, "waits").await.spec.address, "10.50.0.1");
+    let foreign = claims.get("foreign").await.unwrap();
+    assert!(foreign.finalizers().is_empty() && foreign.status.is_none());
+}
+
+#[tokio::test]
+async fn ipam_against_a_real_api_server() {
+    // `RUST_LOG=data_controller=debug` shows the controllers' logs.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
+    let env = TestEnv::start().await.unwrap();
+    let client = env.client();
+    let (race, exhausted, handshake, v6, paused) = (
+        env.create_namespace("ipam-race").await.unwrap(),
+        env.create_namespace("ipam-exhausted").await.unwrap(),
+        env.create_namespace("ipam-handshake").await.unwrap(),
+        env.create_namespace("ipam-v6").await.unwrap(),
+        env.create_namespace("ipam-paused").await.unwrap(),
+    );
+    let a = start_ipam(&env, &["--concurrency=4"]).await;
+    let b = start_ipam(&env, &["--concurrency=4", &format!("--namespace={race}")]).await;
+    tokio::join!(
+        thirty_claims_two_replicas(&client, &race),
+        exhausted_then_served(&client, &exhausted),
+        in_use_handshake(&client, &handshake),
+        ipv6_and_invalid_pools(&client, &v6),
+        paused_and_foreign_claims(&client, &paused),
+    );
+    tokio::join!(a.stop(), b.stop());
+}

@@ -1,0 +1,48 @@
+//! The module layout rule of `docs/architecture.md` for the IPAM provider (`src/ipam`): no
+//! module imports one that imports it back; the reconcilers (`claim`, `pool`, `address`) are
+//! imported by no module; the pure modules import no I/O module.
+#![allow(clippy::unwrap_used, clippy::panic)]
+
+use std::path::PathBuf;
+
+use capmaas_testenv::layout::{assert_no_import_cycles, module_imports};
+
+fn ipam() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src/ipam")
+}
+
+#[test]
+fn no_module_imports_one_that_imports_it_back() {
+    assert_no_import_cycles(&ipam());
+}
+
+#[test]
+fn reconcilers_on_top_and_pure_modules_below() {
+    let graph = module_imports(&ipam()).unwrap();
+    // The scanner sees the `super::` paths: the claim reconciler uses the context.
+    assert!(graph["claim"].contains("context"), "{graph:?}");
+    let reconcilers = ["claim", "pool", "address"];
+    let io = ["claim", "pool", "address", "feed", "context"];
+    for module in reconcilers.iter().chain(&io) {
+        assert!(graph.contains_key(*module), "module {module} not found");
+    }
+    for (module, uses) in &graph {
+        for r in reconcilers {
+            assert!(!uses.contains(r), "{module} imports the reconciler {r}");
+        }
+    }
+    for pure in [
+        "layout",
+        "allocator",
+        "decide",
+        "status",
+        "watch",
+        "index",
+        "error",
+    ] {
+        let uses = &graph[pure];
+        for m in io {
+            assert!(!uses.contains(m), "pure module {pure} imports {m}");
+        }
+    }
+}
