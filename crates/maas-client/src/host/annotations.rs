@@ -37,6 +37,13 @@ pub const DEPLOY_FAILURES: &str = "maas.cluster.x-k8s.io/deploy-failures";
 /// release); removed once they are gone, or when the machine is gone from MAAS.
 pub const STATIC_ADDRESSES: &str = "maas.cluster.x-k8s.io/static-addresses";
 
+/// MaasHost annotation: the machine's MAAS hostname before the gateway renamed it to the
+/// hostname a provisioning request asked for. Written before the rename; once MAAS has
+/// released the machine the name is given back and the annotation removed, so the requested
+/// name (e.g. an indexed `worker-0`) is free for the next machine that asks for it — MAAS keeps
+/// a released machine's hostname and refuses a second machine with the same one.
+pub const ORIGINAL_HOSTNAME: &str = "maas.cluster.x-k8s.io/original-hostname";
+
 /// Progress of a reboot request, persisted on the MaasHost as [`REBOOT_STATE`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RebootState {

@@ -64,6 +64,7 @@ pub fn host_facts(
         ),
         max_deploy_retries: max_retries,
         hostname: provisioning.and_then(|p| p.hostname.clone()),
+        original_hostname: annotations.get(ann::ORIGINAL_HOSTNAME).cloned(),
         annotations: ann::desired_machine_annotations(
             installation,
             &host.namespace().unwrap_or_default(),
@@ -320,6 +321,17 @@ impl Run<'_> {
                     .await
                     .map_err(Error::maas("set hostname"))?;
                 self.seen(m, sent);
+                return Ok(true);
+            }
+            Step::RecordOriginalHostname(original) => {
+                self.patch_annotation(ann::ORIGINAL_HOSTNAME, Some(original.clone()))
+                    .await?;
+                self.facts.original_hostname = Some(original);
+                return Ok(true);
+            }
+            Step::ForgetOriginalHostname => {
+                self.patch_annotation(ann::ORIGINAL_HOSTNAME, None).await?;
+                self.facts.original_hostname = None;
                 return Ok(true);
             }
             Step::Deploy => self.deploy().await?,

@@ -100,7 +100,8 @@ impl Run<'_> {
             generation: self.host.metadata.generation,
             unlisted_from: self.unlisted_from.as_deref(),
             spec_error: self.spec_error.as_deref(),
-            static_addresses_pending: self.facts.static_addresses.is_some(),
+            release_cleanup_pending: self.facts.static_addresses.is_some()
+                || self.facts.original_hostname.is_some(),
         };
         let status = build_status(&input, &now());
         if previous == Some(&status) {

@@ -43,8 +43,9 @@ pub struct StatusInput<'a> {
     pub unlisted_from: Option<&'a str>,
     /// Why the request cannot be carried out ([`Wait::InvalidSpec`]).
     pub spec_error: Option<&'a str>,
-    /// Static addresses the gateway linked are still recorded as on the machine.
-    pub static_addresses_pending: bool,
+    /// What a release leaves to undo is not undone yet: static addresses the gateway linked
+    /// are still recorded as on the machine, or its original hostname is not back.
+    pub release_cleanup_pending: bool,
 }
 
 fn provisioned_condition(input: &StatusInput<'_>, state: ProvisioningState) -> NewCondition {
@@ -119,9 +120,9 @@ fn machine_error(machine: Option<&Machine>) -> String {
 pub fn build_status(input: &StatusInput<'_>, now: &Time) -> MaasHostStatus {
     let previous = input.previous.cloned().unwrap_or_default();
     let mut state = mapping::provisioning_state(input.machine, input.ours, input.wants_deploy);
-    // A released machine that still holds the static addresses it was given is not available
-    // yet: the release ends when they are unlinked.
-    if state == ProvisioningState::Available && input.static_addresses_pending {
+    // A released machine that still holds the static addresses or the hostname it was given is
+    // not available yet: the release ends when they are given back.
+    if state == ProvisioningState::Available && input.release_cleanup_pending {
         state = ProvisioningState::Releasing;
     }
     let mut status = match input.machine {
@@ -300,7 +301,7 @@ mod tests {
             generation: Some(3),
             unlisted_from: None,
             spec_error: None,
-            static_addresses_pending: false,
+            release_cleanup_pending: false,
         }
     }
 
@@ -428,13 +429,13 @@ mod tests {
         let ready = crate::cache::tests::machine("abc", 4);
         let mut released = input(Some(&ready), None, Wait::Idle);
         released.wants_deploy = false;
-        released.static_addresses_pending = true;
+        released.release_cleanup_pending = true;
         let status = build_status(&released, &t(1));
         assert_eq!(
             status.provisioning_state,
             Some(ProvisioningState::Releasing)
         );
-        released.static_addresses_pending = false;
+        released.release_cleanup_pending = false;
         let status = build_status(&released, &t(2));
         assert_eq!(
             status.provisioning_state,

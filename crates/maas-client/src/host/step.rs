@@ -48,6 +48,8 @@ pub struct HostFacts {
     pub max_deploy_retries: u32,
     /// The hostname the host asks for.
     pub hostname: Option<String>,
+    /// The MAAS hostname before the gateway renamed the machine (`maas.cluster.x-k8s.io/original-hostname`).
+    pub original_hostname: Option<String>,
     /// Workload annotations the machine must carry while allocated to us.
     pub annotations: BTreeMap<String, String>,
     /// The static addresses recorded as linked on the machine (`None`: no record).
@@ -111,6 +113,10 @@ pub enum Step {
     SetAnnotations,
     /// Rename the machine.
     SetHostname(String),
+    /// Record the machine's MAAS hostname before renaming it (`maas.cluster.x-k8s.io/original-hostname`).
+    RecordOriginalHostname(String),
+    /// Drop the record once the original hostname is back.
+    ForgetOriginalHostname,
     /// Deploy the requested image.
     Deploy,
     /// Release (erase per policy).
@@ -186,7 +192,11 @@ fn deploy_path(host: &HostFacts, machine: &Machine, ours: bool) -> Step {
             if !annotations_match(host, machine) {
                 Step::SetAnnotations
             } else if let Some(name) = host.hostname.as_ref().filter(|h| **h != machine.hostname) {
-                Step::SetHostname(name.clone())
+                if host.original_hostname.is_none() {
+                    Step::RecordOriginalHostname(machine.hostname.clone())
+                } else {
+                    Step::SetHostname(name.clone())
+                }
             } else {
                 Step::Deploy
             }
@@ -252,6 +262,15 @@ fn release_path(host: &HostFacts, machine: &Machine, ours: bool) -> Step {
         // change) keeps them: applying its network data settles the record.
         MachineStatus::Ready if host.static_addresses.is_some() && !host.wants_deploy() => {
             Step::UnlinkStaticAddresses
+        }
+        // MAAS keeps a released machine's hostname: give the requested one back.
+        MachineStatus::Ready if !host.wants_deploy() && host.original_hostname.is_some() => {
+            match host.original_hostname.as_ref() {
+                Some(original) if *original != machine.hostname => {
+                    Step::SetHostname(original.clone())
+                }
+                _ => Step::ForgetOriginalHostname,
+            }
         }
         MachineStatus::Ready => wait(Wait::Idle, None),
         MachineStatus::Allocated

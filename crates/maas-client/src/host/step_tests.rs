@@ -31,6 +31,7 @@ fn wanting() -> HostFacts {
         deploy_failures: 0,
         max_deploy_retries: 2,
         hostname: Some("node-1".into()),
+        original_hostname: None,
         annotations: annotations::desired_machine_annotations("capmaas-t", "ns", "abc", None, None),
         static_addresses: None,
     }
@@ -84,6 +85,14 @@ fn provisioning_sequence() {
     allocated.owner = Some("admin".into());
     assert_eq!(next_step(&host, Some(&allocated)), Step::SetAnnotations);
     allocated.workload_annotations = host.annotations.clone();
+    allocated.hostname = "maas-given".into();
+    // The MAAS name is recorded before the rename, so a release can give it back.
+    assert_eq!(
+        next_step(&host, Some(&allocated)),
+        Step::RecordOriginalHostname("maas-given".into())
+    );
+    let mut host = host;
+    host.original_hostname = Some("maas-given".into());
     assert_eq!(
         next_step(&host, Some(&allocated)),
         Step::SetHostname("node-1".into())
@@ -454,4 +463,36 @@ fn a_missing_machine_drops_the_record() {
         Step::ForgetStaticAddresses
     );
     assert!(is_wait(&next_step(&idle(), None), Wait::Missing));
+}
+
+#[test]
+fn a_released_machine_gets_its_original_hostname_back_before_the_record_goes() {
+    let mut host = wanting();
+    host.provisioning = false;
+    host.consumed = false;
+    host.original_hostname = Some("maas-given".into());
+    let mut released = machine(MachineStatus::Ready, PowerState::Off);
+    released.hostname = "node-1".into();
+    assert_eq!(
+        next_step(&host, Some(&released)),
+        Step::SetHostname("maas-given".into())
+    );
+    released.hostname = "maas-given".into();
+    assert_eq!(
+        next_step(&host, Some(&released)),
+        Step::ForgetOriginalHostname
+    );
+    // Static addresses go first; a host that wants a deployment keeps the name.
+    host.static_addresses = Some(annotations::static_addresses("10.0.0.9"));
+    assert_eq!(
+        next_step(&host, Some(&released)),
+        Step::UnlinkStaticAddresses
+    );
+    host.static_addresses = None;
+    host.provisioning = true;
+    host.consumed = true;
+    assert_ne!(
+        next_step(&host, Some(&released)),
+        Step::ForgetOriginalHostname
+    );
 }
