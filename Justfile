@@ -49,9 +49,20 @@ demo: testenv
 bench: testenv
     cargo bench -p maas-api-client --bench throughput
     cargo bench -p maas-client --bench gateway
+    cargo bench -p data-controller --bench ipam
+    cargo bench -p data-controller --bench claims
     cargo run -q -p capmaas-testenv --example measure
     cargo build --release --workspace --bins
     CAPMAAS_BIN_DIR=target/release cargo run --release -q -p capmaas-e2e --bin bench
+
+# Chaos run (issue #10): 200 machines under kills and MAAS faults, then 100, then none; fails
+# on any harm. A random controller is SIGKILLed and restarted every 5 s; MAAS fails 10 % of
+# calls with 5xx, times out 2 %, commits then fails 2 % and goes away for 60 s. Release
+# binaries; CHAOS_MACHINES, CHAOS_SCALE_TO, CHAOS_KILL_SECONDS, CHAOS_OUTAGE_SECONDS,
+# CHAOS_SEED change the size; process logs are copied to target/chaos-logs.
+chaos: testenv
+    cargo build --release --workspace --bins
+    CAPMAAS_BIN_DIR=target/release cargo run --release -q -p capmaas-e2e --bin chaos
 
 # Run the MAAS simulator in the foreground with 20 machines (Ctrl-C stops it).
 sim *ARGS:

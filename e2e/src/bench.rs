@@ -113,7 +113,7 @@ pub async fn run(machines: usize, deploy_time: Duration, timeout: Duration) -> R
     })
 }
 
-async fn count_hosts(client: &kube::Client, ns: &str) -> Result<usize> {
+pub(crate) async fn count_hosts(client: &kube::Client, ns: &str) -> Result<usize> {
     let api: kube::Api<capmaas_api::MaasHost> = kube::Api::namespaced(client.clone(), ns);
     Ok(api
         .list(&kube::api::ListParams::default())

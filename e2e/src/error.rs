@@ -29,6 +29,9 @@ pub enum Error {
 
     #[error("invalid manifest {name}: {message}")]
     Manifest { name: String, message: String },
+
+    #[error("chaos run: {0}")]
+    Chaos(String),
 }
 
 impl Error {

@@ -17,7 +17,12 @@ use crate::error::{Error, Result};
 use crate::{capi, kubelet};
 
 /// Our binaries, in start order.
-pub const CONTROLLERS: [&str; 3] = ["maas-client", "cluster-controller", "machine-controller"];
+pub const CONTROLLERS: [&str; 4] = [
+    "maas-client",
+    "cluster-controller",
+    "machine-controller",
+    "data-controller",
+];
 
 /// How to size the environment.
 #[derive(Debug, Clone)]
@@ -32,6 +37,10 @@ pub struct HarnessConfig {
     pub release_time: Duration,
     /// `RUST_LOG` filter of our binaries.
     pub log_filter: String,
+    /// Extra flags of the gateway (`maas-client`), e.g. `--orphan-grace-period=20s`.
+    pub gateway_args: Vec<String>,
+    /// Seed of the simulator's random rolls (fault injection).
+    pub seed: u64,
 }
 
 impl Default for HarnessConfig {
@@ -42,6 +51,8 @@ impl Default for HarnessConfig {
             deploy_time: Duration::from_secs(2),
             release_time: Duration::from_millis(500),
             log_filter: "info".into(),
+            gateway_args: Vec::new(),
+            seed: 1,
         }
     }
 }
@@ -58,14 +69,21 @@ pub struct Harness {
     capi: Process,
     controllers: Vec<Process>,
     log_filter: String,
+    gateway_args: Vec<String>,
+    restarts: u64,
     dir: tempfile::TempDir,
     cancel: CancellationToken,
 }
 
-/// Where `cargo build` put the workspace's binaries (`CAPMAAS_BIN_DIR` overrides).
+/// Where `cargo build` put the workspace's binaries (`CAPMAAS_BIN_DIR` overrides; a relative
+/// folder is taken from the current directory, since the processes run in another one).
 pub fn bin_dir() -> PathBuf {
     if let Some(dir) = std::env::var_os("CAPMAAS_BIN_DIR") {
-        return PathBuf::from(dir);
+        let dir = PathBuf::from(dir);
+        return match std::env::current_dir() {
+            Ok(cwd) if dir.is_relative() => cwd.join(dir),
+            _ => dir,
+        };
     }
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map_or_else(|| repo_root().join("target"), PathBuf::from);
@@ -108,6 +126,7 @@ impl Harness {
         let (management, workload) = (management?, workload?);
         let mut sim_config = SimConfig::with_machines(config.machines);
         sim_config.zones.clone_from(&config.zones);
+        sim_config.seed = config.seed;
         sim_config.timings = Timings {
             deploy: config.deploy_time,
             release: config.release_time,
@@ -126,6 +145,8 @@ impl Harness {
             capi,
             controllers: Vec::new(),
             log_filter: config.log_filter,
+            gateway_args: config.gateway_args,
+            restarts: 0,
             dir,
             cancel,
         };
@@ -139,7 +160,7 @@ impl Harness {
     /// Starts (or restarts) one of our binaries against the management API server.
     pub fn start_controller(&self, name: &'static str) -> Result<Process> {
         let binary = binary(name)?;
-        let args = vec![
+        let mut args = vec![
             format!(
                 "--kubeconfig={}",
                 self.management.kubeconfig_path().display()
@@ -148,6 +169,9 @@ impl Harness {
             format!("--metrics-bind-addr=127.0.0.1:{}", free_port()?),
             "--log-format=text".into(),
         ];
+        if name == "maas-client" {
+            args.extend(self.gateway_args.iter().cloned());
+        }
         let url = self.sim.url();
         let key = self.sim.api_key();
         let mut env: Vec<(&str, &str)> = vec![("RUST_LOG", &self.log_filter)];
@@ -160,15 +184,42 @@ impl Harness {
         Ok(Process::start(name, &binary, &args, &env, self.dir.path())?)
     }
 
-    /// Kills one of our binaries (SIGKILL) and starts it again.
+    /// Kills one of our binaries (SIGKILL) and starts it again. The killed process's log is
+    /// appended to `<name>.previous.log` in [`Self::dir`] (the new process starts a fresh
+    /// `<name>.log`).
     pub async fn restart_controller(&mut self, name: &'static str) -> Result<()> {
         if let Some(index) = self.controllers.iter().position(|p| p.name() == name) {
             let mut old = self.controllers.remove(index);
             old.kill().await;
+            self.restarts += 1;
+            archive_log(
+                old.log_path(),
+                &self.dir.path().join(format!("{name}.previous.log")),
+                self.restarts,
+            )?;
         }
         let process = self.start_controller(name)?;
         self.controllers.push(process);
         Ok(())
+    }
+
+    /// Our binaries that have exited by themselves, with their exit status; each is started
+    /// again (its log archived as by [`Self::restart_controller`]).
+    pub async fn restart_exited_controllers(&mut self) -> Result<Vec<(&'static str, String)>> {
+        let mut exited = Vec::new();
+        for process in &mut self.controllers {
+            if let Err(e) = process.ensure_running() {
+                let status = match e {
+                    capmaas_testenv::Error::ProcessExited { status, .. } => status,
+                    other => other.to_string(),
+                };
+                exited.push((process.name(), status));
+            }
+        }
+        for (name, _) in &exited {
+            self.restart_controller(name).await?;
+        }
+        Ok(exited)
     }
 
     /// Our running binaries.
@@ -223,6 +274,23 @@ impl Drop for Harness {
             eprintln!("e2e process logs (test panicked):\n{}", self.logs(80));
         }
     }
+}
+
+/// Appends the log at `from` to `to`, under a header naming the restart.
+fn archive_log(from: &Path, to: &Path, restart: u64) -> Result<()> {
+    use std::io::Write as _;
+    let text = std::fs::read(from).map_err(Error::io(format!("reading {}", from.display())))?;
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(to)
+        .map_err(Error::io(format!("opening {}", to.display())))?;
+    writeln!(
+        file,
+        "===== an earlier process, ended before restart {restart} ====="
+    )
+    .and_then(|()| file.write_all(&text))
+    .map_err(Error::io(format!("writing {}", to.display())))
 }
 
 /// A dynamic API for `group/version` `kind` in namespace `ns`, found by discovery.

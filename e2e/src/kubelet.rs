@@ -1,8 +1,9 @@
 //! A kubelet stand-in: when a simulated MAAS machine finishes deploying, register a Ready
 //! Node named after its hostname in the workload API server; when it is released, the
-//! Node goes. This is what real kubelets would do after cloud-init joined the cluster.
+//! Node goes. This is what real kubelets would do after cloud-init joined the cluster. The Node
+//! reports the server's addresses as MAAS has them (`InternalIP`) and its hostname.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Node;
@@ -36,17 +37,24 @@ async fn sync_once(
     nodes: &Api<Node>,
     registered: &mut BTreeSet<String>,
 ) -> Result<()> {
-    let deployed: BTreeSet<String> = sim
+    let deployed: BTreeMap<String, Vec<String>> = sim
         .machines()
         .into_iter()
         .filter(|m| m.status == NodeStatus::Deployed)
-        .map(|m| m.hostname)
+        .map(|m| (m.hostname, m.ip_addresses))
         .collect();
-    for hostname in deployed.difference(&registered.clone()) {
-        register(nodes, hostname).await?;
-        registered.insert(hostname.clone());
+    for (hostname, addresses) in &deployed {
+        if !registered.contains(hostname) {
+            register(nodes, hostname, addresses).await?;
+            registered.insert(hostname.clone());
+        }
     }
-    for hostname in registered.clone().difference(&deployed) {
+    let gone: Vec<String> = registered
+        .iter()
+        .filter(|h| !deployed.contains_key(*h))
+        .cloned()
+        .collect();
+    for hostname in &gone {
         match nodes.delete(hostname, &DeleteParams::default()).await {
             Ok(_) => {}
             Err(kube::Error::Api(s)) if s.code == 404 => {}
@@ -57,7 +65,7 @@ async fn sync_once(
     Ok(())
 }
 
-async fn register(nodes: &Api<Node>, hostname: &str) -> Result<()> {
+async fn register(nodes: &Api<Node>, hostname: &str, addresses: &[String]) -> Result<()> {
     let node: Node = serde_json::from_value(json!({
         "apiVersion": "v1",
         "kind": "Node",
@@ -74,10 +82,16 @@ async fn register(nodes: &Api<Node>, hostname: &str) -> Result<()> {
     }
     let now =
         k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::now());
+    let mut node_addresses: Vec<serde_json::Value> = addresses
+        .iter()
+        .map(|ip| json!({"type": "InternalIP", "address": ip}))
+        .collect();
+    node_addresses.push(json!({"type": "Hostname", "address": hostname}));
     let status = json!({
         "apiVersion": "v1",
         "kind": "Node",
         "status": {
+            "addresses": node_addresses,
             // CAPI's NodeHealthy needs the pressure conditions reported, not only Ready.
             "conditions": [
                 {"type": "Ready", "status": "True", "reason": "KubeletReady",

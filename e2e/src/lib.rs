@@ -5,6 +5,7 @@
 
 pub mod bench;
 pub mod capi;
+pub mod chaos;
 pub mod error;
 pub mod harness;
 pub mod kubelet;
@@ -13,4 +14,4 @@ pub mod progress;
 
 pub use error::{Error, Result};
 pub use harness::{Harness, HarnessConfig, apply, dynamic_api, wait_for};
-pub use objects::{ClusterSpec, kubeconfig_secret};
+pub use objects::{ClusterSpec, WorkerAddresses, kubeconfig_secret};

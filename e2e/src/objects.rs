@@ -32,6 +32,41 @@ pub struct ClusterSpec {
     pub node_reuse: bool,
     /// MAAS resource pool to import.
     pub pool: String,
+    /// `releasePolicy.erase` of every machine (`Quick`, `Secure`, `Full`); none: the API's
+    /// default (no erase).
+    pub release_erase: Option<String>,
+    /// Static worker addresses through a MaasDataTemplate and a MaasIPPool (the
+    /// data-controller's work); none: workers take what MAAS assigns.
+    pub worker_addresses: Option<WorkerAddresses>,
+}
+
+/// An address range for the workers: each gets one address of it on `eth0`, the MAAS
+/// subnet's gateway as default route, and the hostname `<cluster>-worker-<index>`.
+#[derive(Debug, Clone)]
+pub struct WorkerAddresses {
+    /// First address of the range.
+    pub start: String,
+    /// Last address of the range.
+    pub end: String,
+    /// Prefix length of the network.
+    pub prefix: u8,
+    /// Default gateway.
+    pub gateway: String,
+    /// CIDR of the MAAS subnet holding the range (MAAS reserves the range there).
+    pub maas_subnet: String,
+}
+
+impl WorkerAddresses {
+    /// `count` addresses from `10.20.200.10` in the simulator's default subnet `10.20.0.0/16`.
+    pub fn in_default_subnet(count: u8) -> Self {
+        Self {
+            start: "10.20.200.10".into(),
+            end: format!("10.20.200.{}", 10 + u16::from(count.max(1)) - 1),
+            prefix: 16,
+            gateway: "10.20.0.1".into(),
+            maas_subnet: "10.20.0.0/16".into(),
+        }
+    }
 }
 
 impl ClusterSpec {
@@ -47,7 +82,14 @@ impl ClusterSpec {
             image: "ubuntu/jammy".into(),
             node_reuse: false,
             pool: "default".into(),
+            release_erase: None,
+            worker_addresses: None,
         }
+    }
+
+    /// Name of the worker MaasIPPool and MaasDataTemplate.
+    pub fn worker_data_name(&self) -> String {
+        format!("{}-workers", self.name)
     }
 
     /// Name of the worker MaasMachineTemplate for `image` (templates are immutable, so an
@@ -68,9 +110,13 @@ impl ClusterSpec {
             self.inventory(),
             self.maas_cluster(),
             self.cluster(),
-            self.worker_template(&self.image),
-            self.machine_deployment(&self.image),
         ];
+        if let Some(addresses) = &self.worker_addresses {
+            objects.push(self.worker_pool(addresses));
+            objects.push(self.worker_data_template());
+        }
+        objects.push(self.worker_template(&self.image));
+        objects.push(self.machine_deployment(&self.image));
         for index in 0..self.control_plane {
             objects.push(self.control_plane_maas_machine(index));
             objects.push(self.control_plane_machine(index));
@@ -123,13 +169,69 @@ impl ClusterSpec {
     }
 
     fn machine_spec(&self) -> Value {
-        json!({"minCPU": 2, "minMemory": 4096, "image": self.image})
+        let mut spec = json!({"minCPU": 2, "minMemory": 4096, "image": self.image});
+        if let Some(erase) = &self.release_erase {
+            spec["releasePolicy"] = json!({"erase": erase});
+        }
+        spec
+    }
+
+    /// The MaasIPPool the worker addresses come from.
+    pub fn worker_pool(&self, addresses: &WorkerAddresses) -> Value {
+        json!({
+            "apiVersion": INFRA_VERSION, "kind": "MaasIPPool",
+            "metadata": {"name": self.worker_data_name(), "namespace": self.namespace, "labels": self.labels()},
+            "spec": {
+                "clusterName": self.name,
+                "namePrefix": self.worker_data_name(),
+                "pools": [{"start": addresses.start, "end": addresses.end}],
+                "prefix": addresses.prefix,
+                "gateway": addresses.gateway,
+                "maasSubnet": addresses.maas_subnet
+            }
+        })
+    }
+
+    /// The worker MaasDataTemplate: `eth0` by its MAC with a static address from the worker
+    /// pool and a default route through the pool's gateway; metadata naming the hostname, the
+    /// index, the address and the boot MAC.
+    pub fn worker_data_template(&self) -> Value {
+        let pool = self.worker_data_name();
+        json!({
+            "apiVersion": INFRA_VERSION, "kind": "MaasDataTemplate",
+            "metadata": {"name": pool, "namespace": self.namespace, "labels": self.labels()},
+            "spec": {
+                "clusterName": self.name,
+                "metaData": {
+                    "indexes": [
+                        {"key": "local-hostname", "prefix": format!("{}-worker-", self.name)},
+                        {"key": "node-index"}
+                    ],
+                    "ipAddressesFromPool": [{"key": "address", "name": pool}],
+                    "fromHostInterfaces": [{"key": "boot-mac", "interface": "eth0"}]
+                },
+                "networkData": {
+                    "links": {"ethernets": [
+                        {"type": "phy", "id": "eth0", "macAddress": {"fromHostInterface": "eth0"}}
+                    ]},
+                    "networks": {"ipv4": [{
+                        "id": "provisioning",
+                        "link": "eth0",
+                        "ipAddressFromPool": {"name": pool},
+                        "routes": [{"network": "0.0.0.0/0", "gatewayFromPool": {"name": pool}}]
+                    }]}
+                }
+            }
+        })
     }
 
     /// The worker MaasMachineTemplate for `image`.
     pub fn worker_template(&self, image: &str) -> Value {
         let mut spec = self.machine_spec();
         spec["image"] = json!(image);
+        if self.worker_addresses.is_some() {
+            spec["dataTemplate"] = json!({"name": self.worker_data_name()});
+        }
         json!({
             "apiVersion": INFRA_VERSION, "kind": "MaasMachineTemplate",
             "metadata": {"name": self.worker_template_name(image), "namespace": self.namespace, "labels": self.labels()},
@@ -232,6 +334,63 @@ mod tests {
         assert_eq!(
             spec.worker_template_name("ubuntu/noble"),
             "story-workers-ubuntu-noble"
+        );
+        assert!(objects.iter().all(|o| o["spec"]["releasePolicy"].is_null()
+            && o["spec"]["template"]["spec"]["releasePolicy"].is_null()));
+    }
+
+    #[test]
+    fn worker_addresses_add_a_pool_and_a_data_template_the_workers_use() {
+        let mut spec = ClusterSpec::story("ns");
+        spec.worker_addresses = Some(WorkerAddresses::in_default_subnet(5));
+        let objects = spec.objects();
+        let pool = objects.iter().find(|o| o["kind"] == "MaasIPPool").unwrap();
+        assert_eq!(
+            pool["spec"]["pools"],
+            json!([{"start": "10.20.200.10", "end": "10.20.200.14"}])
+        );
+        let template = objects
+            .iter()
+            .find(|o| o["kind"] == "MaasMachineTemplate")
+            .unwrap();
+        assert_eq!(
+            template["spec"]["template"]["spec"]["dataTemplate"],
+            json!({"name": "story-workers"})
+        );
+        let kinds: Vec<&str> = objects.iter().filter_map(|o| o["kind"].as_str()).collect();
+        let position = |kind: &str| kinds.iter().position(|k| *k == kind).unwrap();
+        assert!(position("MaasDataTemplate") < position("MaasMachineTemplate"));
+        assert!(
+            objects
+                .iter()
+                .filter(|o| o["kind"] == "MaasMachine")
+                .all(|m| m["spec"]["dataTemplate"].is_null()),
+            "control-plane machines keep MAAS's addresses"
+        );
+    }
+
+    #[test]
+    fn a_release_erase_goes_on_every_machine() {
+        let mut spec = ClusterSpec::story("ns");
+        spec.release_erase = Some("Quick".into());
+        let objects = spec.objects();
+        let template = objects
+            .iter()
+            .find(|o| o["kind"] == "MaasMachineTemplate")
+            .unwrap();
+        assert_eq!(
+            template["spec"]["template"]["spec"]["releasePolicy"],
+            json!({"erase": "Quick"})
+        );
+        let machines: Vec<&Value> = objects
+            .iter()
+            .filter(|o| o["kind"] == "MaasMachine")
+            .collect();
+        assert_eq!(machines.len(), 3);
+        assert!(
+            machines
+                .iter()
+                .all(|m| m["spec"]["releasePolicy"]["erase"] == "Quick")
         );
     }
 }

@@ -1,29 +1,25 @@
-//! End-to-end scenarios: CAPI core, maas-client, cluster-controller and
-//! machine-controller as processes, the MAAS simulator, two real API servers and the
-//! kubelet stand-in. One harness at a time (each is two API servers and five processes).
+//! End-to-end scenarios: CAPI core, our controllers as processes, the MAAS simulator, two
+//! real API servers and the kubelet stand-in. One harness at a time.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::collections::{BTreeMap, BTreeSet};
+mod common;
+
+use std::collections::BTreeSet;
 use std::time::Duration;
 
-use capmaas_e2e::{
-    ClusterSpec, Harness, HarnessConfig, apply, dynamic_api, kubeconfig_secret, wait_for,
+use capmaas_e2e::{ClusterSpec, Harness, HarnessConfig, apply, kubeconfig_secret, wait_for};
+use common::{
+    LONG, ONE_AT_A_TIME, POLL, assert_no_double_claims, capi, claimed_hosts, declare,
+    describe_rollout, in_use, infra, maas_client, running_machines, sim_counts, wait_running,
 };
 use k8s_openapi::api::core::v1::{Event, Node};
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use maas_sim::NodeStatus;
 use serde_json::{Value, json};
 
 /// The addresses MAAS serves for `fqdn`, through the MAAS API (None: no such record).
 async fn maas_dns(h: &Harness, fqdn: &str) -> Option<BTreeSet<String>> {
-    let key = maas_api_client::ApiKey::parse(&h.sim.api_key()).unwrap();
-    let client = maas_api_client::MaasClient::new(
-        maas_api_client::Config::builder(&h.sim.url(), key)
-            .build()
-            .unwrap(),
-    )
-    .unwrap();
-    let records = client
+    let records = maas_client(h)
         .list_dns_resources(&maas_api_client::DnsResourceFilter::default())
         .await
         .unwrap();
@@ -33,147 +29,6 @@ async fn maas_dns(h: &Harness, fqdn: &str) -> Option<BTreeSet<String>> {
             .filter_map(|a| a.ip.map(|ip| ip.to_string()))
             .collect()
     })
-}
-
-static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-const LONG: Duration = Duration::from_secs(240);
-const POLL: Duration = Duration::from_millis(500);
-
-async fn api(
-    client: &kube::Client,
-    ns: &str,
-    group: &str,
-    version: &str,
-    kind: &str,
-) -> Api<DynamicObject> {
-    dynamic_api(client, ns, group, version, kind).await.unwrap()
-}
-
-async fn infra(h: &Harness, ns: &str, kind: &str) -> Api<DynamicObject> {
-    api(
-        &h.management.client(),
-        ns,
-        "infrastructure.cluster.x-k8s.io",
-        "v1beta1",
-        kind,
-    )
-    .await
-}
-
-async fn capi(h: &Harness, ns: &str, kind: &str) -> Api<DynamicObject> {
-    api(
-        &h.management.client(),
-        ns,
-        "cluster.x-k8s.io",
-        "v1beta2",
-        kind,
-    )
-    .await
-}
-
-async fn declare(h: &Harness, spec: &ClusterSpec) {
-    let kubeconfig = h.workload.kubeconfig_yaml().unwrap();
-    apply(
-        &h.management.client(),
-        &kubeconfig_secret(&spec.name, &spec.namespace, &kubeconfig),
-    )
-    .await
-    .unwrap();
-    for object in spec.objects() {
-        apply(&h.management.client(), &object).await.unwrap();
-    }
-}
-
-/// Machines of the cluster that are Running with a nodeRef.
-async fn running_machines(h: &Harness, ns: &str) -> Vec<DynamicObject> {
-    let machines = capi(h, ns, "Machine")
-        .await
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items;
-    machines
-        .into_iter()
-        .filter(|m| {
-            m.data["status"]["phase"] == "Running"
-                && m.data["status"]["nodeRef"]["name"].is_string()
-        })
-        .collect()
-}
-
-async fn wait_running(h: &mut Harness, ns: &str, count: usize) -> Vec<DynamicObject> {
-    let result = wait_for(
-        &format!("{count} Machines Running with a nodeRef"),
-        LONG,
-        POLL,
-        || async {
-            let running = running_machines(h, ns).await;
-            let total = capi(h, ns, "Machine")
-                .await
-                .list(&ListParams::default())
-                .await
-                .unwrap()
-                .items
-                .len();
-            Ok((running.len() == count && total == count).then_some(running))
-        },
-    )
-    .await;
-    h.ensure_running().unwrap();
-    result.unwrap_or_else(|e| panic!("{e}\n{}", h.logs(40)))
-}
-
-/// How many MaasHosts have a consumer.
-async fn claimed_hosts(h: &Harness, ns: &str) -> usize {
-    infra(h, ns, "MaasHost")
-        .await
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .iter()
-        .filter(|host| host.data["spec"]["consumerRef"].is_object())
-        .count()
-}
-
-/// Every consumed host has one consumer and no consumer has two hosts.
-async fn assert_no_double_claims(h: &Harness, ns: &str) {
-    let hosts = infra(h, ns, "MaasHost")
-        .await
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items;
-    let mut consumers: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for host in &hosts {
-        if let Some(name) = host.data["spec"]["consumerRef"]["name"].as_str() {
-            consumers
-                .entry(name.to_owned())
-                .or_default()
-                .push(host.metadata.name.clone().unwrap());
-        }
-    }
-    for (consumer, hosts) in consumers {
-        assert_eq!(hosts.len(), 1, "{consumer} holds several hosts: {hosts:?}");
-    }
-}
-
-fn sim_counts(h: &Harness) -> BTreeMap<NodeStatus, usize> {
-    h.sim.state().status_counts()
-}
-
-fn in_use(h: &Harness) -> usize {
-    h.sim
-        .state()
-        .machines()
-        .iter()
-        .filter(|m| {
-            matches!(
-                m.status,
-                NodeStatus::Allocated | NodeStatus::Deploying | NodeStatus::Deployed
-            )
-        })
-        .count()
 }
 
 #[tokio::test]
@@ -395,52 +250,6 @@ async fn image_change_with_node_reuse_reimages_the_same_servers() {
     assert_no_double_claims(&h, &ns).await;
 }
 
-/// The MachineDeployment's status and each Machine's phase and conditions, for failures.
-async fn describe_rollout(h: &Harness, ns: &str) -> String {
-    use std::fmt::Write as _;
-    let mut out = String::new();
-    for md in capi(h, ns, "MachineDeployment")
-        .await
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-    {
-        let _ = writeln!(
-            out,
-            "MachineDeployment {:?}: {}",
-            md.metadata.name, md.data["status"]
-        );
-    }
-    for m in capi(h, ns, "Machine")
-        .await
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-    {
-        let _ = writeln!(
-            out,
-            "Machine {:?} phase {} conditions {}",
-            m.metadata.name, m.data["status"]["phase"], m.data["status"]["conditions"]
-        );
-    }
-    for m in infra(h, ns, "MaasMachine")
-        .await
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-    {
-        let _ = writeln!(
-            out,
-            "MaasMachine {:?} status {}",
-            m.metadata.name, m.data["status"]
-        );
-    }
-    out
-}
-
 async fn worker_system_ids(h: &Harness, ns: &str) -> BTreeSet<String> {
     infra(h, ns, "MaasMachine")
         .await
@@ -491,8 +300,10 @@ async fn paused_clusters_are_left_alone_and_impossible_requests_say_so() {
     );
 
     // Impossible: no host has 1000 cores; a condition and an Event say so.
-    let ns = h.management.create_namespace("impossible").await.unwrap();
+    // A second Cluster in the same namespace: its hosts come from the same inventory (one MAAS
+    // machine backs one MaasHost cluster-wide, so another namespace would import none).
     let mut spec = ClusterSpec::story(&ns);
+    spec.name = "impossible".into();
     spec.control_plane = 1;
     spec.workers = 0;
     let mut objects = spec.objects();

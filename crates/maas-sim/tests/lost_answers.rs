@@ -6,14 +6,10 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{start_instant, status_text};
+use common::{count, start_instant, status_text};
 use maas_sim::{FaultConfig, LostAnswer, NodeStatus, OpFault, PowerState};
 use reqwest::Method;
 use serde_json::{Value, json};
-
-fn count(map: &std::collections::BTreeMap<String, u64>, op: &str) -> u64 {
-    map.get(op).copied().unwrap_or(0)
-}
 
 #[tokio::test]
 async fn error_mode_applies_then_answers_the_error() {

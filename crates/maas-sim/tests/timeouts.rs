@@ -6,13 +6,9 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{start_instant, status_text};
+use common::{count, start_instant, status_text};
 use maas_sim::{FaultConfig, LostAnswer, NodeStatus, TimeoutFault};
 use serde_json::{Value, json};
-
-fn count(map: &std::collections::BTreeMap<String, u64>, op: &str) -> u64 {
-    map.get(op).copied().unwrap_or(0)
-}
 
 #[tokio::test]
 async fn a_timed_out_call_takes_no_effect_and_gets_no_answer() {

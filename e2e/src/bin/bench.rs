@@ -7,6 +7,9 @@ use std::time::Duration;
 
 use capmaas_e2e::bench::{describe_binaries, run, table};
 
+/// Heading of the chaos run's section of `e2e/bench-results.md`.
+const CHAOS_SECTION: &str = "# Chaos run";
+
 #[tokio::main]
 async fn main() -> Result<(), capmaas_e2e::Error> {
     let sizes: Vec<usize> = std::env::var("CAPMAAS_BENCH_SIZES").ok().map_or_else(
@@ -34,6 +37,21 @@ async fn main() -> Result<(), capmaas_e2e::Error> {
     );
     println!("\n{report}");
     let path = capmaas_testenv::repo_root().join("e2e/bench-results.md");
+    // The chaos run's section (written by hand from `just chaos`) is kept.
+    let kept = std::fs::read_to_string(&path)
+        .ok()
+        .and_then(|old| old.find(CHAOS_SECTION).map(|at| old[at..].to_owned()))
+        .unwrap_or_default();
+    let report = if kept.is_empty() {
+        report
+    } else {
+        format!(
+            "{}
+
+{kept}",
+            report.trim_end()
+        )
+    };
     std::fs::write(&path, &report).map_err(|e| capmaas_e2e::Error::Io {
         context: format!("writing {}", path.display()),
         source: e,

@@ -1,11 +1,12 @@
 //! `just demo`: a Cluster API cluster of 3 control-plane and 5 worker machines on 20
-//! simulated MAAS servers, shown live until it is ready; Ctrl-C stops everything.
+//! simulated MAAS servers, shown live until it is ready; Ctrl-C stops everything. The workers
+//! take static addresses, hostnames and metadata from a MaasDataTemplate and a MaasIPPool.
 #![allow(clippy::print_stdout)]
 
 use std::time::{Duration, Instant};
 
 use capmaas_e2e::progress::{render, snapshot};
-use capmaas_e2e::{ClusterSpec, Harness, HarnessConfig, apply, kubeconfig_secret};
+use capmaas_e2e::{ClusterSpec, Harness, HarnessConfig, WorkerAddresses, apply, kubeconfig_secret};
 
 const CLEAR: &str = "\x1b[2J\x1b[H";
 
@@ -17,7 +18,9 @@ async fn main() -> Result<(), capmaas_e2e::Error> {
     );
     let harness = Harness::start(HarnessConfig::default()).await?;
     let ns = harness.management.create_namespace("demo").await?;
-    let spec = ClusterSpec::story(&ns);
+    let mut spec = ClusterSpec::story(&ns);
+    // Room to scale the workers up a little and watch the pool run out.
+    spec.worker_addresses = Some(WorkerAddresses::in_default_subnet(8));
     let kubeconfig = harness.workload.kubeconfig_yaml()?;
     apply(
         &harness.management.client(),
@@ -54,6 +57,7 @@ async fn main() -> Result<(), capmaas_e2e::Error> {
     println!(
         "\nThe cluster is ready: {expected} machines running {:.1}s after it was declared ({:.1}s in all).\n\n\
          Look around:\n  {k} --kubeconfig {mgmt} get clusters,machines,maasmachines,maashosts -n {ns}\n  \
+         {k} --kubeconfig {mgmt} get maasippools,ipaddressclaims,ipaddresses,maasdata -n {ns}\n  \
          {k} --kubeconfig {mgmt} get cluster-api -n {ns}\n  {k} --kubeconfig {workload} get nodes -o wide\n  \
          curl {sim}_sim/machines\n\nLogs of every process are in {logs}. Press Ctrl-C to stop everything.",
         ready.as_secs_f64(),

@@ -119,3 +119,8 @@ pub async fn status_text(resp: Response) -> (u16, String) {
     let status = resp.status().as_u16();
     (status, resp.text().await.unwrap())
 }
+
+/// How many times `op` was counted in one of the simulator's per-operation counters.
+pub fn count(map: &std::collections::BTreeMap<String, u64>, op: &str) -> u64 {
+    map.get(op).copied().unwrap_or(0)
+}

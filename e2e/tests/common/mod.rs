@@ -1,0 +1,210 @@
+//! What the end-to-end scenarios share: typed access to the management cluster's objects,
+//! declaring a cluster, waiting for Machines, and counts from the simulator.
+#![allow(dead_code, unreachable_pub)] // Each test binary uses its own subset.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use capmaas_e2e::{ClusterSpec, Harness, apply, dynamic_api, kubeconfig_secret, wait_for};
+use kube::api::{Api, DynamicObject, ListParams};
+use maas_sim::NodeStatus;
+
+/// One harness at a time in a test binary (each is two API servers and six processes).
+pub static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// A MAAS API client of the simulator (what an operator would use to look).
+pub fn maas_client(h: &Harness) -> maas_api_client::MaasClient {
+    let key = maas_api_client::ApiKey::parse(&h.sim.api_key()).unwrap();
+    maas_api_client::MaasClient::new(
+        maas_api_client::Config::builder(&h.sim.url(), key)
+            .build()
+            .unwrap(),
+    )
+    .unwrap()
+}
+
+pub const LONG: Duration = Duration::from_secs(240);
+pub const POLL: Duration = Duration::from_millis(500);
+
+pub async fn api(
+    client: &kube::Client,
+    ns: &str,
+    group: &str,
+    version: &str,
+    kind: &str,
+) -> Api<DynamicObject> {
+    dynamic_api(client, ns, group, version, kind).await.unwrap()
+}
+
+pub async fn infra(h: &Harness, ns: &str, kind: &str) -> Api<DynamicObject> {
+    api(
+        &h.management.client(),
+        ns,
+        "infrastructure.cluster.x-k8s.io",
+        "v1beta1",
+        kind,
+    )
+    .await
+}
+
+pub async fn capi(h: &Harness, ns: &str, kind: &str) -> Api<DynamicObject> {
+    api(
+        &h.management.client(),
+        ns,
+        "cluster.x-k8s.io",
+        "v1beta2",
+        kind,
+    )
+    .await
+}
+
+pub async fn declare(h: &Harness, spec: &ClusterSpec) {
+    let kubeconfig = h.workload.kubeconfig_yaml().unwrap();
+    apply(
+        &h.management.client(),
+        &kubeconfig_secret(&spec.name, &spec.namespace, &kubeconfig),
+    )
+    .await
+    .unwrap();
+    for object in spec.objects() {
+        apply(&h.management.client(), &object).await.unwrap();
+    }
+}
+
+/// Machines of the cluster that are Running with a nodeRef.
+pub async fn running_machines(h: &Harness, ns: &str) -> Vec<DynamicObject> {
+    let machines = capi(h, ns, "Machine")
+        .await
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items;
+    machines
+        .into_iter()
+        .filter(|m| {
+            m.data["status"]["phase"] == "Running"
+                && m.data["status"]["nodeRef"]["name"].is_string()
+        })
+        .collect()
+}
+
+pub async fn wait_running(h: &mut Harness, ns: &str, count: usize) -> Vec<DynamicObject> {
+    let result = wait_for(
+        &format!("{count} Machines Running with a nodeRef"),
+        LONG,
+        POLL,
+        || async {
+            let running = running_machines(h, ns).await;
+            let total = capi(h, ns, "Machine")
+                .await
+                .list(&ListParams::default())
+                .await
+                .unwrap()
+                .items
+                .len();
+            Ok((running.len() == count && total == count).then_some(running))
+        },
+    )
+    .await;
+    h.ensure_running().unwrap();
+    result.unwrap_or_else(|e| panic!("{e}\n{}", h.logs(40)))
+}
+
+/// How many MaasHosts have a consumer.
+pub async fn claimed_hosts(h: &Harness, ns: &str) -> usize {
+    infra(h, ns, "MaasHost")
+        .await
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .filter(|host| host.data["spec"]["consumerRef"].is_object())
+        .count()
+}
+
+/// Every consumed host has one consumer and no consumer has two hosts.
+pub async fn assert_no_double_claims(h: &Harness, ns: &str) {
+    let hosts = infra(h, ns, "MaasHost")
+        .await
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items;
+    let mut consumers: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for host in &hosts {
+        if let Some(name) = host.data["spec"]["consumerRef"]["name"].as_str() {
+            consumers
+                .entry(name.to_owned())
+                .or_default()
+                .push(host.metadata.name.clone().unwrap());
+        }
+    }
+    for (consumer, hosts) in consumers {
+        assert_eq!(hosts.len(), 1, "{consumer} holds several hosts: {hosts:?}");
+    }
+}
+
+pub fn sim_counts(h: &Harness) -> BTreeMap<NodeStatus, usize> {
+    h.sim.state().status_counts()
+}
+
+pub fn in_use(h: &Harness) -> usize {
+    h.sim
+        .state()
+        .machines()
+        .iter()
+        .filter(|m| {
+            matches!(
+                m.status,
+                NodeStatus::Allocated | NodeStatus::Deploying | NodeStatus::Deployed
+            )
+        })
+        .count()
+}
+
+/// The MachineDeployment's status and each Machine's phase and conditions, for failures.
+pub async fn describe_rollout(h: &Harness, ns: &str) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    for md in capi(h, ns, "MachineDeployment")
+        .await
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+    {
+        let _ = writeln!(
+            out,
+            "MachineDeployment {:?}: {}",
+            md.metadata.name, md.data["status"]
+        );
+    }
+    for m in capi(h, ns, "Machine")
+        .await
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+    {
+        let _ = writeln!(
+            out,
+            "Machine {:?} phase {} conditions {}",
+            m.metadata.name, m.data["status"]["phase"], m.data["status"]["conditions"]
+        );
+    }
+    for m in infra(h, ns, "MaasMachine")
+        .await
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+    {
+        let _ = writeln!(
+            out,
+            "MaasMachine {:?} status {}",
+            m.metadata.name, m.data["status"]
+        );
+    }
+    out
+}
