@@ -92,7 +92,13 @@ pub fn observe(
                 Some(ip_claim) => match ip_claim.address_ref() {
                     None => AddressState::Pending(pending_reason(&ip_claim)),
                     Some(address) => {
-                        let served = ctx.ip_addresses.get(&ObjectRef::new(address).within(ns));
+                        // Only an address made for this very claim: a name the claim still
+                        // shows while the address was released and handed to another claim
+                        // must never reach a server.
+                        let served = ctx
+                            .ip_addresses
+                            .get(&ObjectRef::new(address).within(ns))
+                            .filter(|a| a.spec.claim_ref.name == ip_claim.name_any());
                         let maas_pool = (pool.kind == MAAS_IP_POOL_KIND)
                             .then(|| ctx.pools.get(&ObjectRef::new(&pool.name).within(ns)))
                             .flatten();

@@ -106,7 +106,10 @@ pub async fn reconcile(claim: Arc<IPAddressClaim>, ctx: Arc<Ctx>) -> Result<Acti
                 write_status(&api, &claim, None, condition, &ctx).await?;
                 Ok(Action::await_change())
             }
-            ClaimStep::Bind { keep, extras } => bind(&api, &claim, &keep, &extras, &ctx).await,
+            ClaimStep::Bind { keep, extras } => {
+                let (keep, extras) = keep_what_the_claim_names(&ctx, &claim, keep, extras).await?;
+                bind(&api, &claim, &keep, &extras, &ctx).await
+            }
             ClaimStep::Allocate { pre_allocated } => {
                 let (Some(pool), Some(Ok(layout))) = (pool, layout) else {
                     return Ok(Action::await_change());
@@ -115,6 +118,27 @@ pub async fn reconcile(claim: Arc<IPAddressClaim>, ctx: Arc<Ctx>) -> Result<Acti
             }
         };
     }
+}
+
+/// What to bind when the claim names an address the cache does not show (yet) — another
+/// replica made it: that address, if it exists, and everything else is an extra. Switching the
+/// claim away from an address that exists would let a replica that read the claim just before
+/// the switch release the address the claim then names (and the pool hand it to another claim).
+async fn keep_what_the_claim_names(
+    ctx: &Ctx,
+    claim: &IPAddressClaim,
+    keep: AddressEntry,
+    extras: Vec<String>,
+) -> Result<(AddressEntry, Vec<String>)> {
+    let Some(named) = claim.address_ref().filter(|named| *named != keep.name) else {
+        return Ok((keep, extras));
+    };
+    let Some(named_entry) = fetch_own(ctx, claim, named).await? else {
+        return Ok((keep, extras));
+    };
+    let mut extras: Vec<String> = extras.into_iter().filter(|e| e != named).collect();
+    extras.push(keep.name);
+    Ok((named_entry, extras))
 }
 
 /// Points the claim at `keep` (Ready), then releases the extras a race left behind.
