@@ -143,6 +143,7 @@ async fn run_data(term: &capmaas_runtime::Context, also_synced: impl Future<Outp
         ip_claims: ip_claims.clone(),
         ip_addresses: ip_addresses.clone(),
         pools: pools.clone(),
+        reservations: Arc::default(),
     });
     let (for_templates, for_hosts) = (claim_store.clone(), claim_store.clone());
     // An address served for an IPAddressClaim wakes the data claim through the IPAddressClaim's
