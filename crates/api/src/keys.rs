@@ -83,6 +83,10 @@ pub const ANNOTATION_HOST_UNHEALTHY: &str = "maas.cluster.x-k8s.io/unhealthy";
 /// `reboot.maas.cluster.x-k8s.io/<requester>`. maas-client keeps the server
 /// powered off while at least one is present and powers it on when the last goes.
 pub const ANNOTATION_REBOOT_PREFIX: &str = "reboot.maas.cluster.x-k8s.io/";
+/// MaasHost annotation maas-client keeps while it carries out reboot requests: `off` once it
+/// took a request (and powers the server off), `on:<unix seconds>` once it powered it on.
+/// Written by maas-client only; remediation-controller reads it.
+pub const ANNOTATION_REBOOT_STATE: &str = "maas.cluster.x-k8s.io/reboot-state";
 /// MaasMachine/MaasHost annotation naming the MaasHost (`<namespace>/<name>`).
 pub const ANNOTATION_HOST: &str = "maas.cluster.x-k8s.io/host";
 /// MaasRemediation annotation holding a JSON backup of the Node's labels.

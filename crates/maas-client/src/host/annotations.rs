@@ -26,7 +26,7 @@ pub const RELEASE_ERASE: &str = "capmaas.release-erase";
 pub const RELEASE_FORCE: &str = "capmaas.release-force";
 
 /// MaasHost annotation: reboot progress (`off`, or `on:<unix seconds>`).
-pub const REBOOT_STATE: &str = "maas.cluster.x-k8s.io/reboot-state";
+pub const REBOOT_STATE: &str = capmaas_api::keys::ANNOTATION_REBOOT_STATE;
 /// MaasHost annotation: failed deployments counted for the current request.
 pub const DEPLOY_FAILURES: &str = "maas.cluster.x-k8s.io/deploy-failures";
 

@@ -1,0 +1,179 @@
+//! `reconcile`: observe the MaasRemediation's world, [`decide`] the next step, perform it, and
+//! decide again on the updated state until a step waits.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use capmaas_api::MaasRemediation;
+use capmaas_api::keys::ANNOTATION_HOST_UNHEALTHY;
+use capmaas_runtime::error_chain;
+use jiff::Timestamp;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::ResourceExt;
+use kube::runtime::controller::Action;
+use tracing::{debug, info};
+
+use crate::context::Ctx;
+use crate::decide::{Step, attempt, decide};
+use crate::error::{Error, Result};
+use crate::state::{State, phase};
+use crate::status::{give_up_message, next_status};
+use crate::{host_ops, node_ops, writes};
+
+/// Most steps one reconcile performs before yielding (each step is one write at most).
+const MAX_STEPS: usize = 16;
+/// Look again at a remediation whose Machine, MaasMachine or host is missing: it may appear.
+const MISSING_RETRY: Duration = Duration::from_secs(60);
+
+/// Whether the reconcile goes on with the next step or stops with an action.
+#[derive(Debug)]
+enum Flow {
+    Continue,
+    Done(Action),
+}
+
+/// Reconciles one MaasRemediation (the function the kit runs): up to `MAX_STEPS` steps, each
+/// decided on what the previous one left; a conflict reads everything again.
+pub async fn reconcile(r: Arc<MaasRemediation>, ctx: Arc<Ctx>) -> Result<Action> {
+    let mut state = State::observe(&ctx, r.as_ref().clone()).await?;
+    for _ in 0..MAX_STEPS {
+        let now = now();
+        let step = decide(&state, now);
+        debug!(?step, "step");
+        match act(&ctx, &mut state, step, &Time(now)).await {
+            Ok(Flow::Continue) => {}
+            Ok(Flow::Done(action)) => return Ok(action),
+            Err(e) if e.is_conflict() => {
+                debug!(error = %error_chain(&e), "conflict, observing again");
+                match State::observe_fresh(&ctx, &state.remediation).await? {
+                    Some(fresh) => state = fresh,
+                    None => return Ok(Action::await_change()),
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(Action::requeue(Duration::from_secs(1)))
+}
+
+/// Now, to the second: the precision the API keeps for times, so a status computed now
+/// compares equal to the same status read back.
+fn now() -> Timestamp {
+    let now = Timestamp::now();
+    Timestamp::from_second(now.as_second()).unwrap_or(now)
+}
+
+async fn act(ctx: &Ctx, state: &mut State, step: Step, now: &Time) -> Result<Flow> {
+    let poll = Action::requeue(ctx.poll_interval);
+    let status = next_status(state, &step, now);
+    let before = phase(&state.remediation);
+    if let Some(status) = &status {
+        writes::write_status(ctx, state, status).await?;
+    }
+    let r = state.remediation.clone();
+    match step {
+        Step::Done(why) => {
+            debug!(why, "nothing to do");
+            Ok(Flow::Done(Action::await_change()))
+        }
+        Step::AddFinalizer => {
+            writes::add_finalizer(ctx, state).await?;
+            Ok(Flow::Continue)
+        }
+        Step::Paused(_) | Step::Skipped => Ok(Flow::Done(Action::await_change())),
+        Step::Missing { message, .. } => {
+            if before != phase(&state.remediation) {
+                ctx.events.warning(&r, "RemediationBlocked", &message).await;
+            }
+            Ok(Flow::Done(Action::requeue(MISSING_RETRY)))
+        }
+        Step::WorkloadUnreachable => Err(state
+            .workload_error
+            .take()
+            .unwrap_or_else(|| Error::Conflict("reading the workload Node".to_owned()))),
+        Step::BackupNode => {
+            writes::record_backup(ctx, state).await?;
+            Ok(Flow::Continue)
+        }
+        Step::BeginAttempt { attempt } => {
+            let note = format!(
+                "attempt {attempt} of {}: fencing the Node and power-cycling MaasHost {}",
+                r.spec.strategy.retry_limit,
+                host_name(state)
+            );
+            info!(attempt, "remediation attempt started");
+            ctx.events.normal(&r, "RemediationStarted", &note).await;
+            Ok(Flow::Continue)
+        }
+        Step::Resume | Step::MarkWaiting => Ok(Flow::Continue),
+        Step::Fence(mode) => {
+            node_ops::fence(ctx, state, mode).await?;
+            Ok(Flow::Continue)
+        }
+        Step::RequestReboot => {
+            let (name, key) = (host_name(state), state.reboot_key());
+            let value = format!("{}/{}", r.namespace().unwrap_or_default(), r.name_any());
+            host_ops::annotate(ctx, state, &name, &key, Some(&value)).await?;
+            Ok(Flow::Continue)
+        }
+        Step::WaitForPowerOff | Step::WaitForNode => Ok(Flow::Done(poll)),
+        Step::WaitForHostCache => Ok(Flow::Done(Action::requeue(Duration::from_secs(1)))),
+        Step::ReleaseHost(name) => {
+            let key = state.reboot_key();
+            host_ops::annotate(ctx, state, &name, &key, None).await?;
+            Ok(Flow::Continue)
+        }
+        Step::RestoreNode => {
+            node_ops::restore(ctx, state).await?;
+            ctx.events
+                .normal(
+                    &r,
+                    "NodeRestored",
+                    "Node labels and annotations restored, fence removed",
+                )
+                .await;
+            Ok(Flow::Continue)
+        }
+        Step::MarkRemediated => {
+            let n = attempt(&r).unwrap_or(1);
+            info!(attempt = n, "remediated");
+            let note = format!("the Node is Ready again after attempt {n}");
+            ctx.events.normal(&r, "Remediated", &note).await;
+            Ok(Flow::Continue)
+        }
+        Step::MarkHostUnhealthy => {
+            let name = host_name(state);
+            let value = format!(
+                "remediation {} gave up after {} reboot(s) at {}",
+                r.name_any(),
+                attempt(&r).unwrap_or(1),
+                now.0
+            );
+            host_ops::annotate(ctx, state, &name, ANNOTATION_HOST_UNHEALTHY, Some(&value)).await?;
+            Ok(Flow::Continue)
+        }
+        Step::SetOwnerRemediated => {
+            writes::hand_back_machine(ctx, state, &give_up_message(state), now).await?;
+            Ok(Flow::Continue)
+        }
+        Step::GiveUp => {
+            info!("remediation gave up");
+            ctx.events
+                .warning(&r, "RemediationFailed", &give_up_message(state))
+                .await;
+            Ok(Flow::Continue)
+        }
+        Step::RemoveFinalizer => {
+            writes::remove_finalizer(ctx, state).await?;
+            Ok(Flow::Done(Action::await_change()))
+        }
+    }
+}
+
+fn host_name(state: &State) -> String {
+    state
+        .host
+        .as_ref()
+        .map(ResourceExt::name_any)
+        .unwrap_or_default()
+}

@@ -1,0 +1,46 @@
+//! Writes on MaasHosts: our reboot request and the unhealthy mark. Each is one annotation key,
+//! written by merge patch (no other key is touched, so no resourceVersion guard is needed).
+
+use capmaas_api::MaasHost;
+use kube::api::{Patch, PatchParams};
+use kube::{Api, ResourceExt};
+use serde_json::json;
+
+use crate::context::Ctx;
+use crate::error::{Error, Result, is_not_found};
+use crate::state::{State, namespace};
+
+/// Sets (`Some`) or removes (`None`) annotation `key` on host `name`, and puts the answer
+/// into `state`. A host gone meanwhile is a conflict: the loop reads again.
+pub(crate) async fn annotate(
+    ctx: &Ctx,
+    state: &mut State,
+    name: &str,
+    key: &str,
+    value: Option<&str>,
+) -> Result<()> {
+    let api: Api<MaasHost> = Api::namespaced(ctx.client.clone(), &namespace(&state.remediation)?);
+    let patch = json!({"metadata": {"annotations": {key: value}}});
+    let params = PatchParams {
+        field_manager: Some(ctx.field_manager.clone()),
+        ..PatchParams::default()
+    };
+    let action = || match value {
+        Some(_) => format!("annotating MaasHost {name} {key}"),
+        None => format!("removing annotation {key} from MaasHost {name}"),
+    };
+    let updated = match api.patch(name, &params, &Patch::Merge(&patch)).await {
+        Ok(host) => host,
+        Err(e) if is_not_found(&e) => return Err(Error::Conflict(action())),
+        Err(e) => return Err(Error::kube(action())(e)),
+    };
+    if state.host.as_ref().is_some_and(|h| h.name_any() == name) {
+        state.host = Some(updated);
+    } else {
+        state.held.retain(|h| h.name_any() != name);
+        if state.holds(&updated) {
+            state.held.push(updated);
+        }
+    }
+    Ok(())
+}

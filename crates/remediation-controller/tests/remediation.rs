@@ -1,0 +1,216 @@
+//! The controller in-process against a real API server, which is also the workload cluster,
+//! with a fake MAAS gateway and kubelet: a remediation power-cycles the server exactly once and
+//! restores its Node; one deleted while the server is held off lets it go and unfences the
+//! Node; a controller killed right after the power-off is replaced without a second cycle; and
+//! (slow, one 100 s attempt) giving up marks the host and hands the Machine back to CAPI.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod common;
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use capmaas_api::MaasRemediation;
+use capmaas_api::keys::{ANNOTATION_HOST_UNHEALTHY, FINALIZER_MAAS_REMEDIATION};
+use capmaas_api::remediation::RemediationPhase;
+use capmaas_testenv::TestEnv;
+use common::*;
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams};
+
+fn remediated(r: &MaasRemediation) -> bool {
+    condition(r, "Ready").is_some_and(|c| c.status == "True" && c.reason == "Remediated")
+}
+
+async fn wait_remediated(client: &kube::Client, ns: &str) -> MaasRemediation {
+    eventually("the Node back and the remediation Ready", 60, || async {
+        get_remediation(client, ns).await.filter(remediated)
+    })
+    .await
+}
+
+/// The Node is as it was: labels and annotations back, no fence, Ready.
+async fn assert_restored(client: &kube::Client, ns: &str) {
+    let node = node(client, ns).await;
+    assert!(!has_out_of_service(&node), "fence removed: {:?}", node.spec);
+    assert_eq!(node.labels().get("team").map(String::as_str), Some("blue"));
+    assert_eq!(
+        node.annotations().get("note").map(String::as_str),
+        Some("keep me")
+    );
+    assert!(
+        !node
+            .annotations()
+            .contains_key("remediation.maas.cluster.x-k8s.io/fenced-by")
+    );
+}
+
+#[tokio::test]
+async fn reboot_restore_delete_and_kill() {
+    let env = TestEnv::without_controller_manager().await.unwrap();
+    let client = env.client();
+    let (ok, deleted, killed) = (
+        env.create_namespace("rem-ok").await.unwrap(),
+        env.create_namespace("rem-del").await.unwrap(),
+        env.create_namespace("rem-kill").await.unwrap(),
+    );
+    for ns in [&ok, &deleted, &killed] {
+        create_world(&env, ns).await;
+    }
+    let controller = start_controller(&env).await;
+
+    // (a) and (b) at once: one power cycle and a restored Node; a deletion mid-way.
+    let gw_ok = start_gateway(&client, &ok);
+    let gw_del = start_gateway(&client, &deleted);
+    gw_del.no_ack.store(true, Ordering::SeqCst);
+    create_remediation(&client, &ok, 2, 600).await;
+    create_remediation(&client, &deleted, 2, 600).await;
+
+    let r = wait_remediated(&client, &ok).await;
+    let status = r.status.clone().unwrap();
+    assert_eq!(status.retry_count, Some(1));
+    assert_eq!(status.phase, Some(RemediationPhase::Waiting));
+    assert!(
+        r.finalizers()
+            .contains(&FINALIZER_MAAS_REMEDIATION.to_owned())
+    );
+    assert_restored(&client, &ok).await;
+    assert!(!requested(&host(&client, &ok).await));
+    assert!(
+        gw_ok.fenced_at_off.load(Ordering::SeqCst),
+        "fenced before the power-off"
+    );
+    // Settled: nothing more happens while CAPI has not deleted the object.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        (
+            gw_ok.offs.load(Ordering::SeqCst),
+            gw_ok.ons.load(Ordering::SeqCst)
+        ),
+        (1, 1),
+        "exactly one power cycle"
+    );
+    assert_eq!(events(&client, &ok, "RemediationStarted").await.len(), 1);
+    assert_eq!(events(&client, &ok, "Remediated").await.len(), 1);
+    assert!(!events(&client, &ok, "NodeRestored").await.is_empty());
+
+    // (b) The server is held off (the gateway powered it off, never acknowledged).
+    eventually("the host held off", 30, || async {
+        let h = host(&client, &deleted).await;
+        let off = h.status.as_ref().and_then(|s| s.power_state)
+            == Some(capmaas_api::host::PowerState::Off);
+        (requested(&h) && off).then_some(())
+    })
+    .await;
+    assert!(has_out_of_service(&node(&client, &deleted).await));
+    Api::<MaasRemediation>::namespaced(client.clone(), &deleted)
+        .delete(MACHINE, &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("the remediation gone", 30, || async {
+        get_remediation(&client, &deleted)
+            .await
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    assert!(
+        !requested(&host(&client, &deleted).await),
+        "the request is gone"
+    );
+    let h = eventually("the host powered on again", 30, || async {
+        let h = host(&client, &deleted).await;
+        (h.status.as_ref().and_then(|s| s.power_state) == Some(capmaas_api::host::PowerState::On))
+            .then_some(h)
+    })
+    .await;
+    assert!(!h.annotations().contains_key(ANNOTATION_HOST_UNHEALTHY));
+    assert!(
+        !has_out_of_service(&node(&client, &deleted).await),
+        "unfenced"
+    );
+    eventually("the gateway's one power-on", 10, || async {
+        (gw_del.ons.load(Ordering::SeqCst) == 1).then_some(())
+    })
+    .await;
+
+    // (c) Killed right after the host went off: the next controller finishes the same cycle.
+    let gw_kill = start_gateway(&client, &killed);
+    gw_kill.stall.store(true, Ordering::SeqCst);
+    create_remediation(&client, &killed, 2, 600).await;
+    eventually("the reboot request", 30, || async {
+        requested(&host(&client, &killed).await).then_some(())
+    })
+    .await;
+    drop(controller);
+    gw_kill.stall.store(false, Ordering::SeqCst);
+    eventually("the host off", 30, || async {
+        (gw_kill.offs.load(Ordering::SeqCst) == 1).then_some(())
+    })
+    .await;
+    let before = get_remediation(&client, &killed).await.unwrap();
+    assert_eq!(
+        before.status.as_ref().and_then(|s| s.phase),
+        Some(RemediationPhase::Running),
+        "the killed controller never saw the power-off"
+    );
+    let _controller = start_controller(&env).await;
+    let r = wait_remediated(&client, &killed).await;
+    assert_eq!(r.status.unwrap().retry_count, Some(1));
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        (
+            gw_kill.offs.load(Ordering::SeqCst),
+            gw_kill.ons.load(Ordering::SeqCst)
+        ),
+        (1, 1),
+        "still exactly one power cycle"
+    );
+    assert_restored(&client, &killed).await;
+}
+
+/// One attempt of the schema's minimum 100 s that never sees the server off: the request is
+/// withdrawn, the host marked unhealthy, the Machine's `OwnerRemediated=False`.
+#[tokio::test]
+async fn gives_up_after_the_last_attempt_times_out() {
+    let env = TestEnv::without_controller_manager().await.unwrap();
+    let client = env.client();
+    let ns = env.create_namespace("rem-giveup").await.unwrap();
+    create_world(&env, &ns).await;
+    let gateway = start_gateway(&client, &ns);
+    gateway.stall.store(true, Ordering::SeqCst);
+    let _controller = start_controller(&env).await;
+    create_remediation(&client, &ns, 1, 100).await;
+    eventually("the reboot request", 30, || async {
+        requested(&host(&client, &ns).await).then_some(())
+    })
+    .await;
+    let r = eventually("giving up", 160, || async {
+        get_remediation(&client, &ns).await.filter(|r| {
+            r.status.as_ref().and_then(|s| s.phase) == Some(RemediationPhase::DeletingMachine)
+        })
+    })
+    .await;
+    let progress = condition(&r, "RemediationInProgress").unwrap();
+    assert_eq!(
+        (progress.status.as_str(), progress.reason.as_str()),
+        ("False", "RemediationFailed")
+    );
+    let h = host(&client, &ns).await;
+    assert!(!requested(&h), "the server is not left held off");
+    assert!(h.annotations()[ANNOTATION_HOST_UNHEALTHY].contains("gave up after 1 reboot"));
+    let machine = capi_api(&client, &ns, "Machine", "machines")
+        .get(MACHINE)
+        .await
+        .unwrap();
+    let conditions = machine.data["status"]["conditions"].as_array().unwrap();
+    let owner = conditions
+        .iter()
+        .find(|c| c["type"] == "OwnerRemediated")
+        .expect("OwnerRemediated");
+    assert_eq!(owner["status"], "False");
+    assert_eq!(owner["reason"], "WaitingForRemediation");
+    assert!(owner["message"].as_str().unwrap().contains("did not bring"));
+    assert_eq!(events(&client, &ns, "RemediationFailed").await.len(), 1);
+    assert_eq!(gateway.offs.load(Ordering::SeqCst), 0);
+}
