@@ -53,7 +53,7 @@ pub use report::{ChaosReport, Injected, Phase};
 use crate::bench::count_hosts;
 use crate::error::{Error, Result};
 use crate::harness::{CONTROLLERS, Harness, HarnessConfig, apply, dynamic_api};
-use crate::objects::{ClusterSpec, kubeconfig_secret};
+use crate::objects::{ClusterSpec, WorkerAddresses, kubeconfig_secret};
 use phases::{Run, chaos_phases, settle};
 
 /// Runs the chaos described by `config` and reports what it found.
@@ -95,6 +95,11 @@ async fn chaos(harness: &mut Harness, config: &ChaosConfig, servers: usize) -> R
     spec.control_plane = config.control_plane;
     spec.workers = config.machines - config.control_plane;
     spec.release_erase = Some(config.erase.policy().into());
+    // Workers take static addresses from a pool (data-controller and IPAM under the same
+    // chaos); a pool address on two deployed servers is counted as given twice.
+    spec.worker_addresses = Some(WorkerAddresses::in_default_subnet(
+        u16::try_from(spec.workers).unwrap_or(u16::MAX),
+    ));
     let kubeconfig = harness.workload.kubeconfig_yaml()?;
     apply(&client, &kubeconfig_secret(&spec.name, &ns, &kubeconfig)).await?;
     apply(&client, &spec.inventory()).await?;

@@ -17,11 +17,12 @@ use crate::error::{Error, Result};
 use crate::{capi, kubelet};
 
 /// Our binaries, in start order.
-pub const CONTROLLERS: [&str; 4] = [
+pub const CONTROLLERS: [&str; 5] = [
     "maas-client",
     "cluster-controller",
     "machine-controller",
     "data-controller",
+    "remediation-controller",
 ];
 
 /// How to size the environment.
@@ -73,6 +74,7 @@ pub struct Harness {
     restarts: u64,
     dir: tempfile::TempDir,
     cancel: CancellationToken,
+    silence: kubelet::Silence,
 }
 
 /// Where `cargo build` put the workspace's binaries (`CAPMAAS_BIN_DIR` overrides; a relative
@@ -136,7 +138,13 @@ impl Harness {
         let capi = capi::start_core_manager(&management, dir.path()).await?;
 
         let cancel = CancellationToken::new();
-        tokio::spawn(kubelet::run(sim.state(), workload.client(), cancel.clone()));
+        let silence = kubelet::Silence::default();
+        tokio::spawn(kubelet::run(
+            sim.state(),
+            workload.client(),
+            silence.clone(),
+            cancel.clone(),
+        ));
 
         let mut harness = Self {
             management,
@@ -149,6 +157,7 @@ impl Harness {
             restarts: 0,
             dir,
             cancel,
+            silence,
         };
         for name in CONTROLLERS {
             let process = harness.start_controller(name)?;
@@ -220,6 +229,11 @@ impl Harness {
             self.restart_controller(name).await?;
         }
         Ok(exited)
+    }
+
+    /// The kubelet stand-in's switch to make Nodes go silent.
+    pub fn kubelets(&self) -> &kubelet::Silence {
+        &self.silence
     }
 
     /// Our running binaries.

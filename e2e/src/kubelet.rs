@@ -2,8 +2,13 @@
 //! Node named after its hostname in the workload API server; when it is released, the
 //! Node goes. This is what real kubelets would do after cloud-init joined the cluster. The Node
 //! reports the server's addresses as MAAS has them (`InternalIP`) and its hostname.
+//!
+//! A test can make a kubelet go silent ([`Silence`]): its Node turns `Ready=Unknown` (what the
+//! node lifecycle controller reports when heartbeats stop), and, unless silenced for good, it
+//! comes back `Ready` once the server has been powered on again in the simulator (a reboot).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Node;
@@ -17,12 +22,59 @@ use crate::objects::KUBERNETES_VERSION;
 
 const POLL: Duration = Duration::from_millis(250);
 
+/// Kubelets that have gone silent, by hostname; shared between the stand-in and a test.
+#[derive(Debug, Clone, Default)]
+pub struct Silence(Arc<Mutex<BTreeMap<String, Silent>>>);
+
+/// How long a kubelet stays silent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Silent {
+    /// Until the server's power-on count passes `power_ons` (it was power-cycled).
+    UntilPowerCycle { power_ons: u64, reported: bool },
+    /// For good (a server that does not recover from a reboot).
+    Forever { reported: bool },
+}
+
+impl Silence {
+    /// The kubelet on `hostname` stops reporting until the server is power-cycled, i.e. powered
+    /// on again after `power_ons` power-ons (its count now).
+    pub fn until_power_cycle(&self, hostname: &str, power_ons: u64) {
+        self.lock().insert(
+            hostname.to_owned(),
+            Silent::UntilPowerCycle {
+                power_ons,
+                reported: false,
+            },
+        );
+    }
+
+    /// The kubelet on `hostname` never reports again.
+    pub fn forever(&self, hostname: &str) {
+        self.lock()
+            .insert(hostname.to_owned(), Silent::Forever { reported: false });
+    }
+
+    /// Whether the kubelet on `hostname` is silent now.
+    pub fn is_silent(&self, hostname: &str) -> bool {
+        self.lock().contains_key(hostname)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Silent>> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
 /// Runs until `cancel` fires.
-pub async fn run(sim: SimHandle, workload: kube::Client, cancel: CancellationToken) {
+pub async fn run(
+    sim: SimHandle,
+    workload: kube::Client,
+    silence: Silence,
+    cancel: CancellationToken,
+) {
     let nodes: Api<Node> = Api::all(workload);
     let mut registered: BTreeSet<String> = BTreeSet::new();
     loop {
-        if let Err(e) = sync_once(&sim, &nodes, &mut registered).await {
+        if let Err(e) = sync_once(&sim, &nodes, &silence, &mut registered).await {
             tracing::warn!(error = %e, "kubelet stand-in: sync failed, retrying");
         }
         tokio::select! {
@@ -35,18 +87,53 @@ pub async fn run(sim: SimHandle, workload: kube::Client, cancel: CancellationTok
 async fn sync_once(
     sim: &SimHandle,
     nodes: &Api<Node>,
+    silence: &Silence,
     registered: &mut BTreeSet<String>,
 ) -> Result<()> {
-    let deployed: BTreeMap<String, Vec<String>> = sim
+    let servers: Vec<_> = sim
         .machines()
         .into_iter()
         .filter(|m| m.status == NodeStatus::Deployed)
-        .map(|m| (m.hostname, m.ip_addresses))
         .collect();
-    for (hostname, addresses) in &deployed {
-        if !registered.contains(hostname) {
-            register(nodes, hostname, addresses).await?;
-            registered.insert(hostname.clone());
+    let deployed: BTreeMap<String, Vec<String>> = servers
+        .iter()
+        .map(|m| (m.hostname.clone(), m.ip_addresses.clone()))
+        .collect();
+    for server in &servers {
+        let hostname = &server.hostname;
+        let silent = silence.lock().get(hostname).copied();
+        match silent {
+            Some(Silent::UntilPowerCycle { power_ons, .. })
+                if server.power_on_count > power_ons
+                    && server.power_state == maas_sim::PowerState::On =>
+            {
+                // Booted again: the kubelet registers (again, if the Node was deleted) and
+                // reports Ready.
+                silence.lock().remove(hostname);
+                register(nodes, hostname, &server.ip_addresses).await?;
+                registered.insert(hostname.clone());
+            }
+            Some(
+                Silent::UntilPowerCycle {
+                    reported: false, ..
+                }
+                | Silent::Forever { reported: false },
+            ) => {
+                report(nodes, hostname, &server.ip_addresses, false).await?;
+                if let Some(entry) = silence.lock().get_mut(hostname) {
+                    match entry {
+                        Silent::UntilPowerCycle { reported, .. } | Silent::Forever { reported } => {
+                            *reported = true;
+                        }
+                    }
+                }
+            }
+            None if !registered.contains(hostname) => {
+                register(nodes, hostname, &server.ip_addresses).await?;
+                registered.insert(hostname.clone());
+            }
+            // Silent and reported, or registered and healthy: nothing to post.
+            Some(_) | None => {}
         }
     }
     let gone: Vec<String> = registered
@@ -80,6 +167,30 @@ async fn register(nodes: &Api<Node>, hostname: &str, addresses: &[String]) -> Re
         Err(kube::Error::Api(s)) if s.code == 409 => {}
         Err(e) => return Err(Error::kube(format!("creating Node {hostname}"))(e)),
     }
+    report(nodes, hostname, addresses, true).await
+}
+
+/// Posts the Node's status: Ready, or Unknown as the node lifecycle controller reports a Node
+/// whose kubelet stopped posting.
+async fn report(
+    nodes: &Api<Node>,
+    hostname: &str,
+    addresses: &[String],
+    ready: bool,
+) -> Result<()> {
+    let (ready_status, ready_reason, ready_message) = if ready {
+        (
+            "True",
+            "KubeletReady",
+            "kubelet stand-in is posting ready status",
+        )
+    } else {
+        (
+            "Unknown",
+            "NodeStatusUnknown",
+            "Kubelet stopped posting node status.",
+        )
+    };
     let now =
         k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::now());
     let mut node_addresses: Vec<serde_json::Value> = addresses
@@ -94,8 +205,8 @@ async fn register(nodes: &Api<Node>, hostname: &str, addresses: &[String]) -> Re
             "addresses": node_addresses,
             // CAPI's NodeHealthy needs the pressure conditions reported, not only Ready.
             "conditions": [
-                {"type": "Ready", "status": "True", "reason": "KubeletReady",
-                 "message": "kubelet stand-in is posting ready status",
+                {"type": "Ready", "status": ready_status, "reason": ready_reason,
+                 "message": ready_message,
                  "lastHeartbeatTime": now, "lastTransitionTime": now},
                 {"type": "MemoryPressure", "status": "False", "reason": "KubeletHasSufficientMemory",
                  "message": "", "lastHeartbeatTime": now, "lastTransitionTime": now},

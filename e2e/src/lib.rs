@@ -14,4 +14,4 @@ pub mod progress;
 
 pub use error::{Error, Result};
 pub use harness::{Harness, HarnessConfig, apply, dynamic_api, wait_for};
-pub use objects::{ClusterSpec, WorkerAddresses, kubeconfig_secret};
+pub use objects::{ClusterSpec, WorkerAddresses, WorkerRemediation, kubeconfig_secret};

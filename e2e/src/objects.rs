@@ -38,6 +38,21 @@ pub struct ClusterSpec {
     /// Static worker addresses through a MaasDataTemplate and a MaasIPPool (the
     /// data-controller's work); none: workers take what MAAS assigns.
     pub worker_addresses: Option<WorkerAddresses>,
+    /// A MachineHealthCheck over the workers that remediates through a MaasRemediationTemplate
+    /// (the remediation-controller's work); none: no health check.
+    pub worker_remediation: Option<WorkerRemediation>,
+}
+
+/// How unhealthy workers are remediated: rebooted up to `retry_limit` times, each attempt
+/// given `timeout_seconds`, once their Node has not been Ready for `unhealthy_after_seconds`.
+#[derive(Debug, Clone)]
+pub struct WorkerRemediation {
+    /// Reboots before the Machine is handed back for replacement.
+    pub retry_limit: u32,
+    /// Seconds one reboot may take until the Node is Ready again (the API's minimum is 100).
+    pub timeout_seconds: u32,
+    /// Seconds a Node may be not Ready before the MachineHealthCheck calls it unhealthy.
+    pub unhealthy_after_seconds: u32,
 }
 
 /// An address range for the workers: each gets one address of it on `eth0`, the MAAS
@@ -58,10 +73,12 @@ pub struct WorkerAddresses {
 
 impl WorkerAddresses {
     /// `count` addresses from `10.20.200.10` in the simulator's default subnet `10.20.0.0/16`.
-    pub fn in_default_subnet(count: u8) -> Self {
+    pub fn in_default_subnet(count: u16) -> Self {
+        let first = std::net::Ipv4Addr::new(10, 20, 200, 10);
+        let last = std::net::Ipv4Addr::from(u32::from(first) + u32::from(count.max(1)) - 1);
         Self {
-            start: "10.20.200.10".into(),
-            end: format!("10.20.200.{}", 10 + u16::from(count.max(1)) - 1),
+            start: first.to_string(),
+            end: last.to_string(),
             prefix: 16,
             gateway: "10.20.0.1".into(),
             maas_subnet: "10.20.0.0/16".into(),
@@ -84,6 +101,7 @@ impl ClusterSpec {
             pool: "default".into(),
             release_erase: None,
             worker_addresses: None,
+            worker_remediation: None,
         }
     }
 
@@ -117,6 +135,10 @@ impl ClusterSpec {
         }
         objects.push(self.worker_template(&self.image));
         objects.push(self.machine_deployment(&self.image));
+        if let Some(remediation) = &self.worker_remediation {
+            objects.push(self.worker_remediation_template(remediation));
+            objects.push(self.worker_health_check(remediation));
+        }
         for index in 0..self.control_plane {
             objects.push(self.control_plane_maas_machine(index));
             objects.push(self.control_plane_machine(index));
@@ -221,6 +243,42 @@ impl ClusterSpec {
                         "routes": [{"network": "0.0.0.0/0", "gatewayFromPool": {"name": pool}}]
                     }]}
                 }
+            }
+        })
+    }
+
+    /// The MaasRemediationTemplate the worker health check remediates with.
+    pub fn worker_remediation_template(&self, remediation: &WorkerRemediation) -> Value {
+        json!({
+            "apiVersion": INFRA_VERSION, "kind": "MaasRemediationTemplate",
+            "metadata": {"name": self.worker_data_name(), "namespace": self.namespace, "labels": self.labels()},
+            "spec": {"template": {"spec": {"strategy": {
+                "type": "Reboot",
+                "retryLimit": remediation.retry_limit,
+                "timeoutSeconds": remediation.timeout_seconds
+            }}}}
+        })
+    }
+
+    /// The MachineHealthCheck over the workers: a Node not Ready (False or Unknown) for
+    /// `unhealthy_after_seconds` is remediated through the MaasRemediationTemplate.
+    pub fn worker_health_check(&self, remediation: &WorkerRemediation) -> Value {
+        let not_ready = |status: &str| json!({"type": "Ready", "status": status, "timeoutSeconds": remediation.unhealthy_after_seconds});
+        json!({
+            "apiVersion": CAPI_VERSION, "kind": "MachineHealthCheck",
+            "metadata": {"name": self.worker_data_name(), "namespace": self.namespace, "labels": self.labels()},
+            "spec": {
+                "clusterName": self.name,
+                "selector": {"matchLabels": {"cluster.x-k8s.io/deployment-name": format!("{}-workers", self.name)}},
+                "checks": {
+                    "nodeStartupTimeoutSeconds": 600,
+                    "unhealthyNodeConditions": [not_ready("Unknown"), not_ready("False")]
+                },
+                "remediation": {"templateRef": {
+                    "apiVersion": INFRA_VERSION,
+                    "kind": "MaasRemediationTemplate",
+                    "name": self.worker_data_name()
+                }}
             }
         })
     }

@@ -1,5 +1,6 @@
-//! A terminal view of a cluster coming up: Machines with their phase, host and provider
-//! id, MAAS servers by state, a progress bar and the elapsed time.
+//! A terminal view of a cluster coming up: Machines with their phase, host, provider id and
+//! any remediation in progress, MAAS servers by state (and how many are powered off), a
+//! progress bar and the elapsed time.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -14,10 +15,12 @@ use crate::harness::dynamic_api;
 /// One observation of the cluster.
 #[derive(Debug, Clone, Default)]
 pub struct Snapshot {
-    /// (name, phase, host, provider id) per Machine.
-    pub machines: Vec<[String; 4]>,
+    /// (name, phase, host, provider id, remediation) per Machine.
+    pub machines: Vec<[String; 5]>,
     /// MAAS status name → number of servers.
     pub servers: BTreeMap<String, usize>,
+    /// Servers powered off.
+    pub powered_off: usize,
     /// Machines Running with a nodeRef.
     pub running: usize,
 }
@@ -40,6 +43,28 @@ pub async fn snapshot(client: &kube::Client, namespace: &str, sim: &SimHandle) -
             Some((m.metadata.name.clone()?, host.to_owned()))
         })
         .collect();
+    let remediations: BTreeMap<String, String> = list(
+        client,
+        namespace,
+        "infrastructure.cluster.x-k8s.io",
+        "v1beta1",
+        "MaasRemediation",
+    )
+    .await?
+    .iter()
+    .filter_map(|r| {
+        let status = &r.data["status"];
+        let summary = format!(
+            "remediation: {} (attempt {} of {})",
+            status["phase"].as_str().unwrap_or("new"),
+            status["retryCount"].as_i64().unwrap_or(0),
+            r.data["spec"]["strategy"]["retryLimit"]
+                .as_i64()
+                .unwrap_or(1)
+        );
+        Some((r.metadata.name.clone()?, summary))
+    })
+    .collect();
     let mut snap = Snapshot::default();
     for machine in &machines {
         let name = machine.metadata.name.clone().unwrap_or_default();
@@ -58,10 +83,17 @@ pub async fn snapshot(client: &kube::Client, namespace: &str, sim: &SimHandle) -
         if phase == "Running" && machine.data["status"]["nodeRef"]["name"].is_string() {
             snap.running += 1;
         }
-        snap.machines.push([name, phase, host, provider]);
+        let remediation = remediations.get(&name).cloned().unwrap_or_default();
+        snap.machines
+            .push([name, phase, host, provider, remediation]);
     }
     snap.machines.sort();
     for server in sim.machines() {
+        if server.power_state == maas_sim::PowerState::Off
+            && server.status == maas_sim::NodeStatus::Deployed
+        {
+            snap.powered_off += 1;
+        }
         *snap.servers.entry(server.status_name).or_default() += 1;
     }
     Ok(snap)
@@ -87,11 +119,14 @@ pub fn render(snap: &Snapshot, expected: usize, elapsed: Duration) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{:<28} {:<13} {:<22} PROVIDER ID",
-        "MACHINE", "PHASE", "MAAS HOST"
+        "{:<28} {:<13} {:<22} {:<24} REMEDIATION",
+        "MACHINE", "PHASE", "MAAS HOST", "PROVIDER ID"
     );
-    for [name, phase, host, provider] in &snap.machines {
-        let _ = writeln!(out, "{name:<28} {phase:<13} {host:<22} {provider}");
+    for [name, phase, host, provider, remediation] in &snap.machines {
+        let _ = writeln!(
+            out,
+            "{name:<28} {phase:<13} {host:<22} {provider:<24} {remediation}"
+        );
     }
     let servers: Vec<String> = snap
         .servers
@@ -99,6 +134,13 @@ pub fn render(snap: &Snapshot, expected: usize, elapsed: Duration) -> String {
         .map(|(state, n)| format!("{state}: {n}"))
         .collect();
     let _ = writeln!(out, "\nMAAS servers  {}", servers.join("  "));
+    if snap.powered_off > 0 {
+        let _ = writeln!(
+            out,
+            "              {} deployed server(s) powered off",
+            snap.powered_off
+        );
+    }
     let width = 40;
     let filled = (snap.running * width)
         .checked_div(expected)
@@ -127,13 +169,17 @@ mod tests {
                 "Running".into(),
                 "host-a".into(),
                 "maas:///z1/abc123".into(),
+                "remediation: Waiting (attempt 1 of 2)".into(),
             ]],
             servers: BTreeMap::from([("Deployed".into(), 1), ("Ready".into(), 19)]),
+            powered_off: 1,
             running: 1,
         };
         let screen = render(&snap, 2, Duration::from_secs(3));
         assert!(screen.contains("m-0") && screen.contains("maas:///z1/abc123"));
         assert!(screen.contains("Deployed: 1  Ready: 19"));
+        assert!(screen.contains("remediation: Waiting (attempt 1 of 2)"));
+        assert!(screen.contains("1 deployed server(s) powered off"));
         assert!(screen.contains(&format!("[{}{}] 1/2", "#".repeat(20), ".".repeat(20))));
     }
 }

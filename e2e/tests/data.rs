@@ -244,7 +244,7 @@ async fn workers_take_addresses_hostnames_and_metadata_from_a_pool_and_wait_when
     let mut spec = ClusterSpec::story(&ns);
     spec.control_plane = 1;
     spec.workers = usize::from(POOL_SIZE);
-    spec.worker_addresses = Some(WorkerAddresses::in_default_subnet(POOL_SIZE));
+    spec.worker_addresses = Some(WorkerAddresses::in_default_subnet(u16::from(POOL_SIZE)));
     declare(&h, &spec).await;
 
     // The data-controller is SIGKILLed once the first address is out.
