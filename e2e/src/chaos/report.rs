@@ -120,7 +120,7 @@ impl ChaosReport {
                 || "n/a (no IPAM yet)".to_owned(),
                 |shared| {
                     format!(
-                        "{} (addresses MAAS gave deployed servers; no IPAM of ours yet)",
+                        "{} (any address on two deploying or deployed servers at once: the workers' static pool addresses and what MAAS assigned)",
                         shared.len()
                     )
                 },
