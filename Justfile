@@ -38,7 +38,8 @@ e2e: testenv
     cargo build --workspace --bins
     cargo test -p capmaas-e2e --no-fail-fast
 
-# A 3 + 5 node cluster on 20 simulated MAAS servers, shown live until ready; Ctrl-C stops it.
+# A 3 + 5 node cluster on 20 simulated MAAS servers, shown live until ready, then a worker
+# rebooted back by remediation and an image upgrade with node reuse; Ctrl-C stops it.
 demo: testenv
     cargo build -q --workspace --bins
     cargo run -q -p capmaas-e2e --bin demo
