@@ -52,6 +52,7 @@ bench: testenv
     cargo bench -p maas-client --bench gateway
     cargo bench -p data-controller --bench ipam
     cargo bench -p data-controller --bench claims
+    cargo bench -p remediation-controller --bench remediations
     cargo run -q -p capmaas-testenv --example measure
     cargo build --release --workspace --bins
     CAPMAAS_BIN_DIR=target/release cargo run --release -q -p capmaas-e2e --bin bench

@@ -33,9 +33,16 @@ enum Flow {
 }
 
 /// Reconciles one MaasRemediation (the function the kit runs): up to `MAX_STEPS` steps, each
-/// decided on what the previous one left; a conflict reads everything again.
+/// decided on what the previous one left, starting from a fresh read; a conflict reads
+/// everything again.
 pub async fn reconcile(r: Arc<MaasRemediation>, ctx: Arc<Ctx>) -> Result<Action> {
-    let mut state = State::observe(&ctx, r.as_ref().clone()).await?;
+    // The remediation is read from the API server, not taken from the cache: a reconcile
+    // queued while the previous one wrote `Waiting` would otherwise see `Running` with the
+    // request already withdrawn and ask for a second power cycle (the bench caught 1–3 of 100
+    // hosts cycled twice). One GET per reconcile buys "never two cycles in one attempt".
+    let Some(mut state) = State::observe_fresh(&ctx, &r).await? else {
+        return Ok(Action::await_change());
+    };
     for _ in 0..MAX_STEPS {
         let now = now();
         let step = decide(&state, now);

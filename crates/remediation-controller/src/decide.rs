@@ -104,6 +104,10 @@ pub fn decide(s: &State, now: Timestamp) -> Step {
         return Step::Paused(why);
     }
     if skip_requested(s) {
+        // An operator took the Machine out of remediation: never leave its server held off.
+        if let Some(host) = s.host.iter().filter(|h| s.holds(h)).chain(&s.held).next() {
+            return Step::ReleaseHost(host.name_any());
+        }
         return Step::Skipped;
     }
     if let Some(host) = s.held.first() {

@@ -74,8 +74,13 @@ fn paused_does_nothing_even_mid_way() {
 }
 
 #[test]
-fn skip_remediation_does_nothing() {
+fn skip_remediation_withdraws_a_request_then_does_nothing() {
     let mut s = fenced_running().requested();
+    s.machine.as_mut().unwrap().metadata.annotations =
+        Some([(ANNOTATION_SKIP_REMEDIATION.into(), String::new())].into());
+    // A request already on the host goes first: the server must not stay off.
+    assert!(matches!(decide(&s, t(T0 + 10_000)), Step::ReleaseHost(_)));
+    let mut s = fenced_running();
     s.machine.as_mut().unwrap().metadata.annotations =
         Some([(ANNOTATION_SKIP_REMEDIATION.into(), String::new())].into());
     assert_eq!(decide(&s, t(T0 + 10_000)), Step::Skipped);

@@ -95,9 +95,14 @@ pub fn node_name(ns: &str) -> String {
 /// with its `nodeRef`, MaasMachine with its `hostRef`, a deployed host that is on, and the
 /// NotReady Node with labels and annotations.
 pub async fn create_world(env: &TestEnv, ns: &str) {
+    create_cluster(env, ns).await;
+    create_machine(&env.client(), ns, MACHINE, HOST, &node_name(ns)).await;
+}
+
+/// The Cluster [`CLUSTER`] and its kubeconfig Secret pointing at this same API server.
+pub async fn create_cluster(env: &TestEnv, ns: &str) {
     let client = env.client();
     let post = PostParams::default();
-    let parse = |v: Value| serde_json::from_value::<DynamicObject>(v).unwrap();
     capi_api(&client, ns, "Cluster", "clusters")
         .create(
             &post,
@@ -123,26 +128,37 @@ pub async fn create_world(env: &TestEnv, ns: &str) {
         .create(&post, &secret)
         .await
         .unwrap();
-    let machines = capi_api(&client, ns, "Machine", "machines");
+}
+
+fn parse(v: Value) -> DynamicObject {
+    serde_json::from_value::<DynamicObject>(v).unwrap()
+}
+
+/// One unhealthy machine of [`CLUSTER`]: Machine `machine` with its `nodeRef`, MaasMachine of
+/// the same name with its `hostRef`, deployed host `host` that is on, and the NotReady Node
+/// `node` with labels and annotations.
+pub async fn create_machine(client: &Client, ns: &str, machine: &str, host: &str, node: &str) {
+    let post = PostParams::default();
+    let machines = capi_api(client, ns, "Machine", "machines");
     machines
         .create(&post, &parse(json!({
             "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
-            "metadata": {"name": MACHINE, "namespace": ns,
+            "metadata": {"name": machine, "namespace": ns,
                          "labels": {"cluster.x-k8s.io/cluster-name": CLUSTER}},
             "spec": {
                 "clusterName": CLUSTER,
                 "bootstrap": {"dataSecretName": "bootstrap"},
-                "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "MaasMachine", "name": MACHINE}
+                "infrastructureRef": {"apiGroup": "infrastructure.cluster.x-k8s.io", "kind": "MaasMachine", "name": machine}
             }
         })))
         .await
         .unwrap();
     machines
         .patch_status(
-            MACHINE,
+            machine,
             &params(),
             &Patch::Merge(json!({
-                "status": {"nodeRef": {"name": node_name(ns)}}
+                "status": {"nodeRef": {"name": node}}
             })),
         )
         .await
@@ -156,16 +172,16 @@ pub async fn create_world(env: &TestEnv, ns: &str) {
         &post,
         &parse(json!({
             "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "MaasMachine",
-            "metadata": {"name": MACHINE, "namespace": ns},
+            "metadata": {"name": machine, "namespace": ns},
             "spec": {"minCPU": 2, "minMemory": 4096, "image": "ubuntu/jammy"}
         })),
     )
     .await
     .unwrap();
     mm.patch_status(
-        MACHINE,
+        machine,
         &params(),
-        &Patch::Merge(json!({"status": {"hostRef": {"name": HOST}}})),
+        &Patch::Merge(json!({"status": {"hostRef": {"name": host}}})),
     )
     .await
     .unwrap();
@@ -175,8 +191,8 @@ pub async fn create_world(env: &TestEnv, ns: &str) {
             &post,
             &serde_json::from_value(json!({
                 "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "MaasHost",
-                "metadata": {"name": HOST, "namespace": ns},
-                "spec": {"systemID": "sys-h1"}
+                "metadata": {"name": host, "namespace": ns},
+                "spec": {"systemID": format!("sys-{host}")}
             }))
             .unwrap(),
         )
@@ -184,7 +200,7 @@ pub async fn create_world(env: &TestEnv, ns: &str) {
         .unwrap();
     hosts
         .patch_status(
-            HOST,
+            host,
             &params(),
             &Patch::Merge(json!({"status": {
                 "provisioningState": "Deployed", "powerState": "on", "maasStatusName": "Deployed"
@@ -195,29 +211,40 @@ pub async fn create_world(env: &TestEnv, ns: &str) {
     let nodes: Api<Node> = Api::all(client.clone());
     nodes
         .create(&post, &serde_json::from_value(json!({"metadata": {
-            "name": node_name(ns),
-            "labels": {"kubernetes.io/hostname": node_name(ns), "node-role.kubernetes.io/worker": "", "team": "blue"},
+            "name": node,
+            "labels": {"kubernetes.io/hostname": node, "node-role.kubernetes.io/worker": "", "team": "blue"},
             "annotations": {"note": "keep me"}
         }})).unwrap())
         .await
         .unwrap();
-    set_node_ready(&client, &node_name(ns), "False").await;
+    set_node_ready(client, node, "False").await;
 }
 
 /// The MaasRemediation CAPI would create from the template (owner: the Machine).
 pub async fn create_remediation(client: &Client, ns: &str, retry_limit: i32, timeout: i32) {
-    let machine = capi_api(client, ns, "Machine", "machines")
-        .get(MACHINE)
+    create_remediation_for(client, ns, MACHINE, retry_limit, timeout).await;
+}
+
+/// The MaasRemediation CAPI would create for Machine `machine` (same name, owner the Machine).
+pub async fn create_remediation_for(
+    client: &Client,
+    ns: &str,
+    machine: &str,
+    retry_limit: i32,
+    timeout: i32,
+) {
+    let owner = capi_api(client, ns, "Machine", "machines")
+        .get(machine)
         .await
         .unwrap();
     Api::<MaasRemediation>::namespaced(client.clone(), ns)
         .create(&PostParams::default(), &serde_json::from_value(json!({
             "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "MaasRemediation",
             "metadata": {
-                "name": MACHINE, "namespace": ns,
+                "name": machine, "namespace": ns,
                 "labels": {"cluster.x-k8s.io/cluster-name": CLUSTER},
                 "ownerReferences": [{"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
-                                     "name": MACHINE, "uid": machine.uid().unwrap()}]
+                                     "name": machine, "uid": owner.uid().unwrap()}]
             },
             "spec": {"strategy": {"type": "Reboot", "retryLimit": retry_limit, "timeoutSeconds": timeout}}
         })).unwrap())
@@ -226,6 +253,11 @@ pub async fn create_remediation(client: &Client, ns: &str, retry_limit: i32, tim
 }
 
 pub async fn set_node_ready(client: &Client, name: &str, status: &str) {
+    node_ready(client, name, status).await.unwrap();
+}
+
+/// Sets the Node's `Ready` condition to `status`, turned now.
+async fn node_ready(client: &Client, name: &str, status: &str) -> kube::Result<Node> {
     let now = jiff::Timestamp::now()
         .strftime("%Y-%m-%dT%H:%M:%SZ")
         .to_string();
@@ -239,7 +271,6 @@ pub async fn set_node_ready(client: &Client, name: &str, status: &str) {
             }]}})),
         )
         .await
-        .unwrap();
 }
 
 pub async fn get_remediation(client: &Client, ns: &str) -> Option<MaasRemediation> {
@@ -408,4 +439,253 @@ async fn power(hosts: &Api<MaasHost>, state: &str) -> Option<()> {
         .await
         .ok()
         .map(|_| ())
+}
+
+// A herd: many machines of one Cluster unhealthy at once (`tests/herd.rs`, `benches/`).
+
+/// `n` unhealthy machines of [`CLUSTER`] in one namespace: Machine and MaasMachine `m<i>`, host
+/// `h<i>`, Node `<ns>-n<i>`, `i` from 0.
+#[derive(Debug, Clone)]
+pub struct Herd {
+    pub ns: String,
+    pub n: usize,
+}
+
+/// Machine and MaasMachine `i` of a [`Herd`].
+pub fn herd_machine(i: usize) -> String {
+    format!("m{i}")
+}
+
+/// Host `i` of a [`Herd`].
+pub fn herd_host(i: usize) -> String {
+    format!("h{i}")
+}
+
+impl Herd {
+    /// Node `i` (Nodes are cluster-scoped; tests share the server).
+    pub fn node(&self, i: usize) -> String {
+        format!("{}-n{i}", self.ns)
+    }
+}
+
+/// Runs `make(i)` for `0..n` as tasks, at most 32 at a time, and waits for them all.
+pub async fn all_at_once<F, Fut>(n: usize, make: F)
+where
+    F: Fn(usize) -> Fut,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let permits = Arc::new(tokio::sync::Semaphore::new(32));
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..n {
+        let permit = permits.clone().acquire_owned().await.unwrap();
+        let work = make(i);
+        tasks.spawn(async move {
+            work.await;
+            drop(permit);
+        });
+    }
+    while let Some(done) = tasks.join_next().await {
+        done.unwrap();
+    }
+}
+
+/// The Cluster and the `n` machines of a [`Herd`] in `ns`.
+pub async fn create_herd(env: &TestEnv, ns: &str, n: usize) -> Herd {
+    create_cluster(env, ns).await;
+    let herd = Herd {
+        ns: ns.to_owned(),
+        n,
+    };
+    let client = env.client();
+    all_at_once(n, |i| {
+        let (client, herd) = (client.clone(), herd.clone());
+        async move {
+            let (machine, host, node) = (herd_machine(i), herd_host(i), herd.node(i));
+            create_machine(&client, &herd.ns, &machine, &host, &node).await;
+        }
+    })
+    .await;
+    herd
+}
+
+/// One MaasRemediation per machine of the herd, created together.
+pub async fn create_herd_remediations(
+    client: &Client,
+    herd: &Herd,
+    retry_limit: i32,
+    timeout: i32,
+) {
+    all_at_once(herd.n, |i| {
+        let (client, herd) = (client.clone(), herd.clone());
+        async move {
+            create_remediation_for(&client, &herd.ns, &herd_machine(i), retry_limit, timeout).await;
+        }
+    })
+    .await;
+}
+
+/// What a [`HerdGateway`] did.
+#[derive(Debug, Default)]
+pub struct HerdCounts {
+    /// Power-offs by host.
+    pub offs: BTreeMap<String, u32>,
+    /// Power-ons by host.
+    pub ons: BTreeMap<String, u32>,
+    /// Hosts powered off while their Node lacked the out-of-service taint.
+    pub unfenced_at_off: Vec<String>,
+    /// The gateway's and kubelet's own requests by `(resource[/subresource], verb)`, every
+    /// one sent (its periodic LIST of hosts left out).
+    pub requests: BTreeMap<(&'static str, &'static str), u32>,
+}
+
+/// Plays maas-client and the kubelets for every host of a [`Herd`], as [`FakeGateway`] does
+/// for one: a host carrying a reboot request and on is acknowledged (`reboot-state: off`),
+/// then after `delay` reported off while its Node goes `Ready=Unknown` and loses a label and
+/// an annotation; a host off with no request left is, after `delay`, reported on and its Node
+/// `Ready=True`. The hosts are listed every 100 ms; each transition runs on its own task.
+pub struct HerdGateway {
+    pub counts: Arc<std::sync::Mutex<HerdCounts>>,
+    /// Take no reboot request: the servers stay on.
+    pub hold_off: Arc<AtomicBool>,
+    /// Power no server on again.
+    pub hold_on: Arc<AtomicBool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for HerdGateway {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl HerdGateway {
+    pub fn counts(&self) -> std::sync::MutexGuard<'_, HerdCounts> {
+        self.counts.lock().unwrap()
+    }
+}
+
+pub fn start_herd_gateway(client: &Client, herd: &Herd, delay: Duration) -> HerdGateway {
+    let counts = Arc::new(std::sync::Mutex::new(HerdCounts::default()));
+    let (hold_off, hold_on) = (
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicBool::new(false)),
+    );
+    let nodes: BTreeMap<String, String> =
+        (0..herd.n).map(|i| (herd_host(i), herd.node(i))).collect();
+    let task = tokio::spawn({
+        let (client, ns) = (client.clone(), herd.ns.clone());
+        let (counts, hold_off, hold_on) = (counts.clone(), hold_off.clone(), hold_on.clone());
+        async move {
+            let hosts: Api<MaasHost> = Api::namespaced(client.clone(), &ns);
+            let busy = Arc::new(std::sync::Mutex::new(std::collections::BTreeSet::new()));
+            loop {
+                let listed = hosts.list(&ListParams::default()).await;
+                for host in listed.map(|l| l.items).unwrap_or_default() {
+                    let name = host.name_any();
+                    let Some(node) = nodes.get(&name).cloned() else {
+                        continue;
+                    };
+                    let power = host.status.as_ref().and_then(|s| s.power_state);
+                    let wanted = requested(&host);
+                    let off = wanted
+                        && power == Some(capmaas_api::host::PowerState::On)
+                        && !hold_off.load(Ordering::SeqCst);
+                    let on = !wanted
+                        && power == Some(capmaas_api::host::PowerState::Off)
+                        && !hold_on.load(Ordering::SeqCst);
+                    if (off || on) && busy.lock().unwrap().insert(name.clone()) {
+                        let (client, ns, counts, busy) =
+                            (client.clone(), ns.clone(), counts.clone(), busy.clone());
+                        tokio::spawn(async move {
+                            transition(&client, &ns, &name, &node, off, delay, &counts).await;
+                            busy.lock().unwrap().remove(&name);
+                        });
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    });
+    HerdGateway {
+        counts,
+        hold_off,
+        hold_on,
+        task,
+    }
+}
+
+/// Powers `host` off (`off`) or on, playing the kubelet of `node` too; stops at the first
+/// failed request (the next look tries again).
+async fn transition(
+    client: &Client,
+    ns: &str,
+    host: &str,
+    node: &str,
+    off: bool,
+    delay: Duration,
+    counts: &std::sync::Mutex<HerdCounts>,
+) -> Option<()> {
+    let count = |resource: &'static str, verb: &'static str| {
+        *counts
+            .lock()
+            .unwrap()
+            .requests
+            .entry((resource, verb))
+            .or_default() += 1;
+    };
+    let hosts: Api<MaasHost> = Api::namespaced(client.clone(), ns);
+    let nodes: Api<Node> = Api::all(client.clone());
+    let reboot_state = |value: Option<&str>| {
+        Patch::Merge(json!({"metadata": {"annotations": {REBOOT_STATE: value}}}))
+    };
+    let power = |state: &str| Patch::Merge(json!({"status": {"powerState": state}}));
+    if off {
+        count("maashosts", "PATCH");
+        hosts
+            .patch(host, &params(), &reboot_state(Some("off")))
+            .await
+            .ok()?;
+        tokio::time::sleep(delay).await;
+        count("nodes", "GET");
+        let fenced = has_out_of_service(&nodes.get(node).await.ok()?);
+        count("maashosts/status", "PATCH");
+        hosts
+            .patch_status(host, &params(), &power("off"))
+            .await
+            .ok()?;
+        let lost = json!({"metadata": {"labels": {"team": null}, "annotations": {"note": null}}});
+        count("nodes", "PATCH");
+        nodes
+            .patch(node, &params(), &Patch::Merge(lost))
+            .await
+            .ok()?;
+        count("nodes/status", "PATCH");
+        node_ready(client, node, "Unknown").await.ok()?;
+        let mut counts = counts.lock().unwrap();
+        *counts.offs.entry(host.to_owned()).or_default() += 1;
+        if !fenced {
+            counts.unfenced_at_off.push(host.to_owned());
+        }
+    } else {
+        tokio::time::sleep(delay).await;
+        count("maashosts", "PATCH");
+        hosts
+            .patch(host, &params(), &reboot_state(None))
+            .await
+            .ok()?;
+        count("maashosts/status", "PATCH");
+        hosts
+            .patch_status(host, &params(), &power("on"))
+            .await
+            .ok()?;
+        count("nodes/status", "PATCH");
+        node_ready(client, node, "True").await.ok()?;
+        *counts
+            .lock()
+            .unwrap()
+            .ons
+            .entry(host.to_owned())
+            .or_default() += 1;
+    }
+    Some(())
 }

@@ -1,0 +1,352 @@
+//! A herd of remediations against a real kube-apiserver (capmaas-testenv, no
+//! kube-controller-manager), which is also the workload cluster. Prints numbers, asserts nothing
+//! but setup (`cargo bench -p remediation-controller --bench remediations`).
+//!
+//! `BENCH_REMEDIATIONS` (100) unhealthy machines of one Cluster in one namespace (Machine,
+//! MaasMachine, deployed MaasHost, NotReady Node: the herd of `tests/common`), then as many
+//! MaasRemediations (`retryLimit: 2`, `timeoutSeconds: 600`) created at once (32 requests in
+//! flight), listed every 100 ms until every one is `Ready=True Remediated`. The controller runs
+//! in-process with the binary's defaults (`--concurrency=10`, `--poll-interval=5s`,
+//! `--fence=taint`); the fake gateway and kubelets of `tests/common` serve every host, each
+//! power transition taking `BENCH_POWER_SECONDS` (0).
+//!
+//! Writes are the API server's own count (`apiserver_request_total`, verbs POST, PUT, PATCH,
+//! DELETE, APPLY, any response code) from just before the remediations are created until the
+//! controller has gone quiet after the last one is done, less the bench's creates, less every
+//! request of the fake gateway and kubelets, less `leases` (the API server's own). GETs are
+//! counted the same way (the controller's reads: one observe reads the Machine once). A host
+//! power-cycled other than once is printed as an `ERROR` line; `RUST_LOG` logs to stderr.
+#![allow(
+    clippy::print_stdout,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::cast_precision_loss
+)]
+
+#[path = "../tests/common/mod.rs"]
+mod common;
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::time::{Duration, Instant};
+
+use capmaas_api::MaasRemediation;
+use capmaas_runtime::Runtime;
+use capmaas_testenv::TestEnv;
+use common::{condition, create_herd, create_herd_remediations, herd_host, start_herd_gateway};
+use kube::api::{Api, ListParams};
+use kube::{Client, ResourceExt};
+use remediation_controller::{BINARY, ControllerArgs, DEFAULT_CONCURRENCY};
+use tokio_util::sync::CancellationToken;
+
+/// How long the remediations may take until every one is done.
+const DONE_TIMEOUT: Duration = Duration::from_secs(600);
+/// How often the remediations are listed while waiting.
+const POLL: Duration = Duration::from_millis(100);
+/// The controller counts as quiet when no write happened for this long.
+const QUIET: Duration = Duration::from_secs(2);
+const WRITE_VERBS: [&str; 5] = ["POST", "PUT", "PATCH", "DELETE", "APPLY"];
+
+fn env_number(var: &str, default: f64) -> f64 {
+    std::env::var(var)
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(default)
+}
+
+/// Requests counted by the API server: `(resource[/subresource], verb)` → (all, non-2xx).
+#[derive(Debug, Default, Clone)]
+struct Requests(BTreeMap<(String, String), (f64, f64)>);
+
+impl Requests {
+    async fn read(client: &Client) -> Self {
+        let request = http::Request::get("/metrics").body(Vec::new()).unwrap();
+        let text = client.request_text(request).await.unwrap();
+        let mut requests = Self::default();
+        for line in text
+            .lines()
+            .filter(|l| l.starts_with("apiserver_request_total{"))
+        {
+            let Some((labels, value)) = line.rsplit_once(' ') else {
+                continue;
+            };
+            let label = |name: &str| {
+                labels
+                    .split(&format!("{name}=\""))
+                    .nth(1)
+                    .and_then(|rest| rest.split('"').next())
+                    .unwrap_or_default()
+                    .to_owned()
+            };
+            let (mut resource, subresource) = (label("resource"), label("subresource"));
+            let Ok(value) = value.parse::<f64>() else {
+                continue;
+            };
+            if resource.is_empty() || resource == "leases" {
+                continue;
+            }
+            if !subresource.is_empty() {
+                resource = format!("{resource}/{subresource}");
+            }
+            let entry = requests.0.entry((resource, label("verb"))).or_default();
+            entry.0 += value;
+            if !label("code").starts_with('2') {
+                entry.1 += value;
+            }
+        }
+        requests
+    }
+
+    fn since(&self, before: &Self) -> Self {
+        let mut delta = Self::default();
+        for (key, (all, failed)) in &self.0 {
+            let (all0, failed0) = before.0.get(key).copied().unwrap_or_default();
+            if *all > all0 {
+                delta.0.insert(key.clone(), (all - all0, failed - failed0));
+            }
+        }
+        delta
+    }
+
+    fn minus(mut self, resource: &str, verb: &str, n: f64) -> Self {
+        if let Some(entry) = self.0.get_mut(&(resource.to_owned(), verb.to_owned())) {
+            entry.0 -= n;
+        }
+        self.0.retain(|_, (all, _)| *all > 0.0);
+        self
+    }
+
+    fn verbs(&self, verbs: &[&str]) -> Self {
+        let mut only = self.clone();
+        only.0.retain(|(_, verb), _| verbs.contains(&verb.as_str()));
+        only
+    }
+
+    fn total(&self) -> f64 {
+        self.0.values().map(|(all, _)| all).sum()
+    }
+
+    fn failed(&self) -> f64 {
+        self.0.values().map(|(_, failed)| failed).sum()
+    }
+
+    /// `resource VERB 1.23 (0.10 not 2xx); …` per remediation, most first.
+    fn per(&self, n: usize) -> String {
+        let mut rows: Vec<_> = self.0.iter().collect();
+        rows.sort_by(|a, b| b.1.0.total_cmp(&a.1.0));
+        let mut line = String::new();
+        for ((resource, verb), (all, failed)) in rows {
+            let _ = write!(line, "{resource} {verb} {:.2}", all / n as f64);
+            if *failed > 0.0 {
+                let _ = write!(line, " ({:.2} not 2xx)", failed / n as f64);
+            }
+            line.push_str("; ");
+        }
+        line.trim_end_matches("; ").to_owned()
+    }
+}
+
+/// Writes since `before` once no write happened for [`QUIET`] (at most a minute).
+async fn settled(client: &Client, before: &Requests) -> Requests {
+    let mut last = Requests::read(client).await.since(before);
+    for _ in 0..30 {
+        tokio::time::sleep(QUIET).await;
+        let now = Requests::read(client).await.since(before);
+        let writes = |r: &Requests| r.verbs(&WRITE_VERBS).total();
+        if (writes(&now) - writes(&last)).abs() < 0.5 {
+            return now;
+        }
+        last = now;
+    }
+    last
+}
+
+/// `capmaas_reconcile_total` of this controller: (all, failed).
+fn reconciles(metrics: &capmaas_runtime::MetricsRegistry) -> (f64, f64) {
+    let text = metrics.encode().unwrap_or_default();
+    let mut out = (0.0, 0.0);
+    let prefix = format!(
+        "capmaas_reconcile_total{{controller=\"{}\"",
+        remediation_controller::CONTROLLER
+    );
+    for line in text.lines().filter(|l| l.starts_with(&prefix)) {
+        let value: f64 = line
+            .rsplit_once(' ')
+            .and_then(|(_, v)| v.parse().ok())
+            .unwrap_or(0.0);
+        out.0 += value;
+        if line.contains("result=\"error\"") {
+            out.1 += value;
+        }
+    }
+    out
+}
+
+fn remediated(r: &MaasRemediation) -> bool {
+    condition(r, "Ready").is_some_and(|c| c.status == "True" && c.reason == "Remediated")
+}
+
+fn peak_rss_mib(status: &str) -> Option<f64> {
+    let kib: f64 = status
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()?;
+    Some(kib / 1024.0)
+}
+
+#[tokio::main(flavor = "multi_thread")]
+async fn main() {
+    if std::env::var_os("RUST_LOG").is_some() {
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_writer(std::io::stderr)
+            .init();
+    }
+    let n = std::env::var("BENCH_REMEDIATIONS")
+        .ok()
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .unwrap_or(100)
+        .max(1);
+    let power = env_number("BENCH_POWER_SECONDS", 0.0).max(0.0);
+    let cores = std::thread::available_parallelism().map_or(0, std::num::NonZero::get);
+    let profile = if cfg!(debug_assertions) {
+        "debug"
+    } else {
+        "optimised (bench profile)"
+    };
+    let args = ControllerArgs::default();
+    println!(
+        "remediation-controller against a real kube-apiserver: {profile} build, {cores} cores, \
+         controller in-process with --concurrency={DEFAULT_CONCURRENCY} --poll-interval={:?} \
+         --fence=taint, BENCH_REMEDIATIONS={n}, BENCH_POWER_SECONDS={power}, fake gateway and \
+         kubelets in the bench process",
+        args.poll_interval
+    );
+    let env = TestEnv::without_controller_manager().await.unwrap();
+    let client = env.client();
+    println!(
+        "API server with CRDs up after {:.1} s",
+        env.startup_duration().as_secs_f64()
+    );
+    let ns = env.create_namespace("bench-rem").await.unwrap();
+    let herd = create_herd(&env, &ns, n).await;
+    let stop = CancellationToken::new();
+    let concurrency = format!("--concurrency={DEFAULT_CONCURRENCY}");
+    let config = env.kube_config().await.unwrap();
+    let runtime = Runtime::embedded(BINARY, config, stop.clone(), &[&concurrency])
+        .await
+        .unwrap();
+    let metrics = runtime.metrics().clone();
+    let controller =
+        tokio::spawn(runtime.run(move |term| remediation_controller::run(term, args.clone())));
+    let gateway = start_herd_gateway(&client, &herd, Duration::from_secs_f64(power));
+
+    let before = settled(&client, &Requests::default()).await;
+    let reconciles_before = reconciles(&metrics);
+    let start = Instant::now();
+    create_herd_remediations(&client, &herd, 2, 600).await;
+    let created = start.elapsed();
+    let api = Api::<MaasRemediation>::namespaced(client.clone(), &ns);
+    let mut done_at: BTreeMap<String, Duration> = BTreeMap::new();
+    while done_at.len() < n && start.elapsed() < DONE_TIMEOUT {
+        for r in api.list(&ListParams::default()).await.unwrap().items {
+            if remediated(&r) {
+                done_at
+                    .entry(r.name_any())
+                    .or_insert_with(|| start.elapsed());
+            }
+        }
+        tokio::time::sleep(POLL).await;
+    }
+    let elapsed = done_at.values().max().copied().unwrap_or(start.elapsed());
+    let mut requests = settled(&client, &before)
+        .await
+        .minus("maasremediations", "POST", n as f64)
+        .minus("machines", "GET", n as f64);
+    let mut errors = Vec::new();
+    {
+        let counts = gateway.counts();
+        for ((resource, verb), count) in &counts.requests {
+            requests = requests.minus(resource, verb, f64::from(*count));
+        }
+        for i in 0..n {
+            let host = herd_host(i);
+            let cycle = (
+                counts.offs.get(&host).copied().unwrap_or(0),
+                counts.ons.get(&host).copied().unwrap_or(0),
+            );
+            if cycle != (1, 1) {
+                errors.push(format!("ERROR: {host} saw {cycle:?} power-offs/ons"));
+            }
+        }
+        if !counts.unfenced_at_off.is_empty() {
+            errors.push(format!(
+                "ERROR: powered off unfenced: {:?}",
+                counts.unfenced_at_off
+            ));
+        }
+    }
+    let (reconciled, failed) = {
+        let now = reconciles(&metrics);
+        (now.0 - reconciles_before.0, now.1 - reconciles_before.1)
+    };
+
+    let mut times: Vec<Duration> = done_at.values().copied().collect();
+    times.sort();
+    let secs = |d: Option<&Duration>| d.map_or(f64::NAN, Duration::as_secs_f64);
+    println!(
+        "{n} remediations created in {:.2} s; {} of {n} Ready=True Remediated after {:.2} s \
+         (first {:.2} s, median {:.2} s): {:.1} remediations/s",
+        created.as_secs_f64(),
+        done_at.len(),
+        elapsed.as_secs_f64(),
+        secs(times.first()),
+        secs(times.get(times.len() / 2)),
+        done_at.len() as f64 / elapsed.as_secs_f64().max(1e-9)
+    );
+    println!(
+        "reconciles: {:.2} per remediation ({reconciled:.0}, {failed:.0} failed)",
+        reconciled / n as f64
+    );
+    let writes = requests.verbs(&WRITE_VERBS);
+    println!(
+        "API writes: {:.2} per remediation ({:.0}, {:.0} not 2xx)\n    {}",
+        writes.total() / n as f64,
+        writes.total(),
+        writes.failed(),
+        writes.per(n)
+    );
+    let gets = requests.verbs(&["GET"]);
+    println!(
+        "API GETs: {:.2} per remediation ({:.0}, {:.0} not 2xx)\n    {}",
+        gets.total() / n as f64,
+        gets.total(),
+        gets.failed(),
+        gets.per(n)
+    );
+    for e in &errors {
+        println!("{e}");
+    }
+    let bench = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .as_deref()
+        .and_then(peak_rss_mib);
+    let apiserver = env
+        .processes()
+        .iter()
+        .find(|p| p.name() == "kube-apiserver")
+        .and_then(capmaas_testenv::Process::peak_resident_memory_kib);
+    println!(
+        "bench process peak RSS (controller, fake gateway and kubelets, bench; API server \
+         excluded): {} MiB; kube-apiserver peak RSS: {} MiB",
+        bench.map_or_else(|| "?".into(), |m| format!("{m:.0}")),
+        apiserver.map_or_else(|| "?".into(), |k| format!("{:.0}", k as f64 / 1024.0)),
+    );
+    drop(gateway);
+    stop.cancel();
+    let _ = tokio::time::timeout(Duration::from_secs(10), controller).await;
+}
