@@ -8,9 +8,8 @@
 //! `status.renderedData`, written under the claim's resourceVersion, picks the winner, and only
 //! once it is recorded are the others deleted ([`keep_one`]) — never one that may be recorded.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::collections::BTreeSet;
+use std::time::Instant;
 
 use capmaas_api::common::LocalObjectReference;
 use capmaas_api::data::MaasDataSpec;
@@ -22,58 +21,13 @@ use tracing::{debug, info};
 
 use crate::context::Ctx;
 use crate::error::{Error, Result};
+pub use crate::reservations::{Reservations, lowest_free};
 
 /// Creates tried per reconcile before giving up on a contended template.
 const ATTEMPTS: usize = 16;
-/// How long an index this process took stays out of its own picks; by then the watch has
-/// brought the MaasData into the cache (or the create failed and the index is free again).
-const RESERVATION_HOLD: Duration = Duration::from_secs(30);
-
-/// Indexes this process has just taken or is taking, per (namespace, template). The cache
-/// learns of a new MaasData only through the watch, so concurrent reconciles of one template
-/// would all try the same lowest index and walk up one 409 at a time. A hint only: the API
-/// server still decides who has an index.
-#[derive(Debug, Default)]
-pub struct Reservations(Mutex<BTreeMap<(String, String), BTreeMap<i32, Instant>>>);
-
-impl Reservations {
-    /// The lowest index neither in `used` nor reserved, now reserved (expired reservations of
-    /// the template are dropped first).
-    pub fn take(&self, ns: &str, template: &str, used: &BTreeSet<i32>, now: Instant) -> i32 {
-        let mut all = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        let held = all.entry((ns.to_owned(), template.to_owned())).or_default();
-        held.retain(|_, since| now.saturating_duration_since(*since) < RESERVATION_HOLD);
-        let mut taken = used.clone();
-        taken.extend(held.keys().copied());
-        let index = lowest_free(&taken);
-        held.insert(index, now);
-        index
-    }
-
-    /// Gives back an index whose create failed without taking it.
-    pub fn give_back(&self, ns: &str, template: &str, index: i32) {
-        let mut all = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(held) = all.get_mut(&(ns.to_owned(), template.to_owned())) {
-            held.remove(&index);
-        }
-    }
-}
-
 /// Name of the MaasData holding `index` of `template`.
 pub fn data_name(template: &str, index: i32) -> String {
     format!("{template}-{index}")
-}
-
-/// The lowest index not in `used` (indexes start at 0).
-pub fn lowest_free(used: &BTreeSet<i32>) -> i32 {
-    let mut candidate = 0;
-    for &i in used.range(0..) {
-        if i != candidate {
-            break;
-        }
-        candidate = candidate.saturating_add(1);
-    }
-    candidate
 }
 
 /// Of the MaasData made for one claim, the one to use and the ones to delete: the one the
@@ -256,23 +210,6 @@ mod tests {
 
     fn set(v: &[i32]) -> BTreeSet<i32> {
         v.iter().copied().collect()
-    }
-
-    #[test]
-    fn concurrent_picks_of_one_template_get_distinct_indexes_until_the_hold_ends() {
-        let reservations = Reservations::default();
-        let t0 = Instant::now();
-        let used = set(&[0, 2]);
-        assert_eq!(reservations.take("ns", "t", &used, t0), 1);
-        assert_eq!(reservations.take("ns", "t", &used, t0), 3);
-        // Another template or namespace is independent.
-        assert_eq!(reservations.take("ns", "u", &used, t0), 1);
-        assert_eq!(reservations.take("other", "t", &used, t0), 1);
-        reservations.give_back("ns", "t", 1);
-        assert_eq!(reservations.take("ns", "t", &used, t0), 1);
-        // Held indexes expire: the cache knows by then.
-        let later = t0 + RESERVATION_HOLD;
-        assert_eq!(reservations.take("ns", "t", &used, later), 1);
     }
 
     #[test]

@@ -24,6 +24,7 @@ pub mod index;
 pub mod ipam;
 pub mod render;
 pub mod rendered;
+pub mod reservations;
 pub mod status;
 pub mod template;
 pub mod watch;
