@@ -54,6 +54,7 @@ pub mod error;
 pub mod fence;
 pub mod flags;
 pub mod health;
+pub mod http;
 pub mod leader;
 pub mod metrics;
 mod runtime;

@@ -2,30 +2,24 @@
 //! address (one listener serves all three when both addresses are equal). `/livez` is an alias of
 //! `/healthz`.
 //!
-//! Plain hyper 1 + hyper-util: HTTP/1.1 and h2c, graceful drain when the shutdown token fires.
+//! Plain HTTP/1.1 and h2c through [`crate::http::serve`], drained when the shutdown token fires.
 
-use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode, header};
 use http_body_util::Full;
 use hyper::body::Incoming;
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, info, warn};
+use tracing::info;
 
 use crate::error::{Error, Result};
 use crate::flags::ListenAddr;
 use crate::health::Health;
 use crate::metrics::{MetricsRegistry, OPENMETRICS_CONTENT_TYPE};
 
-/// How long open connections may take to finish after shutdown starts.
-pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
+pub use crate::http::DRAIN_TIMEOUT;
 
 /// Which endpoints a listener serves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -148,42 +142,11 @@ async fn accept_loop(
     state: AdminState,
     shutdown: CancellationToken,
 ) {
-    let builder = auto::Builder::new(TokioExecutor::new());
-    let graceful = GracefulShutdown::new();
-    loop {
-        let accepted = tokio::select! {
-            () = shutdown.cancelled() => break,
-            accepted = listener.accept() => accepted,
-        };
-        let (stream, peer) = match accepted {
-            Ok(a) => a,
-            Err(e) => {
-                // Usually EMFILE or a connection reset before accept: keep serving.
-                warn!(error = %e, "admin server accept failed");
-                tokio::time::sleep(Duration::from_millis(50)).await;
-                continue;
-            }
-        };
-        let state = state.clone();
-        let service = hyper::service::service_fn(move |req: Request<Incoming>| {
-            let response = route(&req, routes, &state);
-            async move { Ok::<_, Infallible>(response) }
-        });
-        let conn = builder.serve_connection(TokioIo::new(stream), service);
-        let conn = graceful.watch(conn.into_owned());
-        tokio::spawn(async move {
-            if let Err(e) = conn.await {
-                debug!(%peer, error = %e, "admin connection ended with error");
-            }
-        });
-    }
-    drop(listener);
-    if tokio::time::timeout(DRAIN_TIMEOUT, graceful.shutdown())
-        .await
-        .is_err()
-    {
-        debug!("admin connections did not drain in time");
-    }
+    let handler = move |req: Request<Incoming>| {
+        let response = route(&req, routes, &state);
+        async move { response }
+    };
+    crate::http::serve(listener, None, handler, shutdown, "admin").await;
 }
 
 fn text(
@@ -249,6 +212,7 @@ fn route<B>(req: &Request<B>, routes: Routes, state: &AdminState) -> Response<Fu
 mod tests {
     use super::*;
     use crate::metrics::ReconcileMetrics;
+    use std::time::Duration;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     /// Minimal HTTP/1.1 client: returns (status, headers+body text).
