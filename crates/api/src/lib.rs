@@ -5,6 +5,10 @@
 //! live here; [`crd::all_crds`] returns every CustomResourceDefinition, the
 //! `crdgen` binary writes them to `deploy/crds/` and `docs/crd-reference.md`.
 //!
+//! [`ipam_layout`] (with [`ipam_net`]) reads a MaasIPPool spec into its address
+//! layout; data-controller serves pools from it and the admission webhook
+//! validates them with it, so both agree on what a valid pool is.
+//!
 //! With the `examples` cargo feature (off by default, enabled only by tests),
 //! `examples` holds valid and invalid objects for API-server tests; the
 //! controllers do not compile it.
@@ -16,6 +20,7 @@ pub mod common;
 pub mod conditions;
 pub mod crd;
 pub mod data;
+pub mod data_checks;
 pub mod data_meta;
 pub mod data_network;
 pub mod dns;
@@ -26,8 +31,11 @@ pub mod generate;
 pub mod host;
 pub mod inventory;
 pub mod ipam;
+pub mod ipam_layout;
+pub mod ipam_net;
 pub mod keys;
 pub mod machine;
+pub mod names;
 pub mod reference;
 pub mod remediation;
 

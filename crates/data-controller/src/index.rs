@@ -13,6 +13,7 @@ use std::time::Instant;
 
 use capmaas_api::common::LocalObjectReference;
 use capmaas_api::data::MaasDataSpec;
+use capmaas_api::data_checks::maas_data_name;
 use capmaas_api::{MaasData, MaasDataClaim, keys};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, PostParams, Preconditions};
@@ -25,10 +26,6 @@ pub use crate::reservations::{Reservations, lowest_free};
 
 /// Creates tried per reconcile before giving up on a contended template.
 const ATTEMPTS: usize = 16;
-/// Name of the MaasData holding `index` of `template`.
-pub fn data_name(template: &str, index: i32) -> String {
-    format!("{template}-{index}")
-}
 
 /// Of the MaasData made for one claim, the one to use and the ones to delete: the one the
 /// claim records (then every other is deleted), else the lowest index (and none is deleted
@@ -61,7 +58,7 @@ fn owner(claim: &MaasDataClaim) -> Result<OwnerReference> {
 fn new_data(claim: &MaasDataClaim, index: i32) -> Result<MaasData> {
     let template = &claim.spec.template.name;
     let mut data = MaasData::new(
-        &data_name(template, index),
+        &maas_data_name(template, index),
         MaasDataSpec {
             index,
             template: LocalObjectReference::new(template),
@@ -71,7 +68,7 @@ fn new_data(claim: &MaasDataClaim, index: i32) -> Result<MaasData> {
         },
     );
     data.metadata = ObjectMeta {
-        name: Some(data_name(template, index)),
+        name: Some(maas_data_name(template, index)),
         labels: Some(
             [
                 (keys::LABEL_DATA_TEMPLATE.to_owned(), template.clone()),
@@ -229,7 +226,7 @@ mod tests {
     fn of_two_made_for_one_claim_the_recorded_one_stays() {
         let data = |i: i32| {
             let mut d = MaasData::new(
-                &data_name("t", i),
+                &maas_data_name("t", i),
                 MaasDataSpec {
                     index: i,
                     template: LocalObjectReference::new("t"),
@@ -238,7 +235,7 @@ mod tests {
                     network_data: None,
                 },
             );
-            d.metadata.name = Some(data_name("t", i));
+            d.metadata.name = Some(maas_data_name("t", i));
             d
         };
         let (keep, extra) = keep_one(vec![data(4), data(1), data(7)], None).unwrap();

@@ -31,15 +31,9 @@ fn reconcilers_on_top_and_pure_modules_below() {
             assert!(!uses.contains(r), "{module} imports the reconciler {r}");
         }
     }
-    for pure in [
-        "layout",
-        "allocator",
-        "decide",
-        "status",
-        "watch",
-        "index",
-        "error",
-    ] {
+    // `layout` and `net` are pure by construction: they live in capmaas-api, which cannot
+    // import this crate's I/O modules.
+    for pure in ["allocator", "decide", "status", "watch", "index", "error"] {
         let uses = &graph[pure];
         for m in io {
             assert!(!uses.contains(m), "pure module {pure} imports {m}");

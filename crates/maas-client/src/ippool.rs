@@ -15,6 +15,7 @@ use std::sync::Arc;
 
 use capmaas_api::conditions::{self as cond, reasons};
 use capmaas_api::ipam::{IpPoolRange, MaasIPPoolSpec};
+use capmaas_api::ipam_net::{Family, from_u128, to_u128};
 use capmaas_api::keys::FINALIZER_MAAS_IP_POOL_RANGES;
 use capmaas_api::{MaasIPPool, MaasIPPoolStatus};
 use capmaas_runtime::conditions::{ConditionStatus, NewCondition, get_condition, set_condition};
@@ -41,25 +42,10 @@ pub fn comment(namespace: &str, name: &str) -> String {
         .collect()
 }
 
-fn as_u128(ip: IpAddr) -> u128 {
-    match ip {
-        IpAddr::V4(v4) => u128::from(u32::from(v4)),
-        IpAddr::V6(v6) => u128::from(v6),
-    }
-}
-
-fn from_u128(v6: bool, n: u128) -> IpAddr {
-    if v6 {
-        IpAddr::V6(n.into())
-    } else {
-        IpAddr::V4(u32::try_from(n).unwrap_or(u32::MAX).into())
-    }
-}
-
 /// The addresses of a pool subnet MAAS accepts in a range: without the network address and,
 /// for IPv4, the broadcast address (a /31 or /32 keeps all its addresses).
 fn usable(net: IpNet) -> (IpAddr, IpAddr) {
-    let (first, last) = (as_u128(net.network()), as_u128(net.broadcast()));
+    let (first, last) = (to_u128(net.network()), to_u128(net.broadcast()));
     let v6 = net.addr().is_ipv6();
     let tiny = if v6 {
         net.prefix_len() >= 127
@@ -70,7 +56,8 @@ fn usable(net: IpNet) -> (IpAddr, IpAddr) {
         return (net.network(), net.broadcast());
     }
     let last = if v6 { last } else { last - 1 };
-    (from_u128(v6, first + 1), from_u128(v6, last))
+    let family = Family::of(net.addr());
+    (from_u128(family, first + 1), from_u128(family, last))
 }
 
 fn one_range(r: &IpPoolRange, index: usize) -> Result<(IpAddr, IpAddr), String> {
@@ -82,7 +69,7 @@ fn one_range(r: &IpPoolRange, index: usize) -> Result<(IpAddr, IpAddr), String> 
     match (&r.start, &r.end, &r.subnet) {
         (Some(start), Some(end), _) => {
             let (start, end) = (parse("start", start)?, parse("end", end)?);
-            if start.is_ipv4() != end.is_ipv4() || as_u128(end) < as_u128(start) {
+            if start.is_ipv4() != end.is_ipv4() || to_u128(end) < to_u128(start) {
                 return Err(format!("spec.pools[{index}]: {start}-{end} is not a range"));
             }
             Ok((start, end))
@@ -107,15 +94,15 @@ pub fn wanted_ranges(spec: &MaasIPPoolSpec) -> Result<Vec<(IpAddr, IpAddr)>, Str
         .enumerate()
         .map(|(i, r)| one_range(r, i))
         .collect::<Result<Vec<_>, _>>()?;
-    ranges.sort_by_key(|(start, end)| (start.is_ipv6(), as_u128(*start), as_u128(*end)));
+    ranges.sort_by_key(|(start, end)| (start.is_ipv6(), to_u128(*start), to_u128(*end)));
     let mut merged: Vec<(IpAddr, IpAddr)> = Vec::new();
     for (start, end) in ranges {
         match merged.last_mut() {
             Some(last)
                 if last.1.is_ipv6() == start.is_ipv6()
-                    && as_u128(start) <= as_u128(last.1).saturating_add(1) =>
+                    && to_u128(start) <= to_u128(last.1).saturating_add(1) =>
             {
-                if as_u128(end) > as_u128(last.1) {
+                if to_u128(end) > to_u128(last.1) {
                     last.1 = end;
                 }
             }

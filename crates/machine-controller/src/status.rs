@@ -99,13 +99,9 @@ pub fn provisioning_request(
     }
 }
 
+/// A valid MAAS hostname: one lowercase DNS label (webhook-server refuses anything else).
 fn is_dns_label(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 63
-        && s.chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-        && !s.starts_with('-')
-        && !s.ends_with('-')
+    capmaas_api::names::dns_label_problem(s).is_none()
 }
 
 /// Addresses for CAPI: every MAAS address as InternalIP and ExternalIP (as CAPMAAS reports

@@ -3,9 +3,11 @@
 //! provider or a person — gets an `IPAddress` (address, prefix, gateway, poolRef, claimRef) and
 //! the claim's `status.addressRef` and `Ready` condition. See `docs/data-controller-ipam.md`.
 //!
-//! - Pure: [`net`] is address arithmetic and parsing; [`layout`] resolves a pool spec ([`PoolLayout`], errors naming the field);
-//!   [`allocator`] is the free-interval index of one pool ([`Allocator`]); [`decide`] and
-//!   [`status`] are the controllers' decisions; [`watch`] maps events to objects.
+//! - Pure: [`net`] is address arithmetic and parsing; [`layout`] resolves a pool spec
+//!   ([`PoolLayout`], errors naming the field) — both live in `capmaas-api`, shared with the
+//!   admission webhook, and are re-exported here; [`allocator`] is the free-interval index of
+//!   one pool ([`Allocator`]); [`decide`] and [`status`] are the controllers' decisions;
+//!   [`watch`] maps events to objects.
 //! - [`index`]: the per-process view of every pool's addresses, kept from the `IPAddress` watch.
 //! - I/O: [`claim`], [`pool`] and [`address`] reconcile `IPAddressClaim`s, `MaasIPPool`s and
 //!   `IPAddress`es; `feed` runs one watch per kind for all three.
@@ -24,14 +26,17 @@ pub mod decide;
 pub mod error;
 mod feed;
 pub mod index;
-pub mod layout;
-pub mod net;
 pub mod pool;
 pub mod status;
 pub mod watch;
 
 #[cfg(test)]
 mod test_support;
+
+// The pool layout is shared with the admission webhook, which must reject exactly what this
+// provider could not serve; the old module paths stay so the rest of the provider is unchanged.
+pub use capmaas_api::ipam_layout as layout;
+pub use capmaas_api::ipam_net as net;
 
 use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};

@@ -3,6 +3,7 @@
 use std::fmt;
 
 use capmaas_api::common::{GROUP, PoolReference};
+use capmaas_api::data_checks::{TemplateIssue, TemplateProblem};
 use capmaas_api::data_meta::DataObject;
 
 /// A template that cannot be rendered for this machine.
@@ -25,6 +26,12 @@ impl RenderError {
             field: field.into(),
             problem: Box::new(problem),
         }
+    }
+}
+
+impl From<TemplateIssue> for RenderError {
+    fn from(issue: TemplateIssue) -> Self {
+        Self::new(issue.field, RenderProblem::Template(issue.problem))
     }
 }
 
@@ -92,63 +99,12 @@ pub enum RenderProblem {
         /// 32 or 128.
         max: u8,
     },
-    /// A link, network or route refers to a link id that does not exist (or of a kind that
-    /// cannot be used there).
-    #[error("no {expected} with id {id:?}")]
-    UnknownLink {
-        /// The missing id.
-        id: String,
-        /// What was looked for, e.g. `link`, `ethernet link`, `ethernet or bond link`.
-        expected: &'static str,
-    },
-    /// An ethernet link is a member of two bonds (or twice of one).
-    #[error("link {id:?} is already a member of the bond at {first}")]
-    DuplicateMember {
-        /// The member id.
-        id: String,
-        /// Path of the first membership.
-        first: String,
-    },
-    /// A VLAN or a network on an ethernet link that is a bond member.
-    #[error("link {id:?} is a member of bond {bond:?}: put VLANs and addresses on the bond")]
-    BondMember {
-        /// The member id.
-        id: String,
-        /// The bond's id.
-        bond: String,
-    },
     /// A bond without member links.
     #[error("a bond needs at least one member link")]
     EmptyBond,
-    /// Two links or two networks share an id.
-    #[error("id {id:?} is already used by {first}")]
-    DuplicateId {
-        /// The id.
-        id: String,
-        /// Path of the first use.
-        first: String,
-    },
-    /// Two VLANs with the same id on the same parent link.
-    #[error("VLAN {vlan_id} on {parent:?} is already defined by {first}")]
-    DuplicateVlan {
-        /// VLAN id.
-        vlan_id: i32,
-        /// Parent link.
-        parent: String,
-        /// Path of the first definition.
-        first: String,
-    },
     /// A VLAN id outside 0–4094.
     #[error("VLAN id {0} is outside 0-4094")]
     BadVlanId(i32),
-    /// Two metadata items with the same key.
-    #[error("key {key:?} is already set by {first}")]
-    DuplicateKey {
-        /// The metadata key.
-        key: String,
-        /// Path of the first item.
-        first: String,
-    },
     /// A negative index, a negative offset or a step below 1.
     #[error("{name} is {value}, must be {bound}")]
     OutOfRange {
@@ -175,14 +131,9 @@ pub enum RenderProblem {
     /// A literal address is not an IP address.
     #[error("{0:?} is not an IP address")]
     BadIp(String),
-    /// A route or gateway of the other IP family than the network it belongs to.
-    #[error("{value} is not an {family} address or network")]
-    FamilyMismatch {
-        /// The value.
-        value: String,
-        /// `IPv4` or `IPv6`.
-        family: &'static str,
-    },
+    /// A structural problem, found by the checks the admission webhook applies too.
+    #[error(transparent)]
+    Template(TemplateProblem),
     /// The rendered document could not be serialised (a bug, not a template error).
     #[error("cannot serialise the rendered data: {0}")]
     Serialize(String),

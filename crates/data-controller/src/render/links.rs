@@ -1,8 +1,8 @@
 //! networkData links: ethernets, bonds and VLANs, with their MAC addresses resolved.
 
 use std::collections::BTreeMap;
-use std::collections::btree_map::Entry;
 
+use capmaas_api::data_checks::TemplateProblem;
 use capmaas_api::data_network::{BondMode, EthernetType, MacAddressSource, NetworkLinks};
 use serde::Serialize;
 
@@ -45,88 +45,31 @@ pub(super) fn ethernet_type(kind: EthernetType) -> &'static str {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum LinkKind {
-    Ethernet,
-    Bond,
-    Vlan,
-}
-
-/// A declared link: where it was declared and its MAC.
-#[derive(Debug)]
-struct Declared {
-    kind: LinkKind,
-    field: String,
-    mac: String,
-}
-
-/// Rendered links plus the id index the networks resolve against.
+/// Rendered links plus the MAC of each id, which VLANs and bonds inherit.
 #[derive(Debug, Default)]
 pub(super) struct Links {
     pub(super) rendered: Vec<LinkOut>,
-    by_id: BTreeMap<String, Declared>,
-    /// Bond member id -> bond id.
-    enslaved: BTreeMap<String, String>,
+    macs: BTreeMap<String, String>,
 }
 
 impl Links {
-    fn declare(
-        &mut self,
-        id: &str,
-        kind: LinkKind,
-        field: String,
-        mac: String,
-    ) -> Result<(), RenderError> {
-        match self.by_id.entry(id.to_owned()) {
-            Entry::Occupied(first) => Err(RenderError::new(
-                format!("{field}.id"),
-                RenderProblem::DuplicateId {
-                    id: id.to_owned(),
-                    first: first.get().field.clone(),
-                },
-            )),
-            Entry::Vacant(slot) => {
-                slot.insert(Declared { kind, field, mac });
-                Ok(())
-            }
-        }
+    // Ids, members and parents were checked beforehand (`capmaas_api::data_checks`): a
+    // duplicate never reaches here, and a lookup fails only if the two drift apart.
+    fn declare(&mut self, id: &str, mac: String) {
+        self.macs.entry(id.to_owned()).or_insert(mac);
     }
 
-    /// An error at `field` if link `id` is a bond member: VLANs and addresses go on the bond.
-    pub(super) fn check_not_enslaved(&self, id: &str, field: &str) -> Result<(), RenderError> {
-        match self.enslaved.get(id) {
-            Some(bond) => Err(RenderError::new(
+    /// The MAC of link `id`, else an error at `field`.
+    fn mac_of(&self, id: &str, expected: &'static str, field: &str) -> Result<&str, RenderError> {
+        self.macs.get(id).map(String::as_str).ok_or_else(|| {
+            RenderError::new(
                 field,
-                RenderProblem::BondMember {
+                RenderProblem::Template(TemplateProblem::UnknownLink {
                     id: id.to_owned(),
-                    bond: bond.clone(),
-                },
-            )),
-            None => Ok(()),
-        }
-    }
-
-    /// The MAC of link `id` if it is one of `kinds`, else an error at `field`.
-    pub(super) fn mac_of(
-        &self,
-        id: &str,
-        kinds: &[LinkKind],
-        expected: &'static str,
-        field: &str,
-    ) -> Result<&str, RenderError> {
-        self.by_id
-            .get(id)
-            .filter(|d| kinds.contains(&d.kind))
-            .map(|d| d.mac.as_str())
-            .ok_or_else(|| {
-                RenderError::new(
-                    field,
-                    RenderProblem::UnknownLink {
-                        id: id.to_owned(),
-                        expected,
-                    },
-                )
-            })
+                    expected,
+                }),
+            )
+        })
     }
 }
 
@@ -150,7 +93,8 @@ fn mac_from(
     }
 }
 
-/// Renders ethernets, then bonds, then VLANs, checking ids, members and parents.
+/// Renders ethernets, then bonds, then VLANs. Call only on links without
+/// `capmaas_api::data_checks` issues: this resolves MACs, it does not check the structure.
 pub(super) fn render_links(
     links: &NetworkLinks,
     input: &RenderInput<'_>,
@@ -159,7 +103,7 @@ pub(super) fn render_links(
     for (i, link) in links.ethernets.iter().flatten().enumerate() {
         let field = format!("spec.networkData.links.ethernets[{i}]");
         let mac = mac_from(&link.mac_address, input, &format!("{field}.macAddress"))?;
-        out.declare(&link.id, LinkKind::Ethernet, field, mac.clone())?;
+        out.declare(&link.id, mac.clone());
         out.rendered.push(LinkOut {
             id: link.id.clone(),
             kind: ethernet_type(link.type_),
@@ -172,35 +116,15 @@ pub(super) fn render_links(
             vlan_mac_address: None,
         });
     }
-    // Ethernet id -> the bond member field that took it, and the bond's id.
-    let mut members: BTreeMap<&str, (String, &str)> = BTreeMap::new();
     for (i, bond) in links.bonds.iter().flatten().enumerate() {
         let field = format!("spec.networkData.links.bonds[{i}]");
-        let mut first_mac = None;
-        for (j, member) in bond.bond_links.iter().enumerate() {
-            let member_field = format!("{field}.bondLinks[{j}]");
-            let mac = out.mac_of(
-                member,
-                &[LinkKind::Ethernet],
-                "ethernet link",
-                &member_field,
-            )?;
-            first_mac.get_or_insert_with(|| mac.to_owned());
-            match members.entry(member.as_str()) {
-                Entry::Occupied(first) => {
-                    return Err(RenderError::new(
-                        member_field,
-                        RenderProblem::DuplicateMember {
-                            id: member.clone(),
-                            first: first.get().0.clone(),
-                        },
-                    ));
-                }
-                Entry::Vacant(slot) => {
-                    slot.insert((member_field, bond.id.as_str()));
-                }
-            }
-        }
+        let first_mac = match bond.bond_links.first() {
+            Some(member) => Some(
+                out.mac_of(member, "ethernet link", &format!("{field}.bondLinks[0]"))?
+                    .to_owned(),
+            ),
+            None => None,
+        };
         let mac = match (&bond.mac_address, first_mac) {
             (Some(source), _) => mac_from(source, input, &format!("{field}.macAddress"))?,
             (None, Some(mac)) => mac,
@@ -211,7 +135,7 @@ pub(super) fn render_links(
                 ));
             }
         };
-        out.declare(&bond.id, LinkKind::Bond, field, mac.clone())?;
+        out.declare(&bond.id, mac.clone());
         out.rendered.push(LinkOut {
             id: bond.id.clone(),
             kind: "bond",
@@ -224,12 +148,6 @@ pub(super) fn render_links(
             vlan_mac_address: None,
         });
     }
-    out.enslaved = members
-        .into_iter()
-        .map(|(member, (_, bond))| (member.to_owned(), bond.to_owned()))
-        .collect();
-    // (parent, VLAN id) -> the VLAN field that defined it.
-    let mut vlans: BTreeMap<(&str, i32), String> = BTreeMap::new();
     for (i, vlan) in links.vlans.iter().flatten().enumerate() {
         let field = format!("spec.networkData.links.vlans[{i}]");
         if !(0..=4094).contains(&vlan.vlan_id) {
@@ -238,36 +156,17 @@ pub(super) fn render_links(
                 RenderProblem::BadVlanId(vlan.vlan_id),
             ));
         }
-        let parent_field = format!("{field}.vlanLink");
-        let parent_mac = out
-            .mac_of(
-                &vlan.vlan_link,
-                &[LinkKind::Ethernet, LinkKind::Bond],
-                "ethernet or bond link",
-                &parent_field,
-            )?
-            .to_owned();
-        out.check_not_enslaved(&vlan.vlan_link, &parent_field)?;
-        match vlans.entry((vlan.vlan_link.as_str(), vlan.vlan_id)) {
-            Entry::Occupied(first) => {
-                return Err(RenderError::new(
-                    format!("{field}.vlanID"),
-                    RenderProblem::DuplicateVlan {
-                        vlan_id: vlan.vlan_id,
-                        parent: vlan.vlan_link.clone(),
-                        first: first.get().clone(),
-                    },
-                ));
-            }
-            Entry::Vacant(slot) => {
-                slot.insert(field.clone());
-            }
-        }
         let mac = match &vlan.mac_address {
             Some(source) => mac_from(source, input, &format!("{field}.macAddress"))?,
-            None => parent_mac,
+            None => out
+                .mac_of(
+                    &vlan.vlan_link,
+                    "ethernet or bond link",
+                    &format!("{field}.vlanLink"),
+                )?
+                .to_owned(),
         };
-        out.declare(&vlan.id, LinkKind::Vlan, field, mac.clone())?;
+        out.declare(&vlan.id, mac.clone());
         out.rendered.push(LinkOut {
             id: vlan.id.clone(),
             kind: "vlan",

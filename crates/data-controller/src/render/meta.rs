@@ -1,9 +1,9 @@
 //! metaData: a flat map of string keys to string values, serialised as YAML.
 
 use std::collections::BTreeMap;
-use std::collections::btree_map::Entry;
 use std::net::IpAddr;
 
+use capmaas_api::data_checks::meta_data_issues;
 use capmaas_api::data_meta::{MetaData, MetaDataFromPool, MetaDataIndex};
 
 use super::error::{RenderError, RenderProblem};
@@ -19,27 +19,31 @@ pub fn render_meta_data(meta: &MetaData, input: &RenderInput<'_>) -> Result<Stri
 /// Items are taken kind by kind in the order of the CRD fields (strings, objectNames,
 /// namespaces, indexes, ipAddressesFromPool, prefixesFromPool, gatewaysFromPool,
 /// dnsServersFromPool, fromHostInterfaces, fromLabels, fromAnnotations); the first problem
-/// found is returned. Two items with the same key, in one list or in two, are an error.
+/// found is returned. Two items with the same key, in one list or in two, are an error
+/// (`capmaas_api::data_checks`, checked first).
 pub fn render_meta_data_map(
     meta: &MetaData,
     input: &RenderInput<'_>,
 ) -> Result<BTreeMap<String, String>, RenderError> {
-    let mut out = Items::default();
-    for (i, item) in meta.strings.iter().flatten().enumerate() {
-        out.insert(&item.key, item.value.clone(), path("strings", i))?;
+    if let Some(issue) = meta_data_issues(meta).into_iter().next() {
+        return Err(issue.into());
+    }
+    let mut out = BTreeMap::new();
+    for item in meta.strings.iter().flatten() {
+        out.insert(item.key.clone(), item.value.clone());
     }
     for (i, item) in meta.object_names.iter().flatten().enumerate() {
         let field = path("objectNames", i);
         let name = input.object(item.object, &field)?.name.clone();
-        out.insert(&item.key, name, field)?;
+        out.insert(item.key.clone(), name);
     }
-    for (i, item) in meta.namespaces.iter().flatten().enumerate() {
-        out.insert(&item.key, input.namespace.to_owned(), path("namespaces", i))?;
+    for item in meta.namespaces.iter().flatten() {
+        out.insert(item.key.clone(), input.namespace.to_owned());
     }
     for (i, item) in meta.indexes.iter().flatten().enumerate() {
         let field = path("indexes", i);
         let value = render_index(item, input.index, &field)?;
-        out.insert(&item.key, value, field)?;
+        out.insert(item.key.clone(), value);
     }
     from_pool(
         &mut out,
@@ -85,7 +89,7 @@ pub fn render_meta_data_map(
     for (i, item) in meta.from_host_interfaces.iter().flatten().enumerate() {
         let field = path("fromHostInterfaces", i);
         let mac = input.interface_mac(&item.interface, &field)?;
-        out.insert(&item.key, mac, field)?;
+        out.insert(item.key.clone(), mac);
     }
     for (i, item) in meta.from_labels.iter().flatten().enumerate() {
         let field = path("fromLabels", i);
@@ -99,7 +103,7 @@ pub fn render_meta_data_map(
                 },
             )
         })?;
-        out.insert(&item.key, value.clone(), field)?;
+        out.insert(item.key.clone(), value.clone());
     }
     for (i, item) in meta.from_annotations.iter().flatten().enumerate() {
         let field = path("fromAnnotations", i);
@@ -113,9 +117,9 @@ pub fn render_meta_data_map(
                 },
             )
         })?;
-        out.insert(&item.key, value.clone(), field)?;
+        out.insert(item.key.clone(), value.clone());
     }
-    Ok(out.into_values())
+    Ok(out)
 }
 
 /// YAML of the rendered map: block mapping, keys sorted, strings quoted where a YAML 1.1
@@ -130,37 +134,9 @@ fn path(list: &str, i: usize) -> String {
     format!("spec.metaData.{list}[{i}]")
 }
 
-/// Rendered values by key, remembering which item set each key.
-#[derive(Debug, Default)]
-struct Items {
-    values: BTreeMap<String, (String, String)>,
-}
-
-impl Items {
-    fn insert(&mut self, key: &str, value: String, field: String) -> Result<(), RenderError> {
-        match self.values.entry(key.to_owned()) {
-            Entry::Occupied(first) => Err(RenderError::new(
-                field,
-                RenderProblem::DuplicateKey {
-                    key: key.to_owned(),
-                    first: first.get().1.clone(),
-                },
-            )),
-            Entry::Vacant(slot) => {
-                slot.insert((value, field));
-                Ok(())
-            }
-        }
-    }
-
-    fn into_values(self) -> BTreeMap<String, String> {
-        self.values.into_iter().map(|(k, (v, _))| (k, v)).collect()
-    }
-}
-
 /// Renders one list of `*FromPool` items with `value`.
 fn from_pool(
-    out: &mut Items,
+    out: &mut BTreeMap<String, String>,
     input: &RenderInput<'_>,
     list: &str,
     items: Option<&Vec<MetaDataFromPool>>,
@@ -170,7 +146,7 @@ fn from_pool(
         let field = path(list, i);
         let address = input.address(&item.pool(), &field)?;
         let rendered = value(address, item).map_err(|p| RenderError::new(&field, p))?;
-        out.insert(&item.key, rendered, field)?;
+        out.insert(item.key.clone(), rendered);
     }
     Ok(())
 }

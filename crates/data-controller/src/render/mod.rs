@@ -13,7 +13,10 @@
 //!
 //! Every template problem (a missing label, an unknown pool, an interface the host lacks, an
 //! unknown link id, a duplicate key or id, ...) is a [`RenderError`] naming the template field;
-//! nothing panics and nothing renders as a silent empty value. See
+//! nothing panics and nothing renders as a silent empty value. The structural problems (ids,
+//! bond members, VLAN parents, literal route families, metadata keys) come from
+//! `capmaas_api::data_checks`, checked before anything is resolved; the admission webhook
+//! applies the same checks, so a template it admits never fails on them here. See
 //! `docs/data-controller-render.md` for the rules and a worked example.
 
 mod error;

@@ -1,17 +1,16 @@
 //! networkData: OpenStack `network_data.json` (links, networks, services) as JSON.
 
-use std::collections::BTreeMap;
-use std::collections::btree_map::Entry;
 use std::net::IpAddr;
 
 use capmaas_api::common::PoolReference;
+use capmaas_api::data_checks::{IpFamily, TemplateProblem, network_data_issues};
 use capmaas_api::data_network::{NetworkData, NetworkLinks, NetworkServices, Networks, Route};
 use ipnet::IpNet;
 use serde::Serialize;
 
 use super::RenderInput;
 use super::error::{RenderError, RenderProblem};
-use super::links::{LinkKind, LinkOut, Links, render_links};
+use super::links::{LinkOut, render_links};
 
 /// Renders the network data as pretty-printed JSON: `{"links":[...],"networks":[...],
 /// "services":[...]}`, every list present (possibly empty), in template order.
@@ -19,14 +18,13 @@ pub fn render_network_data(
     net: &NetworkData,
     input: &RenderInput<'_>,
 ) -> Result<String, RenderError> {
+    if let Some(issue) = network_data_issues(net).into_iter().next() {
+        return Err(issue.into());
+    }
     let default_links = NetworkLinks::default();
     let links = render_links(net.links.as_ref().unwrap_or(&default_links), input)?;
     let default_networks = Networks::default();
-    let networks = render_networks(
-        net.networks.as_ref().unwrap_or(&default_networks),
-        &links,
-        input,
-    )?;
+    let networks = render_networks(net.networks.as_ref().unwrap_or(&default_networks), input)?;
     let services = render_services(net.services.as_ref(), input)?;
     let document = Document {
         links: links.rendered,
@@ -72,70 +70,20 @@ struct Service {
     address: String,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Family {
-    V4,
-    V6,
-}
-
-impl Family {
-    fn name(self) -> &'static str {
-        match self {
-            Family::V4 => "IPv4",
-            Family::V6 => "IPv6",
-        }
-    }
-
-    fn of(address: IpAddr) -> Self {
-        if address.is_ipv4() {
-            Family::V4
-        } else {
-            Family::V6
-        }
-    }
-}
-
-/// Network ids seen so far, with the field of their first use.
-#[derive(Debug, Default)]
-struct NetworkIds(BTreeMap<String, String>);
-
-impl NetworkIds {
-    fn declare(&mut self, id: &str, field: &str) -> Result<(), RenderError> {
-        match self.0.entry(id.to_owned()) {
-            Entry::Occupied(first) => Err(RenderError::new(
-                format!("{field}.id"),
-                RenderProblem::DuplicateId {
-                    id: id.to_owned(),
-                    first: first.get().clone(),
-                },
-            )),
-            Entry::Vacant(slot) => {
-                slot.insert(field.to_owned());
-                Ok(())
-            }
-        }
-    }
-}
-
+/// Renders the networks. Ids, links and literal route families were checked beforehand
+/// (`capmaas_api::data_checks`); what is checked here needs the allocated addresses.
 fn render_networks(
     networks: &Networks,
-    links: &Links,
     input: &RenderInput<'_>,
 ) -> Result<Vec<Network>, RenderError> {
-    let all = [LinkKind::Ethernet, LinkKind::Bond, LinkKind::Vlan];
-    let mut ids = NetworkIds::default();
     let mut out = Vec::new();
     let statics = [
-        ("ipv4", Family::V4, &networks.ipv4),
-        ("ipv6", Family::V6, &networks.ipv6),
+        ("ipv4", IpFamily::V4, &networks.ipv4),
+        ("ipv6", IpFamily::V6, &networks.ipv6),
     ];
     for (kind, family, list) in statics {
         for (i, network) in list.iter().flatten().enumerate() {
             let field = format!("spec.networkData.networks.{kind}[{i}]");
-            ids.declare(&network.id, &field)?;
-            let link_field = format!("{field}.link");
-            links.mac_of(&network.link, &all, "link", &link_field)?;
-            links.check_not_enslaved(&network.link, &link_field)?;
             let pool_field = format!("{field}.ipAddressFromPool");
             let pool = &network.ip_address_from_pool;
             let allocated = input.address(pool, &pool_field)?;
@@ -152,16 +100,12 @@ fn render_networks(
         }
     }
     let dhcp = [
-        ("ipv4_dhcp", "ipv4DHCP", Family::V4, &networks.ipv4_dhcp),
-        ("ipv6_dhcp", "ipv6DHCP", Family::V6, &networks.ipv6_dhcp),
+        ("ipv4_dhcp", "ipv4DHCP", IpFamily::V4, &networks.ipv4_dhcp),
+        ("ipv6_dhcp", "ipv6DHCP", IpFamily::V6, &networks.ipv6_dhcp),
     ];
     for (kind, list_name, family, list) in dhcp {
         for (i, network) in list.iter().flatten().enumerate() {
             let field = format!("spec.networkData.networks.{list_name}[{i}]");
-            ids.declare(&network.id, &field)?;
-            let link_field = format!("{field}.link");
-            links.mac_of(&network.link, &all, "link", &link_field)?;
-            links.check_not_enslaved(&network.link, &link_field)?;
             out.push(Network {
                 id: network.id.clone(),
                 kind,
@@ -181,19 +125,16 @@ fn static_netmask(
     pool: &PoolReference,
     address: IpAddr,
     prefix: u8,
-    family: Family,
+    family: IpFamily,
 ) -> Result<String, RenderProblem> {
-    if Family::of(address) != family {
+    if IpFamily::of(address) != family {
         return Err(RenderProblem::WrongFamily {
             pool: pool.clone(),
             address: address.to_string(),
             family: family.name(),
         });
     }
-    let max = match family {
-        Family::V4 => 32,
-        Family::V6 => 128,
-    };
+    let max = family.max_prefix();
     IpNet::new(address, prefix)
         .map(|net| net.netmask().to_string())
         .map_err(|_| RenderProblem::BadPrefix {
@@ -205,37 +146,27 @@ fn static_netmask(
 
 fn render_routes(
     routes: Option<&[Route]>,
-    family: Family,
+    family: IpFamily,
     input: &RenderInput<'_>,
     network_field: &str,
 ) -> Result<Vec<RouteOut>, RenderError> {
     let mut out = Vec::new();
     for (i, route) in routes.unwrap_or_default().iter().enumerate() {
         let field = format!("{network_field}.routes[{i}]");
-        let network_field = format!("{field}.network");
         let destination: IpNet = route.network.trim().parse().map_err(|_| {
             RenderError::new(
-                &network_field,
+                format!("{field}.network"),
                 RenderProblem::BadCidr(route.network.clone()),
             )
         })?;
-        if Family::of(destination.addr()) != family {
-            return Err(RenderError::new(
-                network_field,
-                RenderProblem::FamilyMismatch {
-                    value: route.network.clone(),
-                    family: family.name(),
-                },
-            ));
-        }
-        let (gateway, gateway_field) = match (&route.gateway, &route.gateway_from_pool) {
-            (Some(literal), None) => {
-                let gateway_field = format!("{field}.gateway");
-                let gateway: IpAddr = literal.trim().parse().map_err(|_| {
-                    RenderError::new(&gateway_field, RenderProblem::BadIp(literal.clone()))
-                })?;
-                (gateway, gateway_field)
-            }
+        // Literal gateways and destinations of the wrong family were checked beforehand.
+        let gateway: IpAddr = match (&route.gateway, &route.gateway_from_pool) {
+            (Some(literal), None) => literal.trim().parse().map_err(|_| {
+                RenderError::new(
+                    format!("{field}.gateway"),
+                    RenderProblem::BadIp(literal.clone()),
+                )
+            })?,
             (None, Some(pool)) => {
                 let gateway_field = format!("{field}.gatewayFromPool");
                 let gateway = input
@@ -244,21 +175,21 @@ fn render_routes(
                     .ok_or_else(|| {
                         RenderError::new(&gateway_field, RenderProblem::NoGateway(pool.clone()))
                     })?;
-                (gateway, gateway_field)
+                if IpFamily::of(gateway) != family {
+                    return Err(RenderError::new(
+                        gateway_field,
+                        RenderProblem::Template(TemplateProblem::FamilyMismatch {
+                            value: gateway.to_string(),
+                            family: family.name(),
+                        }),
+                    ));
+                }
+                gateway
             }
             _ => {
                 return Err(RenderError::new(field, RenderProblem::BadGatewaySource));
             }
         };
-        if Family::of(gateway) != family {
-            return Err(RenderError::new(
-                gateway_field,
-                RenderProblem::FamilyMismatch {
-                    value: gateway.to_string(),
-                    family: family.name(),
-                },
-            ));
-        }
         out.push(RouteOut {
             network: destination.network().to_string(),
             netmask: destination.netmask().to_string(),

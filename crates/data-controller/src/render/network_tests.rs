@@ -59,18 +59,18 @@ networks:
 fn netmasks_cover_every_prefix() {
     let v4 = pool("v4");
     for prefix in 0..=32u8 {
-        let mask = static_netmask(&v4, ip("10.0.0.1"), prefix, Family::V4).unwrap();
+        let mask = static_netmask(&v4, ip("10.0.0.1"), prefix, IpFamily::V4).unwrap();
         let bits: std::net::Ipv4Addr = mask.parse().unwrap();
         assert_eq!(u32::from(bits).count_ones(), u32::from(prefix));
     }
     let v6 = pool("v6");
     for prefix in 0..=128u8 {
-        let mask = static_netmask(&v6, ip("2001:db8::1"), prefix, Family::V6).unwrap();
+        let mask = static_netmask(&v6, ip("2001:db8::1"), prefix, IpFamily::V6).unwrap();
         let bits: std::net::Ipv6Addr = mask.parse().unwrap();
         assert_eq!(u128::from(bits).count_ones(), u32::from(prefix));
     }
     assert_eq!(
-        static_netmask(&v6, ip("2001:db8::1"), 56, Family::V6).unwrap(),
+        static_netmask(&v6, ip("2001:db8::1"), 56, IpFamily::V6).unwrap(),
         "ffff:ffff:ffff:ff00::"
     );
 }

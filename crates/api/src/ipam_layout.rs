@@ -2,7 +2,9 @@
 //! gateway and DNS servers, and the allocatable segments left after exclusions.
 //!
 //! Pure: [`PoolLayout::from_spec`] reads a [`MaasIPPoolSpec`] and either returns the layout or
-//! a [`LayoutError`] naming the field at fault (`spec.pools[1].end: ...`). Addresses are
+//! a [`LayoutError`] naming the field at fault (`spec.pools[1].end: ...`). It lives in the API
+//! crate so that data-controller (which serves pools) and the admission webhook (which rejects
+//! what the controller could not serve) read a pool the same way. Addresses are
 //! handled as `u128` (an IPv4 address is its `u32` value), so IPv4 and IPv6 share one
 //! arithmetic; a pool holds one address family.
 //!
@@ -14,13 +16,14 @@
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 
-use capmaas_api::MaasIPPoolSpec;
-use capmaas_api::ipam::IpPoolRange;
 use ipnet::IpNet;
 
-pub use super::net::{Family, LayoutError, from_u128, to_u128};
-use super::net::{
-    has_reserved_ends, host_mask, merge, parse_dns, parse_ip, parse_net, resolve_prefix, subtract,
+use crate::MaasIPPoolSpec;
+use crate::ipam::IpPoolRange;
+pub use crate::ipam_net::{Family, LayoutError, LayoutFault, from_u128, to_u128};
+use crate::ipam_net::{
+    has_reserved_ends, host_mask, merge, parse_dns, parse_exclusion, parse_ip, parse_net,
+    resolve_prefix, subtract,
 };
 
 /// One `spec.pools[]` entry, resolved: bounds, and the prefix, gateway and DNS servers of its
@@ -37,6 +40,13 @@ pub struct RangeInfo {
     pub gateway: Option<IpAddr>,
     /// DNS servers for addresses of the range (may be empty).
     pub dns_servers: Vec<IpAddr>,
+}
+
+impl RangeInfo {
+    /// `first-last`, the range as messages show it.
+    pub fn span(&self) -> String {
+        format!("{}-{}", self.first, self.last)
+    }
 }
 
 /// Allocatable addresses `start..=end` of `spec.pools[range]`.
@@ -84,6 +94,8 @@ pub struct PoolLayout {
     sorted: Vec<(u128, u128)>,
     positions: u128,
     pre_allocations: BTreeMap<String, IpAddr>,
+    /// `spec.exclusions` as inclusive intervals, in spec order.
+    exclusions: Vec<(u128, u128)>,
     default_dns: Vec<IpAddr>,
 }
 
@@ -121,6 +133,12 @@ impl PoolLayout {
     /// Every pre-allocation, claim name → address.
     pub fn pre_allocations(&self) -> &BTreeMap<String, IpAddr> {
         &self.pre_allocations
+    }
+
+    /// `spec.exclusions` as inclusive intervals of numbers, in spec order (entry `k` is
+    /// `spec.exclusions[k]`), whether or not they touch a range.
+    pub fn exclusions(&self) -> &[(u128, u128)] {
+        &self.exclusions
     }
 
     /// Whether the allocator may hand out `addr` (inside a segment).
@@ -180,7 +198,7 @@ struct Builder {
 
 impl Builder {
     /// Records the pool's family from the first address seen; later ones must match.
-    fn check_family(&mut self, field: &str, ip: IpAddr) -> Result<(), LayoutError> {
+    fn check_family(&mut self, field: &str, value: &str, ip: IpAddr) -> Result<(), LayoutError> {
         let family = Family::of(ip);
         match &self.family {
             None => {
@@ -188,8 +206,9 @@ impl Builder {
                 Ok(())
             }
             Some((f, _)) if *f == family => Ok(()),
-            Some((f, first)) => Err(LayoutError::new(
+            Some((f, first)) => Err(LayoutError::invalid(
                 field,
+                value,
                 format!(
                     "{ip} is {}, but this pool is {} ({first}); a pool holds one address family",
                     family.name(),
@@ -205,7 +224,7 @@ impl Builder {
 
     fn build(mut self, spec: &MaasIPPoolSpec) -> Result<PoolLayout, LayoutError> {
         if spec.pools.is_empty() {
-            return Err(LayoutError::new(
+            return Err(LayoutError::required(
                 "spec.pools",
                 "at least one range is required",
             ));
@@ -256,6 +275,7 @@ impl Builder {
             sorted,
             positions,
             pre_allocations,
+            exclusions: exclusions.iter().map(|x| (x.0, x.1)).collect(),
             default_dns,
         })
     }
@@ -283,14 +303,14 @@ impl Builder {
             .as_deref()
             .map(|t| parse_net(&at("subnet"), t))
             .transpose()?;
-        if let Some(ip) = start {
-            self.check_family(&at("start"), ip)?;
+        if let (Some(ip), Some(text)) = (start, range.start.as_deref()) {
+            self.check_family(&at("start"), text, ip)?;
         }
-        if let Some(ip) = end {
-            self.check_family(&at("end"), ip)?;
+        if let (Some(ip), Some(text)) = (end, range.end.as_deref()) {
+            self.check_family(&at("end"), text, ip)?;
         }
-        if let Some(net) = subnet {
-            self.check_family(&at("subnet"), net.network())?;
+        if let (Some(net), Some(text)) = (subnet, range.subnet.as_deref()) {
+            self.check_family(&at("subnet"), text, net.network())?;
         }
         let family = self.family();
         let (first, last) = match (subnet, start, end) {
@@ -300,8 +320,9 @@ impl Builder {
                     if let Some(ip) = ip
                         && !net.contains(&ip)
                     {
-                        return Err(LayoutError::new(
+                        return Err(LayoutError::invalid(
                             at(name),
+                            ip,
                             format!("{ip} is outside subnet {net}"),
                         ));
                     }
@@ -310,21 +331,27 @@ impl Builder {
             }
             (None, Some(s), Some(e)) => (to_u128(s), to_u128(e)),
             (None, None, _) => {
-                return Err(LayoutError::new(
+                return Err(LayoutError::required(
                     at("start"),
                     "required when subnet is not set",
                 ));
             }
             (None, Some(_), None) => {
-                return Err(LayoutError::new(
+                return Err(LayoutError::required(
                     at("end"),
                     "required when subnet is not set",
                 ));
             }
         };
         if first > last {
-            return Err(LayoutError::new(
-                at(if end.is_some() { "end" } else { "start" }),
+            let (field, value) = if end.is_some() {
+                ("end", last)
+            } else {
+                ("start", first)
+            };
+            return Err(LayoutError::invalid(
+                at(field),
+                from_u128(family, value),
                 format!(
                     "{} is before start {}",
                     from_u128(family, last),
@@ -336,11 +363,16 @@ impl Builder {
         let mask = host_mask(family, prefix);
         let (net_start, net_end) = (first & !mask, (first & !mask) | mask);
         let network = IpNet::new(from_u128(family, net_start), prefix).map_err(|_| {
-            LayoutError::new(at("prefix"), format!("{prefix} is not a valid prefix"))
+            LayoutError::invalid(
+                at("prefix"),
+                prefix,
+                format!("{prefix} is not a valid prefix"),
+            )
         })?;
         if last > net_end {
-            return Err(LayoutError::new(
+            return Err(LayoutError::invalid(
                 at("end"),
+                from_u128(family, last),
                 format!(
                     "{} is outside {network}, the network of start with prefix {prefix}",
                     from_u128(family, last)
@@ -355,8 +387,9 @@ impl Builder {
         let gateway = gateway.map(|g| parse_ip(&gateway_field, g)).transpose()?;
         if let Some(g) = gateway {
             if Family::of(g) != family {
-                return Err(LayoutError::new(
+                return Err(LayoutError::invalid(
                     &gateway_field,
+                    g,
                     format!(
                         "{g} is {}, but spec.pools[{i}] is {}",
                         Family::of(g).name(),
@@ -365,8 +398,9 @@ impl Builder {
                 ));
             }
             if !network.contains(&g) {
-                return Err(LayoutError::new(
+                return Err(LayoutError::invalid(
                     &gateway_field,
+                    g,
                     format!("{g} is outside {network}, the network of spec.pools[{i}]"),
                 ));
             }
@@ -408,26 +442,8 @@ impl Builder {
         let mut out = Vec::new();
         for (k, text) in spec.exclusions.iter().flatten().enumerate() {
             let field = format!("spec.exclusions[{k}]");
-            let (lo, hi) = if text.contains('/') {
-                let net = parse_net(&field, text)?;
-                (net.network(), net.broadcast())
-            } else if let Some((a, b)) = text.split_once('-') {
-                let (a, b) = (parse_ip(&field, a.trim())?, parse_ip(&field, b.trim())?);
-                if Family::of(a) != Family::of(b) {
-                    return Err(LayoutError::new(
-                        &field,
-                        format!("{a} and {b} are of different families"),
-                    ));
-                }
-                if to_u128(a) > to_u128(b) {
-                    return Err(LayoutError::new(&field, format!("{b} is before {a}")));
-                }
-                (a, b)
-            } else {
-                let ip = parse_ip(&field, text)?;
-                (ip, ip)
-            };
-            self.check_family(&field, lo)?;
+            let (lo, hi) = parse_exclusion(&field, text)?;
+            self.check_family(&field, text, lo)?;
             out.push((to_u128(lo), to_u128(hi), k));
         }
         Ok(out)
@@ -444,33 +460,37 @@ impl Builder {
         for (claim, text) in spec.pre_allocations.iter().flatten() {
             let field = format!("spec.preAllocations[{claim}]");
             let ip = parse_ip(&field, text)?;
-            self.check_family(&field, ip)?;
+            self.check_family(&field, text, ip)?;
             let v = to_u128(ip);
             let Some((i, range)) = ranges
                 .iter()
                 .enumerate()
                 .find(|(_, r)| r.first <= v && v <= r.last)
             else {
-                return Err(LayoutError::new(
+                return Err(LayoutError::invalid(
                     &field,
+                    text,
                     format!("{ip} is outside every range of spec.pools"),
                 ));
             };
             if let Some((_, why)) = range.reserved.iter().find(|(r, _)| *r == v) {
-                return Err(LayoutError::new(
+                return Err(LayoutError::invalid(
                     &field,
+                    text,
                     format!("{ip} is {why} of spec.pools[{i}]"),
                 ));
             }
             if let Some(x) = exclusions.iter().find(|x| x.0 <= v && v <= x.1) {
-                return Err(LayoutError::new(
+                return Err(LayoutError::invalid(
                     &field,
+                    text,
                     format!("{ip} is excluded by spec.exclusions[{}]", x.2),
                 ));
             }
             if let Some(other) = by_address.insert(v, claim) {
-                return Err(LayoutError::new(
+                return Err(LayoutError::duplicate(
                     &field,
+                    text,
                     format!("{ip} is also pre-allocated to {other}"),
                 ));
             }
@@ -487,8 +507,9 @@ fn check_overlaps(ranges: &[Resolved]) -> Result<(), LayoutError> {
         let (a, b) = (pair[0], pair[1]);
         if ranges[b].first <= ranges[a].last {
             let (earlier, later) = (a.min(b), a.max(b));
-            return Err(LayoutError::new(
+            return Err(LayoutError::invalid(
                 format!("spec.pools[{later}]"),
+                ranges[later].info.span(),
                 format!("overlaps spec.pools[{earlier}]"),
             ));
         }
@@ -497,5 +518,5 @@ fn check_overlaps(ranges: &[Resolved]) -> Result<(), LayoutError> {
 }
 
 #[cfg(test)]
-#[path = "layout_tests.rs"]
+#[path = "ipam_layout_tests.rs"]
 mod tests;

@@ -1,5 +1,37 @@
+#![allow(clippy::unwrap_used)]
+
 use super::*;
-use crate::ipam::test_support::{range, spec, subnet};
+use crate::ipam::AllocationStrategy;
+
+fn range(start: &str, end: &str) -> IpPoolRange {
+    IpPoolRange {
+        start: Some(start.into()),
+        end: Some(end.into()),
+        ..IpPoolRange::default()
+    }
+}
+
+fn subnet(cidr: &str) -> IpPoolRange {
+    IpPoolRange {
+        subnet: Some(cidr.into()),
+        ..IpPoolRange::default()
+    }
+}
+
+fn spec(pools: Vec<IpPoolRange>) -> MaasIPPoolSpec {
+    MaasIPPoolSpec {
+        pools,
+        prefix: None,
+        gateway: None,
+        dns_servers: None,
+        exclusions: None,
+        pre_allocations: None,
+        name_prefix: "pool".into(),
+        cluster_name: None,
+        allocation_strategy: AllocationStrategy::Sequential,
+        maas_subnet: None,
+    }
+}
 
 fn ip(s: &str) -> IpAddr {
     s.parse().unwrap()
@@ -127,6 +159,15 @@ fn exclusions_take_addresses_ranges_and_cidrs() {
         .map(ip)
     );
     assert_eq!(layout.positions(), 11);
+    // Kept in spec order for callers that check them against the ranges.
+    assert_eq!(
+        layout.exclusions().first(),
+        Some(&(to_u128(ip("10.0.0.12")), to_u128(ip("10.0.0.12"))))
+    );
+    assert_eq!(
+        layout.exclusions()[3],
+        (to_u128(ip("10.0.0.29")), to_u128(ip("10.0.0.40")))
+    );
 }
 
 #[test]
@@ -327,4 +368,32 @@ fn interval_helpers() {
     );
     assert_eq!(host_mask(Family::V6, 0), u128::MAX);
     assert_eq!(host_mask(Family::V4, 24), 255);
+}
+
+#[test]
+fn errors_carry_the_value_and_kind() {
+    let e = err(&spec(vec![
+        subnet("10.0.0.0/24"),
+        range("10.0.1.9", "10.0.1.2"),
+    ]));
+    assert_eq!(e.fault, LayoutFault::Invalid("10.0.1.2".into()));
+    let e = err(&spec(vec![subnet("10.0.0.0/24"), subnet("10.0.0.128/25")]));
+    assert_eq!(
+        (e.fault, e.message.as_str()),
+        (
+            LayoutFault::Invalid("10.0.0.128-10.0.0.255".into()),
+            "overlaps spec.pools[0]"
+        )
+    );
+    let e = err(&spec(vec![range("10.0.0.1", "10.0.0.9")]));
+    assert_eq!(e.fault, LayoutFault::Required);
+    let e = err(&spec(vec![subnet("10.0.0.0/24"), subnet("fd00::/64")]));
+    assert_eq!(e.fault, LayoutFault::Invalid("fd00::/64".into()));
+    let mut s = spec(vec![subnet("10.0.0.0/24")]);
+    s.pre_allocations = Some(
+        [("a", "10.0.0.8"), ("b", "10.0.0.8")]
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .into(),
+    );
+    assert_eq!(err(&s).fault, LayoutFault::Duplicate("10.0.0.8".into()));
 }

@@ -1,13 +1,16 @@
-//! Address arithmetic and parsing for the IPAM provider: address families, addresses as
+//! Address arithmetic and parsing for MaasIPPool layouts: address families, addresses as
 //! numbers, inclusive intervals, IP/CIDR parsing, and [`LayoutError`] (a field and what is
-//! wrong with it). Pure.
+//! wrong with it). Pure; shared by data-controller (which serves pools) and the admission
+//! webhook (which validates them), so both read a pool the same way.
 
+use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::str::FromStr;
 
-use capmaas_api::MaasIPPoolSpec;
-use capmaas_api::ipam::IpPoolRange;
 use ipnet::IpNet;
+
+use crate::MaasIPPoolSpec;
+use crate::ipam::IpPoolRange;
 
 /// An address family.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -35,7 +38,8 @@ impl Family {
         }
     }
 
-    pub(crate) fn name(self) -> &'static str {
+    /// `IPv4` or `IPv6`, for messages.
+    pub fn name(self) -> &'static str {
         match self {
             Self::V4 => "IPv4",
             Self::V6 => "IPv6",
@@ -59,6 +63,18 @@ pub fn from_u128(family: Family, value: u128) -> IpAddr {
     }
 }
 
+/// The kind of a [`LayoutError`], in the terms of the API server's field errors, so that an
+/// admission webhook can answer `Invalid value: "10.0.0.5": ...` without re-reading the spec.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LayoutFault {
+    /// The field's value (as written) is not acceptable.
+    Invalid(String),
+    /// The field must be set.
+    Required,
+    /// The field's value (as written) is already taken by another entry.
+    Duplicate(String),
+}
+
 /// Why a pool spec cannot be served, naming the field (`spec.pools[1].end`).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{field}: {message}")]
@@ -67,24 +83,51 @@ pub struct LayoutError {
     pub field: String,
     /// What is wrong with it.
     pub message: String,
+    /// Whether the value is invalid, missing or a duplicate, with the value.
+    pub fault: LayoutFault,
 }
 
 impl LayoutError {
-    pub(crate) fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
+    /// `field` holds `value`, which is not acceptable (`message` says why).
+    pub fn invalid(
+        field: impl Into<String>,
+        value: impl fmt::Display,
+        message: impl Into<String>,
+    ) -> Self {
+        Self::with(field, LayoutFault::Invalid(value.to_string()), message)
+    }
+
+    /// `field` must be set.
+    pub fn required(field: impl Into<String>, message: impl Into<String>) -> Self {
+        Self::with(field, LayoutFault::Required, message)
+    }
+
+    /// `field` repeats `value`, which another entry already has.
+    pub fn duplicate(
+        field: impl Into<String>,
+        value: impl fmt::Display,
+        message: impl Into<String>,
+    ) -> Self {
+        Self::with(field, LayoutFault::Duplicate(value.to_string()), message)
+    }
+
+    fn with(field: impl Into<String>, fault: LayoutFault, message: impl Into<String>) -> Self {
         Self {
             field: field.into(),
             message: message.into(),
+            fault,
         }
     }
 }
 
 /// Whether a network of `prefix` in `family` has a network (and, for IPv4, broadcast) address
 /// that must not be handed out: networks of one or two addresses (/31, /32, /127, /128) use all.
-pub(crate) fn has_reserved_ends(family: Family, prefix: u8) -> bool {
+pub fn has_reserved_ends(family: Family, prefix: u8) -> bool {
     family.bits() - prefix >= 2
 }
 
-pub(crate) fn host_mask(family: Family, prefix: u8) -> u128 {
+/// The host bits of a network of `prefix` in `family`, as a mask.
+pub fn host_mask(family: Family, prefix: u8) -> u128 {
     let host_bits = u32::from(family.bits() - prefix);
     if host_bits >= 128 {
         u128::MAX
@@ -93,19 +136,55 @@ pub(crate) fn host_mask(family: Family, prefix: u8) -> u128 {
     }
 }
 
-pub(crate) fn parse_ip(field: &str, text: &str) -> Result<IpAddr, LayoutError> {
+/// `text` as an address, or an error on `field`.
+pub fn parse_ip(field: &str, text: &str) -> Result<IpAddr, LayoutError> {
     IpAddr::from_str(text)
-        .map_err(|_| LayoutError::new(field, format!("{text:?} is not an IP address")))
+        .map_err(|_| LayoutError::invalid(field, text, format!("{text:?} is not an IP address")))
 }
 
-pub(crate) fn parse_net(field: &str, text: &str) -> Result<IpNet, LayoutError> {
-    IpNet::from_str(text)
-        .map(|n| n.trunc())
-        .map_err(|_| LayoutError::new(field, format!("{text:?} is not a CIDR such as 10.0.0.0/24")))
+/// `text` as a network (host bits cleared: `10.0.0.5/24` is `10.0.0.0/24`), or an error on
+/// `field`.
+pub fn parse_net(field: &str, text: &str) -> Result<IpNet, LayoutError> {
+    IpNet::from_str(text).map(|n| n.trunc()).map_err(|_| {
+        LayoutError::invalid(
+            field,
+            text,
+            format!("{text:?} is not a CIDR such as 10.0.0.0/24"),
+        )
+    })
+}
+
+/// One `spec.exclusions` entry — an address, `first-last` (spaces allowed) or a CIDR — as its
+/// first and last address, or an error on `field`.
+pub fn parse_exclusion(field: &str, text: &str) -> Result<(IpAddr, IpAddr), LayoutError> {
+    if text.contains('/') {
+        let net = parse_net(field, text)?;
+        return Ok((net.network(), net.broadcast()));
+    }
+    let Some((a, b)) = text.split_once('-') else {
+        let ip = parse_ip(field, text)?;
+        return Ok((ip, ip));
+    };
+    let (a, b) = (parse_ip(field, a.trim())?, parse_ip(field, b.trim())?);
+    if Family::of(a) != Family::of(b) {
+        return Err(LayoutError::invalid(
+            field,
+            text,
+            format!("{a} and {b} are of different families"),
+        ));
+    }
+    if to_u128(a) > to_u128(b) {
+        return Err(LayoutError::invalid(
+            field,
+            text,
+            format!("{b} is before {a}"),
+        ));
+    }
+    Ok((a, b))
 }
 
 /// Inclusive intervals sorted and merged.
-pub(crate) fn merge(mut intervals: Vec<(u128, u128)>) -> Vec<(u128, u128)> {
+pub fn merge(mut intervals: Vec<(u128, u128)>) -> Vec<(u128, u128)> {
     intervals.sort_unstable();
     let mut out: Vec<(u128, u128)> = Vec::with_capacity(intervals.len());
     for (s, e) in intervals {
@@ -118,7 +197,7 @@ pub(crate) fn merge(mut intervals: Vec<(u128, u128)>) -> Vec<(u128, u128)> {
 }
 
 /// `start..=end` without the (sorted, merged) `removed` intervals.
-pub(crate) fn subtract(start: u128, end: u128, removed: &[(u128, u128)]) -> Vec<(u128, u128)> {
+pub fn subtract(start: u128, end: u128, removed: &[(u128, u128)]) -> Vec<(u128, u128)> {
     let mut out = Vec::new();
     let mut cursor = Some(start);
     for &(s, e) in removed {
@@ -140,7 +219,8 @@ pub(crate) fn subtract(start: u128, end: u128, removed: &[(u128, u128)]) -> Vec<
     out
 }
 
-pub(crate) fn parse_dns(field: &str, list: Option<&[String]>) -> Result<Vec<IpAddr>, LayoutError> {
+/// A list of DNS servers (`field[j]` names a bad entry); none when the list is unset.
+pub fn parse_dns(field: &str, list: Option<&[String]>) -> Result<Vec<IpAddr>, LayoutError> {
     list.unwrap_or_default()
         .iter()
         .enumerate()
@@ -150,7 +230,7 @@ pub(crate) fn parse_dns(field: &str, list: Option<&[String]>) -> Result<Vec<IpAd
 
 /// The prefix of `spec.pools[i]`: its own (which must agree with its subnet), else its
 /// subnet's, else `spec.prefix`; valid for `family`.
-pub(crate) fn resolve_prefix(
+pub fn resolve_prefix(
     spec: &MaasIPPoolSpec,
     i: usize,
     range: &IpPoolRange,
@@ -162,8 +242,9 @@ pub(crate) fn resolve_prefix(
             .ok()
             .filter(|&p| p <= family.bits())
             .ok_or_else(|| {
-                LayoutError::new(
+                LayoutError::invalid(
                     field,
+                    p,
                     format!(
                         "{p} is not a valid {} prefix length (0-{})",
                         family.name(),
@@ -178,8 +259,9 @@ pub(crate) fn resolve_prefix(
             if p == net.prefix_len() {
                 Ok(p)
             } else {
-                Err(LayoutError::new(
+                Err(LayoutError::invalid(
                     format!("spec.pools[{i}].prefix"),
+                    p,
                     format!("{p} contradicts subnet {net}"),
                 ))
             }
@@ -188,7 +270,7 @@ pub(crate) fn resolve_prefix(
         (None, Some(net)) => Ok(net.prefix_len()),
         (None, None) => match spec.prefix {
             Some(p) => checked("spec.prefix".to_owned(), p),
-            None => Err(LayoutError::new(
+            None => Err(LayoutError::required(
                 format!("spec.pools[{i}].prefix"),
                 format!(
                     "no prefix length: set spec.pools[{i}].prefix, spec.pools[{i}].subnet or spec.prefix"
