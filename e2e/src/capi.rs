@@ -2,34 +2,20 @@
 //! a process against the management API server with its webhooks served locally.
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use capmaas_testenv::objects::load_yaml_documents;
 use capmaas_testenv::{Process, TestEnv, WebhookServing, cache_dir, free_port};
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 /// Starts the CAPI core manager, registers its webhooks and waits until it is ready.
 pub async fn start_core_manager(env: &TestEnv, dir: &Path) -> Result<Process> {
     let serving = WebhookServing::generate()?;
-    let cert_dir = dir.join("capi-webhook-certs");
-    std::fs::create_dir_all(&cert_dir).map_err(Error::io("creating the CAPI cert dir"))?;
-    std::fs::write(cert_dir.join("tls.crt"), &serving.serving.cert_pem)
-        .map_err(Error::io("writing tls.crt"))?;
-    std::fs::write(cert_dir.join("tls.key"), &serving.serving.key_pem)
-        .map_err(Error::io("writing tls.key"))?;
+    let cert_dir = serving.write_files(&dir.join("capi-webhook-certs"))?;
 
     let manifests_path = cache_dir().join("capi-webhooks/core.yaml");
-    let text = std::fs::read_to_string(&manifests_path)
-        .map_err(Error::io(format!("reading {}", manifests_path.display())))?;
-    let configurations: Vec<serde_json::Value> =
-        serde_saphyr::from_multiple(&text).map_err(|e| Error::Manifest {
-            name: manifests_path.display().to_string(),
-            message: e.to_string(),
-        })?;
-    let configurations: Vec<serde_json::Value> = configurations
-        .into_iter()
-        .filter(|c| !c.is_null())
-        .collect();
+    let configurations = load_yaml_documents(&manifests_path)?;
     env.register_webhooks(&configurations, &serving).await?;
 
     let health_port = free_port()?;
@@ -53,31 +39,11 @@ pub async fn start_core_manager(env: &TestEnv, dir: &Path) -> Result<Process> {
         &[],
         dir,
     )?;
-    let http = reqwest::Client::builder()
-        .timeout(Duration::from_secs(2))
-        .build()
-        .map_err(|e| Error::Io {
-            context: "building an HTTP client".into(),
-            source: std::io::Error::other(e),
-        })?;
-    let url = format!("http://127.0.0.1:{health_port}/readyz");
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        process.ensure_running()?;
-        if let Ok(resp) = http.get(&url).send().await
-            && resp.status().is_success()
-        {
-            return Ok(process);
-        }
-        if Instant::now() > deadline {
-            return Err(Error::Timeout {
-                what: format!(
-                    "the CAPI core manager to be ready; log tail:\n{}",
-                    process.log_tail(40)
-                ),
-                seconds: 120,
-            });
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+    process
+        .wait_ready(
+            &format!("http://127.0.0.1:{health_port}/readyz"),
+            Duration::from_secs(120),
+        )
+        .await?;
+    Ok(process)
 }

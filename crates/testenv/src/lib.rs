@@ -19,6 +19,7 @@ mod crds;
 mod error;
 mod kubeconfig;
 pub mod layout;
+pub mod objects;
 mod pki;
 mod process;
 mod tokens;

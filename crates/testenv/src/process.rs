@@ -106,6 +106,35 @@ impl Process {
         }
     }
 
+    /// Polls `url` (plain HTTP, e.g. a `/readyz`) until it answers 2xx, failing early with the
+    /// log tail when the process exits, or after `timeout`.
+    pub async fn wait_ready(&mut self, url: &str, timeout: std::time::Duration) -> Result<()> {
+        let http = reqwest::Client::builder()
+            .timeout(std::time::Duration::from_secs(2))
+            .build()
+            .map_err(|e| Error::io("building an HTTP client")(std::io::Error::other(e)))?;
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            self.ensure_running()?;
+            if let Ok(resp) = http.get(url).send().await
+                && resp.status().is_success()
+            {
+                return Ok(());
+            }
+            if std::time::Instant::now() > deadline {
+                return Err(Error::Timeout {
+                    what: format!(
+                        "{} to be ready; log tail:\n{}",
+                        self.name,
+                        self.log_tail(40)
+                    ),
+                    seconds: timeout.as_secs(),
+                });
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+    }
+
     /// The last `lines` lines of the process output.
     pub fn log_tail(&self, lines: usize) -> String {
         tail(&self.log, lines)

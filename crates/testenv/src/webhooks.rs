@@ -40,6 +40,17 @@ impl WebhookServing {
     pub fn base_url(&self) -> String {
         format!("https://127.0.0.1:{}", self.port)
     }
+
+    /// Writes the serving pair as `tls.crt` and `tls.key` into `dir` (created if needed), the
+    /// layout of a mounted `kubernetes.io/tls` Secret; returns `dir`.
+    pub fn write_files(&self, dir: &std::path::Path) -> Result<std::path::PathBuf> {
+        std::fs::create_dir_all(dir).map_err(Error::io(format!("creating {}", dir.display())))?;
+        std::fs::write(dir.join("tls.crt"), &self.serving.cert_pem)
+            .map_err(Error::io("writing tls.crt"))?;
+        std::fs::write(dir.join("tls.key"), &self.serving.key_pem)
+            .map_err(Error::io("writing tls.key"))?;
+        Ok(dir.to_path_buf())
+    }
 }
 
 /// Points a webhook client config at `base_url` + its service path, with `ca_pem`.

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use capmaas_api::examples::{defaulted_examples, invalid_examples, valid_examples};
 use capmaas_testenv::TestEnv;
+use capmaas_testenv::objects::{Answer, create_or_update, json_contains};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::core::{DynamicObject, GroupVersionKind};
 use kube::discovery::{ApiResource, pinned_kind};
@@ -28,23 +29,6 @@ async fn api_for(client: &kube::Client, ns: &str, kind: &str) -> (Api<DynamicObj
 
 fn to_dynamic(value: &Value) -> DynamicObject {
     serde_json::from_value(value.clone()).unwrap()
-}
-
-fn name_of(value: &Value) -> String {
-    value["metadata"]["name"].as_str().unwrap().to_owned()
-}
-
-/// `expected` is contained in `actual`: every field of `expected` has the same value.
-fn contains(actual: &Value, expected: &Value) -> bool {
-    match (actual, expected) {
-        (Value::Object(a), Value::Object(e)) => e
-            .iter()
-            .all(|(k, v)| a.get(k).is_some_and(|av| contains(av, v))),
-        (Value::Array(a), Value::Array(e)) => {
-            a.len() == e.len() && a.iter().zip(e).all(|(av, ev)| contains(av, ev))
-        }
-        (a, e) => a == e,
-    }
 }
 
 #[tokio::test]
@@ -74,7 +58,7 @@ async fn every_valid_example_is_accepted_and_defaulted() {
             });
         let stored = serde_json::to_value(&created).unwrap();
         assert!(
-            contains(&stored["spec"], &example.object["spec"]),
+            json_contains(&stored["spec"], &example.object["spec"]),
             "{}: the API server changed the spec:\nsent {}\nstored {}",
             example.name,
             example.object["spec"],
@@ -90,7 +74,7 @@ async fn every_valid_example_is_accepted_and_defaulted() {
             .unwrap_or_else(|e| panic!("defaulting example {} was rejected: {e}", example.name));
         let stored = serde_json::to_value(&created).unwrap();
         assert!(
-            contains(&stored["spec"], &example.defaulted["spec"]),
+            json_contains(&stored["spec"], &example.defaulted["spec"]),
             "{}: defaults not applied:\nexpected {}\nstored {}",
             example.name,
             example.defaulted["spec"],
@@ -118,35 +102,13 @@ async fn every_validation_rule_rejects_its_example_naming_the_field() {
     );
     let mut failures = Vec::new();
     for case in &cases {
-        let (api, _) = api_for(&client, &ns, case.kind()).await;
-        let result = if let Some(original) = &case.update_from {
-            let created = match api
-                .create(&PostParams::default(), &to_dynamic(original))
-                .await
-            {
-                Ok(created) => created,
-                Err(e) => {
-                    failures.push(format!(
-                        "{}: the original object was rejected: {e}",
-                        case.name
-                    ));
-                    continue;
-                }
-            };
-            let mut updated = to_dynamic(&case.object);
-            updated.metadata.resource_version = created.metadata.resource_version;
-            api.replace(&name_of(&case.object), &PostParams::default(), &updated)
-                .await
-        } else {
-            api.create(&PostParams::default(), &to_dynamic(&case.object))
-                .await
-        };
-        match result {
-            Ok(_) => failures.push(format!(
+        let answer = create_or_update(&client, &ns, &case.object, case.update_from.as_ref()).await;
+        match answer {
+            Ok(Answer::Accepted(_)) => failures.push(format!(
                 "{}: accepted, expected a rejection naming {}",
                 case.name, case.expected_field
             )),
-            Err(kube::Error::Api(status)) => {
+            Ok(Answer::Rejected(status)) => {
                 if !(status.message.contains(case.expected_field)
                     && status.message.contains(case.expected_message))
                 {
@@ -156,7 +118,7 @@ async fn every_validation_rule_rejects_its_example_naming_the_field() {
                     ));
                 }
             }
-            Err(other) => failures.push(format!("{}: unexpected error {other}", case.name)),
+            Err(e) => failures.push(format!("{}: {e}", case.name)),
         }
     }
     assert!(

@@ -1,0 +1,94 @@
+//! Objects of any kind as JSON, for tests that walk example lists through the API server.
+
+use kube::api::{Api, PostParams};
+use kube::core::{DynamicObject, GroupVersionKind, Status};
+use kube::discovery::pinned_kind;
+use serde_json::Value;
+
+use crate::error::{Error, Result};
+
+/// The namespaced API of `apiVersion`/`kind` (discovered, so any served CRD works).
+pub async fn kind_api(
+    client: &kube::Client,
+    namespace: &str,
+    api_version: &str,
+    kind: &str,
+) -> Result<Api<DynamicObject>> {
+    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+    let (resource, _) = pinned_kind(client, &GroupVersionKind::gvk(group, version, kind))
+        .await
+        .map_err(Error::kube(format!("discovering {api_version} {kind}")))?;
+    Ok(Api::namespaced_with(client.clone(), namespace, &resource))
+}
+
+/// What the API server answered to a create or update.
+#[derive(Debug)]
+pub enum Answer {
+    /// Stored, as returned.
+    Accepted(Box<DynamicObject>),
+    /// Refused with this status.
+    Rejected(Box<Status>),
+}
+
+/// Creates `object` in `namespace`; with `update_from`, creates that first and then replaces it
+/// with `object` (carrying the resourceVersion over). A refusal is an [`Answer`]; only other
+/// failures (a refused `update_from`, transport errors) are errors.
+pub async fn create_or_update(
+    client: &kube::Client,
+    namespace: &str,
+    object: &Value,
+    update_from: Option<&Value>,
+) -> Result<Answer> {
+    let api_version = object["apiVersion"].as_str().unwrap_or_default();
+    let kind = object["kind"].as_str().unwrap_or_default();
+    let api = kind_api(client, namespace, api_version, kind).await?;
+    let decode = |v: &Value| -> Result<DynamicObject> {
+        serde_json::from_value(v.clone()).map_err(|e| Error::Manifest {
+            path: format!("<{kind}>").into(),
+            message: e.to_string(),
+        })
+    };
+    let pp = PostParams::default();
+    let result = match update_from {
+        Some(original) => {
+            let created = api
+                .create(&pp, &decode(original)?)
+                .await
+                .map_err(Error::kube(format!("creating the original {kind}")))?;
+            let mut updated = decode(object)?;
+            updated.metadata.resource_version = created.metadata.resource_version;
+            let name = updated.metadata.name.clone().unwrap_or_default();
+            api.replace(&name, &pp, &updated).await
+        }
+        None => api.create(&pp, &decode(object)?).await,
+    };
+    match result {
+        Ok(stored) => Ok(Answer::Accepted(Box::new(stored))),
+        Err(kube::Error::Api(status)) => Ok(Answer::Rejected(status)),
+        Err(e) => Err(Error::kube(format!("writing {kind}"))(e)),
+    }
+}
+
+/// `expected` is contained in `actual`: every field of `expected` has the same value.
+pub fn json_contains(actual: &Value, expected: &Value) -> bool {
+    match (actual, expected) {
+        (Value::Object(a), Value::Object(e)) => e
+            .iter()
+            .all(|(k, v)| a.get(k).is_some_and(|av| json_contains(av, v))),
+        (Value::Array(a), Value::Array(e)) => {
+            a.len() == e.len() && a.iter().zip(e).all(|(av, ev)| json_contains(av, ev))
+        }
+        (a, e) => a == e,
+    }
+}
+
+/// Every document of a YAML stream (e.g. manifests in `deploy/`), skipping empty ones.
+pub fn load_yaml_documents(path: &std::path::Path) -> Result<Vec<Value>> {
+    let text =
+        std::fs::read_to_string(path).map_err(Error::io(format!("reading {}", path.display())))?;
+    let docs: Vec<Value> = serde_saphyr::from_multiple(&text).map_err(|e| Error::Manifest {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    })?;
+    Ok(docs.into_iter().filter(|d| !d.is_null()).collect())
+}
