@@ -18,6 +18,10 @@ libmaas:
 crds:
     cargo run -q -p capmaas-api --bin crdgen
 
+# Regenerate deploy/base/webhook-server/webhook-configurations.yaml from webhook-server's table of kinds.
+webhooks:
+    cargo run -q -p webhook-server --bin webhookgen
+
 # Format the code.
 fmt:
     cargo fmt --all
@@ -53,6 +57,7 @@ bench: testenv
     cargo bench -p data-controller --bench ipam
     cargo bench -p data-controller --bench claims
     cargo bench -p remediation-controller --bench remediations
+    cargo bench -p webhook-server --bench admission
     cargo run -q -p capmaas-testenv --example measure
     cargo build --release --workspace --bins
     CAPMAAS_BIN_DIR=target/release cargo run --release -q -p capmaas-e2e --bin bench

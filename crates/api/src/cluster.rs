@@ -101,7 +101,7 @@ pub struct ApiEndpoint {
     /// DNS name or IP address; empty until the controller settles it.
     #[schemars(length(max = 512))]
     pub host: String,
-    /// TCP port, usually 6443.
+    /// TCP port. Default (webhook-server): 6443 when a host is given without a port.
     #[schemars(range(min = 1, max = 65535))]
     pub port: i32,
 }

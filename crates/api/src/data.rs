@@ -64,7 +64,8 @@ use crate::data_network::NetworkData;
     .reason(Reason::FieldValueForbidden))]
 pub struct MaasDataTemplateSpec {
     /// Cluster using this template (informational; the template is moved by
-    /// `clusterctl move` through its CRD label, not an owner chain).
+    /// `clusterctl move` through its CRD label, not an owner chain). Default (webhook-server):
+    /// the `cluster.x-k8s.io/cluster-name` label is set to this value when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 63))]
     pub cluster_name: Option<String>,

@@ -87,11 +87,14 @@ pub struct MaasIPPoolSpec {
     #[schemars(extend("maxProperties" = 256, "additionalProperties" = {"type": "string", "maxLength": 64}))]
     #[x_kube(validation = Rule::new("self.all(k, isIP(self[k]))").message("spec.preAllocations values must be IP addresses"))]
     pub pre_allocations: Option<BTreeMap<String, String>>,
-    /// Prefix of the names of IPAddress objects. Immutable.
+    /// Prefix of the names of IPAddress objects. Immutable. Default (webhook-server): the
+    /// pool's own `metadata.name`.
     #[schemars(length(min = 1, max = 63), pattern(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"))]
     #[x_kube(validation = Rule::new("self == oldSelf").message("spec.namePrefix is immutable").reason(Reason::FieldValueForbidden))]
     pub name_prefix: String,
-    /// Cluster owning the pool (the pool is deleted with it and paused with it).
+    /// Cluster owning the pool (the pool is deleted with it and paused with it). Default
+    /// (webhook-server): the `cluster.x-k8s.io/cluster-name` label is set to this value when
+    /// absent, so `clusterctl move` and label selectors find the pool with its cluster.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 63))]
     pub cluster_name: Option<String>,

@@ -3,7 +3,7 @@
 use serde_json::{Value, json};
 
 use super::valid::{maas_data, maas_data_claim, maas_data_template, maas_ip_pool};
-use super::{InvalidExample, rejected_create as create, rejected_update as update};
+use super::{InvalidExample, merged, rejected_create as create, rejected_update as update};
 
 const REQUIRED: &str = "Required value";
 const UNSUPPORTED: &str = "Unsupported value";
@@ -215,28 +215,37 @@ fn claim_and_data() -> Vec<InvalidExample> {
             "spec.index",
             "should be greater than or equal to 0",
         ),
+        // Named `<template>-<index>` like every MaasData (the webhook refuses other names).
         update(
-            "data-index-changed",
-            &d,
+            "index-changed-0",
+            &data_of("index-changed"),
             &json!({"spec": {"index": 1}}),
             "spec.index",
             "spec.index is immutable",
         ),
         update(
-            "data-template-changed",
-            &d,
+            "template-changed-0",
+            &data_of("template-changed"),
             &json!({"spec": {"template": {"name": "other-data"}}}),
             "spec.template",
             "spec.template is immutable",
         ),
         update(
-            "data-claim-changed",
-            &d,
+            "claim-changed-0",
+            &data_of("claim-changed"),
             &json!({"spec": {"claim": {"name": "other-claim"}}}),
             "spec.claim",
             "spec.claim is immutable",
         ),
     ]
+}
+
+/// The valid MaasData, index 0 of template `template`.
+fn data_of(template: &str) -> Value {
+    merged(
+        &maas_data(),
+        &json!({"spec": {"template": {"name": template}}}),
+    )
 }
 
 /// A patch replacing the pool's ranges with `range`.

@@ -216,6 +216,20 @@ pub(crate) fn maas_data() -> Value {
     )
 }
 
+/// A pool holds one address family; IPv6 addresses come from a pool of their own.
+pub(crate) fn maas_ip_pool_ipv6() -> Value {
+    object(
+        "MaasIPPool",
+        "prod-provisioning-v6",
+        &json!({
+            "namePrefix": "prod-provisioning-v6",
+            "clusterName": "prod",
+            "pools": [{"subnet": "fd00:20::/64", "prefix": 64, "gateway": "fd00:20::1"}],
+            "exclusions": ["fd00:20::10-fd00:20::1f"]
+        }),
+    )
+}
+
 pub(crate) fn maas_ip_pool() -> Value {
     object(
         "MaasIPPool",
@@ -225,8 +239,7 @@ pub(crate) fn maas_ip_pool() -> Value {
             "clusterName": "prod",
             "pools": [
                 {"start": "10.20.0.100", "end": "10.20.0.199", "prefix": 24, "gateway": "10.20.0.1"},
-                {"subnet": "10.21.0.0/24", "gateway": "10.21.0.1", "dnsServers": ["10.21.0.2"]},
-                {"subnet": "fd00:20::/64", "prefix": 64}
+                {"subnet": "10.21.0.0/24", "gateway": "10.21.0.1", "dnsServers": ["10.21.0.2"]}
             ],
             "prefix": 24,
             "gateway": "10.20.0.1",
@@ -317,6 +330,11 @@ pub(super) fn all() -> Vec<Example> {
             object: maas_ip_pool(),
         },
         Example {
+            name: "maasippool-ipv6",
+            kind: "MaasIPPool",
+            object: maas_ip_pool_ipv6(),
+        },
+        Example {
             name: "maasremediation",
             kind: "MaasRemediation",
             object: maas_remediation(),
@@ -335,11 +353,16 @@ pub(super) fn all_defaulted() -> Vec<DefaultedExample> {
         DefaultedExample {
             name: "maasinventory-defaults",
             kind: "MaasInventory",
-            object: object("MaasInventory", "defaults", &json!({"resourcePool": "k8s"})),
+            // Its own resource pool: one MAAS pool is imported by one inventory only.
+            object: object(
+                "MaasInventory",
+                "defaults",
+                &json!({"resourcePool": "spare"}),
+            ),
             defaulted: object(
                 "MaasInventory",
                 "defaults",
-                &json!({"resourcePool": "k8s", "syncIntervalSeconds": 30}),
+                &json!({"resourcePool": "spare", "syncIntervalSeconds": 30}),
             ),
         },
         DefaultedExample {

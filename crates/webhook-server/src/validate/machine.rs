@@ -1,0 +1,192 @@
+//! MaasMachine and MaasMachineTemplate.
+//!
+//! `image`, `minCPU`, `minMemory` and `providerID` are immutable by CEL (as CAPMAAS's webhook
+//! made them), and a template's `spec.template` is immutable by CEL as the CAPI contract asks.
+//! What CEL cannot see is the machine's status: once a host is claimed, the fields that chose it
+//! must not change either, or the machine would run on a host its spec no longer describes.
+
+use capmaas_api::common::EraseMode;
+use capmaas_api::{MaasMachine, MaasMachineSpec, MaasMachineTemplate};
+
+use super::selector::{host_selector, unique};
+use super::{Operation, Request};
+use crate::field::{FieldPath, Verdict};
+
+/// MaasMachine: spec syntax; once a host is claimed, the host-choosing fields are frozen.
+pub(crate) fn maas_machine(req: &Request<'_, MaasMachine>) -> Verdict {
+    let mut v = Verdict::ok();
+    let Some(machine) = req.object else {
+        return v;
+    };
+    let spec = FieldPath::root("spec");
+    machine_spec(&machine.spec, &spec, &mut v);
+    if let (Operation::Update, Some(old)) = (req.operation, req.old)
+        && let Some(host) = claimed_host(old)
+    {
+        frozen_after_claim(&old.spec, &machine.spec, &spec, &host, &mut v);
+    }
+    v
+}
+
+/// MaasMachineTemplate: the machine spec it stamps out.
+pub(crate) fn maas_machine_template(req: &Request<'_, MaasMachineTemplate>) -> Verdict {
+    let mut v = Verdict::ok();
+    if let Some(template) = req.object {
+        let spec = FieldPath::root("spec").child("template").child("spec");
+        machine_spec(&template.spec.template.spec, &spec, &mut v);
+    }
+    v
+}
+
+/// The host a machine has claimed: `status.hostRef`, else the system id the controller wrote.
+fn claimed_host(machine: &MaasMachine) -> Option<String> {
+    let from_status = machine
+        .status
+        .as_ref()
+        .and_then(|s| s.host_ref.as_ref())
+        .map(|r| format!("MaasHost {}", r.name));
+    let from_spec = machine
+        .spec
+        .system_id
+        .as_deref()
+        .filter(|id| !id.is_empty())
+        .map(|id| format!("MAAS machine {id}"));
+    from_status.or(from_spec)
+}
+
+fn machine_spec(spec: &MaasMachineSpec, path: &FieldPath, v: &mut Verdict) {
+    if let Some(selector) = &spec.host_selector {
+        host_selector(selector, &path.child("hostSelector"), v);
+    }
+    if let Some(tags) = &spec.tags {
+        unique(tags, &path.child("tags"), v);
+    }
+    if let Some(policy) = &spec.release_policy {
+        if policy.erase == EraseMode::None {
+            v.warn(
+                &path.child("releasePolicy").child("erase"),
+                "disks are not erased when the server is released; the next user of this server \
+                 can read what this machine wrote",
+            );
+        }
+        if policy.force {
+            v.warn(
+                &path.child("releasePolicy").child("force"),
+                "the server is released even while MAAS reports it busy",
+            );
+        }
+    }
+}
+
+/// The fields that decided which host was claimed, and what deploys on it.
+fn frozen_after_claim(
+    old: &MaasMachineSpec,
+    new: &MaasMachineSpec,
+    path: &FieldPath,
+    host: &str,
+    v: &mut Verdict,
+) {
+    let detail =
+        || format!("immutable once a host is claimed ({host}); create a new machine instead");
+    let mut check = |changed: bool, field: &str| {
+        if changed {
+            v.forbidden(&path.child(field), detail());
+        }
+    };
+    check(old.host_selector != new.host_selector, "hostSelector");
+    check(old.tags != new.tags, "tags");
+    check(old.resource_pool != new.resource_pool, "resourcePool");
+    check(old.failure_domain != new.failure_domain, "failureDomain");
+    check(old.min_disk_size != new.min_disk_size, "minDiskSize");
+    check(
+        old.deploy_in_memory != new.deploy_in_memory,
+        "deployInMemory",
+    );
+    check(old.data_template != new.data_template, "dataTemplate");
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use capmaas_api::common::{LocalObjectReference, ReleasePolicy};
+    use capmaas_api::machine::MaasMachineStatus;
+
+    fn machine() -> MaasMachine {
+        let spec: MaasMachineSpec = serde_json::from_value(serde_json::json!({
+            "minCPU": 2, "minMemory": 4096, "image": "ubuntu/jammy", "tags": ["gpu"]
+        }))
+        .unwrap();
+        MaasMachine::new("m", spec)
+    }
+
+    fn update<'a>(old: &'a MaasMachine, new: &'a MaasMachine) -> Request<'a, MaasMachine> {
+        Request {
+            operation: Operation::Update,
+            namespace: "ns",
+            name: "m",
+            object: Some(new),
+            old: Some(old),
+        }
+    }
+
+    #[test]
+    fn host_choosing_fields_are_frozen_once_a_host_is_claimed() {
+        let mut old = machine();
+        let mut new = old.clone();
+        new.spec.tags = Some(vec!["ssd".into()]);
+        new.spec.data_template = Some(LocalObjectReference { name: "t".into() });
+        // Before a claim, anything the CEL rules allow may change.
+        assert!(maas_machine(&update(&old, &new)).allowed());
+
+        old.status = Some(MaasMachineStatus {
+            host_ref: Some(LocalObjectReference {
+                name: "host-7".into(),
+            }),
+            ..MaasMachineStatus::default()
+        });
+        let v = maas_machine(&update(&old, &new));
+        let errors: Vec<String> = v.errors.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            errors,
+            [
+                "spec.tags: Forbidden: immutable once a host is claimed (MaasHost host-7); create a new machine instead",
+                "spec.dataTemplate: Forbidden: immutable once a host is claimed (MaasHost host-7); create a new machine instead",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_system_id_counts_as_a_claim_and_the_controllers_own_writes_pass() {
+        let mut old = machine();
+        old.spec.system_id = Some("abc123".into());
+        let mut new = old.clone();
+        new.spec.provider_id = Some("maas:///z1/abc123".into());
+        assert!(maas_machine(&update(&old, &new)).allowed());
+        new.spec.resource_pool = Some("other".into());
+        let v = maas_machine(&update(&old, &new));
+        assert_eq!(v.errors[0].path.as_str(), "spec.resourcePool");
+        assert!(v.errors[0].detail.contains("MAAS machine abc123"));
+    }
+
+    #[test]
+    fn duplicate_tags_are_rejected_and_no_erase_is_a_warning() {
+        let mut m = machine();
+        m.spec.tags = Some(vec!["gpu".into(), "gpu".into()]);
+        m.spec.release_policy = Some(ReleasePolicy {
+            erase: EraseMode::None,
+            force: false,
+        });
+        let req = Request {
+            operation: Operation::Create,
+            namespace: "ns",
+            name: "m",
+            object: Some(&m),
+            old: None,
+        };
+        let v = maas_machine(&req);
+        assert_eq!(v.errors[0].path.as_str(), "spec.tags[1]");
+        assert_eq!(v.warnings.len(), 1);
+        assert!(v.warnings[0].starts_with("spec.releasePolicy.erase: "));
+    }
+}
