@@ -5,7 +5,8 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use capmaas_testenv::{Process, TestEnv, free_port, poll_until, repo_root};
+use capmaas_testenv::objects::load_yaml_documents;
+use capmaas_testenv::{Process, TestEnv, WebhookServing, free_port, poll_until, repo_root};
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::core::GroupVersionKind;
 use kube::discovery::pinned_kind;
@@ -16,8 +17,10 @@ use tokio_util::sync::CancellationToken;
 use crate::error::{Error, Result};
 use crate::{capi, kubelet};
 
-/// Our binaries, in start order.
-pub const CONTROLLERS: [&str; 5] = [
+/// Our binaries, in start order: the webhook server first, so every write of the others is
+/// admitted through it.
+pub const CONTROLLERS: [&str; 6] = [
+    "webhook-server",
     "maas-client",
     "cluster-controller",
     "machine-controller",
@@ -75,7 +78,11 @@ pub struct Harness {
     dir: tempfile::TempDir,
     cancel: CancellationToken,
     silence: kubelet::Silence,
+    webhook: WebhookServing,
 }
+
+/// Where the webhook configurations that ship in `deploy/` live, relative to the repository.
+pub const WEBHOOK_CONFIGURATIONS: &str = "deploy/base/webhook-server/webhook-configurations.yaml";
 
 /// Where `cargo build` put the workspace's binaries (`CAPMAAS_BIN_DIR` overrides; a relative
 /// folder is taken from the current directory, since the processes run in another one).
@@ -158,28 +165,64 @@ impl Harness {
             dir,
             cancel,
             silence,
+            webhook: WebhookServing::generate()?,
         };
-        for name in CONTROLLERS {
+        harness.start_webhook_server().await?;
+        for name in CONTROLLERS.into_iter().filter(|n| *n != "webhook-server") {
             let process = harness.start_controller(name)?;
             harness.controllers.push(process);
         }
         Ok(harness)
     }
 
+    /// Starts webhook-server, waits until it answers, and registers the webhook configurations
+    /// that ship in `deploy/` (pointed at it), so every later write passes through it.
+    async fn start_webhook_server(&mut self) -> Result<()> {
+        let health_port = free_port()?;
+        let mut process = self.start_process("webhook-server", health_port)?;
+        process
+            .wait_ready(
+                &format!("http://127.0.0.1:{health_port}/readyz"),
+                Duration::from_secs(60),
+            )
+            .await?;
+        self.controllers.push(process);
+        let configurations = load_yaml_documents(&repo_root().join(WEBHOOK_CONFIGURATIONS))?;
+        self.management
+            .register_webhooks(&configurations, &self.webhook)
+            .await?;
+        Ok(())
+    }
+
     /// Starts (or restarts) one of our binaries against the management API server.
     pub fn start_controller(&self, name: &'static str) -> Result<Process> {
+        self.start_process(name, free_port()?)
+    }
+
+    fn start_process(&self, name: &'static str, health_port: u16) -> Result<Process> {
         let binary = binary(name)?;
         let mut args = vec![
             format!(
                 "--kubeconfig={}",
                 self.management.kubeconfig_path().display()
             ),
-            format!("--health-addr=127.0.0.1:{}", free_port()?),
+            format!("--health-addr=127.0.0.1:{health_port}"),
             format!("--metrics-bind-addr=127.0.0.1:{}", free_port()?),
             "--log-format=text".into(),
         ];
         if name == "maas-client" {
             args.extend(self.gateway_args.iter().cloned());
+        }
+        if name == "webhook-server" {
+            // A restart serves the same port and certificate the configurations point at.
+            let cert_dir = self
+                .webhook
+                .write_files(&self.dir.path().join("webhook-certs"))?;
+            args.extend([
+                "--webhook-host=127.0.0.1".into(),
+                format!("--webhook-port={}", self.webhook.port),
+                format!("--webhook-cert-dir={}", cert_dir.display()),
+            ]);
         }
         let url = self.sim.url();
         let key = self.sim.api_key();
