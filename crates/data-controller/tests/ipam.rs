@@ -172,7 +172,18 @@ async fn counts_become(client: &Client, ns: &str, pool: &str, in_use: i64, free:
 /// Every claim's address and every address's claim, checked for double booking: no two
 /// `IPAddress`es of an address, no two claims on one `IPAddress`, no claim pointing at an
 /// `IPAddress` of another claim.
+///
+/// Claims are listed *before* addresses. The two lists are two moments, and only this order is
+/// sound: a claim never moves away from an address it names while that address exists, so an
+/// address listed later is still the one the claim named. Listed the other way round, an
+/// extra address released by one claim and handed to the next between the two lists looks
+/// like a claim pointing at another claim's address.
 async fn check_never_twice(client: &Client, ns: &str) -> BTreeMap<String, IpAddr> {
+    let claims = Api::<IPAddressClaim>::namespaced(client.clone(), ns)
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items;
     let addresses = Api::<IPAddress>::namespaced(client.clone(), ns)
         .list(&ListParams::default())
         .await
@@ -187,11 +198,6 @@ async fn check_never_twice(client: &Client, ns: &str) -> BTreeMap<String, IpAddr
     }
     let by_name: BTreeMap<String, &IPAddress> =
         addresses.iter().map(|a| (a.name_any(), a)).collect();
-    let claims = Api::<IPAddressClaim>::namespaced(client.clone(), ns)
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items;
     let mut bound = BTreeMap::new();
     let mut refs = BTreeSet::new();
     for c in &claims {

@@ -14,7 +14,7 @@ use kube::{Api, ResourceExt};
 use tracing::{debug, info};
 
 use super::context::Ctx;
-use super::decide::may_release_address;
+use super::decide::{is_orphan, may_release_address};
 use super::error::{Error, Result};
 use super::index::AddressEntry;
 
@@ -23,12 +23,15 @@ pub async fn reconcile(address: Arc<IPAddress>, ctx: Arc<Ctx>) -> Result<Action>
     let Some(entry) = AddressEntry::of(&address) else {
         return Ok(Action::await_change());
     };
-    if !entry.deleting || !finalizer::has(address.as_ref(), FINALIZER_IP_ADDRESS) {
-        return Ok(Action::await_change());
-    }
     let ns = address
         .namespace()
         .ok_or(Error::MissingMetadata("namespace"))?;
+    if !entry.deleting {
+        return collect_orphan(&address, &entry, &ns, &ctx).await;
+    }
+    if !finalizer::has(address.as_ref(), FINALIZER_IP_ADDRESS) {
+        return Ok(Action::await_change());
+    }
     // A deleted address is rare: ask the API server rather than a cache that may lag.
     let claim = Api::<IPAddressClaim>::namespaced(ctx.client.clone(), &ns)
         .get_opt(&entry.claim)
@@ -54,5 +57,50 @@ pub async fn reconcile(address: Arc<IPAddress>, ctx: Arc<Ctx>) -> Result<Action>
     .await
     .map_err(Error::Finalizer)?;
     info!(claim = entry.claim, "address released");
+    Ok(Action::await_change())
+}
+
+/// Deletes a live address whose claim is gone (see [`is_orphan`]); the deletion then comes back
+/// here and releases the finalizer. The claim cache answers the common case (the claim is
+/// there); only an address whose claim the cache does not show costs a read.
+async fn collect_orphan(
+    address: &IPAddress,
+    entry: &AddressEntry,
+    ns: &str,
+    ctx: &Ctx,
+) -> Result<Action> {
+    if entry.claim_uid.is_none() {
+        return Ok(Action::await_change());
+    }
+    let cached = ctx
+        .claims
+        .get(&kube::runtime::reflector::ObjectRef::new(&entry.claim).within(ns));
+    if cached.is_some_and(|c| !is_orphan(entry, Some(&c))) {
+        return Ok(Action::await_change());
+    }
+    let claim = Api::<IPAddressClaim>::namespaced(ctx.client.clone(), ns)
+        .get_opt(&entry.claim)
+        .await
+        .map_err(Error::kube("get IPAddressClaim"))?;
+    if !is_orphan(entry, claim.as_ref()) {
+        return Ok(Action::await_change());
+    }
+    let api: Api<IPAddress> = Api::namespaced(ctx.client.clone(), ns);
+    // Conditional on the UID read: a same-named address of a later allocation is left alone.
+    let params = kube::api::DeleteParams {
+        preconditions: Some(kube::api::Preconditions {
+            uid: address.uid(),
+            resource_version: None,
+        }),
+        ..kube::api::DeleteParams::default()
+    };
+    match api.delete(&address.name_any(), &params).await {
+        Ok(_) => info!(
+            claim = entry.claim,
+            "orphaned address deleted: its claim is gone"
+        ),
+        Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => {}
+        Err(e) => return Err(Error::kube("delete IPAddress")(e)),
+    }
     Ok(Action::await_change())
 }

@@ -315,6 +315,18 @@ pub fn may_release_address(entry: &AddressEntry, claim: Option<&IPAddressClaim>)
             .all(|f| f == FINALIZER_IP_ADDRESS_CLAIM)
 }
 
+/// Whether a live `IPAddress` is an orphan to delete: it carries an owner reference to an
+/// `IPAddressClaim` UID, and that claim (read live) is gone or is another incarnation. That
+/// happens when a claim is deleted while a replica is allocating for it; garbage collection
+/// would delete the orphan too, but only once it has discovered the resource, which can take
+/// minutes after a start. An address made by hand (no claim owner) is never an orphan.
+pub fn is_orphan(entry: &AddressEntry, claim: Option<&IPAddressClaim>) -> bool {
+    if entry.deleting || entry.claim_uid.is_none() {
+        return false;
+    }
+    claim.is_none_or(|c| !belongs_to(entry, c))
+}
+
 #[cfg(test)]
 #[path = "decide_tests.rs"]
 mod tests;

@@ -207,6 +207,28 @@ fn addresses_are_released_only_when_their_claim_lets_go() {
 }
 
 #[test]
+fn an_address_whose_claim_vanished_is_an_orphan_unless_made_by_hand() {
+    let e = entry("p-10-0-0-7", "c", "10.0.0.7", "uid-c");
+    let mut live = claim("ns", "c", "p");
+    live.metadata.uid = Some("uid-c".into());
+    assert!(!is_orphan(&e, Some(&live)));
+    assert!(is_orphan(&e, None), "the claim is gone");
+    let mut reborn = live.clone();
+    reborn.metadata.uid = Some("new".into());
+    assert!(is_orphan(&e, Some(&reborn)), "a new claim of the same name");
+    let by_hand = AddressEntry {
+        claim_uid: None,
+        ..e.clone()
+    };
+    assert!(!is_orphan(&by_hand, None), "no claim owner: made by hand");
+    let deleting = AddressEntry {
+        deleting: true,
+        ..e
+    };
+    assert!(!is_orphan(&deleting, None), "already going");
+}
+
+#[test]
 fn pause_comes_from_annotations_and_clusters() {
     let c = claim("ns", "c", "p");
     let p = pool("ns", "p", spec(vec![subnet("10.0.0.0/24")]));
