@@ -27,7 +27,11 @@ use crate::error::{Error, Result};
 pub const SERVICE_ACCOUNT_NAMESPACE_FILE: &str =
     "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
 
-/// Flags every controller binary accepts. `--help` documents each one.
+/// Flags every controller binary accepts. `--help` documents each one. The settings a
+/// deployment changes per environment (leader election, sync period, log format and level)
+/// can also come from the environment (`CAPMAAS_LEADER_ELECT`, `CAPMAAS_SYNC_PERIOD`,
+/// `CAPMAAS_LOG_FORMAT`, `RUST_LOG`), so one kustomize patch sets them for every Deployment; a
+/// flag on the command line wins.
 #[derive(Debug, Clone, clap::Args)]
 pub struct CommonArgs {
     /// Address the Prometheus /metrics endpoint listens on: `:PORT` (all interfaces), `HOST:PORT`,
@@ -44,6 +48,7 @@ pub struct CommonArgs {
     /// Accepts `--leader-elect`, `--leader-elect=true` and `--leader-elect=false`.
     #[arg(
         long,
+        env = "CAPMAAS_LEADER_ELECT",
         value_name = "BOOL",
         num_args = 0..=1,
         require_equals = true,
@@ -65,7 +70,13 @@ pub struct CommonArgs {
 
     /// Minimum interval at which every watched object is reconciled again even without changes,
     /// e.g. `120m`, `2h`, `90s`, `1h30m`.
-    #[arg(long, value_name = "DURATION", default_value = "120m", value_parser = parse_duration)]
+    #[arg(
+        long,
+        env = "CAPMAAS_SYNC_PERIOD",
+        value_name = "DURATION",
+        default_value = "120m",
+        value_parser = parse_duration
+    )]
     pub sync_period: Duration,
 
     /// Only watch objects in this namespace. Empty (the default) watches all namespaces.
@@ -82,7 +93,7 @@ pub struct CommonArgs {
     pub kubeconfig: Option<PathBuf>,
 
     /// Log output format: `json`, `text`, or `auto` (json unless stderr is a terminal).
-    #[arg(long, value_enum, value_name = "FORMAT", default_value_t = LogFormat::Auto)]
+    #[arg(long, env = "CAPMAAS_LOG_FORMAT", value_enum, value_name = "FORMAT", default_value_t = LogFormat::Auto)]
     pub log_format: LogFormat,
 
     /// Log filter in tracing EnvFilter syntax, e.g. `info` or `info,capmaas=debug,kube=warn`.

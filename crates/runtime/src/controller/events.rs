@@ -2,7 +2,7 @@
 
 use kube::runtime::events::{Event, EventType, Recorder};
 use kube::{Client, Resource};
-use tracing::debug;
+use tracing::{debug, warn};
 
 use crate::error::error_chain;
 
@@ -59,8 +59,14 @@ impl Events {
             action: "Reconcile".to_owned(),
             secondary: None,
         };
-        if let Err(e) = self.recorder.publish(&event, &obj.object_ref(&())).await {
-            debug!(reason, error = %error_chain(&e), "cannot publish event");
+        match self.recorder.publish(&event, &obj.object_ref(&())).await {
+            Ok(()) => {}
+            // A refusal is a deployment missing a rule, which someone must fix; anything else
+            // (a namespace being deleted, a brief outage) is noise.
+            Err(kube::Error::Api(status)) if status.code == 403 => {
+                warn!(reason, error = %status.message, "cannot publish event: forbidden");
+            }
+            Err(e) => debug!(reason, error = %error_chain(&e), "cannot publish event"),
         }
     }
 }
