@@ -27,8 +27,22 @@ fn generation_is_deterministic_and_complete() {
             .iter()
             .filter(|f| f.path.starts_with("deploy/crds"))
             .count(),
-        13
+        14,
+        "13 CRDs and their kustomization.yaml"
     );
+    let kustomization = first
+        .iter()
+        .find(|f| f.path.ends_with("deploy/crds/kustomization.yaml"))
+        .unwrap();
+    for crd in first.iter().filter(|f| f.path.starts_with("deploy/crds")) {
+        let name = crd.path.file_name().unwrap().to_str().unwrap();
+        if name != "kustomization.yaml" {
+            assert!(
+                kustomization.contents.contains(&format!("- {name}\n")),
+                "{name} not listed"
+            );
+        }
+    }
     let reference = first
         .iter()
         .find(|f| f.path.ends_with("crd-reference.md"))
@@ -50,7 +64,7 @@ fn generation_is_deterministic_and_complete() {
 fn drift_check_reports_changed_and_stale_files() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
-    assert_eq!(capmaas_api::generate::write_files(root).unwrap().len(), 14);
+    assert_eq!(capmaas_api::generate::write_files(root).unwrap().len(), 15);
     assert!(drifted_files(root).unwrap().is_empty());
     let crd = root.join("deploy/crds/infrastructure.cluster.x-k8s.io_maashosts.yaml");
     std::fs::write(&crd, "edited").unwrap();
