@@ -6,9 +6,11 @@ set shell := ["bash", "-euo", "pipefail", "-c"]
 default:
     @{{just_executable()}} --list
 
-# Build the test control plane (etcd, kube-apiserver, kube-controller-manager, CAPI CRDs) into .cache/testenv.
+# Build the test control plane (etcd, kube-apiserver, kube-controller-manager, CAPI CRDs) and
+# fetch cert-manager's CRDs (for dry-runs of deploy/) into .cache/testenv.
 testenv:
     bash hack/testenv/build.sh
+    bash hack/testenv/cert-manager.sh
 
 # Create the project-local Python virtualenv with python-libmaas (third-party MAAS client tests).
 libmaas:
@@ -21,6 +23,11 @@ crds:
 # Regenerate deploy/base/webhook-server/webhook-configurations.yaml from webhook-server's table of kinds.
 webhooks:
     cargo run -q -p webhook-server --bin webhookgen
+
+# Container images, one per component (Dockerfile, `--build-arg BINARY`), tagged
+# capmaas/<component>:<TAG>. Needs docker with buildx (BuildKit); none runs on the CI machine.
+images TAG="0.1.0":
+    for b in maas-client cluster-controller machine-controller data-controller remediation-controller webhook-server; do docker buildx build --build-arg BINARY=$b -t capmaas/$b:{{TAG}} . ; done
 
 # Format the code.
 fmt:
