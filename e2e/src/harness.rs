@@ -81,6 +81,9 @@ pub struct Harness {
     webhook: WebhookServing,
 }
 
+/// The namespace of the provider's Deployments in `deploy/`.
+pub const DEPLOY_NAMESPACE: &str = "capmaas-system";
+
 /// Where the webhook configurations that ship in `deploy/` live, relative to the repository.
 pub const WEBHOOK_CONFIGURATIONS: &str = "deploy/base/webhook-server/webhook-configurations.yaml";
 
@@ -167,12 +170,46 @@ impl Harness {
             silence,
             webhook: WebhookServing::generate()?,
         };
+        harness.grant_deploy_rbac().await?;
         harness.start_webhook_server().await?;
         for name in CONTROLLERS.into_iter().filter(|n| *n != "webhook-server") {
             let process = harness.start_controller(name)?;
             harness.controllers.push(process);
         }
         Ok(harness)
+    }
+
+    /// Creates what `deploy/base` gives each binary (namespace, ServiceAccounts, RBAC) and
+    /// writes a kubeconfig per binary holding a token of its ServiceAccount: every binary
+    /// then runs with exactly its Deployment's permissions, so each scenario proves them
+    /// sufficient.
+    async fn grant_deploy_rbac(&self) -> Result<()> {
+        let client = self.management.client();
+        let base = repo_root().join("deploy/base");
+        let mut documents = load_yaml_documents(&base.join("namespace.yaml"))?;
+        for name in CONTROLLERS {
+            documents.extend(load_yaml_documents(
+                &base.join(name).join("serviceaccount.yaml"),
+            )?);
+            documents.extend(load_yaml_documents(&base.join(name).join("rbac.yaml"))?);
+        }
+        for document in &documents {
+            apply(&client, document).await?;
+        }
+        for name in CONTROLLERS {
+            let yaml = self
+                .management
+                .service_account_token_kubeconfig(DEPLOY_NAMESPACE, &format!("capmaas-{name}"), 24)
+                .await?;
+            std::fs::write(self.kubeconfig_of(name), yaml)
+                .map_err(Error::io(format!("writing the kubeconfig of {name}")))?;
+        }
+        Ok(())
+    }
+
+    /// The kubeconfig a binary runs with: its ServiceAccount's token.
+    fn kubeconfig_of(&self, name: &str) -> PathBuf {
+        self.dir.path().join(format!("{name}.kubeconfig"))
     }
 
     /// Starts webhook-server, waits until it answers, and registers the webhook configurations
@@ -202,10 +239,7 @@ impl Harness {
     fn start_process(&self, name: &'static str, health_port: u16) -> Result<Process> {
         let binary = binary(name)?;
         let mut args = vec![
-            format!(
-                "--kubeconfig={}",
-                self.management.kubeconfig_path().display()
-            ),
+            format!("--kubeconfig={}", self.kubeconfig_of(name).display()),
             format!("--health-addr=127.0.0.1:{health_port}"),
             format!("--metrics-bind-addr=127.0.0.1:{}", free_port()?),
             "--log-format=text".into(),
@@ -226,7 +260,12 @@ impl Harness {
         }
         let url = self.sim.url();
         let key = self.sim.api_key();
-        let mut env: Vec<(&str, &str)> = vec![("RUST_LOG", &self.log_filter)];
+        // As in a pod of deploy/: Leases (leader election, the gateway's host bindings) live in
+        // the provider's namespace, where its Roles grant them.
+        let mut env: Vec<(&str, &str)> = vec![
+            ("RUST_LOG", &self.log_filter),
+            ("POD_NAMESPACE", DEPLOY_NAMESPACE),
+        ];
         if name == "maas-client" {
             env.push(("MAAS_ENDPOINT", &url));
             env.push(("MAAS_API_KEY", &key));
@@ -301,6 +340,37 @@ impl Harness {
             process.ensure_running()?;
         }
         Ok(())
+    }
+
+    /// Log lines of our binaries (every process, killed ones included) that report a request
+    /// refused by RBAC: with each binary running as its ServiceAccount, any such line means
+    /// `deploy/base` lacks a rule.
+    pub fn forbidden_requests(&self) -> Vec<String> {
+        let Ok(entries) = std::fs::read_dir(self.dir.path()) else {
+            return vec!["<the process log folder cannot be read>".into()];
+        };
+        let mut refused = Vec::new();
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let name = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or_default();
+            let ours = CONTROLLERS
+                .iter()
+                .any(|c| name.starts_with(&format!("{c}.")));
+            if !ours || path.extension().is_none_or(|e| e != "log") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).unwrap_or_default();
+            refused.extend(
+                text.lines()
+                    // The API server's RBAC refusal: `<resource> "<name>" is forbidden: User ...`.
+                    .filter(|l| l.contains("is forbidden"))
+                    .map(|l| format!("{name}: {l}")),
+            );
+        }
+        refused
     }
 
     /// The tail of every process log.

@@ -421,4 +421,5 @@ async fn workers_take_addresses_hostnames_and_metadata_from_a_pool_and_wait_when
     .await
     .unwrap_or_else(|e| panic!("{e}: {:?}\n{}", sim_counts(&h), h.logs(30)));
     h.ensure_running().unwrap();
+    common::assert_rbac_sufficient(&h);
 }

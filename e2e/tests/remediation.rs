@@ -187,6 +187,7 @@ async fn a_silent_worker_is_rebooted_once_and_comes_back_with_its_labels() {
         "no Machine was replaced"
     );
     h.ensure_running().unwrap();
+    common::assert_rbac_sufficient(&h);
 }
 
 #[tokio::test]
@@ -258,4 +259,5 @@ async fn a_worker_that_never_comes_back_is_replaced_and_its_server_set_aside() {
     .await
     .unwrap_or_else(|e| panic!("{e}: {:?}", sim_counts(&h)));
     h.ensure_running().unwrap();
+    common::assert_rbac_sufficient(&h);
 }

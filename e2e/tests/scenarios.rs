@@ -195,6 +195,7 @@ async fn story_cluster_scales_down_and_is_deleted_without_leaks() {
     .await
     .unwrap();
     h.ensure_running().unwrap();
+    common::assert_rbac_sufficient(&h);
 }
 
 #[tokio::test]
@@ -248,6 +249,7 @@ async fn image_change_with_node_reuse_reimages_the_same_servers() {
         "node reuse kept the same servers"
     );
     assert_no_double_claims(&h, &ns).await;
+    common::assert_rbac_sufficient(&h);
 }
 
 async fn worker_system_ids(h: &Harness, ns: &str) -> BTreeSet<String> {
@@ -356,4 +358,5 @@ async fn paused_clusters_are_left_alone_and_impossible_requests_say_so() {
                 && e.type_.as_deref() == Some("Warning")),
         "no Warning event for {name}; condition was {condition}"
     );
+    common::assert_rbac_sufficient(&h);
 }

@@ -15,6 +15,31 @@ pub(crate) const CONTEXT_NAME: &str = "capmaas-testenv";
 
 /// A kubeconfig for `server`, trusting `ca_pem` and authenticating with `client`.
 pub(crate) fn kubeconfig(server: &str, ca_pem: &str, client: &CertPair) -> Kubeconfig {
+    kubeconfig_as(
+        server,
+        ca_pem,
+        AuthInfo {
+            client_certificate_data: Some(STANDARD.encode(&client.cert_pem)),
+            client_key_data: Some(STANDARD.encode(&client.key_pem).into()),
+            ..AuthInfo::default()
+        },
+    )
+}
+
+/// A kubeconfig for `server`, trusting `ca_pem` and authenticating by bearer `token` (a
+/// ServiceAccount token).
+pub(crate) fn token_kubeconfig(server: &str, ca_pem: &str, token: &str) -> Kubeconfig {
+    kubeconfig_as(
+        server,
+        ca_pem,
+        AuthInfo {
+            token: Some(token.to_owned().into()),
+            ..AuthInfo::default()
+        },
+    )
+}
+
+fn kubeconfig_as(server: &str, ca_pem: &str, user: AuthInfo) -> Kubeconfig {
     Kubeconfig {
         api_version: Some("v1".into()),
         kind: Some("Config".into()),
@@ -29,11 +54,7 @@ pub(crate) fn kubeconfig(server: &str, ca_pem: &str, client: &CertPair) -> Kubec
         }],
         auth_infos: vec![NamedAuthInfo {
             name: CONTEXT_NAME.into(),
-            auth_info: Some(AuthInfo {
-                client_certificate_data: Some(STANDARD.encode(&client.cert_pem)),
-                client_key_data: Some(STANDARD.encode(&client.key_pem).into()),
-                ..AuthInfo::default()
-            }),
+            auth_info: Some(user),
             other: std::collections::BTreeMap::default(),
         }],
         contexts: vec![NamedContext {

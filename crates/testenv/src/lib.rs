@@ -206,13 +206,57 @@ impl TestEnv {
         namespace: &str,
         name: &str,
     ) -> Result<kube::Client> {
+        Ok(self.service_account_kubeconfig(namespace, name).await?.1)
+    }
+
+    /// A kubeconfig (YAML) and client that authenticate as ServiceAccount `namespace/name`
+    /// (user `system:serviceaccount:<namespace>:<name>` in its groups), so RBAC bound to the
+    /// ServiceAccount applies, e.g. to run a binary with exactly its Deployment's permissions.
+    pub async fn service_account_kubeconfig(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<(String, kube::Client)> {
         let user = format!("system:serviceaccount:{namespace}:{name}");
         let ns_group = format!("system:serviceaccounts:{namespace}");
-        self.user_client(
+        self.user_kubeconfig(
             &user,
             &["system:serviceaccounts", &ns_group, "system:authenticated"],
         )
         .await
+    }
+
+    /// A kubeconfig (YAML) that authenticates with a real token of the existing ServiceAccount
+    /// `namespace/name`, issued by the API server's TokenRequest API (valid `hours`): what a pod
+    /// of that ServiceAccount is given, so RBAC bound to it applies exactly as in a cluster.
+    pub async fn service_account_token_kubeconfig(
+        &self,
+        namespace: &str,
+        name: &str,
+        hours: i64,
+    ) -> Result<String> {
+        use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+        use k8s_openapi::api::core::v1::ServiceAccount;
+        let request = TokenRequest {
+            spec: Some(TokenRequestSpec {
+                audiences: None,
+                expiration_seconds: Some(hours * 3600),
+                ..TokenRequestSpec::default()
+            }),
+            ..TokenRequest::default()
+        };
+        let issued = Api::<ServiceAccount>::namespaced(self.client.clone(), namespace)
+            .create_token_request(name, &kube::api::PostParams::default(), &request)
+            .await
+            .map_err(Error::kube(format!(
+                "requesting a token of {namespace}/{name}"
+            )))?;
+        let token = issued.status.and_then(|s| s.token).unwrap_or_default();
+        kubeconfig::to_yaml(&kubeconfig::token_kubeconfig(
+            &self.server,
+            &self.serving_ca_pem,
+            &token,
+        ))
     }
 
     /// Installs every CRD in `dir` and waits until they are served.

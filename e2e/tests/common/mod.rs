@@ -208,3 +208,14 @@ pub async fn describe_rollout(h: &Harness, ns: &str) -> String {
     }
     out
 }
+
+/// Every binary ran as its ServiceAccount with the RBAC of `deploy/base`: no request of any of
+/// them (in any process's log, killed ones included) was refused.
+pub fn assert_rbac_sufficient(h: &Harness) {
+    let refused = h.forbidden_requests();
+    assert!(
+        refused.is_empty(),
+        "requests refused by RBAC:\n{}",
+        refused.join("\n")
+    );
+}

@@ -1,0 +1,499 @@
+//! `deploy/` against a real API server: every overlay renders with kubectl's kustomize and is
+//! accepted by a server-side dry run (with cert-manager's CRDs installed from its Go module);
+//! the overlays differ as `docs/install.md` says; the base hardens every Deployment.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::collections::BTreeMap;
+use std::process::Command;
+
+use capmaas_testenv::{TestEnv, cache_dir, kubectl, repo_root};
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Api, PostParams};
+use serde_json::{Value, json};
+
+const OVERLAYS: [&str; 3] = ["dev", "staging", "production"];
+const COMPONENTS: [&str; 6] = [
+    "maas-client",
+    "cluster-controller",
+    "machine-controller",
+    "data-controller",
+    "remediation-controller",
+    "webhook-server",
+];
+
+fn render(overlay: &str) -> Vec<Value> {
+    let path = repo_root().join("deploy/overlays").join(overlay);
+    let out = Command::new(kubectl())
+        .arg("kustomize")
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "kustomize {overlay}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let docs: Vec<Value> =
+        serde_saphyr::from_multiple(&String::from_utf8(out.stdout).unwrap()).unwrap();
+    docs.into_iter().filter(|d| !d.is_null()).collect()
+}
+
+/// Per Deployment: replicas, args, env (name -> value) and the resources of `manager`.
+struct Rendered {
+    replicas: i64,
+    args: Vec<String>,
+    env: BTreeMap<String, String>,
+    resources: Value,
+    pod: Value,
+    container: Value,
+}
+
+fn deployments(docs: &[Value]) -> BTreeMap<String, Rendered> {
+    docs.iter()
+        .filter(|d| d["kind"] == "Deployment")
+        .map(|d| {
+            let pod = d["spec"]["template"]["spec"].clone();
+            let c = pod["containers"][0].clone();
+            assert_eq!(
+                c["name"], "manager",
+                "clusterctl wants the container named manager"
+            );
+            let env = c["env"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|e| {
+                    Some((
+                        e["name"].as_str()?.to_owned(),
+                        e["value"].as_str()?.to_owned(),
+                    ))
+                })
+                .collect();
+            let args = c["args"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|a| a.as_str().unwrap().to_owned())
+                .collect();
+            let name = d["metadata"]["name"]
+                .as_str()
+                .unwrap()
+                .trim_start_matches("capmaas-")
+                .to_owned();
+            (
+                name,
+                Rendered {
+                    replicas: d["spec"]["replicas"].as_i64().unwrap(),
+                    args,
+                    env,
+                    resources: c["resources"].clone(),
+                    pod,
+                    container: c,
+                },
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn every_overlay_is_accepted_by_a_server_side_dry_run() {
+    let env = TestEnv::builder()
+        .our_crds(false)
+        .capi_crds(false)
+        .controller_manager(false)
+        .start()
+        .await
+        .unwrap();
+    env.install_crd_dir(&cache_dir().join("cert-manager-crds"))
+        .await
+        .unwrap();
+    // A dry run creates nothing, so the namespace the objects go into must exist.
+    let namespaces: Api<Namespace> = Api::all(env.client());
+    namespaces
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "capmaas-system"}})).unwrap(),
+        )
+        .await
+        .unwrap();
+    for overlay in OVERLAYS {
+        let path = repo_root().join("deploy/overlays").join(overlay);
+        let out = Command::new(kubectl())
+            .args([
+                "--kubeconfig",
+                &env.kubeconfig_path().display().to_string(),
+                "apply",
+                "--dry-run=server",
+                "-k",
+            ])
+            .arg(&path)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{overlay}: {}\n{stdout}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        for component in COMPONENTS {
+            assert!(
+                stdout.contains(&format!(
+                    "deployment.apps/capmaas-{component} created (server dry run)"
+                )),
+                "{overlay}: {stdout}"
+            );
+        }
+    }
+}
+
+#[test]
+fn every_deployment_is_hardened_and_only_the_gateway_sees_the_maas_key() {
+    for overlay in OVERLAYS {
+        let docs = render(overlay);
+        let deployments = deployments(&docs);
+        assert_eq!(deployments.len(), 6, "{overlay}");
+        for (name, d) in &deployments {
+            let sc = &d.container["securityContext"];
+            assert_eq!(sc["readOnlyRootFilesystem"], true, "{overlay}/{name}");
+            assert_eq!(sc["allowPrivilegeEscalation"], false, "{overlay}/{name}");
+            assert_eq!(
+                sc["capabilities"]["drop"],
+                json!(["ALL"]),
+                "{overlay}/{name}"
+            );
+            assert_eq!(
+                d.pod["securityContext"]["runAsNonRoot"], true,
+                "{overlay}/{name}"
+            );
+            assert_eq!(
+                d.pod["securityContext"]["seccompProfile"]["type"], "RuntimeDefault",
+                "{overlay}/{name}"
+            );
+            assert_eq!(
+                d.pod["serviceAccountName"],
+                format!("capmaas-{name}"),
+                "{overlay}/{name}"
+            );
+            assert_eq!(
+                d.container["livenessProbe"]["httpGet"]["path"], "/healthz",
+                "{overlay}/{name}"
+            );
+            assert_eq!(
+                d.container["readinessProbe"]["httpGet"]["path"], "/readyz",
+                "{overlay}/{name}"
+            );
+            assert!(
+                d.resources["requests"]["memory"].is_string()
+                    && d.resources["limits"]["memory"].is_string(),
+                "{overlay}/{name}"
+            );
+            let mounts_key = d.pod["volumes"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|v| v["secret"]["secretName"] == "capmaas-manager-bootstrap-credentials");
+            let env_key = d
+                .container
+                .to_string()
+                .contains("capmaas-manager-bootstrap-credentials");
+            assert_eq!(
+                mounts_key || env_key,
+                name == "maas-client",
+                "{overlay}/{name}: only maas-client gets the MAAS credentials"
+            );
+        }
+        // Every object carries the provider label clusterctl and selectors use.
+        for doc in &docs {
+            assert_eq!(
+                doc["metadata"]["labels"]["cluster.x-k8s.io/provider"], "infrastructure-maas",
+                "{overlay}: {}",
+                doc["metadata"]["name"]
+            );
+        }
+    }
+}
+
+#[test]
+fn the_overlays_differ_as_documented() {
+    let dev = deployments(&render("dev"));
+    let staging = deployments(&render("staging"));
+    let production_docs = render("production");
+    let production = deployments(&production_docs);
+    for (name, d) in &dev {
+        assert_eq!(d.replicas, 1, "dev/{name}");
+        assert_eq!(
+            d.env.get("CAPMAAS_LOG_FORMAT").map(String::as_str),
+            Some("text")
+        );
+        assert!(d.env["RUST_LOG"].contains("debug"));
+        if name != "webhook-server" {
+            assert_eq!(d.env["CAPMAAS_LEADER_ELECT"], "false", "dev/{name}");
+            assert_eq!(d.env["CAPMAAS_SYNC_PERIOD"], "10m", "dev/{name}");
+        }
+    }
+    for (name, d) in &staging {
+        assert_eq!(d.replicas, 2, "staging/{name}");
+        assert_eq!(d.env["CAPMAAS_LOG_FORMAT"], "json");
+        assert_eq!(d.env["CAPMAAS_SYNC_PERIOD"], "60m");
+        assert!(d.env.contains_key("OTEL_EXPORTER_OTLP_ENDPOINT"));
+        assert_eq!(
+            d.env.get("CAPMAAS_LEADER_ELECT").map(String::as_str),
+            (name != "webhook-server").then_some("true"),
+            "staging/{name}"
+        );
+    }
+    for (name, d) in &production {
+        let replicas = if name == "webhook-server" { 3 } else { 2 };
+        assert_eq!(d.replicas, replicas, "production/{name}");
+        assert!(
+            !d.env.contains_key("CAPMAAS_SYNC_PERIOD"),
+            "production keeps the 2 h default"
+        );
+        assert_eq!(
+            d.pod["topologySpreadConstraints"].as_array().map(Vec::len),
+            Some(2),
+            "production/{name}"
+        );
+        let concurrency = d.args.iter().any(|a| a == "--concurrency=16");
+        assert_eq!(
+            concurrency,
+            name == "machine-controller",
+            "only machine-controller is scaled on its own"
+        );
+    }
+    assert_eq!(
+        production["machine-controller"].resources["limits"]["memory"],
+        "1Gi"
+    );
+    assert_eq!(
+        production["cluster-controller"].resources["limits"]["memory"],
+        "512Mi"
+    );
+    let pdbs: Vec<&str> = production_docs
+        .iter()
+        .filter(|d| d["kind"] == "PodDisruptionBudget")
+        .map(|d| d["metadata"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(pdbs.len(), 6, "{pdbs:?}");
+    assert!(
+        !render("dev")
+            .iter()
+            .any(|d| d["kind"] == "PodDisruptionBudget")
+    );
+}
+
+/// Our ServiceAccount for `component`, for `kubectl auth can-i --as`.
+fn service_account(component: &str) -> String {
+    format!("system:serviceaccount:capmaas-system:capmaas-{component}")
+}
+
+fn can_i(env: &TestEnv, component: &str, verb: &str, resource: &str, namespace: &str) -> bool {
+    let (resource, subresource) = match resource.split_once('/') {
+        Some((r, s)) => (r, Some(s)),
+        None => (resource, None),
+    };
+    let mut cmd = Command::new(kubectl());
+    cmd.args([
+        "--kubeconfig",
+        &env.kubeconfig_path().display().to_string(),
+        "auth",
+        "can-i",
+        verb,
+        resource,
+    ])
+    .args(["--as", &service_account(component), "-n", namespace]);
+    if let Some(sub) = subresource {
+        cmd.arg(format!("--subresource={sub}"));
+    }
+    let out = cmd.output().unwrap();
+    match String::from_utf8_lossy(&out.stdout).trim() {
+        "yes" => true,
+        "no" => false,
+        other => panic!(
+            "can-i {verb} {resource}: {other:?} {}",
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    }
+}
+
+/// Which components may do `verb` on `resource` in namespace `ns`.
+fn allowed(env: &TestEnv, verb: &str, resource: &str, ns: &str) -> Vec<&'static str> {
+    COMPONENTS
+        .into_iter()
+        .filter(|c| can_i(env, c, verb, resource, ns))
+        .collect()
+}
+
+#[tokio::test]
+async fn the_rbac_of_deploy_base_is_minimal() {
+    let env = TestEnv::builder()
+        .capi_crds(true)
+        .controller_manager(false)
+        .start()
+        .await
+        .unwrap();
+    let base = repo_root().join("deploy/base");
+    let mut documents =
+        capmaas_testenv::objects::load_yaml_documents(&base.join("namespace.yaml")).unwrap();
+    for component in COMPONENTS {
+        documents.extend(
+            capmaas_testenv::objects::load_yaml_documents(
+                &base.join(component).join("serviceaccount.yaml"),
+            )
+            .unwrap(),
+        );
+        documents.extend(
+            capmaas_testenv::objects::load_yaml_documents(&base.join(component).join("rbac.yaml"))
+                .unwrap(),
+        );
+    }
+    for document in &documents {
+        capmaas_e2e::apply(&env.client(), document).await.unwrap();
+    }
+    let tenant = "team-a";
+    let mut failures = Vec::new();
+    let mut expect = |verb: &str, resource: &str, ns: &str, who: &[&str]| {
+        let got = allowed(&env, verb, resource, ns);
+        if got != who {
+            failures.push(format!(
+                "{verb} {resource} in {ns}: expected {who:?}, got {got:?}"
+            ));
+        }
+    };
+    // One writer per status (the design's table); maasippools/status has two, on disjoint
+    // conditions: data-controller's counts and maas-client's MAASRangesReserved.
+    expect("patch", "maashosts/status", tenant, &["maas-client"]);
+    expect("patch", "maasinventories/status", tenant, &["maas-client"]);
+    expect("patch", "maasdnsrecords/status", tenant, &["maas-client"]);
+    expect(
+        "patch",
+        "maasclusters/status",
+        tenant,
+        &["cluster-controller"],
+    );
+    expect(
+        "patch",
+        "maasmachines/status",
+        tenant,
+        &["machine-controller"],
+    );
+    expect(
+        "patch",
+        "maasdataclaims/status",
+        tenant,
+        &["data-controller"],
+    );
+    expect("patch", "maasdata/status", tenant, &["data-controller"]);
+    expect(
+        "patch",
+        "maasdatatemplates/status",
+        tenant,
+        &["data-controller"],
+    );
+    expect(
+        "patch",
+        "maasippools/status",
+        tenant,
+        &["maas-client", "data-controller"],
+    );
+    expect(
+        "patch",
+        "maasremediations/status",
+        tenant,
+        &["remediation-controller"],
+    );
+    // Who creates what.
+    expect("create", "maashosts", tenant, &["maas-client"]);
+    expect("delete", "maashosts", tenant, &["maas-client"]);
+    expect("create", "maasdnsrecords", tenant, &["cluster-controller"]);
+    expect("create", "maasdataclaims", tenant, &["machine-controller"]);
+    expect("create", "maasdata", tenant, &["data-controller"]);
+    expect(
+        "create",
+        "ipaddresses.ipam.cluster.x-k8s.io",
+        tenant,
+        &["data-controller"],
+    );
+    // User objects: nobody creates or deletes them.
+    for kind in [
+        "maasclusters",
+        "maasmachines",
+        "maasinventories",
+        "maasippools",
+        "maasdatatemplates",
+        "maasremediations",
+        "maasmachinetemplates",
+    ] {
+        expect("create", kind, tenant, &[]);
+        expect("delete", kind, tenant, &[]);
+    }
+    expect("patch", "maasmachines", tenant, &["machine-controller"]);
+    // Secrets: nobody enumerates them; only data-controller writes (rendered data); the
+    // webhook server reads none. Who can `get` is in docs/rbac.md (the kubeconfig readers).
+    expect("list", "secrets", tenant, &[]);
+    expect("watch", "secrets", tenant, &[]);
+    expect("delete", "secrets", tenant, &[]);
+    expect("create", "secrets", tenant, &["data-controller"]);
+    expect(
+        "get",
+        "secrets",
+        tenant,
+        &[
+            "maas-client",
+            "cluster-controller",
+            "machine-controller",
+            "remediation-controller",
+        ],
+    );
+    // Nothing outside the provider's lane: RBAC, CRDs, webhooks, workloads, CAPI specs.
+    for (verb, resource) in [
+        ("create", "clusterroles.rbac.authorization.k8s.io"),
+        ("create", "rolebindings.rbac.authorization.k8s.io"),
+        ("patch", "customresourcedefinitions.apiextensions.k8s.io"),
+        (
+            "patch",
+            "validatingwebhookconfigurations.admissionregistration.k8s.io",
+        ),
+        ("create", "pods"),
+        ("patch", "deployments.apps"),
+        ("patch", "machines.cluster.x-k8s.io"),
+        ("patch", "clusters.cluster.x-k8s.io"),
+        ("create", "leases.coordination.k8s.io"),
+    ] {
+        expect(verb, resource, tenant, &[]);
+    }
+    // Leases only in the provider's namespace; the gateway's host bindings are Leases too.
+    expect(
+        "create",
+        "leases.coordination.k8s.io",
+        "capmaas-system",
+        &[
+            "maas-client",
+            "cluster-controller",
+            "machine-controller",
+            "data-controller",
+            "remediation-controller",
+        ],
+    );
+    expect(
+        "delete",
+        "leases.coordination.k8s.io",
+        "capmaas-system",
+        &["maas-client"],
+    );
+    // remediation-controller adds one condition to a Machine; nobody else writes Machines.
+    expect(
+        "patch",
+        "machines.cluster.x-k8s.io/status",
+        tenant,
+        &["remediation-controller"],
+    );
+    // The webhook server reads two kinds and writes nothing.
+    expect(
+        "list",
+        "maasippools",
+        tenant,
+        &["maas-client", "data-controller", "webhook-server"],
+    );
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
