@@ -52,8 +52,13 @@ async fn pause_and_node_reuse() {
         (holder(&client, &paused, "h1").await.as_deref() == Some("p1")).then_some(())
     })
     .await;
-    let mm = get_mm(&client, &paused, "p1").await.unwrap();
-    assert_eq!(condition(&mm, cond::PAUSED).unwrap().status, "False");
+    // The claim is written before the status of the same reconcile: read until it shows.
+    let mm = eventually("Paused=False after unpausing", 30, || async {
+        get_mm(&client, &paused, "p1")
+            .await
+            .filter(|m| condition(m, cond::PAUSED).is_some_and(|c| c.status == "False"))
+    })
+    .await;
     assert!(
         mm.finalizers()
             .contains(&keys::FINALIZER_MAAS_MACHINE.to_owned())
