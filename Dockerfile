@@ -2,7 +2,7 @@
 # One Dockerfile, six images: `--build-arg BINARY=<component>` picks the binary, so each
 # Deployment runs an image holding only its own program (docs/install.md, "Images").
 #
-#   docker buildx build --build-arg BINARY=maas-client -t capmaas/maas-client:0.1.0 .
+#   docker buildx build --build-arg BINARY=maas-client -t ghcr.io/capmaas-rs/maas-client:v0.10.0 .
 #
 # `just images` builds all six. Dependencies are cached across builds in BuildKit cache mounts
 # (the cargo registry and the target folder), so a code change recompiles only our crates.

@@ -6,11 +6,13 @@ set shell := ["bash", "-euo", "pipefail", "-c"]
 default:
     @{{just_executable()}} --list
 
-# Build the test control plane (etcd, kube-apiserver, kube-controller-manager, CAPI CRDs) and
-# fetch cert-manager's CRDs (for dry-runs of deploy/) into .cache/testenv.
+# Build the test control plane (etcd, kube-apiserver, kube-controller-manager, CAPI CRDs), fetch
+# cert-manager's CRDs (for dry-runs of deploy/), and build clusterctl and argocd-health with
+# Argo CD's CRDs (packaging tests) into .cache/testenv.
 testenv:
     bash hack/testenv/build.sh
     bash hack/testenv/cert-manager.sh
+    bash hack/testenv/tools.sh
 
 # Create the project-local Python virtualenv with python-libmaas (third-party MAAS client tests).
 libmaas:
@@ -25,9 +27,14 @@ webhooks:
     cargo run -q -p webhook-server --bin webhookgen
 
 # Container images, one per component (Dockerfile, `--build-arg BINARY`), tagged
-# capmaas/<component>:<TAG>. Needs docker with buildx (BuildKit); none runs on the CI machine.
-images TAG="0.1.0":
-    for b in maas-client cluster-controller machine-controller data-controller remediation-controller webhook-server; do docker buildx build --build-arg BINARY=$b -t capmaas/$b:{{TAG}} . ; done
+# <REGISTRY>/<component>:<TAG>. Needs docker with buildx (BuildKit); none runs on the CI machine.
+images TAG="v0.10.0" REGISTRY="ghcr.io/capmaas-rs":
+    for b in maas-client cluster-controller machine-controller data-controller remediation-controller webhook-server; do docker buildx build --build-arg BINARY=$b -t {{REGISTRY}}/$b:{{TAG}} . ; done
+
+# A clusterctl repository (metadata, infrastructure-components.yaml, cluster templates) rendered
+# from deploy/clusterctl into target/clusterctl-repo/infrastructure-maas/<VERSION>/.
+clusterctl-repo VERSION="v0.10.0":
+    bash hack/clusterctl-repo.sh target/clusterctl-repo {{VERSION}}
 
 # Format the code.
 fmt:

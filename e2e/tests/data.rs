@@ -11,8 +11,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use capmaas_e2e::{ClusterSpec, Harness, HarnessConfig, WorkerAddresses, wait_for};
 use common::{
-    LONG, ONE_AT_A_TIME, POLL, api, capi, declare, describe_rollout, in_use, infra, maas_client,
-    running_machines, sim_counts, wait_running,
+    LONG, ONE_AT_A_TIME, POLL, api, argocd_health, capi, declare, describe_rollout, in_use, infra,
+    maas_client, running_machines, sim_counts, wait_argocd_healthy, wait_running,
 };
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
@@ -285,6 +285,19 @@ async fn workers_take_addresses_hostnames_and_metadata_from_a_pool_and_wait_when
     )
     .await
     .unwrap();
+    // Argo CD would show the provisioned cluster Healthy, read from these real statuses.
+    wait_argocd_healthy(
+        &h,
+        &ns,
+        &[
+            "MaasCluster",
+            "MaasMachine",
+            "MaasHost",
+            "MaasIPPool",
+            "MaasInventory",
+        ],
+    )
+    .await;
 
     // A sixth worker: the pool is empty, so its claim says so and no sixth server is deployed.
     set_workers(&h, &ns, usize::from(POOL_SIZE) + 1).await;
@@ -344,6 +357,28 @@ async fn workers_take_addresses_hostnames_and_metadata_from_a_pool_and_wait_when
         1 + usize::from(POOL_SIZE),
         "a server was deployed without an address: {:?}",
         sim_counts(&h)
+    );
+    // Argo CD shows the waiting worker and its data claim as Progressing (they wait for an
+    // address to be given back), and the full pool still Healthy.
+    let health = argocd_health(&h, &ns, "MaasMachine").await;
+    let progressing: Vec<_> = health
+        .values()
+        .filter(|(s, _)| s == "Progressing")
+        .collect();
+    assert_eq!(progressing.len(), 1, "{health:?}");
+    assert_eq!(health.len(), 2 + usize::from(POOL_SIZE), "{health:?}");
+    assert!(
+        argocd_health(&h, &ns, "MaasIPPool")
+            .await
+            .values()
+            .all(|(s, _)| s == "Healthy")
+    );
+    let data_claims = argocd_health(&h, &ns, "MaasDataClaim").await;
+    assert!(
+        data_claims
+            .values()
+            .any(|(s, m)| s == "Progressing" && m.contains("story-workers")),
+        "{data_claims:?}"
     );
 
     // One running worker goes away: its server is released, then its address is given back

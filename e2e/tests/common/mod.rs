@@ -47,6 +47,16 @@ pub async fn infra(h: &Harness, ns: &str, kind: &str) -> Api<DynamicObject> {
     .await
 }
 
+/// Every object of our `kind` in `ns`.
+pub async fn list_infra(h: &Harness, ns: &str, kind: &str) -> Vec<DynamicObject> {
+    infra(h, ns, kind)
+        .await
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+}
+
 pub async fn capi(h: &Harness, ns: &str, kind: &str) -> Api<DynamicObject> {
     api(
         &h.management.client(),
@@ -218,4 +228,85 @@ pub fn assert_rbac_sufficient(h: &Harness) {
         "requests refused by RBAC:\n{}",
         refused.join("\n")
     );
+}
+
+/// The Argo CD health (status, message) of every object of our `kind` in `ns`, by name, as
+/// `deploy/argocd/health/health.lua` gives it in Argo CD's Lua (`argocd-health`, built by
+/// `just testenv`).
+pub async fn argocd_health(
+    h: &Harness,
+    ns: &str,
+    kind: &str,
+) -> BTreeMap<String, (String, String)> {
+    use std::io::Write as _;
+    let objects = list_infra(h, ns, kind).await;
+    let tool = capmaas_testenv::cache_dir().join("bin/argocd-health");
+    let script = capmaas_testenv::repo_root().join("deploy/argocd/health/health.lua");
+    let mut child = std::process::Command::new(tool)
+        .arg("eval")
+        .arg(script)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let input: Vec<serde_json::Value> = objects
+        .iter()
+        .map(|o| {
+            let mut value = serde_json::to_value(o).unwrap();
+            value["kind"] = serde_json::json!(kind);
+            value
+        })
+        .collect();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(&serde_json::to_vec(&input).unwrap())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "argocd-health eval failed");
+    let health: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+    objects
+        .iter()
+        .zip(health)
+        .map(|(o, h)| {
+            let text = |k: &str| h[k].as_str().unwrap_or_default().to_owned();
+            (
+                o.metadata.name.clone().unwrap(),
+                (text("status"), text("message")),
+            )
+        })
+        .collect()
+}
+
+/// What Argo CD would show other than Healthy among the objects of `kinds` in `ns`.
+async fn argocd_unhealthy(h: &Harness, ns: &str, kinds: &[&str]) -> Vec<String> {
+    let mut unhealthy = Vec::new();
+    for kind in kinds {
+        for (name, (status, message)) in argocd_health(h, ns, kind).await {
+            if status != "Healthy" {
+                unhealthy.push(format!("{kind} {name}: {status} {message}"));
+            }
+        }
+    }
+    unhealthy
+}
+
+/// Waits until Argo CD would show every object of each of `kinds` in `ns` Healthy.
+pub async fn wait_argocd_healthy(h: &Harness, ns: &str, kinds: &[&str]) {
+    let healthy = wait_for(
+        "Argo CD health of every object Healthy",
+        LONG,
+        POLL,
+        || async {
+            Ok(argocd_unhealthy(h, ns, kinds)
+                .await
+                .is_empty()
+                .then_some(()))
+        },
+    )
+    .await;
+    if let Err(e) = healthy {
+        panic!("{e}: {:?}", argocd_unhealthy(h, ns, kinds).await);
+    }
 }
