@@ -63,6 +63,14 @@ pub const ANNOTATION_CLONED_FROM_NAME: &str = "cluster.x-k8s.io/cloned-from-name
 pub const ANNOTATION_CLONED_FROM_GROUP_KIND: &str = "cluster.x-k8s.io/cloned-from-groupkind";
 /// Annotation clusterctl honours to hold a move until the object is quiescent.
 pub const ANNOTATION_BLOCK_MOVE: &str = "clusterctl.cluster.x-k8s.io/block-move";
+/// MaasDNSRecord annotation written by maas-client: `<MAAS DNS resource id>.<proof>`, the
+/// resource the record created, signed under the MAAS API key, so that the record still owns
+/// it after `clusterctl move` (which does not keep status).
+pub const ANNOTATION_DNS_RESOURCE: &str = "maas.cluster.x-k8s.io/dns-resource";
+/// Annotation `clusterctl move` puts on every object it is about to delete from the source
+/// management cluster: the object lives on in the target, so nothing it holds outside
+/// Kubernetes (a MAAS machine, DNS resource or IP range) may be released or cleaned up.
+pub const ANNOTATION_DELETE_FOR_MOVE: &str = "clusterctl.cluster.x-k8s.io/delete-for-move";
 
 /// MaasHost label: MAAS availability zone of the machine.
 pub const LABEL_HOST_ZONE: &str = "maas.cluster.x-k8s.io/zone";
@@ -131,6 +139,14 @@ pub fn reboot_annotation(requester: &str) -> String {
 pub fn is_reboot_annotation(key: &str) -> bool {
     key.strip_prefix(ANNOTATION_REBOOT_PREFIX)
         .is_some_and(|rest| !rest.is_empty())
+}
+
+/// Whether `meta` is being deleted by `clusterctl move` (it moved to another management
+/// cluster): its controllers drop their finalizers and leave MAAS as it is.
+pub fn deleted_for_move(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> bool {
+    meta.annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key(ANNOTATION_DELETE_FOR_MOVE))
 }
 
 #[cfg(test)]

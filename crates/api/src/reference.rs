@@ -65,9 +65,14 @@ non-empty the endpoint is immutable.
 (`isIP`, `isCIDR`; Kubernetes >= 1.31), never an untyped `IpNet` schema.
 - **`clusterctl move`.** `MaasDataTemplate`, `MaasIPPool` and `MaasInventory` carry \
 `clusterctl.cluster.x-k8s.io/move` because no owner chain from a Cluster reaches them. `MaasHost` does not: \
-hosts mirror MAAS and are re-imported by the target's `MaasInventory`; moving them would copy stale status \
-and claims. The claim survives in MAAS (`agent_name`, workload annotations) and in the moved `MaasMachine` \
-(`spec.systemID`, `spec.providerID`).
+hosts mirror MAAS and are imported again by the target's `MaasInventory`; moving them would copy stale \
+status and claims. The claim survives in MAAS (`agent_name`, workload annotations) and in the moved \
+`MaasMachine` (`spec.systemID`, `spec.providerID`), which claims the host of its `spec.systemID` again; \
+the gateway finds the machine deployed, so nothing is redeployed or released. Objects the move deletes \
+from the source (annotation `clusterctl.cluster.x-k8s.io/delete-for-move`) only lose their finalizers: no \
+MAAS machine, DNS resource or IP range is released. A `MaasDNSRecord` keeps its MAAS resource through a \
+signed annotation (`maas.cluster.x-k8s.io/dns-resource`, docs/maas-client.md). Tested with the real \
+clusterctl in `e2e/tests/clusterctl_move.rs`.
 - **Names.** CRD names are `<flect plural>.<group>` as CAPI's `contract.CalculateCRDName` computes them; \
 flect keeps words ending in `ata` unchanged, so `MaasData` is served as `maasdata`. Short names: \
 `maasc`, `maasct`, `maasm`, `maasmt`, `maasinv`, `mhost`, `maasdns`, `maasdt`, `maasdc`, `maasd`, \

@@ -63,6 +63,14 @@ pub async fn reconcile(mc: Arc<MaasCluster>, ctx: Arc<Ctx>) -> Result<Action> {
             Ok(Action::await_change())
         }
         Step::Cleanup => cleanup(&api, &mc, &key, cluster_name.as_deref(), &ctx).await,
+        Step::MovedAway => {
+            ctx.prober.stop(&key);
+            finalizer::remove(&api, &mc, FINALIZER_MAAS_CLUSTER, &ctx.field_manager)
+                .await
+                .map_err(Error::Finalizer)?;
+            info!("MaasCluster moved by clusterctl; finalizer removed, MAAS left as it is");
+            Ok(Action::await_change())
+        }
         Step::AddFinalizer | Step::Apply => {
             let (Some(name), Some(cluster)) = (cluster_name, cluster) else {
                 return Ok(Action::await_change());

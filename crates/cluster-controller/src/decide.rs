@@ -55,6 +55,9 @@ pub enum Step {
     Apply,
     /// One step of deletion (see [`deletion_step`]).
     Cleanup,
+    /// Deleted by `clusterctl move`: drop our finalizer and leave the DNS records (moved too)
+    /// and MAAS alone.
+    MovedAway,
 }
 
 /// The pass to make. Deletion goes first (a paused deletion waits too); an externally managed
@@ -64,6 +67,9 @@ pub fn decide(observed: &Observed<'_>) -> Step {
     if mc.metadata.deletion_timestamp.is_some() {
         if !has_finalizer(mc) {
             return Step::AwaitChange("being deleted; our finalizer is already gone");
+        }
+        if capmaas_api::keys::deleted_for_move(&mc.metadata) {
+            return Step::MovedAway;
         }
         return match pause_reason(mc, observed.cluster) {
             Some(why) => Step::Pause(why),

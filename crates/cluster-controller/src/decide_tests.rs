@@ -48,6 +48,36 @@ fn pause_by_cluster_or_annotation() {
 }
 
 #[test]
+fn a_deletion_cleans_up_waits_while_paused_and_lets_go_when_moved() {
+    let mut m = prod_maas_cluster(&json!({"dnsDomain": "maas"}));
+    m.metadata.deletion_timestamp = Some(t(5));
+    let paused = prod_cluster(ClusterSpec {
+        paused: Some(true),
+        ..ClusterSpec::default()
+    });
+    let observed = |m: &MaasCluster, c: Option<&Cluster>| {
+        decide(&Observed {
+            maas_cluster: m,
+            cluster: c,
+        })
+    };
+    assert!(matches!(observed(&m, None), Step::AwaitChange(_)));
+    m.metadata.finalizers = Some(vec![FINALIZER_MAAS_CLUSTER.into()]);
+    assert_eq!(observed(&m, None), Step::Cleanup);
+    assert!(matches!(observed(&m, Some(&paused)), Step::Pause(_)));
+    // clusterctl move: the MaasCluster lives on in the target with its DNS records.
+    m.metadata.annotations = Some(
+        [(
+            capmaas_api::keys::ANNOTATION_DELETE_FOR_MOVE.to_owned(),
+            String::new(),
+        )]
+        .into(),
+    );
+    assert_eq!(observed(&m, Some(&paused)), Step::MovedAway);
+    assert_eq!(observed(&m, None), Step::MovedAway);
+}
+
+#[test]
 fn endpoint_is_generated_deterministically() {
     let m = prod_maas_cluster(&json!({"dnsDomain": "maas."}));
     let plan = plan_endpoint("prod", &m.spec, &prod_cluster(ClusterSpec::default())).unwrap();

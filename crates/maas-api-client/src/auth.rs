@@ -78,6 +78,27 @@ impl ApiKey {
         &self.token_key
     }
 
+    /// An HMAC-SHA256 of `message` under the token secret (base64url): a proof, checkable with
+    /// [`ApiKey::verify`] by any holder of this key, that a holder of it wrote `message`. The
+    /// secret never leaves this type.
+    pub fn sign(&self, message: &[u8]) -> String {
+        use base64::Engine as _;
+        let tag = ring::hmac::sign(&self.proof_key(), message);
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(tag.as_ref())
+    }
+
+    /// Whether `signature` is [`ApiKey::sign`] of `message` under this key (constant time).
+    pub fn verify(&self, message: &[u8], signature: &str) -> bool {
+        use base64::Engine as _;
+        base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(signature)
+            .is_ok_and(|tag| ring::hmac::verify(&self.proof_key(), message, &tag).is_ok())
+    }
+
+    fn proof_key(&self) -> ring::hmac::Key {
+        ring::hmac::Key::new(ring::hmac::HMAC_SHA256, self.token_secret.as_bytes())
+    }
+
     /// Builds the PLAINTEXT `Authorization` header value for one attempt. Callers must pass
     /// a fresh `nonce` and the current `timestamp` on every attempt, retries included: MAAS
     /// refuses a replayed nonce and stale timestamps (maas-api.md 1.4).
@@ -150,6 +171,19 @@ mod tests {
         assert_eq!(key.consumer_key(), "cOnSuMeRkEy1234567");
         assert_eq!(key.token_key(), "tOkEnKeY1234567890");
         assert_eq!(KEY.parse::<ApiKey>().unwrap(), key);
+    }
+
+    #[test]
+    fn proofs_verify_under_the_same_key_only() {
+        let key = ApiKey::parse(KEY).unwrap();
+        let proof = key.sign(b"capmaas dnsresource 42");
+        assert!(key.verify(b"capmaas dnsresource 42", &proof));
+        assert!(!key.verify(b"capmaas dnsresource 43", &proof));
+        assert!(!key.verify(b"capmaas dnsresource 42", "not base64!"));
+        assert!(!key.verify(b"capmaas dnsresource 42", ""));
+        let other = ApiKey::parse("cOnSuMeRkEy1234567:tOkEnKeY1234567890:another").unwrap();
+        assert!(!other.verify(b"capmaas dnsresource 42", &proof));
+        assert!(!proof.contains("sEcReT"));
     }
 
     #[test]

@@ -35,6 +35,8 @@ pub struct Settings {
     pub resync: Duration,
     /// The namespace the gateway watches (`--namespace`); `None` = all.
     pub namespace: Option<String>,
+    /// Ownership proofs under the MAAS API key ([`crate::ownership`]).
+    pub proofs: crate::ownership::Proofs,
 }
 
 /// Shared state of the reconcilers; cheap to clone through `Arc`.
@@ -83,6 +85,10 @@ impl Settings {
             orphan_grace_period: config.orphan_grace_period,
             resync: runtime.sync_period,
             namespace: runtime.namespace.clone(),
+            proofs: crate::ownership::Proofs::new(
+                config.maas.api_key.clone(),
+                &config.installation_id,
+            ),
         }
     }
 }

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use capmaas_api::conditions::{self as cond, reasons};
-use capmaas_api::keys::FINALIZER_MAAS_DNS_RECORD;
+use capmaas_api::keys::{self, FINALIZER_MAAS_DNS_RECORD};
 use capmaas_api::{MaasDNSRecord, MaasDNSRecordStatus};
 use capmaas_runtime::conditions::{ConditionStatus, NewCondition, set_condition, summarize_ready};
 use capmaas_runtime::controller::finalizer;
@@ -30,6 +30,7 @@ use tracing::info;
 
 use crate::context::Gateway;
 use crate::error::{Error, Result};
+use crate::ownership::{Deletion, Proofs};
 
 /// What to do with the MAAS resource.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -63,13 +64,17 @@ pub struct Owned {
 }
 
 impl Owned {
-    /// From the record's status.
-    pub fn of(record: &MaasDNSRecord) -> Self {
+    /// From the record's status, else (status lost in a `clusterctl move`) from its signed
+    /// annotation ([`crate::ownership`]).
+    pub fn of(record: &MaasDNSRecord, proofs: &Proofs) -> Self {
         let status = record.status.as_ref();
-        Self {
-            id: status.and_then(|s| s.dns_resource_id),
-            creating: status.and_then(|s| s.creating) == Some(true),
-        }
+        let creating = status.and_then(|s| s.creating) == Some(true);
+        let id = status.and_then(|s| s.dns_resource_id).or_else(|| {
+            (!creating)
+                .then(|| proofs.proven_dns_resource(record))
+                .flatten()
+        });
+        Self { id, creating }
     }
 }
 
@@ -169,18 +174,21 @@ pub enum FinalizerStep {
     Apply,
     /// Delete the MAAS resource, then remove the finalizer.
     CleanupThenRemove,
+    /// Deleted by `clusterctl move`: remove the finalizer and leave the MAAS resource to the
+    /// record's copy in the target cluster.
+    RemoveOnly,
     /// Deleted and not ours (any more): nothing to do.
     Nothing,
 }
 
-/// The finalizer step for a record that is (or is not) `deleting` and has (or has not) our
-/// finalizer.
-pub fn finalizer_step(deleting: bool, has_finalizer: bool) -> FinalizerStep {
-    match (deleting, has_finalizer) {
-        (false, false) => FinalizerStep::AddThenApply,
-        (false, true) => FinalizerStep::Apply,
-        (true, true) => FinalizerStep::CleanupThenRemove,
-        (true, false) => FinalizerStep::Nothing,
+/// The finalizer step for a record going as `deletion` says, with (or without) our finalizer.
+pub fn finalizer_step(deletion: Deletion, has_finalizer: bool) -> FinalizerStep {
+    match (deletion, has_finalizer) {
+        (Deletion::No, false) => FinalizerStep::AddThenApply,
+        (Deletion::No, true) => FinalizerStep::Apply,
+        (Deletion::Moving, true) => FinalizerStep::RemoveOnly,
+        (Deletion::Deleting, true) => FinalizerStep::CleanupThenRemove,
+        (_, false) => FinalizerStep::Nothing,
     }
 }
 
@@ -190,7 +198,7 @@ pub async fn reconcile(record: Arc<MaasDNSRecord>, gw: Arc<Gateway>) -> Result<A
         Api::namespaced(gw.kube.clone(), &record.namespace().unwrap_or_default());
     let manager = &gw.settings.field_manager;
     let step = finalizer_step(
-        record.meta().deletion_timestamp.is_some(),
+        Deletion::of(record.meta()),
         finalizer::has(record.as_ref(), FINALIZER_MAAS_DNS_RECORD),
     );
     match step {
@@ -201,8 +209,10 @@ pub async fn reconcile(record: Arc<MaasDNSRecord>, gw: Arc<Gateway>) -> Result<A
             apply(&record, &gw, &api).await
         }
         FinalizerStep::Apply => apply(&record, &gw, &api).await,
-        FinalizerStep::CleanupThenRemove => {
-            cleanup(&record, &gw).await?;
+        FinalizerStep::CleanupThenRemove | FinalizerStep::RemoveOnly => {
+            if step == FinalizerStep::CleanupThenRemove {
+                cleanup(&record, &gw).await?;
+            }
             finalizer::remove(&api, &record, FINALIZER_MAAS_DNS_RECORD, manager)
                 .await
                 .map_err(Error::Finalizer)?;
@@ -215,7 +225,10 @@ pub async fn reconcile(record: Arc<MaasDNSRecord>, gw: Arc<Gateway>) -> Result<A
 async fn apply(record: &MaasDNSRecord, gw: &Gateway, api: &Api<MaasDNSRecord>) -> Result<Action> {
     let wanted = wanted_addresses(record.spec.addresses.as_deref())?;
     let fqdn = record.spec.fqdn();
-    let owned = Owned::of(record);
+    let owned = Owned::of(record, &gw.settings.proofs);
+    if let Some(id) = record.status.as_ref().and_then(|s| s.dns_resource_id) {
+        prove(record, id, gw, api).await?;
+    }
     if owned.id.is_none() && !owned.creating {
         let records = gw.dns_records.state();
         if let Some(holder) = fqdn_holder(record, records.iter().map(AsRef::as_ref)) {
@@ -291,7 +304,37 @@ async fn apply(record: &MaasDNSRecord, gw: &Gateway, api: &Api<MaasDNSRecord>) -
     status.observed_addresses = Some(observed.iter().map(ToString::to_string).collect());
     status.ready = Some(ready);
     apply_status(api, &record.name_any(), &gw.settings.field_manager, &status).await?;
+    prove(record, resource.id, gw, api).await?;
     Ok(Action::requeue(gw.settings.resync))
+}
+
+/// Writes the signed annotation naming resource `id` as the record's, unless it is there.
+async fn prove(
+    record: &MaasDNSRecord,
+    id: i64,
+    gw: &Gateway,
+    api: &Api<MaasDNSRecord>,
+) -> Result<()> {
+    let proof = gw.settings.proofs.dns_annotation(record, id);
+    if record.annotations().get(keys::ANNOTATION_DNS_RESOURCE) == Some(&proof) {
+        return Ok(());
+    }
+    let patch =
+        serde_json::json!({"metadata": {"annotations": {keys::ANNOTATION_DNS_RESOURCE: proof}}});
+    let params = kube::api::PatchParams {
+        field_manager: Some(gw.settings.field_manager.clone()),
+        ..kube::api::PatchParams::default()
+    };
+    api.patch(
+        &record.name_any(),
+        &params,
+        &kube::api::Patch::Merge(&patch),
+    )
+    .await
+    .map_err(Error::kube(
+        "annotating the MaasDNSRecord with its resource",
+    ))?;
+    Ok(())
 }
 
 /// The status after `synced`, with the summary `Ready`, for `record`'s generation; whether the
@@ -344,7 +387,7 @@ async fn refuse(
 }
 
 async fn cleanup(record: &MaasDNSRecord, gw: &Gateway) -> Result<()> {
-    let owned = Owned::of(record);
+    let owned = Owned::of(record, &gw.settings.proofs);
     if owned.id.is_none() && !owned.creating {
         // Never created anything (a conflict, a foreign name, or deleted before its first sync).
         return Ok(());
@@ -476,9 +519,16 @@ mod tests {
 
     #[test]
     fn finalizer_is_added_then_applied_and_removed_after_cleanup() {
-        assert_eq!(finalizer_step(false, false), FinalizerStep::AddThenApply);
-        assert_eq!(finalizer_step(false, true), FinalizerStep::Apply);
-        assert_eq!(finalizer_step(true, true), FinalizerStep::CleanupThenRemove);
-        assert_eq!(finalizer_step(true, false), FinalizerStep::Nothing);
+        use Deletion::{Deleting, Moving, No};
+        assert_eq!(finalizer_step(No, false), FinalizerStep::AddThenApply);
+        assert_eq!(finalizer_step(No, true), FinalizerStep::Apply);
+        assert_eq!(
+            finalizer_step(Deleting, true),
+            FinalizerStep::CleanupThenRemove
+        );
+        assert_eq!(finalizer_step(Deleting, false), FinalizerStep::Nothing);
+        // Moved by clusterctl: the copy in the target cluster keeps the MAAS resource.
+        assert_eq!(finalizer_step(Moving, true), FinalizerStep::RemoveOnly);
+        assert_eq!(finalizer_step(Moving, false), FinalizerStep::Nothing);
     }
 }

@@ -30,6 +30,7 @@ use tracing::info;
 
 use crate::context::Gateway;
 use crate::error::{Error, Result};
+use crate::ownership::Deletion;
 
 /// MAAS keeps at most 255 characters of a range comment.
 const MAX_COMMENT: usize = 255;
@@ -202,13 +203,21 @@ pub enum PoolStep {
     Apply,
     /// Delete our ranges, then remove the finalizer (pool deleted, or `maasSubnet` dropped).
     CleanupThenRemove,
+    /// Deleted by `clusterctl move`: remove the finalizer and leave the ranges to the pool's
+    /// copy in the target cluster (the ranges' comment names the pool, which keeps its
+    /// namespace and name).
+    RemoveOnly,
     /// Nothing for MAAS.
     Nothing,
 }
 
-/// The step for a pool that is (or is not) `deleting`, has (or not) our finalizer and asks
-/// (or not) for MAAS ranges.
-pub fn pool_step(deleting: bool, has_finalizer: bool, wants: bool) -> PoolStep {
+/// The step for a pool going as `deletion` says, with (or without) our finalizer, asking (or
+/// not) for MAAS ranges.
+pub fn pool_step(deletion: Deletion, has_finalizer: bool, wants: bool) -> PoolStep {
+    if deletion == Deletion::Moving && has_finalizer {
+        return PoolStep::RemoveOnly;
+    }
+    let deleting = deletion != Deletion::No;
     match (deleting, has_finalizer, wants) {
         (false, false, true) => PoolStep::AddThenApply,
         (false, true, true) => PoolStep::Apply,
@@ -223,7 +232,7 @@ pub async fn reconcile(pool: Arc<MaasIPPool>, gw: Arc<Gateway>) -> Result<Action
         Api::namespaced(gw.kube.clone(), &pool.namespace().unwrap_or_default());
     let manager = &gw.settings.field_manager;
     let step = pool_step(
-        pool.meta().deletion_timestamp.is_some(),
+        Deletion::of(pool.meta()),
         finalizer::has(pool.as_ref(), FINALIZER_MAAS_IP_POOL_RANGES),
         pool.spec.maas_subnet.is_some(),
     );
@@ -247,6 +256,12 @@ pub async fn reconcile(pool: Arc<MaasIPPool>, gw: Arc<Gateway>) -> Result<Action
                 )
                 .await?;
             }
+            finalizer::remove(&api, &pool, FINALIZER_MAAS_IP_POOL_RANGES, manager)
+                .await
+                .map_err(Error::Finalizer)?;
+            Ok(Action::await_change())
+        }
+        PoolStep::RemoveOnly => {
             finalizer::remove(&api, &pool, FINALIZER_MAAS_IP_POOL_RANGES, manager)
                 .await
                 .map_err(Error::Finalizer)?;

@@ -119,10 +119,15 @@ fn only_our_ranges_are_kept_moved_or_deleted() {
 
 #[test]
 fn finalizer_follows_the_maas_subnet() {
-    assert_eq!(pool_step(false, false, true), PoolStep::AddThenApply);
-    assert_eq!(pool_step(false, true, true), PoolStep::Apply);
-    assert_eq!(pool_step(false, true, false), PoolStep::CleanupThenRemove);
-    assert_eq!(pool_step(true, true, true), PoolStep::CleanupThenRemove);
-    assert_eq!(pool_step(false, false, false), PoolStep::Nothing);
-    assert_eq!(pool_step(true, false, true), PoolStep::Nothing);
+    use crate::ownership::Deletion::{Deleting, Moving, No};
+    assert_eq!(pool_step(No, false, true), PoolStep::AddThenApply);
+    assert_eq!(pool_step(No, true, true), PoolStep::Apply);
+    assert_eq!(pool_step(No, true, false), PoolStep::CleanupThenRemove);
+    assert_eq!(pool_step(Deleting, true, true), PoolStep::CleanupThenRemove);
+    assert_eq!(pool_step(No, false, false), PoolStep::Nothing);
+    assert_eq!(pool_step(Deleting, false, true), PoolStep::Nothing);
+    // Moved by clusterctl: the copy in the target cluster keeps the ranges.
+    assert_eq!(pool_step(Moving, true, true), PoolStep::RemoveOnly);
+    assert_eq!(pool_step(Moving, true, false), PoolStep::RemoveOnly);
+    assert_eq!(pool_step(Moving, false, true), PoolStep::Nothing);
 }

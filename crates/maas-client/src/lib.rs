@@ -26,6 +26,7 @@ pub mod inventory;
 pub mod ippool;
 pub mod maas;
 pub mod mapping;
+pub mod ownership;
 pub mod sweeper;
 
 use std::sync::Arc;

@@ -18,8 +18,11 @@
 //! in the namespace it watches, or, with no record (allocated, then the gateway died before
 //! annotating it), whose system id is one of the hosts it watches. Any other (recorded for
 //! another namespace, or unrecorded and not a machine of its hosts) is left alone and reported
-//! once ([`SweepScope`]). A cluster-wide gateway sees every host, and every allocation of ours
-//! is its own.
+//! once ([`SweepScope`]). A cluster-wide gateway sees every namespace of its cluster, but not
+//! the other management clusters that may share the MAAS and the installation id (the source
+//! or target of a `clusterctl move`, with the provider installed there before the move): it
+//! adopts or releases the allocations recorded for a host of a namespace it serves (one with
+//! MaasHosts), or unrecorded ones of its hosts' machines, and leaves the others alone as well.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -29,7 +32,7 @@ use capmaas_api::MaasHost;
 use kube::Resource;
 use maas_api_client::{Machine, MachineFilter, MachineStatus, ReleaseRequest};
 use tokio_util::sync::CancellationToken;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use crate::binding;
 use crate::context::Gateway;
@@ -70,8 +73,14 @@ pub struct NotOurs {
 /// Which allocations of ours a gateway may adopt or release: the hosts it can see.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SweepScope {
-    /// Cluster-wide: every allocation with our agent_name is this gateway's.
-    ClusterWide,
+    /// Cluster-wide: the allocations recorded for a host of a namespace this cluster serves
+    /// (one with MaasHosts).
+    ClusterWide {
+        /// The namespaces that have MaasHosts.
+        namespaces: BTreeSet<String>,
+        /// System ids of the hosts the gateway sees.
+        system_ids: BTreeSet<String>,
+    },
     /// Scoped to one namespace.
     Namespace {
         /// The namespace watched.
@@ -82,25 +91,45 @@ pub enum SweepScope {
 }
 
 impl SweepScope {
-    /// From `--namespace` (`None` or empty = all namespaces) and the system ids of the hosts
-    /// the gateway sees.
-    pub fn new(namespace: Option<&str>, system_ids: BTreeSet<String>) -> Self {
+    /// From `--namespace` (`None` or empty = all namespaces) and the hosts the gateway sees
+    /// (namespace, system id).
+    pub fn new<'a>(
+        namespace: Option<&str>,
+        hosts: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) -> Self {
+        let (namespaces, system_ids): (BTreeSet<String>, BTreeSet<String>) = hosts
+            .into_iter()
+            .map(|(ns, id)| (ns.to_owned(), id.to_owned()))
+            .unzip();
         match namespace {
             Some(ns) if !ns.is_empty() => Self::Namespace {
                 namespace: ns.to_owned(),
                 system_ids,
             },
-            _ => Self::ClusterWide,
+            _ => Self::ClusterWide {
+                namespaces,
+                system_ids,
+            },
         }
     }
 
     /// Whether allocation `system_id` recording `host` (`<namespace>/<name>`, `None` when
-    /// nothing is recorded) is within this scope: recorded for a host of the namespace; or,
-    /// with nothing recorded (the allocating gateway died before annotating it), the machine
-    /// of a host the gateway sees.
+    /// nothing is recorded) is within this scope: recorded for a host of the namespace (scoped)
+    /// or of a namespace with MaasHosts (cluster-wide; a namespace this cluster does not serve
+    /// is another management cluster's, such as the source or target of a `clusterctl move`);
+    /// or, with nothing recorded (the allocating gateway died before annotating it), the
+    /// machine of a host the gateway sees.
     pub fn sees(&self, host: Option<&str>, system_id: &str) -> bool {
         match self {
-            Self::ClusterWide => true,
+            Self::ClusterWide {
+                namespaces,
+                system_ids,
+            } => match host {
+                Some(host) => host
+                    .split_once('/')
+                    .is_some_and(|(ns, _)| namespaces.contains(ns)),
+                None => system_ids.contains(system_id),
+            },
             Self::Namespace {
                 namespace,
                 system_ids,
@@ -117,15 +146,21 @@ impl SweepScope {
 /// Decides which of our allocations are claimed, and which orphans to release.
 ///
 /// `ours` are the machines MAAS lists with our agent_name (`installation`); `claimed` the
-/// system ids of consumed hosts with `provisioning` set; `first_seen` the orphans seen in
+/// system ids of consumed hosts with `provisioning` set; `unclaimed` the hosts
+/// (`<namespace>/<name>`) that ask for no deployment and recorded no allocation: an allocation
+/// recorded for one of them was made for that host by another MaasHost object (the management
+/// cluster it was moved from) and waits for its MaasMachine to claim it again, which the
+/// host's status reports (`Unclaimed`); it is no orphan. `first_seen` the orphans seen in
 /// earlier passes; `scope` what the gateway watches. Machines on their way back (Releasing,
 /// Disk erasing) are left alone; a failed release (Releasing failed, Failed disk erasing) is an
 /// orphan like any other and is released again, with the same erase flags. A machine outside
 /// `scope` ([`SweepScope::sees`]) is never adopted nor released, whatever its state; one with
 /// no host recorded yet may still be adopted by a claiming host of ours.
+#[allow(clippy::too_many_arguments)] // The pure decision takes every input explicitly.
 pub fn plan_sweep(
     ours: &[Machine],
     claimed: &BTreeSet<String>,
+    unclaimed: &BTreeSet<String>,
     first_seen: &BTreeMap<String, Instant>,
     now: Instant,
     grace: Duration,
@@ -139,7 +174,7 @@ pub fn plan_sweep(
         let visible = scope.sees(recorded, id);
         // Recorded for a host this gateway does not watch: never its own, claimed or not.
         let foreign = recorded.is_some() && !visible;
-        if claimed.contains(id) && !foreign {
+        if (claimed.contains(id) && !foreign) || recorded.is_some_and(|h| unclaimed.contains(h)) {
             plan.adopted.push(id.clone());
             continue;
         }
@@ -171,6 +206,30 @@ pub fn plan_sweep(
         }
     }
     plan
+}
+
+/// The hosts (`<namespace>/<name>`) asking for no deployment and recording no allocation of
+/// `installation`.
+fn unclaimed_hosts(hosts: &[Arc<MaasHost>], installation: &str) -> BTreeSet<String> {
+    hosts
+        .iter()
+        .filter(|h| h.spec.provisioning.is_none())
+        .filter(|h| {
+            h.status
+                .as_ref()
+                .and_then(|s| s.allocation.as_ref())
+                .is_none_or(|a| a.agent_name.as_deref() != Some(installation))
+        })
+        .map(|h| host_key(h))
+        .collect()
+}
+
+fn host_key(host: &MaasHost) -> String {
+    format!(
+        "{}/{}",
+        host.meta().namespace.as_deref().unwrap_or_default(),
+        host.meta().name.as_deref().unwrap_or_default()
+    )
 }
 
 fn claimed_system_ids(hosts: &[Arc<MaasHost>]) -> BTreeSet<String> {
@@ -225,11 +284,17 @@ pub async fn sweep_once(
     let ours = listing.machines;
     let hosts = gw.hosts.state();
     let claimed = claimed_system_ids(&hosts);
-    let seen = hosts.iter().map(|h| h.spec.system_id.clone()).collect();
+    let seen = hosts.iter().map(|h| {
+        (
+            h.meta().namespace.as_deref().unwrap_or_default(),
+            h.spec.system_id.as_str(),
+        )
+    });
     let scope = SweepScope::new(gw.settings.namespace.as_deref(), seen);
     let plan = plan_sweep(
         &ours,
         &claimed,
+        &unclaimed_hosts(&hosts, installation),
         &memory.first_seen,
         Instant::now(),
         gw.settings.orphan_grace_period,
@@ -246,11 +311,12 @@ pub async fn sweep_once(
             system_id,
             recorded_host = recorded_host.as_deref().unwrap_or("<none>"),
             scope = ?scope,
-            "allocation of ours outside this gateway's namespace: left alone (neither adopted nor released)"
+            "allocation of ours for a host this gateway does not have (another namespace, or another management cluster): left alone (neither adopted nor released)"
         );
     }
     if !plan.adopted.is_empty() {
-        info!(
+        // Every pass finds them: not news.
+        debug!(
             count = plan.adopted.len(),
             "allocations of ours matched to hosts"
         );

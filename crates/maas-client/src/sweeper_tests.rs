@@ -2,6 +2,11 @@ use super::*;
 use crate::cache::tests::machine;
 use capmaas_api::common::{EraseMode, ReleasePolicy};
 
+/// A cluster-wide gateway seeing the hosts named after their machines in namespace `ns`.
+fn cluster_wide(ids: &[&str]) -> SweepScope {
+    SweepScope::new(None, ids.iter().map(|id| ("ns", *id)))
+}
+
 fn released(plan: &SweepPlan) -> Vec<&str> {
     plan.release.iter().map(|r| r.system_id.as_str()).collect()
 }
@@ -21,11 +26,12 @@ fn orphans_are_released_after_the_grace_period_only() {
     let plan = plan_sweep(
         &ours,
         &claimed,
+        &BTreeSet::new(),
         &seen,
         now,
         grace,
         "i",
-        &SweepScope::ClusterWide,
+        &cluster_wide(&["claimed", "orphan", "old", "going"]),
     );
     assert_eq!(plan.adopted, vec!["claimed".to_owned()]);
     assert_eq!(released(&plan), vec!["old"]);
@@ -36,11 +42,12 @@ fn orphans_are_released_after_the_grace_period_only() {
     let plan = plan_sweep(
         &ours[..2],
         &claimed,
+        &BTreeSet::new(),
         &plan.pending,
         now + grace * 2,
         grace,
         "i",
-        &SweepScope::ClusterWide,
+        &cluster_wide(&["claimed", "orphan"]),
     );
     assert!(plan.pending.is_empty());
     assert!(plan.release.is_empty());
@@ -52,11 +59,12 @@ fn zero_grace_releases_at_once() {
     let plan = plan_sweep(
         &[machine("x", 10)],
         &BTreeSet::new(),
+        &BTreeSet::new(),
         &BTreeMap::new(),
         now,
         Duration::ZERO,
         "i",
-        &SweepScope::ClusterWide,
+        &cluster_wide(&["x"]),
     );
     assert_eq!(released(&plan), vec!["x"]);
 }
@@ -87,11 +95,18 @@ fn orphans_are_released_with_the_recorded_erase_and_failed_releases_again() {
     let plan = plan_sweep(
         &ours,
         &BTreeSet::new(),
+        &BTreeSet::new(),
         &BTreeMap::new(),
         now,
         Duration::ZERO,
         "i",
-        &SweepScope::ClusterWide,
+        &cluster_wide(&[
+            "deployed",
+            "erase-failed",
+            "release-failed",
+            "bare",
+            "erasing",
+        ]),
     );
     assert_eq!(
         released(&plan),
@@ -128,7 +143,7 @@ fn recorded(id: &str, status: i64, host_namespace: Option<&str>) -> Machine {
 fn a_scoped_gateway_adopts_and_releases_only_allocations_recorded_for_its_namespace() {
     let now = Instant::now();
     // The hosts the gateway sees in `a` (by system id).
-    let scope = SweepScope::new(Some("a"), BTreeSet::from(["bare-host-of-a".to_owned()]));
+    let scope = SweepScope::new(Some("a"), [("a", "bare-host-of-a")]);
     let ours = [
         // Recorded for a host of ours: released (orphan) or adopted (claimed).
         recorded("mine", 6, Some("a")),
@@ -159,6 +174,7 @@ fn a_scoped_gateway_adopts_and_releases_only_allocations_recorded_for_its_namesp
     let plan = plan_sweep(
         &ours,
         &claimed,
+        &BTreeSet::new(),
         &BTreeMap::new(),
         now,
         Duration::ZERO,
@@ -187,6 +203,7 @@ fn a_scoped_gateway_adopts_and_releases_only_allocations_recorded_for_its_namesp
     let later = plan_sweep(
         &ours,
         &claimed,
+        &BTreeSet::new(),
         &plan.pending,
         now + Duration::from_secs(3600),
         Duration::from_secs(60),
@@ -202,19 +219,24 @@ fn a_scoped_gateway_adopts_and_releases_only_allocations_recorded_for_its_namesp
 }
 
 #[test]
-fn a_cluster_wide_gateway_releases_every_orphan_of_ours() {
+fn a_cluster_wide_gateway_releases_the_orphans_of_the_namespaces_it_serves_only() {
     let ours = [
         recorded("a", 6, Some("a")),
+        // Recorded for a host of `b`, gone (deleted): `b` has other hosts, an orphan.
         recorded("b", 6, Some("b")),
         recorded("bare", 10, None),
+        // Recorded for a namespace this management cluster does not serve: another management
+        // cluster's (the source of a `clusterctl move`, or its target installed beforehand).
+        recorded("elsewhere", 6, Some("c")),
+        recorded("bare-elsewhere", 10, None),
     ];
-    for scope in [
-        SweepScope::new(None, BTreeSet::new()),
-        SweepScope::new(Some(""), BTreeSet::new()),
-    ] {
-        assert_eq!(scope, SweepScope::ClusterWide);
+    let hosts = [("a", "a"), ("b", "other-of-b"), ("d", "bare")];
+    for namespace in [None, Some("")] {
+        let scope = SweepScope::new(namespace, hosts);
+        assert!(matches!(scope, SweepScope::ClusterWide { .. }), "{scope:?}");
         let plan = plan_sweep(
             &ours,
+            &BTreeSet::new(),
             &BTreeSet::new(),
             &BTreeMap::new(),
             Instant::now(),
@@ -223,7 +245,8 @@ fn a_cluster_wide_gateway_releases_every_orphan_of_ours() {
             &scope,
         );
         assert_eq!(released(&plan), vec!["a", "b", "bare"]);
-        assert!(plan.not_ours.is_empty());
+        let left: Vec<&str> = plan.not_ours.iter().map(|n| n.system_id.as_str()).collect();
+        assert_eq!(left, vec!["elsewhere", "bare-elsewhere"]);
     }
 }
 
@@ -253,4 +276,26 @@ fn allocations_left_alone_are_reported_once() {
     let third = not_ours(&["x", "y", "z"]);
     let (new, _) = to_report(&third, &reported);
     assert_eq!(ids(new), vec!["y"]);
+}
+
+#[test]
+fn an_allocation_for_an_unclaimed_host_of_ours_waits_for_its_machine() {
+    // Imported after `clusterctl move`: the host `ns/moved` is here, not consumed yet, and MAAS
+    // records the allocation for it. Its MaasMachine claims it again once the move is done.
+    let ours = [recorded("moved", 6, Some("ns")), recorded("bare", 10, None)];
+    let scope = cluster_wide(&["moved", "bare"]);
+    let unclaimed = BTreeSet::from(["ns/moved".to_owned(), "ns/bare".to_owned()]);
+    let plan = plan_sweep(
+        &ours,
+        &BTreeSet::new(),
+        &unclaimed,
+        &BTreeMap::new(),
+        Instant::now(),
+        Duration::ZERO,
+        "i",
+        &scope,
+    );
+    assert_eq!(plan.adopted, vec!["moved"]);
+    // Nothing recorded on the machine: an allocation lost before its annotations, an orphan.
+    assert_eq!(released(&plan), vec!["bare"]);
 }

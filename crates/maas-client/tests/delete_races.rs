@@ -76,7 +76,7 @@ async fn a_host_claimed_after_the_decision_is_never_deleted() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_scoped_sweeper_releases_only_allocations_recorded_for_its_namespace() {
+async fn a_sweeper_releases_only_allocations_recorded_for_what_it_watches() {
     let (env, _client, ns_a) = api_server("sweep-a").await;
     let ns_b = env.create_namespace("sweep-b").await.unwrap();
     let sim = instant_sim(3).await;
@@ -133,9 +133,24 @@ async fn a_scoped_sweeper_releases_only_allocations_recorded_for_its_namespace()
     );
     gateway.stop().await;
 
-    // The same installation cluster-wide sees every namespace: both are orphans now.
+    // The same installation cluster-wide sees every namespace of its cluster that has hosts;
+    // namespace B has none, and no host is the unrecorded machine's: both may be another
+    // management cluster's (the source or target of a `clusterctl move`), so they stay.
     let gateway = start_in_process(&env, &sim, "", &[]).await;
-    eventually("all orphans released", Duration::from_secs(30), || async {
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    for id in [theirs, bare] {
+        assert_eq!(
+            state.machine(id).unwrap().status,
+            NodeStatus::Allocated,
+            "{id} left alone"
+        );
+    }
+    // A host in B for the unrecorded machine: B is served here, both are orphans of ours.
+    Api::<MaasHost>::namespaced(env.client(), &ns_b)
+        .create(&PostParams::default(), &new_host(bare))
+        .await
+        .unwrap();
+    eventually("both orphans released", Duration::from_secs(30), || async {
         [theirs, bare]
             .iter()
             .all(|id| state.machine(id).unwrap().status == NodeStatus::Ready)

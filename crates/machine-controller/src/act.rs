@@ -37,6 +37,7 @@ pub async fn reconcile(mm: Arc<MaasMachine>, ctx: Arc<Ctx>) -> Result<Action> {
             host: state.host.as_ref(),
             data_claim: state.data_claim.as_ref(),
             data: state.data.as_ref(),
+            system_host: state.system_host.as_ref(),
         });
         debug!(?step, "step");
         match act(&ctx, &mut state, step).await {
@@ -84,6 +85,7 @@ pub async fn act(ctx: &Ctx, state: &mut State, step: Step) -> Result<Flow> {
             Ok(Flow::Continue)
         }
         Step::ChooseHost => claiming::choose_and_claim(ctx, state).await,
+        Step::ReclaimHost => claiming::reclaim(ctx, state).await,
         Step::HostLost => {
             if write_status(ctx, state, step_conditions(&step, None), false).await? {
                 ctx.events

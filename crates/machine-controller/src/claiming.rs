@@ -61,21 +61,29 @@ fn recorded_host(mm: &MaasMachine) -> Option<String> {
         .map(|r| r.name.clone())
 }
 
-/// Chooses a host for `state.mm` and claims it.
-pub(crate) async fn choose_and_claim(ctx: &Ctx, state: &mut State) -> Result<Flow> {
-    let ns = namespace(&state.mm)?;
-    let uid = state.mm.uid().ok_or(Error::MissingMetadata("uid"))?;
-    // The cached object may predate a write of ours or of another replica; decisions below
-    // are made on a fresh read and written under its resourceVersion.
+/// Reads the MaasMachine fresh: the cached object may predate a write of ours or of another
+/// replica, so a claim is decided on a fresh read and written under its resourceVersion.
+/// `false` when there is nothing to claim (deleting, or a host is claimed already).
+async fn still_claiming(ctx: &Ctx, state: &mut State, ns: &str) -> Result<bool> {
     state.mm = mm_api(ctx, &state.mm)?
         .get(&state.mm.name_any())
         .await
         .map_err(Error::kube("reading the MaasMachine"))?;
     if state.mm.metadata.deletion_timestamp.is_some() {
-        return Ok(Flow::Continue);
+        return Ok(false);
     }
-    if let Some(host) = find_host(ctx, &state.mm, &ns).await? {
+    if let Some(host) = find_host(ctx, &state.mm, ns).await? {
         state.host = Some(host);
+        return Ok(false);
+    }
+    Ok(true)
+}
+
+/// Chooses a host for `state.mm` and claims it.
+pub(crate) async fn choose_and_claim(ctx: &Ctx, state: &mut State) -> Result<Flow> {
+    let ns = namespace(&state.mm)?;
+    let uid = state.mm.uid().ok_or(Error::MissingMetadata("uid"))?;
+    if !still_claiming(ctx, state, &ns).await? {
         return Ok(Flow::Continue);
     }
     let now = jiff::Timestamp::now();
@@ -154,6 +162,49 @@ pub(crate) async fn choose_and_claim(ctx: &Ctx, state: &mut State) -> Result<Flo
     }
     // Every candidate went to someone else meanwhile: the cache is behind; look again shortly.
     Ok(Flow::Done(Action::requeue(retry_delay())))
+}
+
+/// Claims the host of `spec.systemID` again (see [`crate::decide::Step::ReclaimHost`]), with
+/// the intent recorded first as for any claim.
+pub(crate) async fn reclaim(ctx: &Ctx, state: &mut State) -> Result<Flow> {
+    let ns = namespace(&state.mm)?;
+    let uid = state.mm.uid().ok_or(Error::MissingMetadata("uid"))?;
+    if !still_claiming(ctx, state, &ns).await? {
+        return Ok(Flow::Continue);
+    }
+    let Some(host_name) = state.system_host.as_ref().map(ResourceExt::name_any) else {
+        return Ok(Flow::Continue);
+    };
+    if !ctx.claims.try_mark(&ns, &host_name, &uid) {
+        return Ok(Flow::Done(Action::requeue(retry_delay())));
+    }
+    state.mm = record_intent(ctx, &state.mm, Some(&host_name)).await?;
+    let claimed = host_ops::reclaim(ctx, &state.mm, &ns, &host_name).await;
+    match claimed {
+        Ok(Claim::Won(host)) => {
+            let note = format!(
+                "claimed host {host_name} again: it runs this machine's MAAS machine {}",
+                host.spec.system_id
+            );
+            info!(host = %host_name, "host claimed again by system id");
+            ctx.events
+                .normal(&state.mm, reasons::HOST_CLAIMED, &note)
+                .await;
+            state.host = Some(*host);
+            state.system_host = None;
+            Ok(Flow::Continue)
+        }
+        Ok(Claim::Lost) => {
+            ctx.claims.unmark(&ns, &host_name, &uid);
+            state.mm = record_intent(ctx, &state.mm, None).await?;
+            state.system_host = None;
+            Ok(Flow::Continue)
+        }
+        Err(e) => {
+            ctx.claims.unmark(&ns, &host_name, &uid);
+            Err(e)
+        }
+    }
 }
 
 /// Half a second to one and a half, so machines that lost the same race do not retry in

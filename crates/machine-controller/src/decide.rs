@@ -25,6 +25,8 @@ pub struct Observed<'a> {
     pub data_claim: Option<&'a MaasDataClaim>,
     /// The MaasData the claim records as rendered, if any.
     pub data: Option<&'a MaasData>,
+    /// No host claimed but `spec.systemID` set: the namespace's host of that MAAS machine.
+    pub system_host: Option<&'a MaasHost>,
 }
 
 /// The next step.
@@ -47,6 +49,10 @@ pub enum Step {
     /// A providerID or systemID exists but no host is claimed for it any more: never choose a
     /// second host for a machine whose identity is fixed.
     HostLost,
+    /// `spec.systemID` is set, no host is claimed, and the host of that MAAS machine is free:
+    /// claim it again (the machine was moved here by `clusterctl move`, or its host was imported
+    /// again). Its deployment goes on as it is: the gateway finds the machine deployed.
+    ReclaimHost,
     /// Record the claimed host in status.
     RecordHost,
     /// `spec.dataTemplate` is set: create the MaasDataClaim for the claimed host.
@@ -128,6 +134,13 @@ fn decide_apply(obs: &Observed<'_>) -> Step {
         return Step::AddFinalizer;
     }
     let Some(host) = obs.host else {
+        if mm.spec.system_id.is_some()
+            && obs
+                .system_host
+                .is_some_and(|h| h.spec.consumer_ref.is_none())
+        {
+            return Step::ReclaimHost;
+        }
         if mm.spec.provider_id.is_some() || mm.spec.system_id.is_some() {
             return Step::HostLost;
         }
@@ -232,6 +245,11 @@ fn decide_apply(obs: &Observed<'_>) -> Step {
 fn decide_delete(obs: &Observed<'_>) -> Step {
     if !has_finalizer(obs.maas_machine) {
         return Step::Done;
+    }
+    // Moved to another management cluster by `clusterctl move`: the host, its MAAS machine and
+    // the data stay as they are, for the copy in the target cluster.
+    if keys::deleted_for_move(&obs.maas_machine.metadata) {
+        return Step::RemoveFinalizer;
     }
     if is_paused(obs) {
         return Step::Paused;

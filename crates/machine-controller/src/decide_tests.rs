@@ -38,6 +38,7 @@ fn decide_for(
         host: h,
         data_claim: None,
         data: None,
+        system_host: None,
     })
 }
 
@@ -113,6 +114,33 @@ fn a_machine_with_identity_never_chooses_again() {
         None,
     );
     assert_eq!(step, Step::HostLost);
+}
+
+#[test]
+fn a_machine_with_a_system_id_claims_the_free_host_of_it_again() {
+    let mut mm = maas_machine("m");
+    mm.spec.provider_id = Some("maas:///az1/sys-h1".into());
+    mm.spec.system_id = Some("sys-h1".into());
+    let m = machine("m", Some("b"));
+    let c = cluster(true, false);
+    let with_system_host = |h: Option<&MaasHost>| {
+        decide(&Observed {
+            maas_machine: &mm,
+            machine: Some(&m),
+            cluster: Some(&c),
+            host: None,
+            data_claim: None,
+            data: None,
+            system_host: h,
+        })
+    };
+    // Moved here by clusterctl: the re-imported host is deployed, and nobody holds it.
+    let imported = host("h1", Some(ProvisioningState::Deployed));
+    assert_eq!(with_system_host(Some(&imported)), Step::ReclaimHost);
+    // Someone else holds it, or it is not there (yet): never choose another.
+    let other = claimed(imported.clone(), &maas_machine("other"));
+    assert_eq!(with_system_host(Some(&other)), Step::HostLost);
+    assert_eq!(with_system_host(None), Step::HostLost);
 }
 
 #[test]
@@ -213,6 +241,24 @@ fn deployed_with_provider_id_is_provisioned() {
         decide_for(&mm, Some(&m), Some(&c), Some(&h)),
         Step::Provisioned
     );
+}
+
+#[test]
+fn a_machine_moved_by_clusterctl_lets_go_without_releasing_its_host() {
+    let mut mm = deleting(recorded(maas_machine("m"), "h1"));
+    mm.metadata.annotations =
+        Some([(keys::ANNOTATION_DELETE_FOR_MOVE.to_owned(), String::new())].into());
+    let mut h = claimed(host("h1", Some(ProvisioningState::Deployed)), &mm);
+    h.spec.provisioning = Some(provisioning());
+    // Not even the pause of the (moving) Cluster holds it: the copy in the target owns the host.
+    for c in [None, Some(cluster(true, true))] {
+        assert_eq!(
+            decide_for(&mm, None, c.as_ref(), Some(&h)),
+            Step::RemoveFinalizer
+        );
+    }
+    mm.metadata.finalizers = None;
+    assert_eq!(decide_for(&mm, None, None, Some(&h)), Step::Done);
 }
 
 #[test]
@@ -379,6 +425,7 @@ fn a_data_template_is_claimed_and_rendered_before_the_deployment_is_requested() 
             host: Some(&h),
             data_claim: claim,
             data,
+            system_host: None,
         })
     };
     assert_eq!(with(None, None), Step::CreateDataClaim);
@@ -429,6 +476,7 @@ fn the_data_claim_is_let_go_only_after_the_host_is_released() {
             host,
             data_claim: claim,
             data: None,
+            system_host: None,
         })
     };
     assert_eq!(with(Some(&h), Some(&claim)), Step::ClearProvisioning);

@@ -95,3 +95,26 @@ pub async fn claim(
         _ => Claim::Lost,
     })
 }
+
+/// Claims `host` again for `mm`, whose `spec.systemID` names the host's machine: only while
+/// nobody holds the host (whatever its state: it is deployed for this very machine), under the
+/// resourceVersion of a fresh read.
+pub async fn reclaim(ctx: &Ctx, mm: &MaasMachine, namespace: &str, host: &str) -> Result<Claim> {
+    let consumer = consumer_ref(mm).ok_or(Error::MissingMetadata("name or uid"))?;
+    let system_id = mm.spec.system_id.clone();
+    let written = update_host(ctx, namespace, host, "claiming again", |h| {
+        if claimed_by(h, mm)
+            || h.spec.consumer_ref.is_some()
+            || system_id.as_deref() != Some(h.spec.system_id.as_str())
+        {
+            return Mutation::Keep;
+        }
+        h.spec.consumer_ref = Some(consumer.clone());
+        Mutation::Write
+    })
+    .await?;
+    Ok(match written {
+        Some(h) if claimed_by(&h, mm) => Claim::Won(Box::new(h)),
+        _ => Claim::Lost,
+    })
+}

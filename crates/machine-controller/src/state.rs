@@ -36,6 +36,9 @@ pub struct State {
     pub data_claim: Option<MaasDataClaim>,
     /// The MaasData the claim records.
     pub data: Option<MaasData>,
+    /// With `spec.systemID` set and no host claimed: the host of the namespace for that MAAS
+    /// machine (from the cache), which the machine may claim again.
+    pub system_host: Option<MaasHost>,
 }
 
 /// The namespace of `mm` (always set on objects read from the API server).
@@ -89,6 +92,15 @@ impl State {
         };
         let host = find_host(ctx, &mm, &ns).await?;
         let (data_claim, data) = observe_data(ctx, &mm, &ns).await?;
+        let system_host = match (&host, &mm.spec.system_id) {
+            (None, Some(system_id)) => ctx
+                .hosts
+                .find(|h| {
+                    h.namespace().as_deref() == Some(ns.as_str()) && h.spec.system_id == *system_id
+                })
+                .map(|h| h.as_ref().clone()),
+            _ => None,
+        };
         Ok(Self {
             mm,
             machine,
@@ -96,6 +108,7 @@ impl State {
             host,
             data_claim,
             data,
+            system_host,
         })
     }
 }

@@ -206,6 +206,7 @@ pub fn step_conditions(step: &Step, host: Option<&MaasHost>) -> Vec<NewCondition
         | Step::WaitForCluster
         | Step::AddFinalizer
         | Step::ChooseHost
+        | Step::ReclaimHost
         | Step::RemoveFinalizer
         | Step::ReleaseData
         | Step::Done => Vec::new(),

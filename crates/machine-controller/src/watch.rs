@@ -1,7 +1,7 @@
 //! Which changes of other objects wake which MaasMachine: pure mappers over the cache.
 //!
-//! A MaasHost wakes its consumer, and a free `Available` one wakes the machines waiting for a
-//! host; a Machine wakes the MaasMachine its `spec.infrastructureRef` names; a Cluster wakes
+//! A MaasHost wakes its consumer; a free one wakes the machine whose `spec.systemID` names it,
+//! and a free `Available` one the machines waiting for a host; a Machine wakes the MaasMachine its `spec.infrastructureRef` names; a Cluster wakes
 //! every MaasMachine labelled with its name (pause, infrastructure ready).
 
 use capmaas_api::capi::{Cluster, Machine};
@@ -24,12 +24,13 @@ pub fn map_host(machines: &Store<MaasMachine>, host: &MaasHost) -> Vec<ObjectRef
     }
     let available = host.status.as_ref().and_then(|s| s.provisioning_state)
         == Some(ProvisioningState::Available);
-    if !available {
-        return Vec::new();
-    }
+    // A free host also wakes the machine whose `spec.systemID` names it (moved here by
+    // clusterctl, its host imported again), whatever the host's state.
     machines
         .state_filter(|m| {
-            m.namespace().as_deref() == Some(namespace.as_str()) && waiting_for_host(m)
+            m.namespace().as_deref() == Some(namespace.as_str())
+                && (m.spec.system_id.as_deref() == Some(host.spec.system_id.as_str())
+                    || (available && waiting_for_host(m)))
         })
         .iter()
         .map(|m| ObjectRef::from_obj(m.as_ref()))

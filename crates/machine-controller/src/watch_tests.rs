@@ -130,3 +130,13 @@ fn a_cluster_wakes_its_labelled_machines() {
         refs(&["a", "b"])
     );
 }
+
+#[test]
+fn a_free_host_wakes_the_machine_that_names_its_system_id_whatever_its_state() {
+    let mut moved = maas_machine("moved");
+    moved.spec.system_id = Some("sys-h1".into());
+    let store = store_with(vec![moved, maas_machine("other")]);
+    let deployed = host("h1", Some(ProvisioningState::Deployed));
+    assert_eq!(map_host(&store, &deployed), refs(&["moved"]));
+    assert!(map_host(&store, &host("h2", Some(ProvisioningState::Deployed))).is_empty());
+}

@@ -52,6 +52,7 @@ pub fn host_facts(
         consumed: consumer.is_some(),
         provisioning: provisioning.is_some(),
         allocation_recorded: recorded.is_some_and(|a| a.consumer_uid.as_deref() == consumer_uid),
+        allocation_known: recorded.is_some(),
         allocated_for_other_consumer: recorded
             .is_some_and(|a| a.consumer_uid.is_some() && a.consumer_uid.as_deref() != consumer_uid),
         reboot_requested: annotations.keys().any(|k| keys::is_reboot_annotation(k)),

@@ -84,6 +84,15 @@ fn provisioned_condition(input: &StatusInput<'_>, state: ProvisioningState) -> N
             reasons::MACHINE_STATE_UNDEFINED,
             machine_error(input.machine),
         ),
+        (Wait::Unclaimed, _) => (
+            Unknown,
+            "Unclaimed",
+            "allocated to this installation by another MaasHost object (a management cluster \
+             this namespace was moved from, or before this host was imported again); kept as \
+             it is until its MaasMachine claims it again by system id and asks for its \
+             deployment"
+                .into(),
+        ),
         (Wait::PowerUnknown, _) => (
             Unknown,
             "PowerStateUnknown",

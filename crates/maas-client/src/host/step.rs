@@ -38,6 +38,9 @@ pub struct HostFacts {
     pub allocation_recorded: bool,
     /// `status.allocation` names a different consumer than `spec.consumerRef`.
     pub allocated_for_other_consumer: bool,
+    /// `status.allocation` records an allocation by this installation, for any consumer: this
+    /// host object allocated the machine.
+    pub allocation_known: bool,
     /// At least one `reboot.maas.cluster.x-k8s.io/*` annotation exists.
     pub reboot_requested: bool,
     /// Reboot progress.
@@ -88,6 +91,11 @@ pub enum Wait {
     ReleaseFailed,
     /// The machine is held by someone else.
     HeldByOther,
+    /// Allocated to this installation for this host's namespace and name, but not by this
+    /// MaasHost object (the management cluster it was moved from, or a host deleted and imported
+    /// again), and no deployment is asked for here yet: kept as it is for its MaasMachine to
+    /// claim again by system id and ask for the deployment it has.
+    Unclaimed,
     /// MAAS state that needs a human (commissioning, testing, rescue, new...).
     Unavailable,
     /// The machine vanished from MAAS.
@@ -184,8 +192,12 @@ pub fn next_step(host: &HostFacts, machine: Option<&Machine>) -> Step {
 fn deploy_path(host: &HostFacts, machine: &Machine, ours: bool) -> Step {
     match machine.status {
         MachineStatus::Ready => Step::Allocate,
-        // Allocated with our agent_name but not recorded (crash after allocate): adopt.
-        MachineStatus::Allocated | MachineStatus::Deploying | MachineStatus::Deployed if !ours => {
+        // Allocated with our agent_name but not recorded (crash after allocate, or allocated by
+        // the MaasHost of the management cluster this one was moved from): adopt, which records
+        // it, so that letting it go later releases it.
+        MachineStatus::Allocated | MachineStatus::Deploying | MachineStatus::Deployed
+            if !ours || !host.allocation_recorded =>
+        {
             Step::Allocate
         }
         MachineStatus::Allocated => {
@@ -282,7 +294,13 @@ fn release_path(host: &HostFacts, machine: &Machine, ours: bool) -> Step {
         | MachineStatus::FailedDiskErasing
             if ours =>
         {
-            Step::Release
+            // Never release what this host object did not allocate: a consumer that claimed
+            // it again has not asked for its deployment yet, or none has claimed it yet.
+            if host.allocation_known {
+                Step::Release
+            } else {
+                wait(Wait::Unclaimed, None)
+            }
         }
         MachineStatus::Broken => wait(Wait::Broken, None),
         _ if machine.owner.is_some() => wait(Wait::HeldByOther, None),

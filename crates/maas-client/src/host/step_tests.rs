@@ -26,6 +26,7 @@ fn wanting() -> HostFacts {
         provisioning: true,
         allocation_recorded: true,
         allocated_for_other_consumer: false,
+        allocation_known: true,
         reboot_requested: false,
         reboot: RebootState::Idle,
         deploy_failures: 0,
@@ -49,6 +50,7 @@ fn idle() -> HostFacts {
         consumed: false,
         provisioning: false,
         allocation_recorded: false,
+        allocation_known: false,
         ..wanting()
     }
 }
@@ -129,8 +131,14 @@ fn unrecorded_allocation_is_adopted_not_redone() {
     let mut m = machine(MachineStatus::Allocated, PowerState::Off);
     m.owner = Some("admin".into());
     assert_eq!(next_step(&host, Some(&m)), Step::Allocate);
-    // With our annotations it is recognised as ours and deployment continues.
+    // With our annotations but still no record (status lost): adopted, so that it is recorded.
     let m = ours(m, &host);
+    assert_eq!(next_step(&host, Some(&m)), Step::Allocate);
+    // Recorded: deployment continues.
+    let host = HostFacts {
+        allocation_recorded: true,
+        ..host
+    };
     assert_eq!(next_step(&host, Some(&m)), Step::Deploy);
     // Crash after deploy: Deploying is never deployed again.
     let mut d = ours(machine(MachineStatus::Deploying, PowerState::On), &host);
@@ -200,6 +208,62 @@ fn release_when_provisioning_is_cleared() {
     assert!(is_wait(&next_step(&host, Some(&m)), Wait::Releasing));
     let m = machine(MachineStatus::Ready, PowerState::Off);
     assert!(is_wait(&next_step(&idle(), Some(&m)), Wait::Idle));
+}
+
+#[test]
+fn an_allocation_this_host_did_not_make_waits_unclaimed_for_its_machine() {
+    // Imported after `clusterctl move` (or deleted and imported again): MAAS shows the machine
+    // allocated to this installation for this host's namespace and name, deployed.
+    let imported = idle();
+    for status in [
+        MachineStatus::Allocated,
+        MachineStatus::Deploying,
+        MachineStatus::Deployed,
+        MachineStatus::FailedDeployment,
+        MachineStatus::Broken,
+    ] {
+        let m = ours(machine(status, PowerState::On), &imported);
+        assert!(
+            is_wait(&next_step(&imported, Some(&m)), Wait::Unclaimed),
+            "{status:?}"
+        );
+    }
+    // Its machine claims it again: nothing until it asks for the deployment it has; then the
+    // allocation is adopted (recorded), and the deployment is found done.
+    let claimed = HostFacts {
+        provisioning: false,
+        allocation_recorded: false,
+        allocation_known: false,
+        ..wanting()
+    };
+    let deployed = ours(machine(MachineStatus::Deployed, PowerState::On), &claimed);
+    assert!(is_wait(
+        &next_step(&claimed, Some(&deployed)),
+        Wait::Unclaimed
+    ));
+    let requested = HostFacts {
+        provisioning: true,
+        ..claimed
+    };
+    assert_eq!(next_step(&requested, Some(&deployed)), Step::Allocate);
+    let adopted = HostFacts {
+        allocation_recorded: true,
+        allocation_known: true,
+        ..requested
+    };
+    assert!(is_wait(
+        &next_step(&adopted, Some(&deployed)),
+        Wait::Deployed
+    ));
+    // A host that allocated the machine itself still releases it when let go.
+    let let_go = HostFacts {
+        consumed: false,
+        provisioning: false,
+        allocation_recorded: false,
+        allocated_for_other_consumer: true,
+        ..wanting()
+    };
+    assert_eq!(next_step(&let_go, Some(&deployed)), Step::Release);
 }
 
 #[test]

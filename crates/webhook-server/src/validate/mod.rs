@@ -91,14 +91,9 @@ impl Lookups for StaticLookups {
 /// `clusterctl move` marks every object it is about to delete from the source cluster with this
 /// annotation; deletions that are refused otherwise are allowed then, because the object lives
 /// on in the target cluster.
-pub const DELETE_FOR_MOVE: &str = "clusterctl.cluster.x-k8s.io/delete-for-move";
-
+pub use capmaas_api::keys::ANNOTATION_DELETE_FOR_MOVE as DELETE_FOR_MOVE;
 /// Whether `meta` carries the `clusterctl move` deletion annotation.
-pub fn deleting_for_move(meta: &kube::api::ObjectMeta) -> bool {
-    meta.annotations
-        .as_ref()
-        .is_some_and(|a| a.contains_key(DELETE_FOR_MOVE))
-}
+pub use capmaas_api::keys::deleted_for_move as deleting_for_move;
 
 /// Namespace and name of an object, `<namespace>/<name>`.
 pub(crate) fn key_of(meta: &kube::api::ObjectMeta) -> String {
