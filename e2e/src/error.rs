@@ -32,6 +32,9 @@ pub enum Error {
 
     #[error("chaos run: {0}")]
     Chaos(String),
+
+    #[error("{what} failed: {output}")]
+    Command { what: String, output: String },
 }
 
 impl Error {

@@ -70,15 +70,18 @@ pub struct Harness {
     pub workload: TestEnv,
     /// The MAAS simulator.
     pub sim: RunningSim,
-    capi: Process,
-    controllers: Vec<Process>,
+    pub(crate) capi: Process,
+    pub(crate) controllers: Vec<Process>,
     log_filter: String,
     gateway_args: Vec<String>,
     restarts: u64,
     dir: tempfile::TempDir,
     cancel: CancellationToken,
     silence: kubelet::Silence,
-    webhook: WebhookServing,
+    pub(crate) webhook: WebhookServing,
+    /// Management clusters this one replaced (`clusterctl move`), with their processes, kept
+    /// until the harness goes.
+    pub(crate) retired: Vec<crate::moving::Retired>,
 }
 
 /// The namespace of the provider's Deployments in `deploy/`.
@@ -169,6 +172,7 @@ impl Harness {
             cancel,
             silence,
             webhook: WebhookServing::generate()?,
+            retired: Vec::new(),
         };
         harness.grant_deploy_rbac().await?;
         harness.start_webhook_server().await?;
@@ -183,7 +187,7 @@ impl Harness {
     /// writes a kubeconfig per binary holding a token of its ServiceAccount: every binary
     /// then runs with exactly its Deployment's permissions, so each scenario proves them
     /// sufficient.
-    async fn grant_deploy_rbac(&self) -> Result<()> {
+    pub(crate) async fn grant_deploy_rbac(&self) -> Result<()> {
         let client = self.management.client();
         let base = repo_root().join("deploy/base");
         let mut documents = load_yaml_documents(&base.join("namespace.yaml"))?;
@@ -209,12 +213,25 @@ impl Harness {
 
     /// The kubeconfig a binary runs with: its ServiceAccount's token.
     fn kubeconfig_of(&self, name: &str) -> PathBuf {
-        self.dir.path().join(format!("{name}.kubeconfig"))
+        self.run_dir().join(format!("{name}.kubeconfig"))
+    }
+
+    /// Where the current management cluster's processes keep their files: the harness folder,
+    /// or `management-<n>` in it after the `n`-th `clusterctl move`.
+    pub(crate) fn run_dir(&self) -> PathBuf {
+        self.management_dir(self.retired.len())
+    }
+
+    pub(crate) fn management_dir(&self, moves: usize) -> PathBuf {
+        match moves {
+            0 => self.dir.path().to_path_buf(),
+            n => self.dir.path().join(format!("management-{n}")),
+        }
     }
 
     /// Starts webhook-server, waits until it answers, and registers the webhook configurations
     /// that ship in `deploy/` (pointed at it), so every later write passes through it.
-    async fn start_webhook_server(&mut self) -> Result<()> {
+    pub(crate) async fn start_webhook_server(&mut self) -> Result<()> {
         let health_port = free_port()?;
         let mut process = self.start_process("webhook-server", health_port)?;
         process
@@ -251,7 +268,7 @@ impl Harness {
             // A restart serves the same port and certificate the configurations point at.
             let cert_dir = self
                 .webhook
-                .write_files(&self.dir.path().join("webhook-certs"))?;
+                .write_files(&self.run_dir().join("webhook-certs"))?;
             args.extend([
                 "--webhook-host=127.0.0.1".into(),
                 format!("--webhook-port={}", self.webhook.port),
@@ -272,7 +289,7 @@ impl Harness {
             // The simulator serves plain http on loopback; the gateway refuses that unless told.
             env.push(("MAAS_ALLOW_INSECURE_HTTP", "true"));
         }
-        Ok(Process::start(name, &binary, &args, &env, self.dir.path())?)
+        Ok(Process::start(name, &binary, &args, &env, &self.run_dir())?)
     }
 
     /// Kills one of our binaries (SIGKILL) and starts it again. The killed process's log is
@@ -285,7 +302,7 @@ impl Harness {
             self.restarts += 1;
             archive_log(
                 old.log_path(),
-                &self.dir.path().join(format!("{name}.previous.log")),
+                &self.run_dir().join(format!("{name}.previous.log")),
                 self.restarts,
             )?;
         }
@@ -346,29 +363,13 @@ impl Harness {
     /// refused by RBAC: with each binary running as its ServiceAccount, any such line means
     /// `deploy/base` lacks a rule.
     pub fn forbidden_requests(&self) -> Vec<String> {
-        let Ok(entries) = std::fs::read_dir(self.dir.path()) else {
-            return vec!["<the process log folder cannot be read>".into()];
-        };
         let mut refused = Vec::new();
-        for entry in entries.flatten() {
-            let path = entry.path();
-            let name = path
-                .file_name()
-                .and_then(|n| n.to_str())
-                .unwrap_or_default();
-            let ours = CONTROLLERS
-                .iter()
-                .any(|c| name.starts_with(&format!("{c}.")));
-            if !ours || path.extension().is_none_or(|e| e != "log") {
+        for folder in (0..=self.retired.len()).map(|n| self.management_dir(n)) {
+            let Ok(entries) = std::fs::read_dir(&folder) else {
+                refused.push(format!("<{} cannot be read>", folder.display()));
                 continue;
-            }
-            let text = std::fs::read_to_string(&path).unwrap_or_default();
-            refused.extend(
-                text.lines()
-                    // The API server's RBAC refusal: `<resource> "<name>" is forbidden: User ...`.
-                    .filter(|l| l.contains("is forbidden"))
-                    .map(|l| format!("{name}: {l}")),
-            );
+            };
+            refused.extend(forbidden_in(entries));
         }
         refused
     }
@@ -377,7 +378,14 @@ impl Harness {
     pub fn logs(&self, lines: usize) -> String {
         use std::fmt::Write as _;
         let mut out = String::new();
-        for process in std::iter::once(&self.capi).chain(&self.controllers) {
+        let retired = self
+            .retired
+            .iter()
+            .flat_map(|r| std::iter::once(&r.capi).chain(&r.controllers));
+        for process in retired
+            .chain(std::iter::once(&self.capi))
+            .chain(&self.controllers)
+        {
             let _ = writeln!(
                 out,
                 "===== {} =====\n{}",
@@ -394,11 +402,49 @@ impl Harness {
     }
 }
 
+/// The lines of our binaries' logs among `entries` that report a request refused by RBAC.
+fn forbidden_in(entries: std::fs::ReadDir) -> Vec<String> {
+    let mut refused = Vec::new();
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default();
+        let ours = CONTROLLERS
+            .iter()
+            .any(|c| name.starts_with(&format!("{c}.")));
+        if !ours || path.extension().is_none_or(|e| e != "log") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        refused.extend(
+            text.lines()
+                // The API server's RBAC refusal: `<resource> "<name>" is forbidden: User ...`.
+                .filter(|l| l.contains("is forbidden"))
+                .map(|l| format!("{name}: {l}")),
+        );
+    }
+    refused
+}
+
 impl Drop for Harness {
     fn drop(&mut self) {
         self.cancel.cancel();
         if std::thread::panicking() {
             eprintln!("e2e process logs (test panicked):\n{}", self.logs(80));
+            // Whole logs of a failed run, for a person to read: `CAPMAAS_E2E_LOGS=<folder>`.
+            if let Some(keep) = std::env::var_os("CAPMAAS_E2E_LOGS") {
+                let copied = std::process::Command::new("cp")
+                    .arg("-r")
+                    .arg(self.dir.path())
+                    .arg(&keep)
+                    .status();
+                eprintln!(
+                    "process logs copied to {}: {copied:?}",
+                    keep.to_string_lossy()
+                );
+            }
         }
     }
 }

@@ -9,6 +9,7 @@ pub mod chaos;
 pub mod error;
 pub mod harness;
 pub mod kubelet;
+pub mod moving;
 pub mod objects;
 pub mod progress;
 

@@ -150,11 +150,15 @@ impl ClusterSpec {
         json!({"cluster.x-k8s.io/cluster-name": self.name})
     }
 
-    /// Cloud-init every machine boots with (the simulator only stores it).
+    /// Cloud-init every machine boots with (the simulator only stores it). A bootstrap
+    /// provider's Secret would be owned by its config object; this hand-made one carries
+    /// clusterctl's move label so that `clusterctl move` takes it along all the same.
     pub fn bootstrap_secret(&self) -> Value {
+        let mut labels = self.labels();
+        labels["clusterctl.cluster.x-k8s.io/move"] = json!("");
         json!({
             "apiVersion": "v1", "kind": "Secret",
-            "metadata": {"name": format!("{}-bootstrap", self.name), "namespace": self.namespace, "labels": self.labels()},
+            "metadata": {"name": format!("{}-bootstrap", self.name), "namespace": self.namespace, "labels": labels},
             "type": "cluster.x-k8s.io/secret",
             "stringData": {"value": "#cloud-config\nruncmd:\n  - echo joining the cluster\n", "format": "cloud-config"}
         })
