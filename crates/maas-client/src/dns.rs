@@ -69,11 +69,12 @@ impl Owned {
     pub fn of(record: &MaasDNSRecord, proofs: &Proofs) -> Self {
         let status = record.status.as_ref();
         let creating = status.and_then(|s| s.creating) == Some(true);
-        let id = status.and_then(|s| s.dns_resource_id).or_else(|| {
-            (!creating)
-                .then(|| proofs.proven_dns_resource(record))
-                .flatten()
-        });
+        let id = match status.and_then(|s| s.dns_resource_id) {
+            Some(id) => Some(id),
+            // A create whose answer was lost is found by name, not by a proof.
+            None if creating => None,
+            None => proofs.proven_dns_resource(record),
+        };
         Self { id, creating }
     }
 }
@@ -226,9 +227,6 @@ async fn apply(record: &MaasDNSRecord, gw: &Gateway, api: &Api<MaasDNSRecord>) -
     let wanted = wanted_addresses(record.spec.addresses.as_deref())?;
     let fqdn = record.spec.fqdn();
     let owned = Owned::of(record, &gw.settings.proofs);
-    if let Some(id) = record.status.as_ref().and_then(|s| s.dns_resource_id) {
-        prove(record, id, gw, api).await?;
-    }
     if owned.id.is_none() && !owned.creating {
         let records = gw.dns_records.state();
         if let Some(holder) = fqdn_holder(record, records.iter().map(AsRef::as_ref)) {
@@ -240,6 +238,11 @@ async fn apply(record: &MaasDNSRecord, gw: &Gateway, api: &Api<MaasDNSRecord>) -
         }
     }
     if in_sync(record, &wanted) {
+        // In sync means an id in status; its annotation may be missing after a crash between
+        // the status write and the annotation.
+        if let Some(id) = owned.id {
+            prove(record, id, gw, api).await?;
+        }
         return Ok(Action::requeue(gw.settings.resync));
     }
     let existing = gw

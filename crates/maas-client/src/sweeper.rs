@@ -37,6 +37,7 @@ use tracing::{debug, info, warn};
 use crate::binding;
 use crate::context::Gateway;
 use crate::host::annotations as ann;
+use crate::host::controller::recorded_allocation;
 
 /// An orphan to release now, with the request built from the policy recorded on it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -214,12 +215,7 @@ fn unclaimed_hosts(hosts: &[Arc<MaasHost>], installation: &str) -> BTreeSet<Stri
     hosts
         .iter()
         .filter(|h| h.spec.provisioning.is_none())
-        .filter(|h| {
-            h.status
-                .as_ref()
-                .and_then(|s| s.allocation.as_ref())
-                .is_none_or(|a| a.agent_name.as_deref() != Some(installation))
-        })
+        .filter(|h| recorded_allocation(h, installation).is_none())
         .map(|h| host_key(h))
         .collect()
 }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use capmaas_api::MaasHost;
+use capmaas_api::host::HostAllocation;
 use capmaas_api::keys;
 use capmaas_runtime::status::{apply_status, now};
 use kube::ResourceExt;
@@ -31,6 +32,17 @@ const CACHE_WAIT: Duration = Duration::from_secs(2);
 /// Retry of a host whose machine someone else allocated first.
 const HELD_BY_OTHER_RETRY: Duration = Duration::from_secs(300);
 
+/// The allocation `host` records as made by `installation` (by this MaasHost object).
+pub fn recorded_allocation<'a>(
+    host: &'a MaasHost,
+    installation: &str,
+) -> Option<&'a HostAllocation> {
+    host.status
+        .as_ref()
+        .and_then(|s| s.allocation.as_ref())
+        .filter(|a| a.agent_name.as_deref() == Some(installation))
+}
+
 /// The facts [`next_step`] needs, read from the host.
 pub fn host_facts(
     host: &MaasHost,
@@ -41,11 +53,7 @@ pub fn host_facts(
     let spec = &host.spec;
     let annotations = host.annotations();
     let consumer = spec.consumer_ref.as_ref();
-    let recorded = host
-        .status
-        .as_ref()
-        .and_then(|s| s.allocation.as_ref())
-        .filter(|a| a.agent_name.as_deref() == Some(installation));
+    let recorded = recorded_allocation(host, installation);
     let consumer_uid = consumer.map(|c| c.uid.as_str());
     let provisioning = spec.provisioning.as_ref();
     HostFacts {
