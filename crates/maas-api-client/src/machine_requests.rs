@@ -182,6 +182,10 @@ pub struct DeployRequest {
     pub enable_hw_sync: Option<bool>,
     /// Event-log comment.
     pub comment: Option<String>,
+    /// `agent_name` MAAS stores when the deploy allocates a Ready machine implicitly (one call
+    /// instead of allocate + deploy); ignored for an Allocated machine. Also what makes a
+    /// deploy sent on a stale view recognisable: a machine allocated this way carries it.
+    pub agent_name: Option<String>,
 }
 
 impl DeployRequest {
@@ -199,7 +203,8 @@ impl DeployRequest {
             )
             .push_bool("ephemeral_deploy", self.ephemeral_deploy)
             .push_bool("enable_hw_sync", self.enable_hw_sync)
-            .push_opt("comment", self.comment.as_ref());
+            .push_opt("comment", self.comment.as_ref())
+            .push_opt("agent_name", self.agent_name.as_ref());
         params
     }
 }

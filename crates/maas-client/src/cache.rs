@@ -1,6 +1,7 @@
 //! The latest MAAS view of every imported machine, shared by the inventory sync (which fills
-//! it with one list call per inventory) and the host controller (which reads it instead of
-//! asking MAAS, and adds the answers of its own calls and polls).
+//! it with one list call per inventory), the observation of machines in flight (one list for
+//! all of them) and the host controller (which reads it instead of asking MAAS, and adds the
+//! answers of its own calls).
 //!
 //! An answer only replaces an entry if its request was sent after the entry's: a slow list
 //! that started before a deploy must not roll the cache back to `Ready`.
@@ -21,6 +22,9 @@ struct Entry {
     machine: Arc<Machine>,
     sent_at: Instant,
     inventory: Option<String>,
+    /// A call on this machine failed without a clear answer (MAAS may have acted on it): the
+    /// view is not to be acted upon until a newer answer replaces it.
+    stale: bool,
 }
 
 #[derive(Debug, Default)]
@@ -123,6 +127,33 @@ impl MachineCache {
         }
     }
 
+    /// The latest view of `system_id`, whoever listed or read it.
+    pub fn get(&self, system_id: &str) -> Option<Arc<Machine>> {
+        self.lock()
+            .machines
+            .get(system_id)
+            .map(|e| e.machine.clone())
+    }
+
+    /// Forgets `system_id`: MAAS answered 404 for it. Until a list shows it again, hosts read
+    /// it directly.
+    pub fn forget_machine(&self, system_id: &str) {
+        self.lock().machines.remove(system_id);
+    }
+
+    /// Marks the view of `system_id` as not to be acted upon: a call on it failed without a
+    /// clear answer, and MAAS may have carried it out. The next answer clears the mark.
+    pub fn mark_stale(&self, system_id: &str) {
+        if let Some(e) = self.lock().machines.get_mut(system_id) {
+            e.stale = true;
+        }
+    }
+
+    /// Whether the view of `system_id` is marked stale ([`Self::mark_stale`]).
+    pub fn is_stale(&self, system_id: &str) -> bool {
+        self.lock().machines.get(system_id).is_some_and(|e| e.stale)
+    }
+
     /// How long ago the request behind `system_id`'s entry was sent.
     pub fn age(&self, system_id: &str) -> Option<std::time::Duration> {
         self.lock()
@@ -163,6 +194,7 @@ fn insert(
         }
         Some(e) => {
             e.sent_at = sent_at;
+            e.stale = false;
             if inventory.is_some() {
                 e.inventory = inventory;
             }
@@ -180,6 +212,7 @@ fn insert(
                     machine: Arc::new(machine),
                     sent_at,
                     inventory,
+                    stale: false,
                 },
             );
             true
@@ -222,6 +255,25 @@ pub(crate) mod tests {
             "the deploy answer is newer than the list"
         );
         assert_eq!(cache.lookup("ns/inv", "zz"), Lookup::Unlisted);
+    }
+
+    #[test]
+    fn a_stale_view_stays_stale_until_a_newer_answer() {
+        let cache = MachineCache::new();
+        let t0 = Instant::now();
+        let t1 = t0 + Duration::from_millis(10);
+        cache.observe(machine("a", 10), t1);
+        assert!(!cache.is_stale("a"));
+        cache.mark_stale("a");
+        assert!(cache.is_stale("a"));
+        // A list sent before the failed call proves nothing about it.
+        cache.sync_inventory("k", vec![machine("a", 10)], t0);
+        assert!(cache.is_stale("a"));
+        cache.observe(machine("a", 9), t1 + Duration::from_millis(10));
+        assert!(!cache.is_stale("a"));
+        assert_eq!(cache.get("a").map(|m| m.status.number()), Some(9));
+        cache.mark_stale("unknown");
+        assert!(!cache.is_stale("unknown"));
     }
 
     #[test]

@@ -68,6 +68,11 @@ pub struct GatewayArgs {
     #[arg(long, value_name = "PER_SECOND", default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub maas_rate_limit: u32,
 
+    /// How often the machines MAAS is changing (deploying, releasing, erasing, powering) are
+    /// read, all of them with one list call (one per 400 machines) whatever their number.
+    #[arg(long, value_name = "DURATION", default_value = "2s", value_parser = parse_duration)]
+    pub maas_observe_interval: Duration,
+
     /// How often MAAS machines allocated with our agent_name are checked for orphans.
     #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_duration)]
     pub orphan_sweep_interval: Duration,
@@ -162,6 +167,8 @@ pub struct GatewayConfig {
     pub orphan_sweep_interval: Duration,
     /// Grace period before an unclaimed allocation is released.
     pub orphan_grace_period: Duration,
+    /// Interval of the batched observation of machines in flight.
+    pub observe_interval: Duration,
     /// Deployment retries after a failure.
     pub deploy_retries: u32,
     /// The endpoint is `http://` and `--maas-allow-insecure-http` accepted it.
@@ -283,6 +290,7 @@ impl GatewayConfig {
             rate_limit: NonZeroU32::new(args.maas_rate_limit).unwrap_or(NonZeroU32::MIN),
             orphan_sweep_interval: args.orphan_sweep_interval,
             orphan_grace_period: args.orphan_grace_period,
+            observe_interval: args.maas_observe_interval,
             deploy_retries: args.deploy_retries,
             insecure_http,
         })

@@ -31,6 +31,8 @@ pub struct Settings {
     pub orphan_sweep_interval: Duration,
     /// Grace period before an unclaimed allocation is released.
     pub orphan_grace_period: Duration,
+    /// Interval of the batched observation of machines in flight ([`crate::host::observe`]).
+    pub observe_interval: Duration,
     /// Requeue of quiet hosts and DNS records (`--sync-period`).
     pub resync: Duration,
     /// The namespace the gateway watches (`--namespace`); `None` = all.
@@ -54,6 +56,8 @@ pub struct Gateway {
     pub events: Events,
     /// Wakes MaasHost reconciles (inventory sync found a change).
     pub host_trigger: mpsc::UnboundedSender<ObjectRef<MaasHost>>,
+    /// Machines MAAS is changing, observed together ([`crate::host::observe`]).
+    pub in_flight: crate::host::observe::InFlight,
     /// MaasHosts as the host controller's reflector sees them.
     pub hosts: Store<MaasHost>,
     /// MaasInventories as the inventory controller's reflector sees them.
@@ -83,6 +87,7 @@ impl Settings {
             deploy_retries: config.deploy_retries,
             orphan_sweep_interval: config.orphan_sweep_interval,
             orphan_grace_period: config.orphan_grace_period,
+            observe_interval: config.observe_interval,
             resync: runtime.sync_period,
             namespace: runtime.namespace.clone(),
             proofs: crate::ownership::Proofs::new(

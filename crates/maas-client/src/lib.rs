@@ -3,7 +3,9 @@
 //! - [`inventory`]: one filtered MAAS list per MaasInventory per sync; MaasHosts created,
 //!   relabelled, marked missing or deleted ([`inventory::plan::plan_inventory_sync`]).
 //! - [`host`]: the provisioning state machine ([`host::step::next_step`]): allocate the exact
-//!   machine with our agent_name, record it, annotate, rename, deploy, poll, release, reboot.
+//!   machine with our agent_name (or deploy a Ready one, which allocates it in the same call),
+//!   record it, annotate, rename, deploy, release, reboot; what MAAS does meanwhile is observed
+//!   for all hosts with one list per interval ([`host::observe`]).
 //! - [`dns`]: MaasDNSRecord → MAAS DNS resource, with a finalizer.
 //! - [`ippool`]: MaasIPPool with `spec.maasSubnet` → MAAS reserved IP ranges, with a finalizer.
 //! - [`binding`]: one MAAS machine, one MaasHost in the whole cluster (a Lease per machine).
@@ -134,6 +136,7 @@ pub async fn run_term(term: Context, maas: Maas, config: GatewayConfig) -> Resul
         settings: Arc::new(Settings::new(&config, &term.settings)),
         events: Events::new(term.clients.api.clone(), BINARY),
         host_trigger,
+        in_flight: host::observe::InFlight::default(),
         hosts: hosts.store(),
         inventories: inventories.store(),
         dns_records: records.store(),
@@ -179,6 +182,7 @@ pub async fn run_term(term: Context, maas: Maas, config: GatewayConfig) -> Resul
             ippool::reconcile,
         ),
         sweeper::run(gw.clone(), term.cancel.clone()),
+        host::observe::run(gw.clone(), term.cancel.clone()),
         binding_watch,
     );
     Ok(())

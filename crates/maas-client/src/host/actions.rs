@@ -15,19 +15,27 @@ use maas_api_client::{
 use tracing::info;
 
 use super::annotations::{self as ann, RebootState};
+
+/// How old an Allocated view may be for a deploy to be sent on it without reading the machine
+/// again: the answer of the call just before (allocate, annotations, hostname) in the same
+/// reconcile.
+const FRESH_FOR_DEPLOY: Duration = Duration::from_secs(1);
 use super::run::{Run, unix_now};
 use super::step::Wait;
 use crate::binding::{self, Bound};
 use crate::error::{Error, Result};
 
 impl Run<'_> {
-    /// Allocates the exact machine with our agent_name, unless MAAS already shows it allocated
-    /// with our agent_name (a previous attempt whose answer or record was lost). Records the
-    /// allocation in status before anything else happens.
+    /// Allocates the exact machine with our agent_name, or adopts it when MAAS already shows it
+    /// allocated with our agent_name (a previous attempt whose answer or record was lost).
+    /// Records the allocation in status before anything else happens.
     /// The host's binding is read from the API server first: only the one host holding the
     /// machine in the whole cluster allocates or adopts it.
+    ///
+    /// The allocate goes first when the machine looks Ready: MAAS refuses it (409) for a machine
+    /// already allocated, and only then is our allocation looked up. A machine that looks taken
+    /// is looked up first (after a restart, a lost answer, a move).
     pub(super) async fn allocate_or_adopt(&mut self) -> Result<()> {
-        let installation = self.gw.settings.installation_id.clone();
         let namespace = self.host.namespace().unwrap_or_default();
         let name = self.host.name_any();
         if let Bound::TakenBy(holder) =
@@ -38,58 +46,88 @@ impl Run<'_> {
                 reason: format!("the machine belongs to MaasHost {holder}"),
             });
         }
+        let looks_ready = self
+            .machine
+            .as_ref()
+            .is_some_and(|m| m.status == MachineStatus::Ready);
+        let allocated = if looks_ready {
+            self.allocate().await?
+        } else {
+            false
+        };
+        if !allocated {
+            self.adopt(&namespace, &name).await?;
+        }
+        self.allocation = Some(HostAllocation {
+            agent_name: Some(self.gw.settings.installation_id.clone()),
+            consumer_uid: self.host.spec.consumer_ref.as_ref().map(|c| c.uid.clone()),
+            allocated_at: Some(now()),
+        });
+        self.facts.allocation_recorded = true;
+        self.facts.allocation_known = true;
+        self.facts.allocated_for_other_consumer = false;
+        // Record at once: from here on the host, not only MAAS's agent_name, says it is ours.
+        self.write_status(Wait::Idle).await?;
+        let note = format!("allocated MAAS machine {}", self.system_id);
+        self.gw.events.normal(self.host, "Allocated", &note).await;
+        Ok(())
+    }
+
+    /// Allocates the exact machine with our agent_name; `false` when MAAS says it is not
+    /// available (taken, by us or anyone: look it up).
+    async fn allocate(&mut self) -> Result<bool> {
+        let request = AllocateRequest {
+            system_id: Some(self.system_id.clone()),
+            agent_name: Some(self.gw.settings.installation_id.clone()),
+            comment: Some(self.comment("allocate")),
+            ..AllocateRequest::default()
+        };
+        let sent = Instant::now();
+        match self.gw.maas.allocate(&request).await {
+            Ok(m) => {
+                self.seen(m, sent);
+                Ok(true)
+            }
+            Err(MaasError::NoMatchingMachine { .. }) => Ok(false),
+            Err(e) => Err(Error::maas("allocate")(e)),
+        }
+    }
+
+    /// Adopts the machine if MAAS shows it allocated with our agent_name and not annotated for
+    /// another host; else the machine is someone else's ([`Error::NotOurs`]).
+    async fn adopt(&mut self, namespace: &str, name: &str) -> Result<()> {
         let sent = Instant::now();
         let filter = MachineFilter::new()
             .system_id(self.system_id.clone())
-            .agent_name(installation.clone());
+            .agent_name(self.gw.settings.installation_id.clone());
         let mine = self
             .gw
             .maas
             .list_machines(&filter)
             .await
             .map_err(Error::maas("look up allocation"))?;
-        let machine = if let Some(m) = mine.into_iter().next() {
-            // An allocation annotated for another host is that host's, whatever the agent_name.
-            let me = binding::holder_identity(&namespace, &name);
-            if let Some(other) = m.annotations().get(ann::HOST).filter(|h| **h != me) {
-                return Err(Error::NotOurs {
-                    system_id: self.system_id.clone(),
-                    reason: format!("allocated for MaasHost {other}"),
-                });
-            }
-            info!(system_id = %self.system_id, "adopting a machine already allocated with our agent_name");
-            m
-        } else {
-            let request = AllocateRequest {
-                system_id: Some(self.system_id.clone()),
-                agent_name: Some(installation.clone()),
-                comment: Some(self.comment("allocate")),
-                ..AllocateRequest::default()
-            };
-            match self.gw.maas.allocate(&request).await {
-                Ok(m) => m,
-                Err(e @ MaasError::NoMatchingMachine { .. }) => {
-                    self.refresh().await?;
-                    return Err(Error::NotOurs {
-                        system_id: self.system_id.clone(),
-                        reason: e.to_string(),
-                    });
-                }
-                Err(e) => return Err(Error::maas("allocate")(e)),
-            }
+        let Some(machine) = mine.into_iter().next() else {
+            // Not allocated with our agent_name: someone else's, or not allocated any more.
+            self.refresh().await?;
+            let state = self
+                .machine
+                .as_ref()
+                .map_or_else(|| "gone".to_owned(), |m| m.status_name.clone());
+            return Err(Error::NotOurs {
+                system_id: self.system_id.clone(),
+                reason: format!("not allocated with our agent_name ({state})"),
+            });
         };
+        // An allocation annotated for another host is that host's, whatever the agent_name.
+        let me = binding::holder_identity(namespace, name);
+        if let Some(other) = machine.annotations().get(ann::HOST).filter(|h| **h != me) {
+            return Err(Error::NotOurs {
+                system_id: self.system_id.clone(),
+                reason: format!("allocated for MaasHost {other}"),
+            });
+        }
+        info!(system_id = %self.system_id, "adopting a machine already allocated with our agent_name");
         self.seen(machine, sent);
-        self.allocation = Some(HostAllocation {
-            agent_name: Some(installation),
-            consumer_uid: self.host.spec.consumer_ref.as_ref().map(|c| c.uid.clone()),
-            allocated_at: Some(now()),
-        });
-        self.facts.allocation_recorded = true;
-        self.facts.allocated_for_other_consumer = false;
-        // Record at once: from here on the host, not only MAAS's agent_name, says it is ours.
-        self.write_status(Wait::Idle).await?;
-        let note = format!("allocated MAAS machine {}", self.system_id);
-        self.gw.events.normal(self.host, "Allocated", &note).await;
         Ok(())
     }
 
@@ -140,8 +178,16 @@ impl Run<'_> {
             }
             None => user_data,
         };
-        // Deploy is not idempotent: act only on a fresh Allocated view.
-        self.refresh().await?;
+        // Deploy is not idempotent: act only on a fresh Allocated view. The answer of our own
+        // allocate or annotate call a moment ago is one; anything older is read again.
+        if self
+            .gw
+            .cache
+            .age(&self.system_id)
+            .is_none_or(|age| age > FRESH_FOR_DEPLOY)
+        {
+            self.refresh().await?;
+        }
         if self.machine.as_ref().map(|m| m.status) != Some(MachineStatus::Allocated) {
             return Ok(());
         }

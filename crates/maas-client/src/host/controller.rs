@@ -1,6 +1,8 @@
-//! The MaasHost reconciler: reads the machine (cache, or a poll when MAAS is moving), asks
+//! The MaasHost reconciler: reads the machine from the cache (filled by the inventory syncs,
+//! the batched observation of machines in flight and the answers of our own calls), asks
 //! [`next_step`] what to do, does it, and repeats until a step has to wait; then writes the
-//! status once.
+//! status once. A host whose machine MAAS is changing registers with [`super::observe`], which
+//! wakes it when the machine changes: no host polls MAAS on its own.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -19,7 +21,7 @@ use tracing::{debug, info};
 use super::annotations::{self as ann, RebootState};
 use super::run::{Run, unix_now};
 use super::status::{Unmanaged, unmanaged_status};
-use super::step::{HostFacts, POLL, Step, Wait, next_step};
+use super::step::{HostFacts, Step, Wait, next_step};
 use crate::binding::{self, Bound};
 use crate::cache::Lookup;
 use crate::context::Gateway;
@@ -31,6 +33,9 @@ const MAX_STEPS: usize = 6;
 const CACHE_WAIT: Duration = Duration::from_secs(2);
 /// Retry of a host whose machine someone else allocated first.
 const HELD_BY_OTHER_RETRY: Duration = Duration::from_secs(300);
+/// Requeue of a host whose machine is in flight: the observer wakes it on every change, this is
+/// for what no change announces ([`super::step::POWER_ON_RETRY_AFTER`]).
+pub const IN_FLIGHT_RECHECK: Duration = Duration::from_secs(30);
 
 /// The allocation `host` records as made by `installation` (by this MaasHost object).
 pub fn recorded_allocation<'a>(
@@ -124,51 +129,102 @@ pub async fn reconcile(host: Arc<MaasHost>, gw: Arc<Gateway>) -> Result<Action> 
         unlisted_from,
         spec_error: None,
     };
-    let mut polled = false;
-    let mut outcome = (Wait::Idle, None);
+    // The batched observation did not see the machine: only a direct read can tell whether it
+    // is gone (404) or merely hidden from the list.
+    // Likewise after a call whose answer was lost: MAAS may have carried it out.
+    let unseen = gw.in_flight.take_unseen(&run.system_id);
+    if run.machine.is_some() && (unseen || gw.cache.is_stale(&run.system_id)) {
+        run.refresh().await?;
+    }
+    let mut outcome = Outcome::quiet(Wait::Idle);
     for _ in 0..MAX_STEPS {
         let step = next_step(&run.facts, run.machine.as_deref());
         match step {
             Step::Wait { why, poll } => {
-                // Poll only machines MAAS is changing, and not more often than `poll`.
-                let stale =
-                    poll.is_some_and(|p| gw.cache.age(&run.system_id).is_none_or(|age| age >= p));
-                if stale && !polled && run.machine.is_some() {
-                    polled = true;
-                    run.refresh().await?;
-                    continue;
-                }
-                outcome = (why, poll);
+                // MAAS is changing the machine: the observer reads it with the others.
+                outcome = Outcome {
+                    why,
+                    in_flight: poll.is_some(),
+                    retry: None,
+                };
                 break;
             }
             step => match run.execute(step).await {
                 Ok(true) => {}
                 Ok(false) => {
                     // MAAS completes the operation on its own: report what we wait for.
-                    outcome = (in_flight_reason(&run), Some(POLL));
+                    outcome = Outcome {
+                        why: in_flight_reason(&run),
+                        in_flight: true,
+                        retry: None,
+                    };
                     break;
                 }
                 Err(Error::NotOurs { system_id, reason }) => {
                     // Someone else took the machine first: report it, look again later.
                     info!(%system_id, %reason, "machine held by someone else");
-                    outcome = (Wait::HeldByOther, Some(HELD_BY_OTHER_RETRY));
+                    outcome = Outcome {
+                        why: Wait::HeldByOther,
+                        in_flight: false,
+                        retry: Some(HELD_BY_OTHER_RETRY),
+                    };
                     break;
                 }
                 Err(Error::InvalidSpec(message)) => {
                     // Reported in the host status (`Provisioned=False`, reason InvalidSpec),
                     // then retried with the invalid-spec delay like any invalid spec.
+                    gw.in_flight.forget(&run.system_id);
                     run.spec_error = Some(message.clone());
                     run.write_status(Wait::InvalidSpec).await?;
                     return Err(Error::InvalidSpec(message));
                 }
-                Err(e) => return Err(e),
+                Err(e) => {
+                    gw.cache.mark_stale(&run.system_id);
+                    return Err(e);
+                }
             },
         }
     }
-    run.write_status(outcome.0).await?;
-    // A quiet host is looked at again after --sync-period; the inventory sync wakes it on any
-    // MAAS change anyway.
-    Ok(Action::requeue(outcome.1.unwrap_or(gw.settings.resync)))
+    if outcome.in_flight && run.machine.is_some() {
+        gw.in_flight
+            .watch(&run.system_id, ObjectRef::from_obj(host));
+    } else {
+        gw.in_flight.forget(&run.system_id);
+    }
+    run.write_status(outcome.why).await?;
+    Ok(Action::requeue(outcome.requeue_after(gw.settings.resync)))
+}
+
+/// How a reconcile ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Outcome {
+    /// What the host waits for (the `Provisioned` reason).
+    pub why: Wait,
+    /// MAAS is changing the machine: observed by [`super::observe`], which wakes the host.
+    pub in_flight: bool,
+    /// Look again after this long regardless.
+    pub retry: Option<Duration>,
+}
+
+impl Outcome {
+    fn quiet(why: Wait) -> Self {
+        Self {
+            why,
+            in_flight: false,
+            retry: None,
+        }
+    }
+
+    /// When to look again without a wake-up: a quiet host after `resync` (an inventory sync
+    /// wakes it on any MAAS change anyway); a host in flight after [`IN_FLIGHT_RECHECK`], for
+    /// what no change in MAAS announces (a power-on to repeat after a while).
+    pub fn requeue_after(&self, resync: Duration) -> Duration {
+        match (self.retry, self.in_flight) {
+            (Some(retry), _) => retry,
+            (None, true) => IN_FLIGHT_RECHECK.min(resync),
+            (None, false) => resync,
+        }
+    }
 }
 
 /// Whether a host is registered: imported by an inventory, or marked hand-made.
@@ -282,7 +338,18 @@ async fn current_machine(
             }
         }
     }
-    // Not imported by a live inventory: ask MAAS directly.
+    // Not imported by a live inventory: ask MAAS directly, unless the machine is in flight and
+    // the observer keeps its view fresh.
+    if let Some(machine) = gw
+        .cache
+        .get(&host.spec.system_id)
+        .filter(|_| gw.in_flight.is_watched(&host.spec.system_id))
+    {
+        return Ok(Some(Current {
+            machine: Some(machine),
+            unlisted_from: None,
+        }));
+    }
     Ok(Some(Current {
         machine: read_machine(gw, &host.spec.system_id).await?,
         unlisted_from: None,
@@ -298,7 +365,10 @@ async fn read_machine(gw: &Gateway, system_id: &str) -> Result<Option<Arc<Machin
             gw.cache.observe(m.clone(), sent);
             Ok(Some(Arc::new(m)))
         }
-        Err(MaasError::NotFound { .. }) => Ok(None),
+        Err(MaasError::NotFound { .. }) => {
+            gw.cache.forget_machine(system_id);
+            Ok(None)
+        }
         Err(e) => Err(Error::maas("get machine")(e)),
     }
 }

@@ -7,6 +7,7 @@ pub mod network;
 mod network_apply;
 pub mod network_plan;
 mod network_resolve;
+pub mod observe;
 mod run;
 mod static_links;
 pub mod status;

@@ -51,7 +51,10 @@ impl Run<'_> {
         let sent = Instant::now();
         match self.gw.maas.get_machine(&self.system_id).await {
             Ok(m) => self.seen(m, sent),
-            Err(MaasError::NotFound { .. }) => self.machine = None,
+            Err(MaasError::NotFound { .. }) => {
+                self.gw.cache.forget_machine(&self.system_id);
+                self.machine = None;
+            }
             Err(e) => return Err(Error::maas("get machine")(e)),
         }
         Ok(())
