@@ -204,6 +204,9 @@ impl Run<'_> {
             user_data,
             ephemeral_deploy: provisioning.deploy_in_memory.then_some(true),
             comment: Some(self.comment("deploy")),
+            // Should the machine have been released behind our back, MAAS allocates it again
+            // with the deploy: marked as ours, so it is adopted or swept, never anonymous.
+            agent_name: Some(self.gw.settings.installation_id.clone()),
             ..DeployRequest::default()
         };
         let sent = Instant::now();
