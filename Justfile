@@ -63,8 +63,10 @@ demo: testenv
     cargo run -q -p capmaas-e2e --bin demo
 
 # Benchmarks (numbers are printed, never asserted): MAAS client and simulator throughput,
-# gateway MAAS calls and memory, test control plane start-up, and provisioning of 50, 200
-# and 500 machines end to end (release binaries; table in e2e/bench-results.md).
+# gateway MAAS calls and memory, test control plane start-up, and provisioning end to end:
+# 200 machines with 0–2 s, 30 s and 120 s simulated deployments and 50 instant ones, each size
+# also with a null provider (the ceiling); release binaries; CAPMAAS_BENCH_SIZES and
+# CAPMAAS_BENCH_DEPLOYS narrow it (docs/e2e.md); tables in e2e/bench-results.md.
 bench: testenv
     cargo bench -p maas-api-client --bench throughput
     cargo bench -p maas-client --bench gateway

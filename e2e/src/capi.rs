@@ -9,6 +9,9 @@ use capmaas_testenv::{Process, TestEnv, WebhookServing, cache_dir, free_port};
 
 use crate::error::Result;
 
+/// The user CAPI core runs as (client certificate, group `system:masters`).
+pub const CAPI_USER: &str = "capi-manager";
+
 /// Starts the CAPI core manager, registers its webhooks and waits until it is ready.
 pub async fn start_core_manager(env: &TestEnv, dir: &Path) -> Result<Process> {
     let serving = WebhookServing::generate()?;
@@ -18,13 +21,19 @@ pub async fn start_core_manager(env: &TestEnv, dir: &Path) -> Result<Process> {
     let configurations = load_yaml_documents(&manifests_path)?;
     env.register_webhooks(&configurations, &serving).await?;
 
+    // Its own user (a system:masters member, as the admin), so that an audit log tells CAPI
+    // core's writes from the test's.
+    let (kubeconfig, _) = env.user_kubeconfig(CAPI_USER, &["system:masters"]).await?;
+    let kubeconfig_path = dir.join("capi-manager.kubeconfig");
+    std::fs::write(&kubeconfig_path, kubeconfig)
+        .map_err(crate::Error::io("writing the kubeconfig of capi-manager"))?;
     let health_port = free_port()?;
     let diagnostics_port = free_port()?;
     let mut process = Process::start(
         "capi-manager",
         &cache_dir().join("bin/capi-manager"),
         &[
-            format!("--kubeconfig={}", env.kubeconfig_path().display()),
+            format!("--kubeconfig={}", kubeconfig_path.display()),
             "--leader-elect=false".into(),
             format!("--webhook-port={}", serving.port),
             format!("--webhook-cert-dir={}", cert_dir.display()),

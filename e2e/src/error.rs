@@ -30,6 +30,9 @@ pub enum Error {
     #[error("invalid manifest {name}: {message}")]
     Manifest { name: String, message: String },
 
+    #[error("invalid benchmark setting {name}: {message}")]
+    BenchConfig { name: String, message: String },
+
     #[error("chaos run: {0}")]
     Chaos(String),
 

@@ -6,14 +6,13 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use capmaas_testenv::objects::load_yaml_documents;
-use capmaas_testenv::{Process, TestEnv, WebhookServing, free_port, poll_until, repo_root};
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
-use kube::core::GroupVersionKind;
-use kube::discovery::pinned_kind;
+use capmaas_testenv::{Process, TestEnv, WebhookServing, free_port, repo_root};
+use kube::api::DynamicObject;
 use maas_sim::{RunningSim, SimConfig, Timings};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+pub use crate::api::{apply, dynamic_api, wait_for};
 use crate::error::{Error, Result};
 use crate::{capi, kubelet};
 
@@ -37,14 +36,23 @@ pub struct HarnessConfig {
     pub zones: Vec<String>,
     /// Simulated deployment time of one machine.
     pub deploy_time: Duration,
+    /// Spread of the deployment time, percent: each server takes `deploy_time` × a factor in
+    /// [1 − spread, 1 + spread] fixed by the seed and its system id (0: all exactly the same).
+    pub deploy_spread_percent: u32,
     /// Simulated release time.
     pub release_time: Duration,
     /// `RUST_LOG` filter of our binaries.
     pub log_filter: String,
     /// Extra flags of the gateway (`maas-client`), e.g. `--orphan-grace-period=20s`.
     pub gateway_args: Vec<String>,
-    /// Seed of the simulator's random rolls (fault injection).
+    /// Seed of the simulator's random rolls (fault injection) and of the deployment spread.
     pub seed: u64,
+    /// Start our six binaries (default). Off: API servers, CAPI core, the simulator and the
+    /// kubelet stand-in only, for a run where something else plays the provider (the
+    /// benchmark's null provider).
+    pub our_controllers: bool,
+    /// Write the management API server's audit log ([`TestEnv::audit_log_path`]).
+    pub audit_log: bool,
 }
 
 impl Default for HarnessConfig {
@@ -53,10 +61,13 @@ impl Default for HarnessConfig {
             machines: 20,
             zones: vec!["z1".into(), "z2".into(), "z3".into()],
             deploy_time: Duration::from_secs(2),
+            deploy_spread_percent: 0,
             release_time: Duration::from_millis(500),
             log_filter: "info".into(),
             gateway_args: Vec::new(),
             seed: 1,
+            our_controllers: true,
+            audit_log: false,
         }
     }
 }
@@ -82,6 +93,8 @@ pub struct Harness {
     /// Management clusters this one replaced (`clusterctl move`), with their processes, kept
     /// until the harness goes.
     pub(crate) retired: Vec<crate::moving::Retired>,
+    /// The metrics port of each of our binaries, as last started (a restart takes a new one).
+    metrics_ports: std::sync::Mutex<std::collections::BTreeMap<&'static str, u16>>,
 }
 
 /// The namespace of the provider's Deployments in `deploy/`.
@@ -123,15 +136,17 @@ impl Harness {
     }
 
     async fn start_inner(config: HarnessConfig) -> Result<Self> {
-        for name in CONTROLLERS {
-            binary(name)?;
+        if config.our_controllers {
+            for name in CONTROLLERS {
+                binary(name)?;
+            }
         }
         let dir = tempfile::Builder::new()
             .prefix("capmaas-e2e-")
             .tempdir()
             .map_err(Error::io("creating the e2e directory"))?;
         let (management, workload) = tokio::join!(
-            TestEnv::start(),
+            TestEnv::builder().audit_log(config.audit_log).start(),
             TestEnv::builder()
                 .our_crds(false)
                 .capi_crds(false)
@@ -144,6 +159,7 @@ impl Harness {
         sim_config.seed = config.seed;
         sim_config.timings = Timings {
             deploy: config.deploy_time,
+            deploy_spread_percent: config.deploy_spread_percent,
             release: config.release_time,
             ..Timings::default()
         };
@@ -173,7 +189,11 @@ impl Harness {
             silence,
             webhook: WebhookServing::generate()?,
             retired: Vec::new(),
+            metrics_ports: std::sync::Mutex::default(),
         };
+        if !config.our_controllers {
+            return Ok(harness);
+        }
         harness.grant_deploy_rbac().await?;
         harness.start_webhook_server().await?;
         for name in CONTROLLERS.into_iter().filter(|n| *n != "webhook-server") {
@@ -255,10 +275,15 @@ impl Harness {
 
     fn start_process(&self, name: &'static str, health_port: u16) -> Result<Process> {
         let binary = binary(name)?;
+        let metrics_port = free_port()?;
+        self.metrics_ports
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(name, metrics_port);
         let mut args = vec![
             format!("--kubeconfig={}", self.kubeconfig_of(name).display()),
             format!("--health-addr=127.0.0.1:{health_port}"),
-            format!("--metrics-bind-addr=127.0.0.1:{}", free_port()?),
+            format!("--metrics-bind-addr=127.0.0.1:{metrics_port}"),
             "--log-format=text".into(),
         ];
         if name == "maas-client" {
@@ -338,6 +363,16 @@ impl Harness {
     /// Our running binaries.
     pub fn controllers(&self) -> &[Process] {
         &self.controllers
+    }
+
+    /// Where one of our binaries serves its Prometheus metrics (`http://127.0.0.1:<port>/metrics`),
+    /// when it has been started.
+    pub fn metrics_url(&self, name: &str) -> Option<String> {
+        self.metrics_ports
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(name)
+            .map(|port| format!("http://127.0.0.1:{port}/metrics"))
     }
 
     /// The CAPI core manager process.
@@ -464,60 +499,4 @@ fn archive_log(from: &Path, to: &Path, restart: u64) -> Result<()> {
     )
     .and_then(|()| file.write_all(&text))
     .map_err(Error::io(format!("writing {}", to.display())))
-}
-
-/// A dynamic API for `group/version` `kind` in namespace `ns`, found by discovery.
-pub async fn dynamic_api(
-    client: &kube::Client,
-    ns: &str,
-    group: &str,
-    version: &str,
-    kind: &str,
-) -> Result<Api<DynamicObject>> {
-    let (resource, _) = pinned_kind(client, &GroupVersionKind::gvk(group, version, kind))
-        .await
-        .map_err(Error::kube(format!("discovering {group}/{version} {kind}")))?;
-    Ok(Api::namespaced_with(client.clone(), ns, &resource))
-}
-
-/// Server-side applies `object` with field manager `e2e`.
-pub async fn apply(client: &kube::Client, object: &Value) -> Result<DynamicObject> {
-    let api_version = object["apiVersion"].as_str().unwrap_or_default();
-    let kind = object["kind"].as_str().unwrap_or_default();
-    let name = object["metadata"]["name"].as_str().unwrap_or_default();
-    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
-    let (resource, _) = pinned_kind(client, &GroupVersionKind::gvk(group, version, kind))
-        .await
-        .map_err(Error::kube(format!("discovering {api_version} {kind}")))?;
-    let api: Api<DynamicObject> = match object["metadata"]["namespace"].as_str() {
-        Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
-        None => Api::all_with(client.clone(), &resource),
-    };
-    api.patch(
-        name,
-        &PatchParams::apply("e2e").force(),
-        &Patch::Apply(object),
-    )
-    .await
-    .map_err(Error::kube(format!("applying {kind} {name}")))
-}
-
-/// Polls `check` every `every` until it returns `Some`, or fails after `timeout`
-/// ([`capmaas_testenv::poll_until`]; a timeout is [`Error::Timeout`]).
-pub async fn wait_for<T, F, Fut>(
-    what: &str,
-    timeout: Duration,
-    every: Duration,
-    check: F,
-) -> Result<T>
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<Option<T>>>,
-{
-    poll_until(timeout, every, check)
-        .await?
-        .ok_or_else(|| Error::Timeout {
-            what: what.into(),
-            seconds: timeout.as_secs(),
-        })
 }

@@ -110,7 +110,7 @@ async fn sync_once(
                 // Booted again: the kubelet registers (again, if the Node was deleted) and
                 // reports Ready.
                 silence.lock().remove(hostname);
-                register(nodes, hostname, &server.ip_addresses).await?;
+                register(nodes, hostname, &server.ip_addresses, None).await?;
                 registered.insert(hostname.clone());
             }
             Some(
@@ -129,7 +129,7 @@ async fn sync_once(
                 }
             }
             None if !registered.contains(hostname) => {
-                register(nodes, hostname, &server.ip_addresses).await?;
+                register(nodes, hostname, &server.ip_addresses, None).await?;
                 registered.insert(hostname.clone());
             }
             // Silent and reported, or registered and healthy: nothing to post.
@@ -152,13 +152,23 @@ async fn sync_once(
     Ok(())
 }
 
-async fn register(nodes: &Api<Node>, hostname: &str, addresses: &[String]) -> Result<()> {
-    let node: Node = serde_json::from_value(json!({
+/// Creates the Node `hostname` (unless it exists) and reports it Ready. A real kubelet knows
+/// no providerID on MAAS (machine-controller sets it); a stand-in for a provider may give one.
+pub(crate) async fn register(
+    nodes: &Api<Node>,
+    hostname: &str,
+    addresses: &[String],
+    provider_id: Option<&str>,
+) -> Result<()> {
+    let mut node = json!({
         "apiVersion": "v1",
         "kind": "Node",
         "metadata": {"name": hostname, "labels": {"kubernetes.io/hostname": hostname}},
-    }))
-    .map_err(|e| Error::Manifest {
+    });
+    if let Some(provider_id) = provider_id {
+        node["spec"] = json!({"providerID": provider_id});
+    }
+    let node: Node = serde_json::from_value(node).map_err(|e| Error::Manifest {
         name: hostname.into(),
         message: e.to_string(),
     })?;

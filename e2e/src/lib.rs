@@ -3,6 +3,7 @@
 //! cluster, the MAAS simulator, our binaries as processes, and a kubelet stand-in that
 //! registers Nodes when simulated servers finish deploying.
 
+mod api;
 pub mod bench;
 pub mod capi;
 pub mod chaos;

@@ -341,6 +341,9 @@ fn run(
     let result = api::dispatch(route.resource.kind, action, &mut call);
     let changed = world.dirty;
     world.dirty |= dirty_before;
+    if changed {
+        world.note_statuses();
+    }
     let reply = result?;
     if changed {
         *world.effects.applied.entry(op_key.to_owned()).or_default() += 1;

@@ -16,6 +16,12 @@ use crate::faults::FaultConfig;
 pub struct Timings {
     /// Deploying (9) → Deployed (6).
     pub deploy: Duration,
+    /// Spread of the deployment time, percent (at most 100): each machine's deployment takes
+    /// `deploy` × a factor in [1 − spread, 1 + spread] fixed by the seed and its system id
+    /// ([`Timings::deploy_for`]). Real servers do not all finish at the same moment; 0 (the
+    /// default) keeps every deployment exactly `deploy`.
+    #[serde(default)]
+    pub deploy_spread_percent: u32,
     /// Releasing (12) → Ready (4) when the machine was powered on.
     pub release: Duration,
     /// Disk erasing (14) → Ready (4). A quick erase takes a tenth of it.
@@ -30,6 +36,7 @@ impl Default for Timings {
     fn default() -> Self {
         Self {
             deploy: Duration::from_secs(10),
+            deploy_spread_percent: 0,
             release: Duration::from_secs(2),
             erase: Duration::from_secs(5),
             commission: Duration::from_secs(5),
@@ -43,12 +50,41 @@ impl Timings {
     pub const fn zero() -> Self {
         Self {
             deploy: Duration::ZERO,
+            deploy_spread_percent: 0,
             release: Duration::ZERO,
             erase: Duration::ZERO,
             commission: Duration::ZERO,
             power: Duration::ZERO,
         }
     }
+
+    /// How long the deployment of `system_id` takes: `deploy` scaled by a factor in
+    /// [1 − spread, 1 + spread] that depends only on `seed` and the system id, so a run is
+    /// reproducible and a machine takes the same time on every deployment.
+    pub fn deploy_for(&self, seed: u64, system_id: &str) -> Duration {
+        if self.deploy_spread_percent == 0 {
+            return self.deploy;
+        }
+        let spread = f64::from(self.deploy_spread_percent.min(100)) / 100.0;
+        let factor = 1.0 - spread + 2.0 * spread * unit_interval(seed, system_id);
+        self.deploy.mul_f64(factor.max(0.0))
+    }
+}
+
+/// A number in [0, 1] from `seed` and `key`: FNV-1a, then the splitmix64 finaliser so that
+/// system ids differing in one character land far apart. Hand-written because std's hasher
+/// may change between Rust releases and the spread must stay the same.
+fn unit_interval(seed: u64, key: &str) -> f64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in seed.to_le_bytes().iter().chain(key.as_bytes()) {
+        hash ^= u64::from(*byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    hash = (hash ^ (hash >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    hash = (hash ^ (hash >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    hash ^= hash >> 31;
+    // The top 32 bits are exact in an f64.
+    f64::from(u32::try_from(hash >> 32).unwrap_or(u32::MAX)) / f64::from(u32::MAX)
 }
 
 /// One MAAS user and one of its API keys (`consumer_key:token_key:token_secret`).
@@ -213,5 +249,59 @@ impl SimConfig {
             timings: Timings::zero(),
             ..Self::default()
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn without_spread_every_deployment_takes_the_configured_time() {
+        let timings = Timings {
+            deploy: Duration::from_secs(30),
+            ..Timings::zero()
+        };
+        assert_eq!(timings.deploy_for(1, "abc123"), Duration::from_secs(30));
+    }
+
+    #[test]
+    fn the_spread_is_deterministic_bounded_and_covers_the_range() {
+        let timings = Timings {
+            deploy: Duration::from_secs(100),
+            deploy_spread_percent: 30,
+            ..Timings::zero()
+        };
+        let times: Vec<Duration> = (0..500)
+            .map(|i| timings.deploy_for(7, &format!("m{i:05}")))
+            .collect();
+        assert!(
+            times
+                .iter()
+                .all(|t| (70.0..=130.0).contains(&t.as_secs_f64()))
+        );
+        let min = times.iter().min().unwrap().as_secs_f64();
+        let max = times.iter().max().unwrap().as_secs_f64();
+        assert!(min < 75.0 && max > 125.0, "{min} .. {max}");
+        assert_eq!(timings.deploy_for(7, "m00003"), times[3]);
+        assert_ne!(
+            timings.deploy_for(8, "m00003"),
+            times[3],
+            "the seed matters"
+        );
+    }
+
+    #[test]
+    fn a_full_spread_runs_from_zero_to_twice_the_time() {
+        let timings = Timings {
+            deploy: Duration::from_secs(1),
+            deploy_spread_percent: 250,
+            ..Timings::zero()
+        };
+        assert!(
+            (0..200)
+                .map(|i| timings.deploy_for(1, &i.to_string()))
+                .all(|t| t <= Duration::from_secs(2))
+        );
     }
 }

@@ -10,6 +10,7 @@ use serde::{Serialize, Serializer};
 
 use crate::app::Shared;
 use crate::faults::{FaultConfig, LostAnswer};
+use crate::history::StatusChange;
 use crate::model::{Machine, PowerState, ReleaseRecord, Tag};
 use crate::status::NodeStatus;
 use crate::world::World;
@@ -159,7 +160,10 @@ impl SimHandle {
     fn with_world<T>(&self, f: impl FnOnce(&mut World) -> T) -> T {
         let mut world = self.shared.lock();
         world.advance();
-        f(&mut world)
+        let out = f(&mut world);
+        // A test's direct change (a broken machine) belongs in the history too.
+        world.note_statuses();
+        out
     }
 
     fn with_machine(
@@ -188,6 +192,28 @@ impl SimHandle {
                 .iter()
                 .find(|m| m.system_id == system_id)
                 .map(MachineView::of)
+        })
+    }
+
+    /// Every machine's status changes, oldest first, by system id (the status it started with
+    /// is not a change; at most the latest 64 are kept per machine).
+    pub fn status_history(&self) -> BTreeMap<String, Vec<StatusChange>> {
+        self.with_world(|w| {
+            let clock = w.clock;
+            w.machines
+                .iter()
+                .map(|m| {
+                    let changes = m
+                        .history
+                        .changes()
+                        .map(|c| StatusChange {
+                            status: c.status,
+                            at: clock.instant(c.at_ms),
+                        })
+                        .collect();
+                    (m.system_id.clone(), changes)
+                })
+                .collect()
         })
     }
 

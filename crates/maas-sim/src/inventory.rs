@@ -159,6 +159,7 @@ fn base_world(cfg: &SimConfig, zones: &[String], pools: &[String]) -> World {
         boot_resources: default_boot_resources(),
         next_id: 1000,
         timings: cfg.timings,
+        seed: cfg.seed,
         faults: cfg.faults.clone(),
         outage_until_ms: None,
         counts: BTreeMap::new(),
@@ -309,6 +310,7 @@ fn generated_machine(
         pending_power: None,
         power_on_count: 0,
         releases: Vec::new(),
+        history: crate::history::StatusHistory::default(),
         gateway_link_ipv4: None,
         gateway_link_ipv6: None,
     }

@@ -37,6 +37,10 @@ struct Args {
     /// Seconds from Deploying to Deployed (0 = at the next read).
     #[arg(long, default_value_t = 10.0)]
     deploy_seconds: f64,
+    /// Spread of the deployment time, percent: each machine takes --deploy-seconds × a factor in
+    /// [1 − P/100, 1 + P/100] fixed by --seed and its system id (at most 100).
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=100))]
+    deploy_spread_percent: u32,
     /// Seconds from Releasing to Ready for a powered-on machine.
     #[arg(long, default_value_t = 2.0)]
     release_seconds: f64,
@@ -94,6 +98,7 @@ fn config(args: Args) -> Result<SimConfig, String> {
         seed: args.seed,
         timings: Timings {
             deploy: seconds(args.deploy_seconds, "deploy-seconds")?,
+            deploy_spread_percent: args.deploy_spread_percent,
             release: seconds(args.release_seconds, "release-seconds")?,
             erase: seconds(args.erase_seconds, "erase-seconds")?,
             commission: seconds(args.commission_seconds, "commission-seconds")?,

@@ -6,6 +6,7 @@ use std::net::IpAddr;
 use ipnet::IpNet;
 use serde::{Deserialize, Serialize};
 
+use crate::history::StatusHistory;
 use crate::status::NodeStatus;
 
 /// A machine's power state as MAAS reports it.
@@ -367,6 +368,10 @@ pub(crate) struct Machine {
     /// Every accepted release request, oldest first (simulator bookkeeping, not MAAS data).
     #[serde(default)]
     pub(crate) releases: Vec<ReleaseRecord>,
+    /// When MAAS moved the machine to which status (simulator bookkeeping, not MAAS data;
+    /// in memory only).
+    #[serde(skip)]
+    pub(crate) history: StatusHistory,
     /// Link whose subnet gateway is the IPv4 default (`set_default_gateway`).
     #[serde(default)]
     pub(crate) gateway_link_ipv4: Option<u64>,

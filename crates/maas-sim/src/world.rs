@@ -37,6 +37,11 @@ impl Clock {
     pub(crate) fn now_ms(self) -> u64 {
         u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX)
     }
+
+    /// The instant of simulator time `ms`.
+    pub(crate) fn instant(self, ms: u64) -> Instant {
+        self.epoch + std::time::Duration::from_millis(ms)
+    }
 }
 
 /// Random source for fault rolls; seeded so runs are reproducible.
@@ -83,6 +88,9 @@ pub(crate) struct World {
     pub(crate) boot_resources: Vec<BootResource>,
     pub(crate) next_id: u64,
     pub(crate) timings: Timings,
+    /// Seed of the configuration: the hardware spread, and the spread of deployment times.
+    #[serde(default)]
+    pub(crate) seed: u64,
     #[serde(default)]
     pub(crate) faults: FaultConfig,
     #[serde(skip)]
@@ -122,6 +130,16 @@ impl World {
         }
         if self.outage_until_ms.is_some_and(|until| until <= now) {
             self.outage_until_ms = None;
+        }
+    }
+
+    /// Notes every machine's current status in its history (a change is recorded when it
+    /// differs from the last one noted). Called after anything that may have changed a status
+    /// without dating it itself, so no change is missed whichever code path made it.
+    pub(crate) fn note_statuses(&mut self) {
+        let now = self.now_ms();
+        for machine in &mut self.machines {
+            machine.history.note(machine.status, now);
         }
     }
 
@@ -316,6 +334,8 @@ pub(crate) fn advance_machine(machine: &mut Machine, now: u64) -> bool {
             machine.status_message = Some("Failed commissioning".to_owned());
         }
     }
+    // Dated when it was due, not when the next request or tick happened to look.
+    machine.history.note(machine.status, pending.due_ms);
     true
 }
 

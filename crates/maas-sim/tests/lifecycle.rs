@@ -149,6 +149,7 @@ async fn deploy_on_ready_allocates_implicitly_and_bad_image_rolls_back() {
 async fn timed_transitions_show_intermediate_states() {
     let timings = Timings {
         deploy: Duration::from_millis(400),
+        deploy_spread_percent: 0,
         release: Duration::from_millis(300),
         erase: Duration::from_millis(300),
         commission: Duration::from_millis(100),
@@ -198,6 +199,59 @@ async fn timed_transitions_show_intermediate_states() {
         t.sim.state().machine(&id).unwrap().status,
         NodeStatus::Ready
     );
+}
+
+#[tokio::test]
+async fn the_status_history_dates_allocation_deployment_and_its_end() {
+    let timings = Timings {
+        deploy: Duration::from_millis(300),
+        deploy_spread_percent: 50,
+        ..Timings::zero()
+    };
+    let t = start(SimConfig {
+        machines: 3,
+        timings,
+        ..SimConfig::default()
+    })
+    .await;
+    let id = t.allocate(&[]).await;
+    t.json(Method::POST, &format!("machines/{id}/?op=deploy"), &[])
+        .await;
+    // A deploy of a Ready machine allocates it in the same call: the allocation still shows.
+    let direct = t
+        .sim
+        .state()
+        .machines()
+        .into_iter()
+        .find(|m| m.status == NodeStatus::Ready)
+        .unwrap()
+        .system_id;
+    t.json(Method::POST, &format!("machines/{direct}/?op=deploy"), &[])
+        .await;
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let history = t.sim.state().status_history();
+    for system_id in [&id, &direct] {
+        let changes = &history[system_id];
+        let statuses: Vec<NodeStatus> = changes.iter().map(|c| c.status).collect();
+        assert_eq!(
+            statuses,
+            [
+                NodeStatus::Allocated,
+                NodeStatus::Deploying,
+                NodeStatus::Deployed
+            ]
+        );
+        // Deployed is dated when it was due, with this machine's share of the spread.
+        assert_eq!(
+            (changes[2].at - changes[1].at).as_millis(),
+            timings.deploy_for(1, system_id).as_millis()
+        );
+    }
+    let untouched = history
+        .iter()
+        .filter(|(_, changes)| changes.is_empty())
+        .count();
+    assert_eq!(untouched, 1);
 }
 
 #[tokio::test]

@@ -12,6 +12,22 @@ use crate::process::{self, Process};
 use crate::{TestEnv, cache_dir, kubeconfig, repo_root};
 
 const START_ATTEMPTS: usize = 3;
+
+/// Audit policy of [`Builder::audit_log`]: who wrote what. Metadata (user, verb, resource,
+/// response code, no bodies) for the write verbs, nothing for reads and watches, which would
+/// multiply the log for no answer it is read for; one event per request (`ResponseComplete`).
+const AUDIT_POLICY: &str = "\
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+  - level: Metadata
+    verbs: [create, update, patch, delete, deletecollection]
+  - level: None
+";
+
+/// File name of the audit log in the environment's folder.
+const AUDIT_LOG: &str = "audit.log";
 const READY_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// What to start and install.
@@ -21,6 +37,7 @@ pub struct Builder {
     our_crds: bool,
     capi_crds: bool,
     extra_crd_dirs: Vec<PathBuf>,
+    audit_log: bool,
 }
 
 impl Default for Builder {
@@ -30,6 +47,7 @@ impl Default for Builder {
             our_crds: true,
             capi_crds: true,
             extra_crd_dirs: Vec::new(),
+            audit_log: false,
         }
     }
 }
@@ -53,6 +71,14 @@ impl Builder {
     #[must_use]
     pub fn capi_crds(mut self, on: bool) -> Self {
         self.capi_crds = on;
+        self
+    }
+
+    /// Write the API server's audit log (JSON lines, one per write request: user, verb,
+    /// resource, response code; no reads) to [`TestEnv::audit_log_path`]. Default off.
+    #[must_use]
+    pub fn audit_log(mut self, on: bool) -> Self {
+        self.audit_log = on;
         self
     }
 
@@ -132,32 +158,49 @@ impl Builder {
         wait_http_ok(&mut etcd, &format!("{etcd_url}/health"), None).await?;
         processes.push(etcd);
 
+        let mut apiserver_args = vec![
+            format!("--etcd-servers={etcd_url}"),
+            format!("--secure-port={api_port}"),
+            "--bind-address=127.0.0.1".into(),
+            "--advertise-address=127.0.0.1".into(),
+            format!("--cert-dir={}", certs.display()),
+            format!("--client-ca-file={}", root.join("client-ca.crt").display()),
+            "--authorization-mode=RBAC".into(),
+            "--service-cluster-ip-range=10.0.0.0/24".into(),
+            "--allow-privileged=true".into(),
+            "--disable-admission-plugins=ServiceAccount".into(),
+            format!("--service-account-issuer={server}/"),
+            format!(
+                "--service-account-key-file={}",
+                root.join("sa.pub").display()
+            ),
+            format!(
+                "--service-account-signing-key-file={}",
+                root.join("sa.key").display()
+            ),
+            "--endpoint-reconciler-type=none".into(),
+            "--profiling=false".into(),
+        ];
+        let audit_log = if self.audit_log {
+            let policy = root.join("audit-policy.yaml");
+            write(&policy, AUDIT_POLICY)?;
+            let log = root.join(AUDIT_LOG);
+            apiserver_args.extend([
+                format!("--audit-policy-file={}", policy.display()),
+                format!("--audit-log-path={}", log.display()),
+                "--audit-log-format=json".into(),
+                // Rotation would split a measurement over several files (lumberjack's default
+                // is 100 MB); a gigabyte is far more than any test writes.
+                "--audit-log-maxsize=1024".into(),
+            ]);
+            Some(log)
+        } else {
+            None
+        };
         let mut apiserver = Process::spawn(
             "kube-apiserver",
             &bin.join("kube-apiserver"),
-            &[
-                format!("--etcd-servers={etcd_url}"),
-                format!("--secure-port={api_port}"),
-                "--bind-address=127.0.0.1".into(),
-                "--advertise-address=127.0.0.1".into(),
-                format!("--cert-dir={}", certs.display()),
-                format!("--client-ca-file={}", root.join("client-ca.crt").display()),
-                "--authorization-mode=RBAC".into(),
-                "--service-cluster-ip-range=10.0.0.0/24".into(),
-                "--allow-privileged=true".into(),
-                "--disable-admission-plugins=ServiceAccount".into(),
-                format!("--service-account-issuer={server}/"),
-                format!(
-                    "--service-account-key-file={}",
-                    root.join("sa.pub").display()
-                ),
-                format!(
-                    "--service-account-signing-key-file={}",
-                    root.join("sa.key").display()
-                ),
-                "--endpoint-reconciler-type=none".into(),
-                "--profiling=false".into(),
-            ],
+            &apiserver_args,
             &root,
         )?;
         wait_http_ok(
@@ -175,11 +218,18 @@ impl Builder {
         wait_for_default_namespace(&client).await?;
 
         if self.controller_manager {
+            // Its own user (still a system:masters member), so that an audit log tells its
+            // writes from the test's admin client.
+            let kcm_cert =
+                client_ca.client_cert("system:kube-controller-manager", &["system:masters"])?;
+            let kcm_config = kubeconfig::kubeconfig(&server, serving_ca.cert_pem(), &kcm_cert);
+            let kcm_kubeconfig = root.join("kube-controller-manager.kubeconfig");
+            write(&kcm_kubeconfig, &kubeconfig::to_yaml(&kcm_config)?)?;
             let mut kcm = Process::spawn(
                 "kube-controller-manager",
                 &bin.join("kube-controller-manager"),
                 &[
-                    format!("--kubeconfig={}", kubeconfig_path.display()),
+                    format!("--kubeconfig={}", kcm_kubeconfig.display()),
                     "--controllers=garbage-collector-controller,namespace-controller".into(),
                     "--leader-elect=false".into(),
                     "--secure-port=0".into(),
@@ -201,6 +251,7 @@ impl Builder {
             client_ca,
             kubeconfig_path,
             startup: Duration::ZERO,
+            audit_log,
         };
         let mut dirs = Vec::new();
         if self.our_crds {

@@ -79,6 +79,7 @@ pub struct TestEnv {
     client_ca: Authority,
     kubeconfig_path: PathBuf,
     startup: Duration,
+    audit_log: Option<PathBuf>,
 }
 
 impl std::fmt::Debug for TestEnv {
@@ -167,6 +168,12 @@ impl TestEnv {
     /// How long `start` took, from nothing to CRDs served.
     pub fn startup_duration(&self) -> Duration {
         self.startup
+    }
+
+    /// The API server's audit log (JSON lines, one per write request), when the environment
+    /// was built with [`Builder::audit_log`].
+    pub fn audit_log_path(&self) -> Option<&Path> {
+        self.audit_log.as_deref()
     }
 
     /// The running processes (etcd, kube-apiserver, kube-controller-manager).

@@ -140,6 +140,7 @@ async fn two_environments_run_side_by_side_and_clean_up() {
             .our_crds(false)
             .capi_crds(false)
             .controller_manager(false)
+            .audit_log(true)
             .start(),
         TestEnv::builder()
             .our_crds(false)
@@ -160,6 +161,42 @@ async fn two_environments_run_side_by_side_and_clean_up() {
         .await
         .unwrap();
     assert!(elsewhere.is_none(), "the two API servers share no state");
+
+    // The audit log holds the write, with its user, and no read.
+    Api::<ConfigMap>::namespaced(management.client(), "default")
+        .get("only-here")
+        .await
+        .unwrap();
+    assert!(workload.audit_log_path().is_none());
+    let audit = management.audit_log_path().unwrap().to_path_buf();
+    let events: Vec<serde_json::Value> = eventually(
+        "the audit event of the write",
+        Duration::from_secs(10),
+        || {
+            let audit = audit.clone();
+            async move {
+                let text = std::fs::read_to_string(&audit).ok()?;
+                let events: Vec<serde_json::Value> = text
+                    .lines()
+                    .filter_map(|l| serde_json::from_str(l).ok())
+                    .filter(|e: &serde_json::Value| e["objectRef"]["name"] == "only-here")
+                    .collect();
+                (!events.is_empty()).then_some(events)
+            }
+        },
+    )
+    .await;
+    let seen: Vec<(&str, &str, &str)> = events
+        .iter()
+        .map(|e| {
+            (
+                e["user"]["username"].as_str().unwrap_or_default(),
+                e["verb"].as_str().unwrap_or_default(),
+                e["stage"].as_str().unwrap_or_default(),
+            )
+        })
+        .collect();
+    assert_eq!(seen, [("admin", "create", "ResponseComplete")]);
 
     let dir = workload.dir().to_path_buf();
     let pids: Vec<u32> = workload

@@ -58,8 +58,12 @@ pub(crate) fn acquire(
     agent_name: &str,
     comment: &str,
 ) {
+    let now = world.now_ms();
     let m = &mut world.machines[index];
     m.status = NodeStatus::Allocated;
+    // Noted here: a deploy of a Ready machine allocates and starts deploying in one call, and
+    // the allocation would otherwise never show in the history.
+    m.history.note(NodeStatus::Allocated, now);
     m.status_message = Some("Allocated".to_owned());
     "acquire".clone_into(&mut m.status_action);
     m.owner = Some(user.to_owned());
@@ -319,8 +323,10 @@ fn start_deploy(
     let system_id = world.machines[index].system_id.clone();
     let outcome = world.deploy_outcome(&system_id);
     world.assign_auto_ips(index);
+    let deploy_time = timings.deploy_for(world.seed, &system_id);
     let m = &mut world.machines[index];
     m.status = NodeStatus::Deploying;
+    m.history.note(NodeStatus::Deploying, now);
     m.status_message = Some("Deploying".to_owned());
     "start".clone_into(&mut m.status_action);
     m.error_description.clear();
@@ -338,7 +344,7 @@ fn start_deploy(
     m.ephemeral_deploy = ephemeral;
     m.enable_hw_sync = hw_sync;
     m.power_on_count += 1;
-    let due = now + duration_ms(timings.deploy);
+    let due = now + duration_ms(deploy_time);
     m.pending = Some(Pending {
         kind: PendingKind::Deploy,
         started_ms: now,

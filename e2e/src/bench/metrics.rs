@@ -1,0 +1,205 @@
+//! Counters read around a run: the API server's write counters, our binaries' reconcile
+//! counters, and the peak memory of every process.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+use crate::harness::{CONTROLLERS, Harness};
+
+/// `apiserver_request_total` write counters, by resource.
+#[derive(Debug, Default)]
+pub(super) struct Writes(BTreeMap<String, f64>);
+
+impl Writes {
+    /// (writes to our `maas*` resources, all writes) since `before`.
+    pub(super) fn delta(&self, before: &Self) -> (f64, f64) {
+        let mut ours = 0.0;
+        let mut all = 0.0;
+        for (resource, count) in &self.0 {
+            let d = count - before.0.get(resource).copied().unwrap_or(0.0);
+            all += d;
+            if resource.starts_with("maas") {
+                ours += d;
+            }
+        }
+        (ours, all)
+    }
+}
+
+pub(super) async fn api_writes(client: &kube::Client) -> Result<Writes> {
+    let request = http::Request::get("/metrics")
+        .body(Vec::new())
+        .map_err(|e| Error::Io {
+            context: "building the metrics request".into(),
+            source: std::io::Error::other(e),
+        })?;
+    let text = client
+        .request_text(request)
+        .await
+        .map_err(Error::kube("reading API server metrics"))?;
+    Ok(parse_writes(&text))
+}
+
+/// The value of label `name` in a Prometheus sample's label set.
+fn label(labels: &str, name: &str) -> String {
+    labels
+        .split(&format!("{name}=\""))
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// The samples of `metric` (`name{labels} value` lines) as (labels, value).
+fn samples<'a>(text: &'a str, metric: &'a str) -> impl Iterator<Item = (&'a str, f64)> + 'a {
+    let prefix = format!("{metric}{{");
+    text.lines()
+        .filter(move |l| l.starts_with(&prefix))
+        .filter_map(|line| {
+            let (labels, value) = line.rsplit_once(' ')?;
+            Some((labels, value.parse::<f64>().ok()?))
+        })
+}
+
+/// Sums `apiserver_request_total` samples of write verbs by resource.
+fn parse_writes(metrics: &str) -> Writes {
+    let mut writes = Writes::default();
+    for (labels, value) in samples(metrics, "apiserver_request_total") {
+        if matches!(
+            label(labels, "verb").as_str(),
+            "POST" | "PUT" | "PATCH" | "DELETE" | "APPLY"
+        ) {
+            *writes.0.entry(label(labels, "resource")).or_default() += value;
+        }
+    }
+    writes
+}
+
+/// Sums `capmaas_reconcile_total` by controller (any result).
+fn parse_reconciles(metrics: &str) -> BTreeMap<String, f64> {
+    let mut out = BTreeMap::new();
+    for (labels, value) in samples(metrics, "capmaas_reconcile_total") {
+        *out.entry(label(labels, "controller")).or_default() += value;
+    }
+    out
+}
+
+/// Reconciles so far per `<binary>/<controller>`, from each running binary's metrics
+/// endpoint; none when no binary answered (none runs, or none exports the counter).
+pub(super) async fn reconciles(harness: &Harness) -> Option<BTreeMap<String, f64>> {
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(2))
+        .build()
+        .ok()?;
+    let mut out = BTreeMap::new();
+    for binary in CONTROLLERS {
+        let Some(url) = harness.metrics_url(binary) else {
+            continue;
+        };
+        let Ok(response) = http.get(&url).send().await else {
+            continue;
+        };
+        let Ok(text) = response.text().await else {
+            continue;
+        };
+        for (controller, value) in parse_reconciles(&text) {
+            out.insert(format!("{binary}/{controller}"), value);
+        }
+    }
+    (!out.is_empty()).then_some(out)
+}
+
+/// `after − before` per key (a key missing before counts from 0).
+pub(super) fn delta(
+    after: &BTreeMap<String, f64>,
+    before: &BTreeMap<String, f64>,
+) -> BTreeMap<String, f64> {
+    after
+        .iter()
+        .map(|(k, v)| (k.clone(), v - before.get(k).copied().unwrap_or(0.0)))
+        .collect()
+}
+
+/// Name under which the bench process's own memory is shown.
+pub(super) const BENCH_PROCESS: &str = "bench (simulator, kubelets, watches)";
+
+/// Peak resident memory (VmHWM) of our binaries, CAPI core, the management cluster's etcd,
+/// kube-apiserver and kube-controller-manager, and the bench process, MiB.
+pub(super) fn peak_rss(harness: &Harness) -> BTreeMap<String, f64> {
+    let mut out = BTreeMap::new();
+    for process in harness
+        .controllers()
+        .iter()
+        .chain(std::iter::once(harness.capi_manager()))
+        .chain(harness.management.processes())
+    {
+        if let Some(kib) = process.peak_resident_memory_kib() {
+            out.insert(process.name().to_owned(), kib_to_mib(kib));
+        }
+    }
+    if let Some(kib) = own_peak_kib() {
+        out.insert(BENCH_PROCESS.to_owned(), kib_to_mib(kib));
+    }
+    out
+}
+
+/// Restarts the bench process's peak-memory count (Linux: `5` to `/proc/self/clear_refs`), so
+/// each run reports its own peak rather than the largest so far. Best effort: without it the
+/// figure is the peak since the bench started, which the notes say.
+pub(super) fn reset_own_peak() {
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+}
+
+fn own_peak_kib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    status
+        .lines()
+        .find(|l| l.starts_with("VmHWM:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+}
+
+fn kib_to_mib(kib: u64) -> f64 {
+    f64::from(u32::try_from(kib).unwrap_or(u32::MAX)) / 1024.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn write_counters_are_summed_by_resource_for_write_verbs_only() {
+        let metrics = concat!(
+            "# TYPE apiserver_request_total counter\n",
+            "apiserver_request_total{code=\"200\",component=\"apiserver\",group=\"infrastructure.cluster.x-k8s.io\",resource=\"maashosts\",scope=\"resource\",subresource=\"status\",verb=\"APPLY\",version=\"v1beta1\"} 7\n",
+            "apiserver_request_total{code=\"201\",component=\"apiserver\",group=\"\",resource=\"events\",scope=\"resource\",subresource=\"\",verb=\"POST\",version=\"v1\"} 3\n",
+            "apiserver_request_total{code=\"200\",component=\"apiserver\",group=\"\",resource=\"events\",scope=\"resource\",subresource=\"\",verb=\"GET\",version=\"v1\"} 100\n",
+        );
+        let after = parse_writes(metrics);
+        assert_eq!(after.0.get("maashosts"), Some(&7.0));
+        assert_eq!(after.0.get("events"), Some(&3.0));
+        assert_eq!(after.delta(&Writes::default()), (7.0, 10.0));
+    }
+
+    #[test]
+    fn reconciles_are_summed_per_controller_over_results() {
+        let metrics = concat!(
+            "# TYPE capmaas_reconcile counter\n",
+            "capmaas_reconcile_total{controller=\"machine\",result=\"success\"} 12\n",
+            "capmaas_reconcile_total{controller=\"machine\",result=\"error\"} 1\n",
+            "capmaas_reconcile_total{controller=\"host\",result=\"success\"} 30\n",
+            "capmaas_reconcile_errors_total{controller=\"machine\",category=\"kube\"} 1\n",
+        );
+        let counts = parse_reconciles(metrics);
+        assert_eq!(
+            counts,
+            BTreeMap::from([("host".to_owned(), 30.0), ("machine".to_owned(), 13.0)])
+        );
+        let before = BTreeMap::from([("machine".to_owned(), 3.0)]);
+        assert_eq!(
+            delta(&counts, &before),
+            BTreeMap::from([("host".to_owned(), 30.0), ("machine".to_owned(), 10.0)])
+        );
+    }
+}

@@ -1,0 +1,175 @@
+//! One measured run with our binaries, and what every run shares ([`Session`]): the declared
+//! cluster, the counters read before and after, the watches, the result.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use crate::error::{Error, Result};
+use crate::harness::{Harness, HarnessConfig, apply};
+use crate::objects::{ClusterSpec, kubeconfig_secret};
+
+use super::timeline::{self, SimView};
+use super::watch::Watches;
+use super::{BenchResult, Provider, RunPlan, audit, metrics};
+
+/// How long the inventory may take to import the servers.
+const IMPORT_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Measures `plan` with our six binaries.
+pub async fn run(plan: RunPlan, timeout: Duration) -> Result<BenchResult> {
+    Box::pin(run_inner(plan, timeout)).await
+}
+
+async fn run_inner(plan: RunPlan, timeout: Duration) -> Result<BenchResult> {
+    let harness = Harness::start(HarnessConfig {
+        machines: plan.machines,
+        deploy_time: plan.deploy.base,
+        deploy_spread_percent: plan.deploy.spread_percent,
+        release_time: Duration::ZERO,
+        log_filter: "warn".into(),
+        audit_log: true,
+        ..HarnessConfig::default()
+    })
+    .await?;
+    let client = harness.management.client();
+    let spec = declare(&harness, plan.machines).await?;
+    // Hosts first, so the measurement starts from an imported inventory.
+    apply(&client, &spec.inventory()).await?;
+    let deadline = Instant::now() + IMPORT_TIMEOUT;
+    while count_hosts(&client, &spec.namespace).await? < plan.machines {
+        if Instant::now() > deadline {
+            return Err(Error::Timeout {
+                what: format!("{} MaasHosts to be imported", plan.machines),
+                seconds: IMPORT_TIMEOUT.as_secs(),
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let session = Session::begin(&harness, &spec).await?;
+    session
+        .measure(&harness, &spec, Provider::Ours, Some(plan), timeout)
+        .await
+}
+
+/// A namespace with the `<cluster>-kubeconfig` Secret, and the cluster to declare in it: no
+/// control plane, one MachineDeployment of `machines` workers, no zones.
+pub(super) async fn declare(harness: &Harness, machines: usize) -> Result<ClusterSpec> {
+    let client = harness.management.client();
+    let ns = harness.management.create_namespace("bench").await?;
+    let mut spec = ClusterSpec::story(&ns);
+    spec.name = "bench".into();
+    spec.control_plane = 0;
+    spec.workers = machines;
+    spec.zones = Vec::new();
+    let kubeconfig = harness.workload.kubeconfig_yaml()?;
+    apply(&client, &kubeconfig_secret(&spec.name, &ns, &kubeconfig)).await?;
+    Ok(spec)
+}
+
+/// Counters and watches of one measurement, from just before the cluster is declared.
+pub(super) struct Session {
+    watches: Watches,
+    writes_before: metrics::Writes,
+    reconciles_before: Option<BTreeMap<String, f64>>,
+    audit_offset: Option<u64>,
+}
+
+impl Session {
+    /// Starts the watches and reads every counter; zeroes the simulator's call counts.
+    pub(super) async fn begin(harness: &Harness, spec: &ClusterSpec) -> Result<Self> {
+        let watches = Watches::start(
+            &harness.management.client(),
+            &harness.workload.client(),
+            &spec.namespace,
+        )
+        .await?;
+        let writes_before = metrics::api_writes(&harness.management.client()).await?;
+        let reconciles_before = metrics::reconciles(harness).await;
+        let audit_offset = harness.management.audit_log_path().map(audit::log_len);
+        harness.sim.state().reset_counts();
+        metrics::reset_own_peak();
+        Ok(Self {
+            watches,
+            writes_before,
+            reconciles_before,
+            audit_offset,
+        })
+    }
+
+    /// Declares the cluster (everything but the inventory), waits until every Machine runs
+    /// and reads the counters again.
+    pub(super) async fn measure(
+        mut self,
+        harness: &Harness,
+        spec: &ClusterSpec,
+        provider: Provider,
+        plan: Option<RunPlan>,
+        timeout: Duration,
+    ) -> Result<BenchResult> {
+        let client = harness.management.client();
+        let started = Instant::now();
+        for object in spec.objects() {
+            if object["kind"] != "MaasInventory" {
+                apply(&client, &object).await?;
+            }
+        }
+        let last_running = self.watches.all_running(spec.workers, timeout).await?;
+        let elapsed = last_running.saturating_duration_since(started);
+        let maas_calls = match provider {
+            Provider::Ours => harness.sim.state().call_counts(),
+            Provider::Null => BTreeMap::new(),
+        };
+        let writes_after = metrics::api_writes(&client).await?;
+        let (our_kind_writes, all_writes) = writes_after.delta(&self.writes_before);
+        let reconciles = match (metrics::reconciles(harness).await, &self.reconciles_before) {
+            (Some(after), Some(before)) => Some(metrics::delta(&after, before)),
+            (after, _) => after,
+        };
+        let audit = match (harness.management.audit_log_path(), self.audit_offset) {
+            (Some(path), Some(offset)) => Some(audit::read_since(path, offset)?),
+            _ => None,
+        };
+        let state = harness.sim.state();
+        let sim = SimView {
+            changes: state.status_history(),
+            hostnames: state
+                .machines()
+                .into_iter()
+                .map(|m| (m.system_id, m.hostname))
+                .collect(),
+        };
+        let joined = timeline::join(&self.watches.lock(), &sim, started);
+        let timeline = timeline::summarize(&joined, started);
+        Ok(BenchResult {
+            provider,
+            machines: spec.workers,
+            deploy: plan.map(|p| p.deploy),
+            elapsed,
+            maas_calls,
+            our_kind_writes,
+            all_writes,
+            reconciles,
+            peak_rss_mib: metrics::peak_rss(harness),
+            timeline,
+            audit,
+        })
+    }
+}
+
+/// MaasHosts of `ns` that the gateway has reported on (a provisioning state in status).
+pub async fn count_hosts(client: &kube::Client, ns: &str) -> Result<usize> {
+    let api: kube::Api<capmaas_api::MaasHost> = kube::Api::namespaced(client.clone(), ns);
+    Ok(api
+        .list(&kube::api::ListParams::default())
+        .await
+        .map_err(Error::kube("listing MaasHosts"))?
+        .items
+        .iter()
+        .filter(|h| {
+            h.status
+                .as_ref()
+                .and_then(|s| s.provisioning_state.as_ref())
+                .is_some()
+        })
+        .count())
+}
