@@ -34,7 +34,7 @@ use capmaas_api::capi::Cluster;
 use capmaas_api::{MaasCluster, MaasDNSRecord, MaasMachine};
 use capmaas_runtime::controller::{self as kit, Events, ReconcilerSettings, ready_when, scoped};
 use capmaas_runtime::{BoxError, CommonArgs, Runtime};
-use kube::runtime::{Controller, watcher};
+use kube::runtime::{Controller, PredicateConfig, WatchStreamExt, watcher};
 
 pub use args::ControllerArgs;
 pub use error::{Error, Result};
@@ -85,9 +85,13 @@ pub async fn run(term: capmaas_runtime::Context, args: ControllerArgs) -> Result
     let machine_store = store.clone();
     let controller = controller
         .owns(scoped::<MaasDNSRecord>(watch, ns), wc.clone())
-        .watches(scoped::<Cluster>(watch, ns), wc.clone(), |c| {
-            watch::map_cluster(&c)
-        })
+        .watches_stream(
+            watcher(scoped::<Cluster>(watch, ns), wc.clone())
+                .default_backoff()
+                .touched_objects()
+                .predicate_filter(watch::cluster_change, PredicateConfig::default()),
+            |c| watch::map_cluster(&c),
+        )
         .watches(scoped::<MaasMachine>(watch, ns), wc, move |m| {
             watch::map_machine(&machine_store, &m)
         })

@@ -1,12 +1,26 @@
-//! Which changes of other objects wake which MaasCluster: pure mappers over the cache.
+//! Which changes of other objects wake which MaasCluster: pure mappers over the cache, and the
+//! predicate that keeps a Cluster's status rewrites (CAPI updates it as every machine comes up)
+//! from waking its MaasCluster.
 
 use capmaas_api::capi::Cluster;
 use capmaas_api::keys::{LABEL_CLUSTER_NAME, LABEL_CONTROL_PLANE};
 use capmaas_api::{MaasCluster, MaasMachine};
+use capmaas_runtime::controller::predicate_hash;
 use kube::ResourceExt;
 use kube::runtime::reflector::{ObjectRef, Store};
 
 use crate::decide::owner_cluster_name;
+
+/// Predicate of the Clusters: what a MaasCluster decides on is in the spec (pause, endpoint,
+/// infrastructure reference: the generation), the annotations and the deletion.
+pub fn cluster_change(cluster: &Cluster) -> Option<u64> {
+    Some(predicate_hash((
+        cluster.metadata.uid.as_deref(),
+        cluster.metadata.generation,
+        cluster.metadata.annotations.as_ref(),
+        cluster.metadata.deletion_timestamp.is_some(),
+    )))
+}
 
 /// A Cluster wakes the MaasCluster its `infrastructureRef` names (pause changes, endpoint).
 pub fn map_cluster(cluster: &Cluster) -> Option<ObjectRef<MaasCluster>> {

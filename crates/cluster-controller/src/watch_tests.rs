@@ -70,3 +70,19 @@ fn cluster_wakes_the_maas_cluster_it_references() {
         Some(ObjectRef::new("prod-maas").within("ns"))
     );
 }
+
+#[test]
+fn a_cluster_status_rewrite_wakes_nobody() {
+    let mut cluster: Cluster = serde_json::from_value(serde_json::json!({
+        "apiVersion": "cluster.x-k8s.io/v1beta2",
+        "kind": "Cluster",
+        "metadata": {"name": "c", "namespace": "ns", "uid": "u", "generation": 1},
+        "spec": {},
+    }))
+    .expect("a Cluster");
+    let before = cluster_change(&cluster);
+    cluster.metadata.resource_version = Some("12".into());
+    assert_eq!(before, cluster_change(&cluster));
+    cluster.metadata.generation = Some(2);
+    assert_ne!(before, cluster_change(&cluster));
+}

@@ -113,7 +113,11 @@ pub(crate) async fn choose_and_claim(ctx: &Ctx, state: &mut State) -> Result<Flo
         if !ctx.claims.try_mark(&ns, &recorded, &uid) {
             return Ok(Flow::Done(Action::requeue(retry_delay())));
         }
-        if let Claim::Won(host) = host_ops::claim(ctx, &state.mm, &ns, &recorded, &request).await? {
+        let deploy = host_ops::deploy_with_claim(&state.mm, state.machine.as_ref());
+        let claimed =
+            host_ops::claim(ctx, &state.mm, &ns, &recorded, &request, deploy.as_ref()).await?;
+        if let Claim::Won(host) = claimed {
+            deployment_requested(ctx, state, &host).await;
             state.host = Some(*host);
             return Ok(Flow::Continue);
         }
@@ -149,8 +153,9 @@ pub(crate) async fn choose_and_claim(ctx: &Ctx, state: &mut State) -> Result<Flo
                     )
                 };
                 info!(host = %host_name, reused, "host claimed");
-                state.host = Some(host);
                 ctx.events.normal(&state.mm, reason, &note).await;
+                deployment_requested(ctx, state, &host).await;
+                state.host = Some(host);
                 return Ok(Flow::Continue);
             }
             Ok(None) => ctx.claims.unmark(&ns, &host_name, &uid),
@@ -207,6 +212,22 @@ pub(crate) async fn reclaim(ctx: &Ctx, state: &mut State) -> Result<Flow> {
     }
 }
 
+/// The Event of a deployment requested together with the claim (else `RequestDeployment`
+/// sends it).
+async fn deployment_requested(ctx: &Ctx, state: &State, host: &MaasHost) {
+    if host.spec.provisioning.is_none() {
+        return;
+    }
+    let note = format!(
+        "deployment of host {} with image {} requested",
+        host.name_any(),
+        state.mm.spec.image
+    );
+    ctx.events
+        .normal(&state.mm, reasons::MACHINE_DEPLOY_STARTED, &note)
+        .await;
+}
+
 /// Half a second to one and a half, so machines that lost the same race do not retry in
 /// lock-step.
 fn retry_delay() -> Duration {
@@ -222,7 +243,8 @@ async fn claim_with_intent(
     request: &HostRequest,
 ) -> Result<Option<MaasHost>> {
     state.mm = record_intent(ctx, &state.mm, Some(host)).await?;
-    match host_ops::claim(ctx, &state.mm, ns, host, request).await? {
+    let deploy = host_ops::deploy_with_claim(&state.mm, state.machine.as_ref());
+    match host_ops::claim(ctx, &state.mm, ns, host, request, deploy.as_ref()).await? {
         Claim::Won(h) => Ok(Some(*h)),
         Claim::Lost => {
             state.mm = record_intent(ctx, &state.mm, None).await?;

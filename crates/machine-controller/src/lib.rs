@@ -40,7 +40,8 @@ use capmaas_api::capi::{Cluster, Machine};
 use capmaas_api::{MaasDataClaim, MaasHost, MaasMachine};
 use capmaas_runtime::controller::{self as kit, ReconcilerSettings, ready_when, scoped};
 use capmaas_runtime::{BoxError, CommonArgs, Runtime};
-use kube::runtime::{Controller, WatchStreamExt, reflector, watcher};
+
+use kube::runtime::{Controller, PredicateConfig, WatchStreamExt, reflector, watcher};
 
 pub use args::ControllerArgs;
 pub use error::{Error, Result};
@@ -83,20 +84,34 @@ pub async fn run(term: capmaas_runtime::Context, _args: ControllerArgs) -> Resul
     )
     .default_backoff()
     .touched_objects();
-    let controller = Controller::new(scoped::<MaasMachine>(watch, ns), wc.clone());
-    let machines = controller.store();
+    // The controller's own kind through a reflector of its own, so that its trigger stream
+    // can be filtered while the store sees every change.
+    let (machines, machine_writer) = reflector::store::<MaasMachine>();
+    let machine_stream = reflector::reflector(
+        machine_writer,
+        watcher(scoped::<MaasMachine>(watch, ns), wc.clone()),
+    )
+    .default_backoff()
+    .touched_objects()
+    .predicate_filter(watch::maas_machine_change, PredicateConfig::default());
+    let capi_machines = watcher(scoped::<Machine>(watch, ns), wc.clone())
+        .default_backoff()
+        .touched_objects()
+        .predicate_filter(watch::machine_change, PredicateConfig::default());
+    let clusters = watcher(scoped::<Cluster>(watch, ns), wc.clone())
+        .default_backoff()
+        .touched_objects()
+        .predicate_filter(watch::cluster_change, PredicateConfig::default());
     let ctx = Arc::new(Ctx::new(&term, hosts.clone()));
     let (host_waiters, cluster_members) = (machines.clone(), machines.clone());
-    let controller = controller
+    let controller = Controller::for_stream(machine_stream, machines.clone())
         .watches_stream(host_stream, move |host| {
             watch::map_host(&host_waiters, &host)
         })
         // A data claim's rendering (or its failure) wakes its machine.
         .owns(scoped::<MaasDataClaim>(watch, ns), wc.clone())
-        .watches(scoped::<Machine>(watch, ns), wc.clone(), |machine| {
-            watch::map_machine(&machine)
-        })
-        .watches(scoped::<Cluster>(watch, ns), wc, move |cluster| {
+        .watches_stream(capi_machines, |machine| watch::map_machine(&machine))
+        .watches_stream(clusters, move |cluster| {
             watch::map_cluster(&cluster_members, &cluster)
         });
     let ready = ready_when(&term.health, &term.cancel, async move {

@@ -1,4 +1,7 @@
-//! Which changes of other objects wake which MaasMachine: pure mappers over the cache.
+//! Which changes of other objects wake which MaasMachine: pure mappers over the cache, and the
+//! predicates that keep changes nobody decides on from waking anything (CAPI rewrites a
+//! Machine's and a Cluster's status many times per machine; with a Cluster waking every
+//! MaasMachine of the cluster, that was quadratic in the number of machines).
 //!
 //! A MaasHost wakes its consumer; a free one wakes the machine whose `spec.systemID` names it,
 //! and a free `Available` one the machines waiting for a host; a Machine wakes the MaasMachine its `spec.infrastructureRef` names; a Cluster wakes
@@ -8,8 +11,51 @@ use capmaas_api::capi::{Cluster, Machine};
 use capmaas_api::conditions::{self as cond, reasons};
 use capmaas_api::host::ProvisioningState;
 use capmaas_api::{MaasHost, MaasMachine, keys};
+use capmaas_runtime::controller::predicate_hash;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Resource, ResourceExt};
+
+/// Predicate of the MaasMachines: what a reconcile acts on (spec, annotations, labels,
+/// finalizers, deletion). Its status is written by this controller only, by the reconcile that
+/// goes on deciding after the write, so a status change wakes nobody.
+pub fn maas_machine_change(mm: &MaasMachine) -> Option<u64> {
+    Some(predicate_hash((
+        mm.metadata.uid.as_deref(),
+        mm.metadata.generation,
+        mm.metadata.annotations.as_ref(),
+        mm.metadata.labels.as_ref(),
+        mm.metadata.finalizers.as_ref(),
+        mm.metadata.deletion_timestamp.is_some(),
+        mm.metadata.owner_references.as_ref().map(|o| {
+            o.iter()
+                .map(|r| (r.kind.as_str(), r.name.as_str(), r.uid.as_str()))
+                .collect::<Vec<_>>()
+        }),
+    )))
+}
+
+/// Predicate of the Machines: what a MaasMachine decides on (spec, e.g. the bootstrap data
+/// secret, whose changes bump the generation; whether the Node is known; deletion).
+pub fn machine_change(machine: &Machine) -> Option<u64> {
+    Some(predicate_hash((
+        machine.metadata.uid.as_deref(),
+        machine.metadata.generation,
+        machine
+            .status
+            .as_ref()
+            .is_some_and(|s| s.node_ref.is_some()),
+        machine.metadata.deletion_timestamp.is_some(),
+    )))
+}
+
+/// Predicate of the Clusters: pause and infrastructure readiness.
+pub fn cluster_change(cluster: &Cluster) -> Option<u64> {
+    Some(predicate_hash((
+        cluster.metadata.uid.as_deref(),
+        cluster.is_paused(),
+        cluster.infrastructure_provisioned(),
+    )))
+}
 
 /// A host maps to its consumer; a free, available host wakes the machines waiting for one.
 pub fn map_host(machines: &Store<MaasMachine>, host: &MaasHost) -> Vec<ObjectRef<MaasMachine>> {

@@ -140,3 +140,42 @@ fn a_free_host_wakes_the_machine_that_names_its_system_id_whatever_its_state() {
     assert_eq!(map_host(&store, &deployed), refs(&["moved"]));
     assert!(map_host(&store, &host("h2", Some(ProvisioningState::Deployed))).is_empty());
 }
+
+#[test]
+fn status_rewrites_wake_nobody() {
+    // A MaasMachine: its status (written by the reconcile itself) does not count.
+    let mm = maas_machine("m");
+    let mut rewritten = host_associated(mm.clone(), "True", "Claimed");
+    rewritten.metadata.resource_version = Some("99".into());
+    assert_eq!(maas_machine_change(&mm), maas_machine_change(&rewritten));
+    assert_ne!(
+        maas_machine_change(&mm),
+        maas_machine_change(&deleting(mm.clone()))
+    );
+    assert_ne!(
+        maas_machine_change(&mm),
+        maas_machine_change(&labelled(mm.clone(), "c"))
+    );
+
+    // A Machine: only its spec (generation), its Node link and its deletion.
+    let m = machine("m", None);
+    let mut touched = m.clone();
+    touched.metadata.resource_version = Some("7".into());
+    assert_eq!(machine_change(&m), machine_change(&touched));
+    let mut respecced = m.clone();
+    respecced.metadata.generation = Some(m.metadata.generation.unwrap_or(0) + 1);
+    assert_ne!(machine_change(&m), machine_change(&respecced));
+    let mut linked = m.clone();
+    linked.status = Some(capmaas_api::capi::MachineStatus {
+        node_ref: Some(capmaas_api::capi::NodeReference { name: "n".into() }),
+    });
+    assert_ne!(machine_change(&m), machine_change(&linked));
+
+    // A Cluster: pause and infrastructure readiness only.
+    let c = cluster(false, false);
+    let mut touched = c.clone();
+    touched.metadata.resource_version = Some("8".into());
+    assert_eq!(cluster_change(&c), cluster_change(&touched));
+    assert_ne!(cluster_change(&c), cluster_change(&cluster(true, false)));
+    assert_ne!(cluster_change(&c), cluster_change(&cluster(false, true)));
+}

@@ -1,13 +1,11 @@
 //! Which change of another object wakes which claim, pool or address: pure mappers over the
 //! caches, and the predicates that keep status-only changes from waking anything.
 
-use std::collections::hash_map::DefaultHasher;
-use std::hash::{Hash, Hasher};
-
 use capmaas_api::MaasIPPool;
 use capmaas_api::capi::Cluster;
 use capmaas_api::capi_ipam::{IPAddress, IPAddressClaim};
 use capmaas_api::keys::ANNOTATION_PAUSED;
+use capmaas_runtime::controller::predicate_hash as hash_of;
 use kube::ResourceExt;
 use kube::runtime::reflector::{ObjectRef, Store};
 
@@ -138,12 +136,6 @@ pub fn claim_to_addresses(index: &UsageIndex, claim: &IPAddressClaim) -> Vec<Obj
         .into_iter()
         .map(|e| ObjectRef::new(&e.name).within(&ns))
         .collect()
-}
-
-fn hash_of(value: impl Hash) -> u64 {
-    let mut h = DefaultHasher::new();
-    value.hash(&mut h);
-    h.finish()
 }
 
 /// Predicate: what of a pool matters to its claims (spec generation, pause annotation,

@@ -29,6 +29,16 @@ pub use reconciler::{ReconcilerSettings, error_policy, run};
 
 use crate::Health;
 
+/// The value a watch predicate (`WatchStreamExt::predicate_filter`) compares: a hash of what of
+/// an object matters to the watcher, so changes of anything else (status rewrites, managed
+/// fields) wake nobody.
+pub fn predicate_hash(value: impl std::hash::Hash) -> u64 {
+    use std::hash::Hasher;
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    value.hash(&mut hasher);
+    hasher.finish()
+}
+
 /// `Api::namespaced(namespace)` when the binary watches one namespace, else `Api::all`.
 pub fn scoped<K>(client: &Client, namespace: Option<&str>) -> Api<K>
 where
