@@ -66,6 +66,7 @@ impl Run<'_> {
         self.facts.allocation_recorded = true;
         self.facts.allocation_known = true;
         self.facts.allocated_for_other_consumer = false;
+        self.announced = true;
         // Record at once: from here on the host, not only MAAS's agent_name, says it is ours.
         self.write_status(Wait::Idle).await?;
         let note = format!("allocated MAAS machine {}", self.system_id);
@@ -217,6 +218,7 @@ impl Run<'_> {
             .await
             .map_err(Error::maas("deploy"))?;
         self.seen(m, sent);
+        self.announced = true;
         let note = format!("deploying {}", provisioning.image);
         self.gw
             .events
@@ -245,6 +247,7 @@ impl Run<'_> {
             .await
             .map_err(Error::maas("release"))?;
         self.seen(m, sent);
+        self.announced = true;
         let note = format!("released MAAS machine {}", self.system_id);
         self.gw.events.normal(self.host, "Released", &note).await;
         Ok(())

@@ -128,6 +128,7 @@ pub async fn reconcile(host: Arc<MaasHost>, gw: Arc<Gateway>) -> Result<Action> 
         allocation,
         unlisted_from,
         spec_error: None,
+        announced: false,
     };
     // The batched observation did not see the machine: only a direct read can tell whether it
     // is gone (404) or merely hidden from the list.

@@ -37,6 +37,9 @@ pub(super) struct Run<'a> {
     pub(super) unlisted_from: Option<String>,
     /// Why the request cannot be carried out, reported with [`Wait::InvalidSpec`].
     pub(super) spec_error: Option<String>,
+    /// An operation of this reconcile announced itself with an Event (`Allocated`,
+    /// `DeployStarted`, `Released`): the state change it causes needs no second one.
+    pub(super) announced: bool,
 }
 
 impl Run<'_> {
@@ -84,7 +87,7 @@ impl Run<'_> {
     }
 
     /// Writes the host status for this outcome when it changed, with an Event on a new
-    /// provisioning state.
+    /// provisioning state unless an operation of this reconcile announced it already.
     pub(super) async fn write_status(&self, wait: Wait) -> Result<()> {
         let machine = self.machine.as_deref();
         let ours = machine.is_some_and(|m| {
@@ -118,7 +121,10 @@ impl Run<'_> {
             &status,
         )
         .await?;
-        if let Some(state) = status.provisioning_state.filter(|s| old_state != Some(*s)) {
+        let new_state = status
+            .provisioning_state
+            .filter(|s| old_state != Some(*s) && !self.announced);
+        if let Some(state) = new_state {
             let note = format!("{old_state:?} -> {state:?}");
             let events = &self.gw.events;
             if matches!(
