@@ -57,7 +57,7 @@ pub struct Gateway {
     /// Wakes MaasHost reconciles (inventory sync found a change).
     pub host_trigger: mpsc::UnboundedSender<ObjectRef<MaasHost>>,
     /// Machines MAAS is changing, observed together ([`crate::host::observe`]).
-    pub in_flight: crate::host::observe::InFlight,
+    pub in_flight: crate::in_flight::InFlight,
     /// MaasHosts as the host controller's reflector sees them.
     pub hosts: Store<MaasHost>,
     /// MaasInventories as the inventory controller's reflector sees them.

@@ -24,6 +24,7 @@ pub mod context;
 pub mod dns;
 pub mod error;
 pub mod host;
+pub mod in_flight;
 pub mod inventory;
 pub mod ippool;
 pub mod maas;
@@ -136,7 +137,7 @@ pub async fn run_term(term: Context, maas: Maas, config: GatewayConfig) -> Resul
         settings: Arc::new(Settings::new(&config, &term.settings)),
         events: Events::new(term.clients.api.clone(), BINARY),
         host_trigger,
-        in_flight: host::observe::InFlight::default(),
+        in_flight: in_flight::InFlight::default(),
         hosts: hosts.store(),
         inventories: inventories.store(),
         dns_records: records.store(),

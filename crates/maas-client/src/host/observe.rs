@@ -8,12 +8,12 @@
 //! number and however long MAAS takes: 200 servers deploying for 10 minutes cost 300 lists, not
 //! 60,000 reads.
 //!
-//! Hosts register themselves when a step waits for MAAS ([`InFlight::watch`]) and leave when
-//! nothing is in flight any more ([`InFlight::forget`]); hosts that are deleted meanwhile are
-//! dropped before each pass.
+//! Hosts register themselves in [`crate::in_flight::InFlight`] when a step waits for MAAS and
+//! leave when nothing is in flight any more; hosts that are deleted meanwhile are dropped before
+//! each pass.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 use std::time::Instant;
 
 use capmaas_api::MaasHost;
@@ -24,99 +24,11 @@ use tracing::{debug, warn};
 
 use crate::context::Gateway;
 use crate::error::{Error, Result};
+use crate::in_flight::not_shown;
 
 /// System ids per list call: `id=xxxxxx&` is ~10 bytes, so 400 keep the request line near
 /// 4 KiB, under the 8 KiB that Apache and nginx accept in front of MAAS.
 pub const IDS_PER_LIST: usize = 400;
-
-#[derive(Debug, Default)]
-struct State {
-    /// System id → the host waiting for it.
-    watched: HashMap<String, ObjectRef<MaasHost>>,
-    /// Watched machines the latest list did not show.
-    unseen: HashSet<String>,
-}
-
-/// The machines in flight and the hosts waiting for them; cheap to clone.
-#[derive(Debug, Clone, Default)]
-pub struct InFlight {
-    state: Arc<Mutex<State>>,
-}
-
-impl InFlight {
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// `host` waits for MAAS to change `system_id`.
-    pub fn watch(&self, system_id: &str, host: ObjectRef<MaasHost>) {
-        self.lock().watched.insert(system_id.to_owned(), host);
-    }
-
-    /// Nothing is in flight for `system_id` any more.
-    pub fn forget(&self, system_id: &str) {
-        let mut state = self.lock();
-        state.watched.remove(system_id);
-        state.unseen.remove(system_id);
-    }
-
-    /// Whether `system_id` is observed.
-    pub fn is_watched(&self, system_id: &str) -> bool {
-        self.lock().watched.contains_key(system_id)
-    }
-
-    /// Whether the latest list did not show `system_id` (then it must be read directly);
-    /// clears the flag.
-    pub fn take_unseen(&self, system_id: &str) -> bool {
-        self.lock().unseen.remove(system_id)
-    }
-
-    /// Number of machines observed.
-    pub fn len(&self) -> usize {
-        self.lock().watched.len()
-    }
-
-    /// Whether nothing is observed.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// Drops the entries whose host `keep` rejects (deleted hosts).
-    fn retain(&self, keep: impl Fn(&ObjectRef<MaasHost>) -> bool) {
-        let mut state = self.lock();
-        state.watched.retain(|_, host| keep(host));
-        let State { watched, unseen } = &mut *state;
-        unseen.retain(|id| watched.contains_key(id));
-    }
-
-    /// The observed machines, ordered by system id (stable batches).
-    fn snapshot(&self) -> Vec<(String, ObjectRef<MaasHost>)> {
-        let mut all: Vec<_> = self
-            .lock()
-            .watched
-            .iter()
-            .map(|(id, host)| (id.clone(), host.clone()))
-            .collect();
-        all.sort_by(|a, b| a.0.cmp(&b.0));
-        all
-    }
-
-    /// Flags `system_id` as not shown by the latest list, if it is still observed.
-    fn mark_unseen(&self, system_id: &str) {
-        let mut state = self.lock();
-        if state.watched.contains_key(system_id) {
-            state.unseen.insert(system_id.to_owned());
-        }
-    }
-}
-
-/// The watched system ids a list did not show, given the ids it showed.
-pub fn not_shown<'a, S: std::hash::BuildHasher>(
-    asked: impl IntoIterator<Item = &'a str>,
-    shown: &HashSet<&str, S>,
-) -> Vec<&'a str> {
-    asked.into_iter().filter(|id| !shown.contains(id)).collect()
-}
 
 /// Observes the machines in flight every `--maas-observe-interval` until `cancel`.
 pub async fn run(gw: Arc<Gateway>, cancel: CancellationToken) {
@@ -194,7 +106,3 @@ async fn observe(gw: &Gateway, batch: &[(String, ObjectRef<MaasHost>)]) -> Resul
 fn wake(gw: &Gateway, host: &ObjectRef<MaasHost>) {
     gw.refresh_host(host.namespace.as_deref().unwrap_or_default(), &host.name);
 }
-
-#[cfg(test)]
-#[path = "observe_tests.rs"]
-mod tests;
