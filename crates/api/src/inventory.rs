@@ -56,10 +56,10 @@ use serde::{Deserialize, Serialize};
         priority = 1
     ),
     printcolumn(
-        name = "LastSync",
+        name = "LastChange",
         type_ = "date",
         json_path = ".status.lastSyncTime",
-        description = "Last successful sync"
+        description = "Last sync that changed the status"
     ),
     printcolumn(
         name = "Age",
@@ -119,7 +119,9 @@ pub struct MaasInventoryStatus {
     /// Hosts failed or broken in MAAS.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failed: Option<i32>,
-    /// Time of the last successful sync.
+    /// Time of the last successful sync that changed this status (counts, conditions, observed
+    /// generation). A sync that finds nothing new writes nothing, so this is not a heartbeat: a
+    /// failing sync sets `Synced=False` at once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_sync_time: Option<Time>,
     /// Generation of the spec last synced.

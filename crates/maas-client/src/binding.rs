@@ -221,6 +221,28 @@ pub async fn acquire(gw: &Gateway, system_id: &str, namespace: &str, name: &str)
     })
 }
 
+/// [`acquire`] for a machine whose binding the reflector does not show (every machine of a
+/// first import): creates the binding straight away, which is what succeeds then, and asks
+/// [`acquire`] only when the create meets an existing binding. One API call per new machine
+/// instead of a read that finds nothing and then the create.
+pub async fn acquire_new(
+    gw: &Gateway,
+    system_id: &str,
+    namespace: &str,
+    name: &str,
+) -> Result<Bound> {
+    let api: Api<Lease> = Api::namespaced(gw.kube.clone(), &gw.settings.binding_namespace);
+    let me = holder_identity(namespace, name);
+    match api
+        .create(&PostParams::default(), &new_binding(gw, system_id, &me))
+        .await
+    {
+        Ok(_) => Ok(Bound::Ours),
+        Err(kube::Error::Api(e)) if e.code == 409 => acquire(gw, system_id, namespace, name).await,
+        Err(e) => Err(Error::kube("create host binding")(e)),
+    }
+}
+
 /// Deletes bindings whose holder is gone and that are older than [`TAKEOVER_GRACE`], within
 /// the namespaces this gateway watches; returns how many were deleted. Each delete carries
 /// the resourceVersion it was decided from, so a binding taken in between is kept.

@@ -58,6 +58,8 @@ pub struct Gateway {
     pub host_trigger: mpsc::UnboundedSender<ObjectRef<MaasHost>>,
     /// Machines MAAS is changing, observed together ([`crate::host::observe`]).
     pub in_flight: crate::in_flight::InFlight,
+    /// When each inventory last synced in this term ([`crate::inventory::schedule`]).
+    pub inventory_syncs: crate::inventory::schedule::SyncTimes,
     /// MaasHosts as the host controller's reflector sees them.
     pub hosts: Store<MaasHost>,
     /// MaasInventories as the inventory controller's reflector sees them.

@@ -96,11 +96,20 @@ pub async fn run_term(term: Context, maas: Maas, config: GatewayConfig) -> Resul
     // The inventory sync wakes the hosts whose machine changed in MAAS.
     let (host_trigger, mut woken) = tokio::sync::mpsc::unbounded_channel();
     let host_triggers = futures::stream::poll_fn(move |cx| woken.poll_recv(cx));
-    let hosts = Controller::new(
-        scoped::<MaasHost>(watch, namespace),
-        watcher::Config::default(),
+    // Hosts and bindings are kept without their managed fields: nothing here reads them, and
+    // they are most of each object's memory (about 11 of 14.5 KiB per MaasHost, 4 of 6.5 KiB
+    // per binding), so an installation of thousands of machines holds tens of MiB less.
+    let (host_store, host_writer) = reflector::store();
+    let host_objects = reflector(
+        host_writer,
+        watcher(
+            scoped::<MaasHost>(watch, namespace),
+            watcher::Config::default(),
+        )
+        .modify(without_managed_fields),
     )
-    .reconcile_on(host_triggers);
+    .applied_objects();
+    let hosts = Controller::for_stream(host_objects, host_store).reconcile_on(host_triggers);
     let inventories = Controller::new(
         scoped::<MaasInventory>(watch, namespace),
         watcher::Config::default(),
@@ -125,7 +134,8 @@ pub async fn run_term(term: Context, maas: Maas, config: GatewayConfig) -> Resul
         watcher(
             Api::<Lease>::namespaced(watch.clone(), &config.binding_namespace),
             watcher::Config::default().labels(&binding_selector),
-        ),
+        )
+        .modify(without_managed_fields),
     )
     .default_backoff()
     .take_until(term.cancel.clone().cancelled_owned())
@@ -138,6 +148,7 @@ pub async fn run_term(term: Context, maas: Maas, config: GatewayConfig) -> Resul
         events: Events::new(term.clients.api.clone(), BINARY),
         host_trigger,
         in_flight: in_flight::InFlight::default(),
+        inventory_syncs: inventory::schedule::SyncTimes::default(),
         hosts: hosts.store(),
         inventories: inventories.store(),
         dns_records: records.store(),
@@ -187,4 +198,9 @@ pub async fn run_term(term: Context, maas: Maas, config: GatewayConfig) -> Resul
         binding_watch,
     );
     Ok(())
+}
+
+/// Drops an object's managed fields before a reflector stores it.
+fn without_managed_fields<K: kube::Resource>(object: &mut K) {
+    object.meta_mut().managed_fields = None;
 }

@@ -1,6 +1,7 @@
-//! Import of 50 hosts, a MAAS-side change within one sync, the full provisioning life cycle
-//! driven by the host spec, and release back to available — against a real API server and
-//! the MAAS simulator, with the gateway in-process.
+//! Import of 50 hosts (then neither a MAAS read nor an API write while idle), a MAAS-side
+//! change within one sync, the full provisioning life cycle driven by the host spec, and
+//! release back to available — against a real API server and the MAAS simulator, with the
+//! gateway in-process.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod support;
@@ -77,6 +78,18 @@ async fn import_then_provision_and_release() {
         (4..=9).contains(&lists),
         "one list per sync and per sweep: {counts:?}"
     );
+
+    // An idle sync writes nothing at all: no host, binding, Event or inventory status (the
+    // status keeps its time of the last change). Counted by the API server, so a write that
+    // changes nothing would count too; its own lease renewals are left out.
+    let background = BackgroundLeases::start(&client).await;
+    let before = ApiWrites::scrape(&client).await;
+    tokio::time::sleep(Duration::from_millis(3_500)).await;
+    let writes = ApiWrites::scrape(&client)
+        .await
+        .since(&before)
+        .without_leases(background.stop());
+    assert_eq!(writes.total(), 0, "API writes while idle: {writes}");
 
     // A MAAS-side change shows up within one sync.
     let target = imported[0].spec.system_id.clone();

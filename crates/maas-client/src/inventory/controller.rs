@@ -1,15 +1,16 @@
 //! The MaasInventory reconciler: one filtered MAAS list per inventory per sync interval,
-//! hosts created/relabelled/deleted per [`plan_inventory_sync`], changed hosts woken, counts
-//! written to the inventory status.
+//! hosts created/relabelled/deleted per [`plan_inventory_sync`] (a few API calls in flight),
+//! changed hosts woken, and the inventory status written when its content changes
+//! ([`super::status`]): an idle sync makes no API write at all.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use capmaas_api::conditions::{self as cond, reasons};
+use capmaas_api::conditions as cond;
 use capmaas_api::{MaasHost, MaasInventory, MaasInventoryStatus};
-use capmaas_runtime::conditions::{ConditionStatus, NewCondition, set_condition, summarize_ready};
 use capmaas_runtime::status::{apply_status, now};
+use futures::StreamExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
 use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
@@ -18,12 +19,21 @@ use serde_json::json;
 use tracing::{debug, info, warn};
 
 use super::plan::{
-    ExistingHost, HostAction, ObjectVersion, Undecoded, imported_elsewhere_message,
+    ExistingHost, HostAction, Listed, ObjectVersion, Undecoded, imported_elsewhere_message,
     inventory_counts, plan_inventory_sync, skipped_message,
 };
+use super::schedule::{LastSync, next_sync_in};
+use super::status::{failed_status, synced_status};
 use crate::binding::{self, Bound};
 use crate::context::Gateway;
 use crate::error::{Error, Result};
+
+/// API calls on hosts and their bindings in flight during one sync. One at a time, an import
+/// of thousands of machines takes minutes (two or three calls per machine, each waiting for
+/// the API server); a few in flight use the API server's parallelism without flooding it (the
+/// Kubernetes client has no rate limit of its own, and the host controller writes the new
+/// hosts' status meanwhile).
+const HOST_CALLS_IN_FLIGHT: usize = 8;
 
 /// The interval between two syncs of `inventory`.
 pub fn sync_interval(inventory: &MaasInventory, flag: Option<Duration>) -> Duration {
@@ -32,24 +42,6 @@ pub fn sync_interval(inventory: &MaasInventory, flag: Option<Duration>) -> Durat
             u64::try_from(inventory.spec.sync_interval_seconds.max(1)).unwrap_or(30),
         )
     })
-}
-
-/// How long until the next sync is due, or `None` if it is due now. A sync is due when the
-/// spec changed since the last one, or the interval has passed.
-pub fn next_sync_in(
-    status: Option<&MaasInventoryStatus>,
-    generation: Option<i64>,
-    interval: Duration,
-    now: jiff::Timestamp,
-) -> Option<Duration> {
-    let status = status?;
-    if status.observed_generation != generation {
-        return None;
-    }
-    let last = status.last_sync_time.as_ref()?.0;
-    let elapsed = now.duration_since(last);
-    let elapsed = Duration::try_from(elapsed).unwrap_or(Duration::ZERO);
-    interval.checked_sub(elapsed).filter(|d| !d.is_zero())
 }
 
 /// The host as the plan sees it, with the version a delete is conditioned on.
@@ -119,20 +111,25 @@ pub async fn reconcile(inventory: Arc<MaasInventory>, gw: Arc<Gateway>) -> Resul
 async fn sync(inventory: &MaasInventory, gw: &Gateway) -> Result<Action> {
     let namespace = inventory.namespace().unwrap_or_default();
     let name = inventory.name_any();
+    let key = format!("{namespace}/{name}");
     let interval = sync_interval(inventory, gw.settings.inventory_sync_interval);
     if inventory.meta().deletion_timestamp.is_some() {
-        gw.cache.forget_inventory(&format!("{namespace}/{name}"));
+        gw.cache.forget_inventory(&key);
+        gw.inventory_syncs.forget(&key);
         return Ok(Action::await_change());
     }
+    let generation = inventory.metadata.generation;
+    let uid = inventory.metadata.uid.clone();
     if let Some(wait) = next_sync_in(
-        inventory.status.as_ref(),
-        inventory.metadata.generation,
+        gw.inventory_syncs.last(&key).as_ref(),
+        uid.as_deref(),
+        generation,
         interval,
-        jiff::Timestamp::now(),
+        Instant::now(),
     ) {
-        // Woken early (our own status write, a restart): the cache is still fresh enough,
-        // unless it was lost with a restart.
-        if gw.cache.is_synced(&format!("{namespace}/{name}")) {
+        // Woken early (our own status write, a label edit, a watch restart): the last sync
+        // of this term is recent enough, as long as the cache still holds its machines.
+        if gw.cache.is_synced(&key) {
             return Ok(Action::requeue(wait));
         }
     }
@@ -151,7 +148,6 @@ async fn sync(inventory: &MaasInventory, gw: &Gateway) -> Result<Action> {
         .list_machines_lenient(&filter)
         .await
         .map_err(Error::maas("list machines"))?;
-    let machines = listing.machines;
     let undecoded = Undecoded::from_skipped(&listing.skipped);
     let skipped = skipped_message(&listing.skipped);
     let hosts: Vec<ExistingHost> = gw
@@ -159,82 +155,62 @@ async fn sync(inventory: &MaasInventory, gw: &Gateway) -> Result<Action> {
         .iter()
         .map(|h| existing(h))
         .collect();
+    // The plan needs of each machine its system id, status and labels only: taken before the
+    // machines move into the cache, so thousands of them are never held twice.
+    let listed: Vec<Listed> = listing
+        .machines
+        .iter()
+        .map(|m| Listed::new(m, &name, spec.host_labels.as_ref()))
+        .collect();
     // The cache holds what decoded: a host whose machine did not is unlisted there, so the host
     // controller reads that machine directly (and reports the decode error on the host).
-    let changed: BTreeSet<String> = gw
-        .cache
-        .sync_inventory(&format!("{namespace}/{name}"), machines.clone(), sent)
-        .into_iter()
-        .collect();
+    let changed = gw.cache.sync_inventory(&key, listing.machines, sent);
     let actions = plan_inventory_sync(
-        &name,
-        &machines,
+        &listed,
         &undecoded,
         &hosts,
-        &changed,
+        &changed.into_iter().collect(),
         spec.host_labels.as_ref(),
     );
     let api: Api<MaasHost> = Api::namespaced(gw.kube.clone(), &namespace);
+    // Made before they run (a stream mapping a closure over borrowed actions is not `Send`
+    // enough for the controller's future).
+    let calls: Vec<_> = actions
+        .iter()
+        .map(|action| execute(gw, &api, &namespace, action))
+        .collect();
+    let done: Vec<Result<Done>> = futures::stream::iter(calls)
+        .buffer_unordered(HOST_CALLS_IN_FLIGHT)
+        .collect()
+        .await;
     let mut created = 0usize;
     let mut kept_changed = 0usize;
     let mut elsewhere = Vec::new();
-    for action in &actions {
-        match action {
-            HostAction::Create {
-                name: host,
-                system_id,
-                labels,
-            } => {
-                // Imported once in the whole cluster: the binding first, then the host.
-                if let Some(holder) = imported_elsewhere(gw, system_id, &namespace, host).await? {
-                    elsewhere.push((system_id.clone(), holder));
-                    continue;
-                }
-                apply_host(&api, &gw.settings.field_manager, host, system_id, labels).await?;
-                created += 1;
+    let mut failed = None;
+    for outcome in done {
+        match outcome {
+            Ok(Done::Created) => created += 1,
+            Ok(Done::Elsewhere { system_id, holder }) => elsewhere.push((system_id, holder)),
+            Ok(Done::Kept) => kept_changed += 1,
+            Ok(Done::Other) => {}
+            Err(e) => {
+                failed.get_or_insert(e);
             }
-            HostAction::Relabel { name: host, labels } => {
-                let system_id = hosts
-                    .iter()
-                    .find(|h| &h.name == host)
-                    .map_or_else(|| host.clone(), |h| h.system_id.clone());
-                apply_host(&api, &gw.settings.field_manager, host, &system_id, labels).await?;
-                gw.refresh_host(&namespace, host);
-            }
-            HostAction::Refresh { name: host } | HostAction::Verify { name: host } => {
-                gw.refresh_host(&namespace, host);
-            }
-            HostAction::Delete {
-                name: host,
-                version,
-            } => match delete_unchanged(&api, host, version)
-                .await
-                .map_err(Error::kube("delete host"))?
-            {
-                DeleteOutcome::Deleted => {
-                    info!(
-                        namespace,
-                        host, "deleted host whose machine left the inventory"
-                    );
-                }
-                DeleteOutcome::Changed => {
-                    kept_changed += 1;
-                    debug!(
-                        namespace,
-                        host, "host changed since the sync's decision (claimed?): not deleted"
-                    );
-                }
-                DeleteOutcome::Gone => {}
-            },
         }
     }
     if created > 0 {
         info!(namespace, inventory = %name, created, "imported hosts");
     }
-    debug!(namespace, inventory = %name, machines = machines.len(), actions = actions.len(), kept_changed, "inventory synced");
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    debug!(namespace, inventory = %name, machines = listed.len(), actions = actions.len(), kept_changed, "inventory synced");
     if let Some(message) = &skipped {
         warn!(namespace, inventory = %name, skipped = listing.skipped.len(), "{message}");
     }
+    // The actions ran concurrently: named in a fixed order, or the message (and with it the
+    // status) would change from one sync to the next by order alone.
+    elsewhere.sort();
     let not_imported = imported_elsewhere_message(&elsewhere);
     let report = [skipped, not_imported]
         .into_iter()
@@ -250,8 +226,100 @@ async fn sync(inventory: &MaasInventory, gw: &Gateway) -> Result<Action> {
         };
         gw.events.warning(inventory, reason, &report).await;
     }
-    write_success(inventory, gw, &machines, &undecoded, &hosts, report).await?;
+    let counts = inventory_counts(&listed, &undecoded, &hosts);
+    if let Some(status) = synced_status(
+        inventory.status.as_ref(),
+        &counts,
+        report,
+        generation,
+        &now(),
+    ) {
+        write_status(inventory, gw, &status).await?;
+    }
+    gw.inventory_syncs.record(
+        &key,
+        LastSync {
+            at: sent,
+            uid,
+            generation,
+        },
+    );
     Ok(Action::requeue(interval))
+}
+
+/// What one host action did, for the sync's log and report.
+enum Done {
+    /// A host was created.
+    Created,
+    /// The machine was not imported: another host holds it.
+    Elsewhere { system_id: String, holder: String },
+    /// A delete was refused: the host changed since the decision.
+    Kept,
+    /// Anything else.
+    Other,
+}
+
+/// Carries out one action of the plan.
+async fn execute(
+    gw: &Gateway,
+    api: &Api<MaasHost>,
+    namespace: &str,
+    action: &HostAction,
+) -> Result<Done> {
+    let manager = &gw.settings.field_manager;
+    match action {
+        HostAction::Create {
+            name: host,
+            system_id,
+            labels,
+        } => {
+            // Imported once in the whole cluster: the binding first, then the host.
+            if let Some(holder) = imported_elsewhere(gw, system_id, namespace, host).await? {
+                return Ok(Done::Elsewhere {
+                    system_id: system_id.clone(),
+                    holder,
+                });
+            }
+            apply_host(api, manager, host, system_id, labels).await?;
+            Ok(Done::Created)
+        }
+        HostAction::Relabel {
+            name: host,
+            system_id,
+            labels,
+        } => {
+            apply_host(api, manager, host, system_id, labels).await?;
+            gw.refresh_host(namespace, host);
+            Ok(Done::Other)
+        }
+        HostAction::Refresh { name: host } | HostAction::Verify { name: host } => {
+            gw.refresh_host(namespace, host);
+            Ok(Done::Other)
+        }
+        HostAction::Delete {
+            name: host,
+            version,
+        } => match delete_unchanged(api, host, version)
+            .await
+            .map_err(Error::kube("delete host"))?
+        {
+            DeleteOutcome::Deleted => {
+                info!(
+                    namespace,
+                    host, "deleted host whose machine left the inventory"
+                );
+                Ok(Done::Other)
+            }
+            DeleteOutcome::Changed => {
+                debug!(
+                    namespace,
+                    host, "host changed since the sync's decision (claimed?): not deleted"
+                );
+                Ok(Done::Kept)
+            }
+            DeleteOutcome::Gone => Ok(Done::Other),
+        },
+    }
 }
 
 /// Warning Event reason: machines MAAS listed that do not decode were skipped.
@@ -269,15 +337,17 @@ async fn imported_elsewhere(
     host: &str,
 ) -> Result<Option<String>> {
     let me = binding::holder_identity(namespace, host);
-    if let Some(holder) = binding::known_holder(gw, system_id).filter(|h| *h != me) {
-        return Ok(Some(holder));
-    }
-    Ok(
-        match binding::acquire(gw, system_id, namespace, host).await? {
-            Bound::Ours => None,
-            Bound::TakenBy(holder) => Some(holder),
-        },
-    )
+    let bound = match binding::known_holder(gw, system_id) {
+        Some(holder) if holder != me => return Ok(Some(holder)),
+        // Ours as far as the reflector knows: the API server confirms.
+        Some(_) => binding::acquire(gw, system_id, namespace, host).await?,
+        // None known, as for every machine of a first import: create it straight away.
+        None => binding::acquire_new(gw, system_id, namespace, host).await?,
+    };
+    Ok(match bound {
+        Bound::Ours => None,
+        Bound::TakenBy(holder) => Some(holder),
+    })
 }
 
 /// The `Synced` condition message of the last status write.
@@ -315,69 +385,16 @@ async fn apply_host(
     Ok(())
 }
 
-async fn write_success(
-    inventory: &MaasInventory,
-    gw: &Gateway,
-    machines: &[maas_api_client::Machine],
-    undecoded: &Undecoded,
-    hosts: &[ExistingHost],
-    report: String,
-) -> Result<()> {
-    let counts = inventory_counts(machines, undecoded, hosts);
-    let time = now();
-    let mut conditions = inventory
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.clone())
-        .unwrap_or_default();
-    let generation = inventory.metadata.generation;
-    set_condition(
-        &mut conditions,
-        NewCondition::new(cond::SYNCED, ConditionStatus::True, reasons::RECONCILED)
-            .message(report)
-            .observed_generation(generation),
-        &time,
-    );
-    let ready = summarize_ready(&conditions, &[cond::SYNCED], generation);
-    set_condition(&mut conditions, ready, &time);
-    let status = MaasInventoryStatus {
-        host_count: Some(counts.hosts),
-        available: Some(counts.available),
-        consumed: Some(counts.consumed),
-        provisioning: Some(counts.provisioning),
-        deployed: Some(counts.deployed),
-        missing: Some(counts.missing),
-        failed: Some(counts.failed),
-        last_sync_time: Some(time),
-        observed_generation: generation,
-        conditions: Some(conditions),
-    };
-    write_status(inventory, gw, &status).await
-}
-
 async fn write_failure(inventory: &MaasInventory, gw: &Gateway, error: &Error) -> Result<()> {
-    let mut status = inventory.status.clone().unwrap_or_default();
-    let mut conditions = status.conditions.clone().unwrap_or_default();
-    let time = now();
-    let generation = inventory.metadata.generation;
-    let changed = set_condition(
-        &mut conditions,
-        NewCondition::new(
-            cond::SYNCED,
-            ConditionStatus::False,
-            reasons::MAAS_UNAVAILABLE,
-        )
-        .message(error.to_string())
-        .observed_generation(generation),
-        &time,
-    );
-    if !changed {
-        return Ok(());
+    match failed_status(
+        inventory.status.as_ref(),
+        error.to_string(),
+        inventory.metadata.generation,
+        &now(),
+    ) {
+        Some(status) => write_status(inventory, gw, &status).await,
+        None => Ok(()),
     }
-    let ready = summarize_ready(&conditions, &[cond::SYNCED], generation);
-    set_condition(&mut conditions, ready, &time);
-    status.conditions = Some(conditions);
-    write_status(inventory, gw, &status).await
 }
 
 async fn write_status(
@@ -400,6 +417,8 @@ async fn write_status(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use capmaas_api::conditions::reasons;
+    use capmaas_runtime::conditions::{ConditionStatus, NewCondition, set_condition};
 
     #[test]
     fn the_synced_message_is_read_from_the_last_status() {
@@ -421,30 +440,5 @@ mod tests {
             synced_message(&inventory),
             Some("1 MAAS machine(s) skipped")
         );
-    }
-
-    #[test]
-    fn sync_is_due_after_the_interval_or_a_spec_change() {
-        let t0 = jiff::Timestamp::from_second(1_000).unwrap();
-        let status = MaasInventoryStatus {
-            last_sync_time: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(t0)),
-            observed_generation: Some(2),
-            ..Default::default()
-        };
-        let interval = Duration::from_secs(30);
-        let later = |s: i64| t0.checked_add(jiff::SignedDuration::from_secs(s)).unwrap();
-        assert_eq!(
-            next_sync_in(Some(&status), Some(2), interval, later(10)),
-            Some(Duration::from_secs(20))
-        );
-        assert_eq!(
-            next_sync_in(Some(&status), Some(2), interval, later(30)),
-            None
-        );
-        assert_eq!(
-            next_sync_in(Some(&status), Some(3), interval, later(10)),
-            None
-        );
-        assert_eq!(next_sync_in(None, Some(2), interval, later(10)), None);
     }
 }

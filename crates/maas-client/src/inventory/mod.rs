@@ -2,3 +2,5 @@
 
 pub mod controller;
 pub mod plan;
+pub mod schedule;
+pub mod status;

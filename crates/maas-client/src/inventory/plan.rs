@@ -23,6 +23,34 @@ use maas_api_client::{Machine, MachineStatus, SkippedMachine};
 
 use crate::mapping;
 
+/// A machine of the inventory's listing as the plan sees it: what it decides from, taken from
+/// the machine before the machine moves into the cache.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listed {
+    /// MAAS system id.
+    pub system_id: String,
+    /// MAAS status, for the counts.
+    pub status: MachineStatus,
+    /// The labels the host should carry ([`mapping::host_labels`]).
+    pub labels: BTreeMap<String, String>,
+}
+
+impl Listed {
+    /// The plan's view of `machine`, listed for inventory `inventory` with the inventory's
+    /// `spec.hostLabels` `extra_labels`.
+    pub fn new(
+        machine: &Machine,
+        inventory: &str,
+        extra_labels: Option<&BTreeMap<String, String>>,
+    ) -> Self {
+        Self {
+            system_id: machine.system_id.clone(),
+            status: machine.status,
+            labels: mapping::host_labels(machine, inventory, extra_labels),
+        }
+    }
+}
+
 /// The existing MaasHost as the plan sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExistingHost {
@@ -159,6 +187,8 @@ pub enum HostAction {
     Relabel {
         /// Object name.
         name: String,
+        /// `spec.systemID`, applied again with the labels.
+        system_id: String,
         /// Labels to own.
         labels: BTreeMap<String, String>,
     },
@@ -185,13 +215,15 @@ pub enum HostAction {
 
 /// Decides the host actions of one sync.
 ///
-/// `machines` is the inventory's MAAS listing, `undecoded` the machines of that listing that
-/// did not decode, `existing` its current hosts, `changed` the system ids whose MAAS view
-/// changed since the previous sync, `extra_labels` the inventory's `spec.hostLabels`. Machines
-/// whose system id cannot be an object name are skipped.
+/// `machines` is the inventory's MAAS listing ([`Listed`]), `undecoded` the machines of that
+/// listing that did not decode, `existing` its current hosts, `changed` the system ids whose
+/// MAAS view changed since the previous sync, `extra_labels` the inventory's
+/// `spec.hostLabels`. Machines whose system id cannot be an object name are skipped.
+///
+/// Linear in the machines and hosts (one hash lookup each way): it runs every interval over
+/// thousands of them.
 pub fn plan_inventory_sync(
-    inventory: &str,
-    machines: &[Machine],
+    machines: &[Listed],
     undecoded: &Undecoded,
     existing: &[ExistingHost],
     changed: &BTreeSet<String>,
@@ -201,21 +233,21 @@ pub fn plan_inventory_sync(
         existing.iter().map(|h| (h.system_id.as_str(), h)).collect();
     let mut actions = Vec::new();
     for machine in machines {
-        let labels = mapping::host_labels(machine, inventory, extra_labels);
         match by_system_id.get(machine.system_id.as_str()) {
             None if mapping::valid_object_name(&machine.system_id) => {
                 actions.push(HostAction::Create {
                     name: machine.system_id.clone(),
                     system_id: machine.system_id.clone(),
-                    labels,
+                    labels: machine.labels.clone(),
                 });
             }
             None => {}
             Some(host) => {
-                if !labels_match(&host.labels, &labels, extra_labels) {
+                if !labels_match(&host.labels, &machine.labels, extra_labels) {
                     actions.push(HostAction::Relabel {
                         name: host.name.clone(),
-                        labels,
+                        system_id: host.system_id.clone(),
+                        labels: machine.labels.clone(),
                     });
                 }
                 if changed.contains(&machine.system_id) || host.missing {
@@ -300,7 +332,7 @@ fn count(n: usize) -> i32 {
 /// machine is not listed and that their controller found gone, by a 404 for the system id; a
 /// host whose machine may be `undecoded` is kept but counted in no state).
 pub fn inventory_counts(
-    machines: &[Machine],
+    machines: &[Listed],
     undecoded: &Undecoded,
     existing: &[ExistingHost],
 ) -> InventoryCounts {

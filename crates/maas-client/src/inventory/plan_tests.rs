@@ -22,6 +22,39 @@ fn version(id: &str) -> ObjectVersion {
     }
 }
 
+/// The plan of a listing of whole machines, as the controller makes it ([`Listed::new`]).
+fn plan_inventory_sync(
+    inventory: &str,
+    machines: &[Machine],
+    undecoded: &Undecoded,
+    existing: &[ExistingHost],
+    changed: &BTreeSet<String>,
+    extra_labels: Option<&BTreeMap<String, String>>,
+) -> Vec<HostAction> {
+    let listed = listed(inventory, machines, extra_labels);
+    super::plan_inventory_sync(&listed, undecoded, existing, changed, extra_labels)
+}
+
+/// The counts of a listing of whole machines, for inventory `inv` without extra labels.
+fn inventory_counts(
+    machines: &[Machine],
+    undecoded: &Undecoded,
+    existing: &[ExistingHost],
+) -> InventoryCounts {
+    super::inventory_counts(&listed("inv", machines, None), undecoded, existing)
+}
+
+fn listed(
+    inventory: &str,
+    machines: &[Machine],
+    extra_labels: Option<&BTreeMap<String, String>>,
+) -> Vec<Listed> {
+    machines
+        .iter()
+        .map(|m| Listed::new(m, inventory, extra_labels))
+        .collect()
+}
+
 fn none() -> Undecoded {
     Undecoded::default()
 }
@@ -347,4 +380,56 @@ fn reserved_or_allocated_hosts_are_kept_and_deletes_carry_preconditions() {
     // Kept hosts are counted, the one confirmed gone as missing; none is consumed.
     let counts = inventory_counts(&[], &none(), &existing);
     assert_eq!((counts.hosts, counts.missing, counts.consumed), (3, 1, 0));
+}
+
+#[test]
+fn an_idle_sync_of_thousands_of_machines_plans_nothing() {
+    // The steady state of a large installation: every machine listed, its host labelled, no
+    // MAAS change: no action at all (no API call, no host woken).
+    let machines: Vec<Machine> = (0..5_000)
+        .map(|i| tagged(&format!("m{i:04}"), &["rack-1"]))
+        .collect();
+    let existing: Vec<ExistingHost> = machines
+        .iter()
+        .enumerate()
+        .map(|(i, m)| {
+            let mut h = host(
+                &m.system_id,
+                i % 3 == 0,
+                false,
+                mapping::host_labels(m, "inv", None),
+            );
+            h.allocated = i % 3 == 0;
+            h
+        })
+        .collect();
+    let actions = plan_inventory_sync("inv", &machines, &none(), &existing, &BTreeSet::new(), None);
+    assert!(actions.is_empty(), "{:?}", &actions[..actions.len().min(3)]);
+    let counts = inventory_counts(&machines, &none(), &existing);
+    assert_eq!((counts.hosts, counts.consumed), (5_000, 1_667));
+}
+
+#[test]
+fn a_relabel_carries_the_system_id() {
+    let old = tagged("a", &["old"]);
+    let mut existing = host(
+        "host-a",
+        false,
+        false,
+        mapping::host_labels(&old, "inv", None),
+    );
+    existing.system_id = "a".into();
+    let actions = plan_inventory_sync(
+        "inv",
+        &[tagged("a", &["new"])],
+        &none(),
+        &[existing],
+        &BTreeSet::new(),
+        None,
+    );
+    assert!(
+        matches!(&actions[..], [HostAction::Relabel { name, system_id, .. }]
+            if name == "host-a" && system_id == "a"),
+        "{actions:?}"
+    );
 }

@@ -9,6 +9,8 @@
 )]
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use capmaas_api::MaasInventory;
@@ -18,7 +20,10 @@ use capmaas_runtime::{CommonArgs, Runtime};
 /// Polls until a check returns `Some`, or panics after the timeout (shared with every crate).
 pub use capmaas_testenv::eventually;
 use clap::{Args as _, Parser};
+use futures::StreamExt;
+use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::watcher;
 use maas_client::config::{Environment, GatewayArgs, GatewayConfig};
 use tokio_util::sync::CancellationToken;
 
@@ -352,4 +357,136 @@ pub fn spawn_binary(
 pub async fn kill_binary(mut child: tokio::process::Child) {
     child.start_kill().unwrap();
     child.wait().await.unwrap();
+}
+
+// API writes, counted by the API server itself: a write that changes nothing counts too.
+
+/// Write requests the API server answered (`apiserver_request_total` with a write verb),
+/// by `resource[/subresource]`.
+#[derive(Debug, Default)]
+pub struct ApiWrites(pub BTreeMap<String, u64>);
+
+/// Label `name` of a Prometheus sample's label set (`{a="x",b="y"}`), empty when absent.
+fn label(labels: &str, name: &str) -> String {
+    labels
+        .split(&format!("{name}=\""))
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .unwrap_or_default()
+        .to_owned()
+}
+
+impl ApiWrites {
+    /// Reads the API server's counters now.
+    pub async fn scrape(client: &kube::Client) -> Self {
+        let request = http::Request::get("/metrics").body(Vec::new()).unwrap();
+        Self::parse(&client.request_text(request).await.unwrap())
+    }
+
+    /// Sums the samples of write verbs by resource and subresource.
+    // Counters are whole numbers printed as floats.
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    pub fn parse(metrics: &str) -> Self {
+        let mut writes = Self::default();
+        for line in metrics
+            .lines()
+            .filter(|l| l.starts_with("apiserver_request_total{"))
+        {
+            let Some((labels, value)) = line.rsplit_once(' ') else {
+                continue;
+            };
+            if !matches!(
+                label(labels, "verb").as_str(),
+                "POST" | "PUT" | "PATCH" | "DELETE" | "APPLY"
+            ) {
+                continue;
+            }
+            let mut resource = label(labels, "resource");
+            let sub = label(labels, "subresource");
+            if !sub.is_empty() {
+                resource = format!("{resource}/{sub}");
+            }
+            if let Ok(value) = value.parse::<f64>() {
+                *writes.0.entry(resource).or_default() += value as u64;
+            }
+        }
+        writes
+    }
+
+    /// The writes since `before`, resources without any left out.
+    pub fn since(&self, before: &Self) -> Self {
+        Self(
+            self.0
+                .iter()
+                .map(|(k, v)| (k.clone(), v - before.0.get(k).copied().unwrap_or(0)))
+                .filter(|(_, v)| *v > 0)
+                .collect(),
+        )
+    }
+
+    /// Without `n` lease writes that were the API server's own.
+    pub fn without_leases(mut self, n: u64) -> Self {
+        if let Some(v) = self.0.get_mut("leases") {
+            *v = v.saturating_sub(n);
+            if *v == 0 {
+                self.0.remove("leases");
+            }
+        }
+        self
+    }
+
+    /// All writes.
+    pub fn total(&self) -> u64 {
+        self.0.values().sum()
+    }
+}
+
+impl std::fmt::Display for ApiWrites {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}", self.0)
+    }
+}
+
+/// Counts the lease changes in `kube-system` (the API server renewing its identity lease
+/// every few seconds), to tell them from the gateway's lease writes (host bindings) in
+/// [`ApiWrites::without_leases`].
+#[derive(Debug)]
+pub struct BackgroundLeases {
+    changes: Arc<AtomicU64>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl BackgroundLeases {
+    /// Starts counting once the watch has listed what exists.
+    pub async fn start(client: &kube::Client) -> Self {
+        let changes = Arc::new(AtomicU64::new(0));
+        let counter = changes.clone();
+        let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
+        let api: Api<Lease> = Api::namespaced(client.clone(), "kube-system");
+        let task = tokio::spawn(async move {
+            let mut ready = Some(ready_tx);
+            let mut stream = watcher(api, watcher::Config::default()).boxed();
+            while let Some(event) = stream.next().await {
+                match event {
+                    Ok(watcher::Event::InitDone) => {
+                        if let Some(tx) = ready.take() {
+                            let _ = tx.send(());
+                        }
+                    }
+                    Ok(watcher::Event::Apply(_) | watcher::Event::Delete(_)) if ready.is_none() => {
+                        counter.fetch_add(1, Ordering::Relaxed);
+                    }
+                    _ => {}
+                }
+            }
+        });
+        let _ = ready_rx.await;
+        Self { changes, task }
+    }
+
+    /// Stops counting; the number of changes seen.
+    pub fn stop(self) -> u64 {
+        self.task.abort();
+        self.changes.load(Ordering::Relaxed)
+    }
 }
