@@ -113,7 +113,7 @@ impl RuntimeBuilder {
                 &self.binary,
                 &args.log_level,
                 args.log_format,
-            ))?
+            )?)?
         } else {
             TelemetryGuard::default()
         };

@@ -2,15 +2,19 @@
 //!
 //! - Filter: `--log-level` / `RUST_LOG` in EnvFilter syntax.
 //! - Format: JSON lines in clusters, human text on a terminal (`--log-format`).
-//! - OTLP over gRPC only when `OTEL_EXPORTER_OTLP_ENDPOINT` is set. The exporter's own transport
-//!   (h2, hyper, tonic, tower) is excluded from the OTel layer, or exporting spans would create
-//!   spans to export.
+//! - OTLP export configured by the standard `OTEL_*` variables ([`crate::otlp`]). The
+//!   exporter's own transport (h2, hyper, tonic, tower, reqwest) is excluded from the OTel
+//!   layer, or exporting spans would create spans to export; so is kube-runtime's per-reconcile
+//!   span, which would otherwise start a trace of its own for every reconcile (the kit's
+//!   `reconcile` span carries the object and the trace it belongs to, see
+//!   [`crate::trace_context`]).
+//! - Spans are flushed when the process stops ([`TelemetryGuard::shutdown`], after SIGTERM).
 
 use std::io::IsTerminal;
 use std::time::Duration;
 
+use opentelemetry::KeyValue;
 use opentelemetry::trace::TracerProvider as _;
-use opentelemetry_otlp::WithExportConfig;
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::trace::SdkTracerProvider;
 use tracing::Subscriber;
@@ -24,15 +28,22 @@ use tracing_subscriber::{Layer, Registry};
 
 use crate::error::{Error, Result};
 use crate::flags::LogFormat;
-
-/// Environment variable that switches OTLP export on.
-pub const OTLP_ENDPOINT_ENV: &str = "OTEL_EXPORTER_OTLP_ENDPOINT";
+use crate::otlp::OtlpConfig;
 
 /// How long the guard waits for the last span batch on shutdown.
 pub const OTEL_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Targets whose spans never go to the OTel layer (the exporter's own transport).
-pub const OTEL_EXCLUDED_TARGETS: [&str; 5] = ["h2", "hyper", "tonic", "tower", "opentelemetry"];
+pub const OTEL_EXCLUDED_TARGETS: [&str; 8] = [
+    "h2",
+    "hyper",
+    "tonic",
+    "tower",
+    "opentelemetry",
+    "reqwest",
+    "kube_runtime",
+    "kube_client",
+];
 
 /// Telemetry settings.
 #[derive(Debug, Clone)]
@@ -43,21 +54,19 @@ pub struct TelemetryConfig {
     pub filter: String,
     /// Output format.
     pub format: LogFormat,
-    /// OTLP endpoint; `None` disables export.
-    pub otlp_endpoint: Option<String>,
+    /// OTLP export; `None` disables it.
+    pub otlp: Option<OtlpConfig>,
 }
 
 impl TelemetryConfig {
-    /// Settings from flags plus the `OTEL_EXPORTER_OTLP_ENDPOINT` environment variable.
-    pub fn from_env(service_name: &str, filter: &str, format: LogFormat) -> Self {
-        Self {
+    /// Settings from flags plus the `OTEL_*` environment variables; a bad value is an error.
+    pub fn from_env(service_name: &str, filter: &str, format: LogFormat) -> Result<Self> {
+        Ok(Self {
             service_name: service_name.to_owned(),
             filter: filter.to_owned(),
             format,
-            otlp_endpoint: std::env::var(OTLP_ENDPOINT_ENV)
-                .ok()
-                .filter(|s| !s.trim().is_empty()),
-        }
+            otlp: OtlpConfig::from_env()?,
+        })
     }
 }
 
@@ -150,22 +159,20 @@ where
         .with_filter(filter))
 }
 
-/// Builds the OTLP/gRPC trace provider. Must run inside a Tokio runtime (tonic's channel).
-pub fn otlp_provider(service_name: &str, endpoint: &str) -> Result<SdkTracerProvider> {
-    let exporter = opentelemetry_otlp::SpanExporter::builder()
-        .with_tonic()
-        .with_endpoint(endpoint)
-        .build()
-        .map_err(|e| Error::Telemetry(format!("OTLP exporter: {e}")))?;
-    let resource = if std::env::var_os("OTEL_SERVICE_NAME").is_some() {
-        Resource::builder().build()
-    } else {
-        Resource::builder()
-            .with_service_name(service_name.to_owned())
-            .build()
-    };
+/// Builds the trace provider exporting per `config`. Must run inside a Tokio runtime (tonic's
+/// channel).
+pub fn otlp_provider(service_name: &str, config: &OtlpConfig) -> Result<SdkTracerProvider> {
+    let exporter = config.exporter()?;
+    // `OTEL_SERVICE_NAME` and `OTEL_RESOURCE_ATTRIBUTES` (read by the builder) win over the
+    // binary's name.
+    let mut resource = Resource::builder()
+        .with_attribute(KeyValue::new("service.version", env!("CARGO_PKG_VERSION")));
+    if std::env::var_os("OTEL_SERVICE_NAME").is_none() {
+        resource = resource.with_service_name(service_name.to_owned());
+    }
     Ok(SdkTracerProvider::builder()
-        .with_resource(resource)
+        .with_resource(resource.build())
+        .with_sampler(config.sampler.clone())
         .with_batch_exporter(exporter)
         .build())
 }
@@ -175,8 +182,8 @@ pub fn init(config: &TelemetryConfig) -> Result<TelemetryGuard> {
     let json = config.format.use_json(std::io::stderr().is_terminal());
     let mut layers = vec![log_layer(&config.filter, json, std::io::stderr)?];
     let mut guard = TelemetryGuard::default();
-    if let Some(endpoint) = &config.otlp_endpoint {
-        let provider = otlp_provider(&config.service_name, endpoint)?;
+    if let Some(otlp) = &config.otlp {
+        let provider = otlp_provider(&config.service_name, otlp)?;
         layers.push(otel_layer(&config.filter, &provider, &config.service_name)?.boxed());
         opentelemetry::global::set_text_map_propagator(
             opentelemetry_sdk::propagation::TraceContextPropagator::new(),
@@ -188,8 +195,8 @@ pub fn init(config: &TelemetryConfig) -> Result<TelemetryGuard> {
         .with(layers)
         .try_init()
         .map_err(|e| Error::Telemetry(format!("a global subscriber is already set: {e}")))?;
-    if guard.exporting() {
-        tracing::info!(endpoint = ?config.otlp_endpoint, "exporting traces over OTLP");
+    if let (true, Some(otlp)) = (guard.exporting(), &config.otlp) {
+        tracing::info!(endpoint = %otlp.endpoint, protocol = ?otlp.protocol, "exporting traces over OTLP");
     }
     Ok(guard)
 }
@@ -282,14 +289,21 @@ mod tests {
             assert!(!f.would_enable(t, &tracing::Level::ERROR), "{t}");
         }
         assert!(f.would_enable("capmaas_runtime", &tracing::Level::TRACE));
-        assert!(f.would_enable("kube_runtime::controller", &tracing::Level::INFO));
+        assert!(f.would_enable("maas_client::host", &tracing::Level::INFO));
+        assert!(!f.would_enable("kube_runtime::controller", &tracing::Level::INFO));
     }
 
     #[tokio::test]
     async fn otlp_provider_builds_and_shuts_down_without_a_collector() {
         // Nothing listens on port 1: the channel connects lazily, so building succeeds and
         // shutdown returns within its timeout.
-        let provider = otlp_provider("test", "http://127.0.0.1:1").unwrap();
+        let config = OtlpConfig {
+            endpoint: "http://127.0.0.1:1".to_owned(),
+            protocol: crate::otlp::Protocol::Grpc,
+            tls: crate::otlp::TlsFiles::default(),
+            sampler: opentelemetry_sdk::trace::Sampler::AlwaysOn,
+        };
+        let provider = otlp_provider("test", &config).unwrap();
         let layer = otel_layer::<Registry>("info", &provider, "test").unwrap();
         let subscriber = tracing_subscriber::registry().with(layer);
         tracing::subscriber::with_default(subscriber, || {
