@@ -11,10 +11,12 @@
 use std::path::Path;
 use std::time::Duration;
 
+use kube::client::ClientBuilder;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::runtime::events::{Recorder, Reporter};
 use kube::{Client, Config};
 
+use crate::client_spans::WriteSpanLayer;
 use crate::error::{Error, Result};
 
 /// Time allowed to open a TCP+TLS connection to the API server.
@@ -84,9 +86,15 @@ impl KubeClients {
 
     /// Builds both clients from an existing configuration (tests pass the test API server's).
     pub fn from_config(config: Config) -> Result<Self> {
-        let api = Client::try_from(api_config(config.clone()))?;
-        let watch = Client::try_from(watch_config(config))?;
-        Ok(Self { api, watch })
+        let traced = |config: Config| -> Result<Client> {
+            Ok(ClientBuilder::try_from(config)?
+                .with_layer(&WriteSpanLayer)
+                .build())
+        };
+        Ok(Self {
+            api: traced(api_config(config.clone()))?,
+            watch: traced(watch_config(config))?,
+        })
     }
 }
 

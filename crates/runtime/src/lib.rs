@@ -48,6 +48,7 @@
 
 pub mod backoff;
 pub mod client;
+pub mod client_spans;
 pub mod conditions;
 pub mod controller;
 pub mod error;
@@ -57,11 +58,13 @@ pub mod health;
 pub mod http;
 pub mod leader;
 pub mod metrics;
+pub mod otlp;
 mod runtime;
 pub mod server;
 pub mod shutdown;
 pub mod status;
 pub mod telemetry;
+pub mod trace_context;
 
 use std::time::Duration;
 

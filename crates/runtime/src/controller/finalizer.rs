@@ -25,6 +25,11 @@ pub fn has<K: Resource>(obj: &K, finalizer: &str) -> bool {
 
 /// Adds `finalizer` to `obj` (no write when it is there); returns the object as stored.
 ///
+/// The same patch records the current trace on the object
+/// ([`crate::trace_context::TRACEPARENT_ANNOTATION`], when spans are exported): the first write
+/// a controller makes to a new object, so later reconciles of it can join the trace of its
+/// creation at no extra write.
+///
 /// [`Error::Conflict`] when the finalizer list changed since `obj` was read.
 pub async fn add<K>(api: &Api<K>, obj: &K, finalizer: &str, field_manager: &str) -> Result<K>
 where
@@ -33,7 +38,13 @@ where
     if has(obj, finalizer) {
         return Ok(obj.clone());
     }
-    let patch = add_patch(obj.meta().finalizers.as_deref(), finalizer);
+    let mut patch = add_patch(obj.meta().finalizers.as_deref(), finalizer);
+    if let Some(traceparent) = crate::trace_context::current_traceparent() {
+        extend(
+            &mut patch,
+            annotation_patch(obj.meta().annotations.is_some(), &traceparent),
+        );
+    }
     match json_patch(api, obj, patch, field_manager).await? {
         Some(updated) => Ok(updated),
         None => Err(Error::Gone(obj.name_any())),
@@ -69,6 +80,28 @@ fn add_patch(current: Option<&[String]>, finalizer: &str) -> Value {
             {"op": "test", "path": "/metadata/finalizers", "value": list},
             {"op": "add", "path": "/metadata/finalizers/-", "value": finalizer}
         ]),
+    }
+}
+
+/// Sets the trace annotation; when the object has no annotations yet, the whole map is added
+/// under a test that it is still absent (so a map added meanwhile is not replaced).
+fn annotation_patch(has_annotations: bool, traceparent: &str) -> Value {
+    let key = crate::trace_context::TRACEPARENT_ANNOTATION;
+    if has_annotations {
+        // JSON pointer escaping (RFC 6901): `~` is `~0`, `/` is `~1`.
+        let escaped = key.replace('~', "~0").replace('/', "~1");
+        json!([{"op": "add", "path": format!("/metadata/annotations/{escaped}"), "value": traceparent}])
+    } else {
+        json!([
+            {"op": "test", "path": "/metadata/annotations", "value": null},
+            {"op": "add", "path": "/metadata/annotations", "value": {key: traceparent}}
+        ])
+    }
+}
+
+fn extend(patch: &mut Value, more: Value) {
+    if let (Value::Array(ops), Value::Array(more)) = (patch, more) {
+        ops.extend(more);
     }
 }
 
@@ -126,6 +159,20 @@ mod tests {
         assert_eq!(
             add_patch(Some(&list), "f")[1],
             json!({"op": "add", "path": "/metadata/finalizers/-", "value": "f"})
+        );
+    }
+
+    #[test]
+    fn trace_annotation_is_escaped_or_added_with_the_map() {
+        assert_eq!(
+            annotation_patch(true, "00-x")[0]["path"],
+            "/metadata/annotations/maas.cluster.x-k8s.io~1traceparent"
+        );
+        let whole = annotation_patch(false, "00-x");
+        assert_eq!(whole[0]["op"], "test");
+        assert_eq!(
+            whole[1]["value"]["maas.cluster.x-k8s.io/traceparent"],
+            "00-x"
         );
     }
 

@@ -25,7 +25,7 @@ use kube::{Api, Client, Resource};
 use tokio_util::sync::CancellationToken;
 
 pub use events::Events;
-pub use reconciler::{ReconcilerSettings, error_policy, run};
+pub use reconciler::{ReconcilerSettings, error_policy, run, run_traced};
 
 use crate::Health;
 

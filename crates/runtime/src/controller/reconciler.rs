@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, info, info_span, warn};
 
 use crate::error::{ErrorCategory, error_chain};
+use crate::trace_context::{self, Relation};
 use crate::{Context, ControllerMetrics, ObjectBackoff};
 
 /// What the kit needs to run one controller.
@@ -46,9 +47,10 @@ impl ReconcilerSettings {
     }
 }
 
-struct Wrapped<C> {
+struct Wrapped<C, T> {
     settings: ReconcilerSettings,
     ctx: Arc<C>,
+    relation: T,
 }
 
 /// Runs `controller` until `settings.cancel` fires, calling `reconcile` for each object.
@@ -56,11 +58,13 @@ struct Wrapped<C> {
 /// Every reconcile is timed and counted (`capmaas_reconcile_*{controller=name}`), runs inside a
 /// `reconcile` span with the object's namespace and name, and resets the object's backoff when
 /// it succeeds; a failure goes through [`error_policy`]. Concurrency is `settings.concurrency`.
+/// An object carrying a trace context ([`trace_context::TRACEPARENT_ANNOTATION`]) gets a span
+/// linked to that trace; [`run_traced`] lets the controller make it part of the trace instead.
 pub async fn run<K, C, E, R, Fut>(
     controller: Controller<K>,
     settings: ReconcilerSettings,
     ctx: Arc<C>,
-    mut reconcile: R,
+    reconcile: R,
 ) where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     C: Send + Sync + 'static,
@@ -68,18 +72,42 @@ pub async fn run<K, C, E, R, Fut>(
     Fut: Future<Output = Result<Action, E>> + Send + 'static,
     E: std::error::Error + ErrorCategory + Send + Sync + 'static,
 {
+    run_traced(controller, settings, ctx, reconcile, |_: &K| Relation::Link).await;
+}
+
+/// [`run`], with `relation` deciding per object whether its reconcile span is a child of the
+/// trace its annotation names (work on that request is outstanding) or only links to it.
+pub async fn run_traced<K, C, E, R, Fut, T>(
+    controller: Controller<K>,
+    settings: ReconcilerSettings,
+    ctx: Arc<C>,
+    mut reconcile: R,
+    relation: T,
+) where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    C: Send + Sync + 'static,
+    R: FnMut(Arc<K>, Arc<C>) -> Fut,
+    Fut: Future<Output = Result<Action, E>> + Send + 'static,
+    E: std::error::Error + ErrorCategory + Send + Sync + 'static,
+    T: Fn(&K) -> Relation + Send + Sync + 'static,
+{
     let name = settings.name.clone();
     let config = controller::Config::default().concurrency(settings.concurrency);
     let stop = settings.cancel.clone().cancelled_owned();
-    let wrapped = Arc::new(Wrapped { settings, ctx });
+    let wrapped = Arc::new(Wrapped {
+        settings,
+        ctx,
+        relation,
+    });
     info!(controller = %name, "controller started");
     controller
         .with_config(config)
         .graceful_shutdown_on(stop)
         .run(
-            move |obj, wrapped: Arc<Wrapped<C>>| {
+            move |obj, wrapped: Arc<Wrapped<C, T>>| {
+                let span = reconcile_span(obj.as_ref(), &wrapped.settings, &wrapped.relation);
                 let fut = reconcile(obj.clone(), wrapped.ctx.clone());
-                async move { observe(obj.as_ref(), &wrapped.settings, fut).await }
+                async move { observe(obj.as_ref(), &wrapped.settings, span, fut).await }
             },
             |obj, error, wrapped| error_policy(obj.as_ref(), error, &wrapped.settings),
             wrapped,
@@ -102,9 +130,35 @@ pub async fn run<K, C, E, R, Fut>(
     info!(controller = %name, "controller stopped");
 }
 
+/// The span of one reconcile of `obj`, following the trace its annotation names.
+fn reconcile_span<K>(
+    obj: &K,
+    settings: &ReconcilerSettings,
+    relation: impl Fn(&K) -> Relation,
+) -> tracing::Span
+where
+    K: Resource<DynamicType = ()>,
+{
+    let span = info_span!(
+        "reconcile",
+        otel.name = %format_args!("reconcile {}", settings.name),
+        capmaas.controller = %settings.name,
+        k8s.namespace.name = obj.meta().namespace.as_deref().unwrap_or_default(),
+        capmaas.object.kind = %K::kind(&()),
+        capmaas.object.name = %obj.name_any(),
+        otel.status_code = tracing::field::Empty,
+        error.type = tracing::field::Empty,
+    );
+    if let Some(traceparent) = trace_context::annotation(obj.meta()) {
+        trace_context::follow(&span, traceparent, relation(obj));
+    }
+    span
+}
+
 async fn observe<K, E>(
     obj: &K,
     settings: &ReconcilerSettings,
+    span: tracing::Span,
     reconcile: impl Future<Output = Result<Action, E>>,
 ) -> Result<Action, E>
 where
@@ -112,13 +166,11 @@ where
     E: ErrorCategory,
 {
     let _timer = settings.metrics.start_reconcile();
-    let span = info_span!(
-        "reconcile",
-        controller = %settings.name,
-        namespace = %obj.namespace().unwrap_or_default(),
-        name = %obj.name_any(),
-    );
-    let result = reconcile.instrument(span).await;
+    let result = reconcile.instrument(span.clone()).await;
+    if let Err(e) = &result {
+        span.record("otel.status_code", "ERROR");
+        span.record("error.type", e.category());
+    }
     match &result {
         Ok(_) => {
             settings.backoff.reset(&ObjectRef::from_obj(obj));
