@@ -9,6 +9,7 @@
 //!   template while MaasData use it.
 //! - [`ipam`]: the IPAM provider for `MaasIPPool` through the CAPI IPAM contract
 //!   (`IPAddressClaim` → `IPAddress`).
+//! - [`metrics_pools`]: pool usage gauges, read from the pool statuses when Prometheus scrapes.
 //!
 //! Layout as every controller crate (`docs/architecture.md`); the plumbing comes from
 //! [`capmaas_runtime::controller`].
@@ -22,6 +23,7 @@ pub mod decide;
 pub mod error;
 pub mod index;
 pub mod ipam;
+pub mod metrics_pools;
 pub mod render;
 pub mod rendered;
 pub mod reservations;
@@ -70,6 +72,11 @@ pub async fn start(common: CommonArgs, args: ControllerArgs) -> Result<(), BoxEr
 /// `/readyz` turns ready once the caches of every enabled half are filled.
 pub async fn run(term: capmaas_runtime::Context, args: ControllerArgs) -> Result<(), BoxError> {
     let ipam = args.ipam.then(|| ipam::Ipam::new(&term));
+    // `capmaas_ippool_*` read this term's MaasIPPool cache (the IPAM provider's).
+    let _pool_metrics = ipam.as_ref().map(|ipam| {
+        metrics_pools::PoolMetrics::get_or_register(&term.metrics)
+            .attach(ipam.context().pools.clone())
+    });
     let ipam_synced = ipam.as_ref().map(ipam::Ipam::synced);
     let ipam_synced = async move {
         match ipam_synced {

@@ -76,7 +76,10 @@ impl MaasClient {
         .op("allocate")
         .params(request.to_params())
         .context(ErrorContext::Allocate);
-        self.json(call).await
+        let machine: Machine = self.json(call).await?;
+        // The machine MAAS chose: known only now, recorded on the caller's call span.
+        tracing::Span::current().record("maas.system_id", machine.system_id.as_str());
+        Ok(machine)
     }
 
     /// `POST /machines/{id}/?op=deploy`. Not idempotent, never retried.

@@ -206,8 +206,22 @@ impl MaasClient {
 
     /// Sends a call, retrying idempotent ones on transient errors with jittered exponential
     /// backoff that honours `Retry-After`.
+    ///
+    /// The HTTP attributes of the exchange (`http.request.method`, `url.full`, `server.*`,
+    /// `http.response.status_code`, `http.request.resend_count`) are recorded into the current
+    /// span, which the caller opens per call with those fields declared (the gateway's MAAS call
+    /// span); under any other span they are dropped.
     pub(crate) async fn send(&self, call: &Call) -> Result<(StatusCode, Bytes), MaasError> {
         let url = build_url(&self.inner.api_root, call)?;
+        let span = tracing::Span::current();
+        span.record("http.request.method", call.method.as_str());
+        span.record("url.full", url.as_str());
+        if let Some(host) = url.host_str() {
+            span.record("server.address", host);
+        }
+        if let Some(port) = url.port_or_known_default() {
+            span.record("server.port", port);
+        }
         let policy = self.inner.retry;
         let retries = if call.idempotency == Idempotency::Idempotent {
             policy.max_attempts.saturating_sub(1)
@@ -260,6 +274,13 @@ impl MaasClient {
             Ok((status, _)) => ("ok", Some(status.as_u16())),
             Err(err) => (err.category(), error_status(err)),
         };
+        let span = tracing::Span::current();
+        if let Some(status) = status {
+            span.record("http.response.status_code", status);
+        }
+        if number > 1 {
+            span.record("http.request.resend_count", number - 1);
+        }
         self.inner.observer.observe(&RequestEvent {
             operation: call.name,
             outcome,

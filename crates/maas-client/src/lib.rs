@@ -11,6 +11,7 @@
 //! - [`binding`]: one MAAS machine, one MaasHost in the whole cluster (a Lease per machine).
 //! - [`sweeper`]: adoption of our allocations and release of orphans after a grace period.
 //! - [`maas`]: the rate-limited client and the per-operation request metrics.
+//! - [`metrics_hosts`]: hosts by state, counted from the host cache when Prometheus scrapes.
 //!
 //! Everything runs inside [`capmaas_runtime::Runtime::run`]: only the leader's term talks to
 //! MAAS; the admin server, health and shutdown come from the runtime. The three controllers
@@ -29,13 +30,16 @@ pub mod inventory;
 pub mod ippool;
 pub mod maas;
 pub mod mapping;
+pub mod metrics_hosts;
 pub mod ownership;
 pub mod sweeper;
 
 use std::sync::Arc;
 
 use capmaas_api::{MaasDNSRecord, MaasHost, MaasIPPool, MaasInventory};
-use capmaas_runtime::controller::{Events, ReconcilerSettings, ready_when, run, scoped};
+use capmaas_runtime::controller::{
+    Events, ReconcilerSettings, ready_when, run, run_traced, scoped,
+};
 use capmaas_runtime::{BoxError, CommonArgs, Context, Runtime};
 use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
@@ -74,10 +78,11 @@ pub async fn start(common: CommonArgs, args: GatewayArgs) -> Result<(), BoxError
 pub async fn run_with(runtime: Runtime, config: GatewayConfig) -> Result<(), BoxError> {
     let metrics = runtime.metrics().register(MaasMetrics::register);
     let mut maas_config = config.maas.clone();
-    maas_config.observer = Arc::new(metrics);
+    maas_config.observer = Arc::new(metrics.clone());
     // Every mutating MAAS call checks the leadership fence right before it is sent.
     let maas = Maas::new(MaasClient::new(maas_config)?, config.rate_limit)
-        .with_fence(runtime.fence().clone());
+        .with_fence(runtime.fence().clone())
+        .with_metrics(metrics);
     info!(installation_id = %config.installation_id, endpoint = %config.maas.api_root, "MAAS gateway configured");
     if config.insecure_http {
         warn!(endpoint = %config.maas.api_root, "MAAS endpoint is plain http (--maas-allow-insecure-http): the MAAS key travels in clear");
@@ -154,6 +159,9 @@ pub async fn run_term(term: Context, maas: Maas, config: GatewayConfig) -> Resul
         dns_records: records.store(),
         bindings: bindings.clone(),
     });
+    // `capmaas_hosts` and `capmaas_host_state_oldest_seconds` read this term's host cache.
+    let _host_metrics =
+        metrics_hosts::HostMetrics::get_or_register(&term.metrics).attach(gw.hosts.clone());
     let synced = {
         let (hosts, inventories, records) = (
             gw.hosts.clone(),
@@ -169,11 +177,12 @@ pub async fn run_term(term: Context, maas: Maas, config: GatewayConfig) -> Resul
     };
     tokio::join!(
         ready_when(&term.health, &term.cancel, synced),
-        run(
+        run_traced(
             hosts,
             ReconcilerSettings::for_term(&term, "maashost"),
             gw.clone(),
             host::controller::reconcile,
+            host::step::trace_relation,
         ),
         run(
             inventories,

@@ -12,13 +12,18 @@
 //! while it runs: [`MaasError::Fenced`], so no write goes out once another replica may lead.
 
 mod network;
+mod span;
 
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::num::NonZeroU32;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use capmaas_runtime::Fence;
+use tracing::Instrument;
+
+use self::span::{call_span, record_outcome};
 
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use maas_api_client::{
@@ -45,6 +50,11 @@ struct OutcomeLabels {
 
 type LatencyFamily = Family<OperationLabels, Histogram, fn() -> Histogram>;
 
+fn wait_histogram() -> Histogram {
+    // 1 ms .. ~33 s: no wait at all lands in the first bucket.
+    Histogram::new(exponential_buckets(0.001, 2.0, 16))
+}
+
 fn latency_histogram() -> Histogram {
     // 5 ms .. ~160 s: from a cached read to a slow BMC query.
     Histogram::new(exponential_buckets(0.005, 2.0, 16))
@@ -57,6 +67,7 @@ fn latency_histogram() -> Histogram {
 pub struct MaasMetrics {
     requests: Family<OutcomeLabels, Counter>,
     latency: LatencyFamily,
+    rate_limit_wait: LatencyFamily,
 }
 
 impl MaasMetrics {
@@ -65,6 +76,7 @@ impl MaasMetrics {
         let this = Self {
             requests: Family::default(),
             latency: Family::new_with_constructor(latency_histogram),
+            rate_limit_wait: Family::new_with_constructor(wait_histogram),
         };
         registry.register(
             "maas_requests",
@@ -76,7 +88,19 @@ impl MaasMetrics {
             "Latency of MAAS API requests by operation",
             this.latency.clone(),
         );
+        registry.register(
+            "maas_rate_limit_wait_seconds",
+            "Time MAAS calls waited for the gateway's rate limit (--maas-rate-limit), by operation",
+            this.rate_limit_wait.clone(),
+        );
         this
+    }
+
+    /// Records how long a call of `operation` waited for the rate limiter.
+    pub fn observe_rate_limit_wait(&self, operation: &'static str, waited: Duration) {
+        self.rate_limit_wait
+            .get_or_create(&OperationLabels { operation })
+            .observe(waited.as_secs_f64());
     }
 
     /// Metrics that are not exported (tests, benchmarks).
@@ -114,6 +138,7 @@ pub struct Maas {
     client: MaasClient,
     limiter: Arc<DefaultDirectRateLimiter>,
     fence: Fence,
+    metrics: Option<MaasMetrics>,
 }
 
 impl std::fmt::Debug for Maas {
@@ -130,7 +155,15 @@ impl Maas {
             client,
             limiter: Arc::new(RateLimiter::direct(Quota::per_second(per_second))),
             fence: Fence::unfenced(),
+            metrics: None,
         }
+    }
+
+    /// Records rate-limit waits in `metrics`.
+    #[must_use]
+    pub fn with_metrics(mut self, metrics: MaasMetrics) -> Self {
+        self.metrics = Some(metrics);
+        self
     }
 
     /// Refuses every mutating call while `fence` is not valid (the runtime's
@@ -141,29 +174,66 @@ impl Maas {
         self
     }
 
-    async fn permit(&self) {
+    /// Waits for the rate limiter; the wait goes to the current (call) span and the metrics.
+    async fn permit(&self, operation: &'static str) {
+        let started = Instant::now();
         self.limiter.until_ready().await;
+        let waited = started.elapsed();
+        tracing::Span::current().record(
+            "capmaas.rate_limit.wait_ms",
+            u64::try_from(waited.as_millis()).unwrap_or(u64::MAX),
+        );
+        if let Some(metrics) = &self.metrics {
+            metrics.observe_rate_limit_wait(operation, waited);
+        }
+    }
+
+    /// A reading call: rate limit, then the call, inside its span.
+    async fn read<T>(
+        &self,
+        operation: &'static str,
+        system_id: Option<&str>,
+        call: impl Future<Output = Result<T, MaasError>>,
+    ) -> Result<T, MaasError> {
+        let span = call_span(operation, system_id);
+        let result = async {
+            self.permit(operation).await;
+            call.await
+        }
+        .instrument(span.clone())
+        .await;
+        record_outcome(&span, result.as_ref().err());
+        result
     }
 
     /// A mutating call: rate limit, then the fence check right before sending; abandoned (with
-    /// the client's retries) if the fence lapses while it runs.
+    /// the client's retries) if the fence lapses while it runs. Inside its span.
     async fn write<T>(
         &self,
+        operation: &'static str,
+        system_id: Option<&str>,
         call: impl Future<Output = Result<T, MaasError>>,
     ) -> Result<T, MaasError> {
-        self.permit().await;
-        self.fence.check().map_err(|_| MaasError::Fenced)?;
-        tokio::select! {
-            biased;
-            result = call => result,
-            () = self.fence.lapsed() => Err(MaasError::Fenced),
+        let span = call_span(operation, system_id);
+        let result = async {
+            self.permit(operation).await;
+            self.fence.check().map_err(|_| MaasError::Fenced)?;
+            tokio::select! {
+                biased;
+                result = call => result,
+                () = self.fence.lapsed() => Err(MaasError::Fenced),
+            }
         }
+        .instrument(span.clone())
+        .await;
+        record_outcome(&span, result.as_ref().err());
+        result
     }
 
     /// `GET /machines/` with filters.
     pub async fn list_machines(&self, filter: &MachineFilter) -> Result<Vec<Machine>, MaasError> {
-        self.permit().await;
-        self.client.list_machines(filter).await
+        self.read("list_machines", None, self.client.list_machines(filter))
+            .await
     }
 
     /// `GET /machines/` with filters, decoded machine by machine: one that does not decode is
@@ -172,19 +242,28 @@ impl Maas {
         &self,
         filter: &MachineFilter,
     ) -> Result<MachineList, MaasError> {
-        self.permit().await;
-        self.client.list_machines_lenient(filter).await
+        self.read(
+            "list_machines_lenient",
+            None,
+            self.client.list_machines_lenient(filter),
+        )
+        .await
     }
 
     /// `GET /machines/{id}/`.
     pub async fn get_machine(&self, system_id: &str) -> Result<Machine, MaasError> {
-        self.permit().await;
-        self.client.get_machine(system_id).await
+        self.read(
+            "get_machine",
+            Some(system_id),
+            self.client.get_machine(system_id),
+        )
+        .await
     }
 
     /// `POST /machines/?op=allocate` (never retried by the client).
     pub async fn allocate(&self, request: &AllocateRequest) -> Result<Machine, MaasError> {
-        self.write(self.client.allocate(request)).await
+        self.write("allocate", None, self.client.allocate(request))
+            .await
     }
 
     /// `POST /machines/{id}/?op=deploy` (never retried by the client).
@@ -193,7 +272,12 @@ impl Maas {
         system_id: &str,
         request: &DeployRequest,
     ) -> Result<Machine, MaasError> {
-        self.write(self.client.deploy(system_id, request)).await
+        self.write(
+            "deploy",
+            Some(system_id),
+            self.client.deploy(system_id, request),
+        )
+        .await
     }
 
     /// `POST /machines/{id}/?op=release`.
@@ -202,13 +286,22 @@ impl Maas {
         system_id: &str,
         request: &ReleaseRequest,
     ) -> Result<Machine, MaasError> {
-        self.write(self.client.release(system_id, request)).await
+        self.write(
+            "release",
+            Some(system_id),
+            self.client.release(system_id, request),
+        )
+        .await
     }
 
     /// `POST /machines/{id}/?op=power_on`: only for a machine whose power state is `off`.
     pub async fn power_on(&self, system_id: &str, comment: &str) -> Result<Machine, MaasError> {
-        self.write(self.client.power_on(system_id, Some(comment)))
-            .await
+        self.write(
+            "power_on",
+            Some(system_id),
+            self.client.power_on(system_id, Some(comment)),
+        )
+        .await
     }
 
     /// `POST /machines/{id}/?op=power_off` (hard).
@@ -218,6 +311,8 @@ impl Maas {
         comment: &str,
     ) -> Result<Option<Machine>, MaasError> {
         self.write(
+            "power_off",
+            Some(system_id),
             self.client
                 .power_off(system_id, StopMode::Hard, Some(comment)),
         )
@@ -230,8 +325,12 @@ impl Maas {
         system_id: &str,
         annotations: &BTreeMap<String, String>,
     ) -> Result<Machine, MaasError> {
-        self.write(self.client.set_workload_annotations(system_id, annotations))
-            .await
+        self.write(
+            "set_workload_annotations",
+            Some(system_id),
+            self.client.set_workload_annotations(system_id, annotations),
+        )
+        .await
     }
 
     /// Renames the machine.
@@ -240,14 +339,18 @@ impl Maas {
         system_id: &str,
         hostname: &str,
     ) -> Result<Machine, MaasError> {
-        self.write(self.client.update_hostname(system_id, hostname))
-            .await
+        self.write(
+            "update_hostname",
+            Some(system_id),
+            self.client.update_hostname(system_id, hostname),
+        )
+        .await
     }
 
     /// `GET /subnets/`.
     pub async fn list_subnets(&self) -> Result<Vec<Subnet>, MaasError> {
-        self.permit().await;
-        self.client.list_subnets().await
+        self.read("list_subnets", None, self.client.list_subnets())
+            .await
     }
 
     /// Links an interface to a subnet (never retried by the client).
@@ -257,8 +360,12 @@ impl Maas {
         interface_id: i64,
         request: &LinkSubnetRequest,
     ) -> Result<Interface, MaasError> {
-        self.write(self.client.link_subnet(system_id, interface_id, request))
-            .await
+        self.write(
+            "link_subnet",
+            Some(system_id),
+            self.client.link_subnet(system_id, interface_id, request),
+        )
+        .await
     }
 
     /// Removes a link from an interface.
@@ -268,16 +375,23 @@ impl Maas {
         interface_id: i64,
         link_id: i64,
     ) -> Result<Interface, MaasError> {
-        self.write(self.client.unlink_subnet(system_id, interface_id, link_id))
-            .await
+        self.write(
+            "unlink_subnet",
+            Some(system_id),
+            self.client.unlink_subnet(system_id, interface_id, link_id),
+        )
+        .await
     }
 
     /// `GET /dnsresources/` by FQDN.
     pub async fn find_dns_resources(&self, fqdn: &str) -> Result<Vec<DnsResource>, MaasError> {
-        self.permit().await;
-        self.client
-            .list_dns_resources(&DnsResourceFilter::fqdn(fqdn))
-            .await
+        self.read(
+            "list_dns_resources",
+            None,
+            self.client
+                .list_dns_resources(&DnsResourceFilter::fqdn(fqdn)),
+        )
+        .await
     }
 
     /// `POST /dnsresources/` (never retried by the client).
@@ -285,7 +399,12 @@ impl Maas {
         &self,
         spec: &DnsResourceSpec,
     ) -> Result<DnsResource, MaasError> {
-        self.write(self.client.create_dns_resource(spec)).await
+        self.write(
+            "create_dns_resource",
+            None,
+            self.client.create_dns_resource(spec),
+        )
+        .await
     }
 
     /// `PUT /dnsresources/{id}/`.
@@ -294,19 +413,28 @@ impl Maas {
         id: i64,
         spec: &DnsResourceSpec,
     ) -> Result<DnsResource, MaasError> {
-        self.write(self.client.update_dns_resource(id, spec)).await
+        self.write(
+            "update_dns_resource",
+            None,
+            self.client.update_dns_resource(id, spec),
+        )
+        .await
     }
 
     /// `DELETE /dnsresources/{id}/`.
     pub async fn delete_dns_resource(&self, id: i64) -> Result<(), MaasError> {
-        self.write(self.client.delete_dns_resource(id)).await
+        self.write(
+            "delete_dns_resource",
+            None,
+            self.client.delete_dns_resource(id),
+        )
+        .await
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::{Duration, Instant};
 
     #[test]
     fn observer_counts_by_operation_and_outcome() {

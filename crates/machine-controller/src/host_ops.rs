@@ -4,6 +4,7 @@
 use capmaas_api::capi::Machine;
 use capmaas_api::common::SecretKeyReference;
 use capmaas_api::{MaasHost, MaasMachine, keys};
+use capmaas_runtime::trace_context;
 use kube::api::PostParams;
 use kube::{Api, ResourceExt};
 
@@ -66,6 +67,8 @@ where
         if mutate(&mut host) == Mutation::Keep {
             return Ok(Some(host));
         }
+        // The gateway's work on this request joins the current trace (same write, no extra).
+        trace_context::stamp(&mut host.metadata);
         match api.replace(name, &params, &host).await {
             Ok(written) => return Ok(Some(written)),
             Err(e) if is_conflict(&e) => {}

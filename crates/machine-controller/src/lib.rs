@@ -24,6 +24,7 @@ pub mod decide;
 mod deployed;
 pub mod error;
 pub mod host_ops;
+pub mod metrics_machines;
 mod release;
 pub mod reuse;
 pub mod state;
@@ -114,10 +115,22 @@ pub async fn run(term: capmaas_runtime::Context, _args: ControllerArgs) -> Resul
         .watches_stream(clusters, move |cluster| {
             watch::map_cluster(&cluster_members, &cluster)
         });
+    // `capmaas_machines` reads this term's MaasMachine cache.
+    let _machine_metrics =
+        metrics_machines::MachineMetrics::get_or_register(&term.metrics).attach(machines.clone());
     let ready = ready_when(&term.health, &term.cancel, async move {
         machines.wait_until_ready().await.is_ok() && hosts.wait_until_ready().await.is_ok()
     });
     let settings = ReconcilerSettings::for_term(&term, CONTROLLER);
-    tokio::join!(ready, kit::run(controller, settings, ctx, act::reconcile));
+    tokio::join!(
+        ready,
+        kit::run_traced(
+            controller,
+            settings,
+            ctx,
+            act::reconcile,
+            watch::trace_relation
+        )
+    );
     Ok(())
 }

@@ -12,6 +12,7 @@ use capmaas_api::conditions::{self as cond, reasons};
 use capmaas_api::host::ProvisioningState;
 use capmaas_api::{MaasHost, MaasMachine, keys};
 use capmaas_runtime::controller::predicate_hash;
+use capmaas_runtime::trace_context::Relation;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Resource, ResourceExt};
 
@@ -122,6 +123,19 @@ pub fn map_cluster(
         .iter()
         .map(|m| ObjectRef::from_obj(m.as_ref()))
         .collect()
+}
+
+/// Whether a reconcile of `mm` is part of the trace its annotation names (the one the finalizer
+/// patch recorded at its first reconcile): while it is being provisioned. Once ready, or being
+/// deleted, its reconciles start traces of their own, linked to that one.
+pub fn trace_relation(mm: &MaasMachine) -> Relation {
+    let provisioning = mm.meta().deletion_timestamp.is_none()
+        && mm.status.as_ref().and_then(|s| s.ready) != Some(true);
+    if provisioning {
+        Relation::Child
+    } else {
+        Relation::Link
+    }
 }
 
 #[cfg(test)]

@@ -179,3 +179,16 @@ fn status_rewrites_wake_nobody() {
     assert_ne!(cluster_change(&c), cluster_change(&cluster(true, false)));
     assert_ne!(cluster_change(&c), cluster_change(&cluster(false, true)));
 }
+
+#[test]
+fn provisioning_reconciles_join_the_trace_later_ones_link_to_it() {
+    let mm = maas_machine("m");
+    assert_eq!(trace_relation(&mm), Relation::Child);
+    let mut ready = mm.clone();
+    ready.status = Some(MaasMachineStatus {
+        ready: Some(true),
+        ..MaasMachineStatus::default()
+    });
+    assert_eq!(trace_relation(&ready), Relation::Link);
+    assert_eq!(trace_relation(&deleting(mm)), Relation::Link);
+}

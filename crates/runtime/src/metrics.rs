@@ -14,7 +14,9 @@
 //! assert!(registry.encode().unwrap().contains("capmaas_maas_calls_total 1"));
 //! ```
 
-use std::sync::{Arc, PoisonError, RwLock};
+use std::any::{Any, TypeId};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Instant;
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -37,6 +39,8 @@ pub const OPENMETRICS_CONTENT_TYPE: &str =
 #[derive(Clone)]
 pub struct MetricsRegistry {
     inner: Arc<RwLock<Registry>>,
+    /// Handles registered once per registry ([`MetricsRegistry::get_or_register`]), by type.
+    shared: Arc<Mutex<HashMap<TypeId, Box<dyn Any + Send + Sync>>>>,
 }
 
 impl Default for MetricsRegistry {
@@ -56,6 +60,7 @@ impl MetricsRegistry {
     pub fn new() -> Self {
         Self {
             inner: Arc::new(RwLock::new(Registry::with_prefix(METRIC_PREFIX))),
+            shared: Arc::default(),
         }
     }
 
@@ -68,12 +73,113 @@ impl MetricsRegistry {
         f(&mut guard)
     }
 
+    /// The handle of type `T` this registry holds, registered with `f` on the first call.
+    ///
+    /// For metrics a leadership term feeds: a term runs many times in one process but a family
+    /// can be registered only once (a second registration would print it twice), so each term
+    /// asks for the same handle and attaches its caches to it (see [`TermSlot`]).
+    pub fn get_or_register<T>(&self, f: impl FnOnce(&mut Registry) -> T) -> T
+    where
+        T: Clone + Send + Sync + 'static,
+    {
+        let mut shared = self.shared.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(existing) = shared
+            .get(&TypeId::of::<T>())
+            .and_then(|any| any.downcast_ref::<T>())
+        {
+            return existing.clone();
+        }
+        let handle = self.register(f);
+        shared.insert(TypeId::of::<T>(), Box::new(handle.clone()));
+        handle
+    }
+
     /// Encodes every metric in the OpenMetrics text format.
     pub fn encode(&self) -> Result<String, std::fmt::Error> {
         let guard = self.inner.read().unwrap_or_else(PoisonError::into_inner);
         let mut out = String::new();
         prometheus_client::encoding::text::encode(&mut out, &guard)?;
         Ok(out)
+    }
+}
+
+/// What a scrape-time [`Collector`](prometheus_client::collector::Collector) reads while a
+/// leadership term runs, e.g. a reflector's store: set by the term, emptied when it ends.
+///
+/// Caches live as long as a term, metrics as long as the process; a collector holding a slot
+/// reports nothing outside a term, so a standby replica adds no stale samples to a sum over
+/// replicas.
+#[derive(Debug)]
+pub struct TermSlot<T> {
+    inner: Arc<Mutex<SlotState<T>>>,
+}
+
+#[derive(Debug)]
+struct SlotState<T> {
+    /// Bumped by every attach, so the guard of an older term cannot empty a newer one's slot.
+    generation: u64,
+    value: Option<T>,
+}
+
+impl<T> Clone for TermSlot<T> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+impl<T> Default for TermSlot<T> {
+    fn default() -> Self {
+        Self {
+            inner: Arc::new(Mutex::new(SlotState {
+                generation: 0,
+                value: None,
+            })),
+        }
+    }
+}
+
+impl<T: Clone> TermSlot<T> {
+    /// Puts `value` in the slot until the returned guard is dropped (at the end of the term).
+    #[must_use = "the slot is emptied when the guard is dropped"]
+    pub fn attach(&self, value: T) -> Attached<T> {
+        let mut state = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        state.generation = state.generation.wrapping_add(1);
+        state.value = Some(value);
+        Attached {
+            slot: self.clone(),
+            generation: state.generation,
+        }
+    }
+
+    /// The value of the running term, if any.
+    pub fn current(&self) -> Option<T> {
+        self.inner
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .value
+            .clone()
+    }
+}
+
+/// Empties its [`TermSlot`] when dropped, unless a later term attached since.
+#[derive(Debug)]
+pub struct Attached<T> {
+    slot: TermSlot<T>,
+    generation: u64,
+}
+
+impl<T> Drop for Attached<T> {
+    fn drop(&mut self) {
+        let mut state = self
+            .slot
+            .inner
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if state.generation == self.generation {
+            state.value = None;
+        }
     }
 }
 
@@ -315,6 +421,51 @@ mod tests {
         let text = registry.encode().unwrap();
         assert_eq!(text.matches("# TYPE capmaas_reconcile counter").count(), 1);
         assert!(text.contains(r#"controller="a""#) && text.contains(r#"controller="b""#));
+    }
+
+    #[test]
+    fn get_or_register_registers_once() {
+        #[derive(Clone)]
+        struct Handle(Gauge);
+        let registry = MetricsRegistry::new();
+        let register = |r: &mut Registry| {
+            let g = Gauge::default();
+            r.register("once", "Registered once", g.clone());
+            Handle(g)
+        };
+        let first = registry.get_or_register(register);
+        let second = registry.get_or_register(register);
+        second.0.set(3);
+        assert_eq!(first.0.get(), 3, "the same handle both times");
+        let text = registry.encode().unwrap();
+        assert_eq!(
+            text.matches("# TYPE capmaas_once gauge").count(),
+            1,
+            "{text}"
+        );
+        // Another registry has its own.
+        let other = MetricsRegistry::new();
+        assert_eq!(other.get_or_register(register).0.get(), 0);
+    }
+
+    #[test]
+    fn term_slot_is_emptied_by_its_own_term_only() {
+        let slot = TermSlot::default();
+        assert_eq!(slot.current(), None);
+        let first = slot.attach(1);
+        assert_eq!(slot.current(), Some(1));
+        drop(first);
+        assert_eq!(slot.current(), None);
+        let old = slot.attach(2);
+        let new = slot.attach(3);
+        drop(old);
+        assert_eq!(
+            slot.current(),
+            Some(3),
+            "an older term's guard leaves the newer value"
+        );
+        drop(new);
+        assert_eq!(slot.current(), None);
     }
 
     #[test]

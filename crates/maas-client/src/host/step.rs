@@ -17,6 +17,9 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use capmaas_api::MaasHost;
+use capmaas_api::host::ProvisioningState;
+use capmaas_runtime::trace_context::Relation;
 use maas_api_client::{Machine, MachineStatus, PowerState};
 
 use super::annotations::{HOST, INSTALLATION, RebootState, StaticAddresses};
@@ -313,6 +316,35 @@ fn annotations_match(host: &HostFacts, machine: &Machine) -> bool {
     host.annotations
         .iter()
         .all(|(k, v)| current.get(k) == Some(v))
+}
+
+/// Whether a reconcile of `host` is part of the trace its annotation names (recorded by
+/// machine-controller with its last request: the claim, the deployment, the release): while
+/// that request is being carried out. A settled host's reconciles (resyncs, MAAS-side changes)
+/// start traces of their own, linked to it.
+pub fn trace_relation(host: &MaasHost) -> Relation {
+    let state = host.status.as_ref().and_then(|s| s.provisioning_state);
+    let claimed = host.spec.consumer_ref.is_some();
+    let in_flight = matches!(
+        state,
+        Some(
+            ProvisioningState::Allocating
+                | ProvisioningState::Allocated
+                | ProvisioningState::Deploying
+                | ProvisioningState::Releasing
+        )
+    );
+    let waiting = match state {
+        // Claimed but not allocated yet, or released but not yet handed back.
+        None | Some(ProvisioningState::Available) => claimed,
+        Some(ProvisioningState::Deployed) => !claimed,
+        _ => false,
+    };
+    if in_flight || waiting {
+        Relation::Child
+    } else {
+        Relation::Link
+    }
 }
 
 #[cfg(test)]

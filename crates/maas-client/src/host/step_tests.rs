@@ -560,3 +560,48 @@ fn a_released_machine_gets_its_original_hostname_back_before_the_record_goes() {
         Step::ForgetOriginalHostname
     );
 }
+
+fn traced_host(claimed: bool, state: Option<ProvisioningState>) -> MaasHost {
+    let mut host: MaasHost = serde_json::from_value(serde_json::json!({
+        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
+        "kind": "MaasHost",
+        "metadata": {"name": "h", "namespace": "ns"},
+        "spec": {"systemID": "abc"},
+    }))
+    .unwrap();
+    if claimed {
+        host.spec.consumer_ref = Some(capmaas_api::common::ConsumerReference {
+            api_version: "infrastructure.cluster.x-k8s.io/v1beta1".into(),
+            kind: "MaasMachine".into(),
+            name: "m".into(),
+            uid: "u".into(),
+        });
+    }
+    host.status = state.map(|s| capmaas_api::host::MaasHostStatus {
+        provisioning_state: Some(s),
+        ..Default::default()
+    });
+    host
+}
+
+#[test]
+fn reconciles_join_the_request_trace_only_while_it_is_carried_out() {
+    use ProvisioningState as S;
+    for (claimed, state, relation) in [
+        (true, Some(S::Available), Relation::Child),
+        (true, Some(S::Allocating), Relation::Child),
+        (true, Some(S::Deploying), Relation::Child),
+        (true, Some(S::Deployed), Relation::Link),
+        (false, Some(S::Deployed), Relation::Child),
+        (false, Some(S::Releasing), Relation::Child),
+        (false, Some(S::Available), Relation::Link),
+        (false, None, Relation::Link),
+        (true, Some(S::Failed), Relation::Link),
+    ] {
+        assert_eq!(
+            trace_relation(&traced_host(claimed, state)),
+            relation,
+            "claimed {claimed}, {state:?}"
+        );
+    }
+}

@@ -16,8 +16,12 @@ impl Maas {
         system_id: &str,
         request: &CreateBondRequest,
     ) -> Result<Interface, MaasError> {
-        self.write(self.client.create_bond(system_id, request))
-            .await
+        self.write(
+            "create_bond",
+            Some(system_id),
+            self.client.create_bond(system_id, request),
+        )
+        .await
     }
 
     /// `POST /nodes/{id}/interfaces/?op=create_vlan` (never retried by the client).
@@ -26,8 +30,12 @@ impl Maas {
         system_id: &str,
         request: &CreateVlanInterfaceRequest,
     ) -> Result<Interface, MaasError> {
-        self.write(self.client.create_vlan_interface(system_id, request))
-            .await
+        self.write(
+            "create_vlan_interface",
+            Some(system_id),
+            self.client.create_vlan_interface(system_id, request),
+        )
+        .await
     }
 
     /// `PUT /nodes/{id}/interfaces/{iface}/` (MTU, bond mode).
@@ -38,6 +46,8 @@ impl Maas {
         update: &InterfaceUpdate,
     ) -> Result<Interface, MaasError> {
         self.write(
+            "update_interface",
+            Some(system_id),
             self.client
                 .update_interface(system_id, interface_id, update),
         )
@@ -50,8 +60,12 @@ impl Maas {
         system_id: &str,
         interface_id: i64,
     ) -> Result<(), MaasError> {
-        self.write(self.client.delete_interface(system_id, interface_id))
-            .await
+        self.write(
+            "delete_interface",
+            Some(system_id),
+            self.client.delete_interface(system_id, interface_id),
+        )
+        .await
     }
 
     /// `POST /nodes/{id}/interfaces/{iface}/?op=set_default_gateway`.
@@ -62,6 +76,8 @@ impl Maas {
         link_id: i64,
     ) -> Result<Interface, MaasError> {
         self.write(
+            "set_default_gateway",
+            Some(system_id),
             self.client
                 .set_default_gateway(system_id, interface_id, Some(link_id)),
         )
@@ -70,28 +86,31 @@ impl Maas {
 
     /// `GET /fabrics/{id}/vlans/`.
     pub async fn list_vlans(&self, fabric_id: i64) -> Result<Vec<Vlan>, MaasError> {
-        self.permit().await;
-        self.client.list_vlans(fabric_id).await
+        self.read("list_vlans", None, self.client.list_vlans(fabric_id))
+            .await
     }
 
     /// `GET /ipranges/`.
     pub async fn list_ipranges(&self) -> Result<Vec<IpRange>, MaasError> {
-        self.permit().await;
-        self.client.list_ipranges().await
+        self.read("list_ipranges", None, self.client.list_ipranges())
+            .await
     }
 
     /// `POST /ipranges/` (never retried by the client).
     pub async fn create_iprange(&self, spec: &IpRangeSpec) -> Result<IpRange, MaasError> {
-        self.write(self.client.create_iprange(spec)).await
+        self.write("create_iprange", None, self.client.create_iprange(spec))
+            .await
     }
 
     /// `PUT /ipranges/{id}/`.
     pub async fn update_iprange(&self, id: i64, spec: &IpRangeSpec) -> Result<IpRange, MaasError> {
-        self.write(self.client.update_iprange(id, spec)).await
+        self.write("update_iprange", None, self.client.update_iprange(id, spec))
+            .await
     }
 
     /// `DELETE /ipranges/{id}/`.
     pub async fn delete_iprange(&self, id: i64) -> Result<(), MaasError> {
-        self.write(self.client.delete_iprange(id)).await
+        self.write("delete_iprange", None, self.client.delete_iprange(id))
+            .await
     }
 }

@@ -1,0 +1,279 @@
+//! Gauges of the MaasHosts the gateway sees: `capmaas_hosts{namespace,state}` and
+//! `capmaas_host_state_oldest_seconds{state}`, computed when Prometheus scrapes, from the host
+//! controller's reflector store ([`crate::context::Gateway::hosts`]).
+//!
+//! A collector rather than gauges updated by a task: the store already holds every host, so a
+//! scrape counts them in one pass (thousands of hosts take well under a millisecond), the numbers
+//! are never older than the cache, and no task has to be started, timed and stopped with the
+//! term. Outside a leadership term the store does not exist and nothing is reported (the
+//! families stay declared), so a standby replica adds nothing to a sum over replicas.
+//!
+//! The status does not record when a host entered its state. The age is taken from the host's
+//! `Provisioned` condition, whose `lastTransitionTime` moves when its status moves: to Unknown
+//! when a deployment is requested or a release starts, to True when deployed, to False when it
+//! fails. For a host in `Allocating`, `Allocated` or `Deploying` it is the time since the
+//! deployment was asked for; in `Releasing`, since the release began.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use capmaas_api::MaasHost;
+use capmaas_api::conditions as cond;
+use capmaas_api::host::ProvisioningState;
+use capmaas_runtime::MetricsRegistry;
+use capmaas_runtime::metrics::{Attached, TermSlot};
+use kube::ResourceExt;
+use kube::runtime::reflector::Store;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::registry::Registry;
+
+/// `state` label of a host whose status has no provisioning state yet.
+pub const STATE_UNKNOWN: &str = "Unknown";
+
+/// States a host passes through on its way somewhere else: the ones
+/// `capmaas_host_state_oldest_seconds` reports (a host may stay in the others for good).
+pub const TRANSITIONAL_STATES: [ProvisioningState; 4] = [
+    ProvisioningState::Allocating,
+    ProvisioningState::Allocated,
+    ProvisioningState::Deploying,
+    ProvisioningState::Releasing,
+];
+
+/// The `state` label value: the status's `provisioningState` as the API spells it.
+pub fn state_label(state: Option<ProvisioningState>) -> &'static str {
+    match state {
+        None => STATE_UNKNOWN,
+        Some(ProvisioningState::Unavailable) => "Unavailable",
+        Some(ProvisioningState::Available) => "Available",
+        Some(ProvisioningState::Allocating) => "Allocating",
+        Some(ProvisioningState::Allocated) => "Allocated",
+        Some(ProvisioningState::Deploying) => "Deploying",
+        Some(ProvisioningState::Deployed) => "Deployed",
+        Some(ProvisioningState::Releasing) => "Releasing",
+        Some(ProvisioningState::Failed) => "Failed",
+        Some(ProvisioningState::Broken) => "Broken",
+        Some(ProvisioningState::Missing) => "Missing",
+    }
+}
+
+/// What one scrape reports.
+#[derive(Debug, Default, PartialEq)]
+pub struct HostSummary {
+    /// Hosts per `(namespace, state)`.
+    pub counts: BTreeMap<(String, &'static str), i64>,
+    /// Per transitional state with at least one host that has a `Provisioned` condition: the
+    /// largest age of that condition, in seconds.
+    pub oldest_seconds: BTreeMap<&'static str, f64>,
+}
+
+/// Counts `hosts` by namespace and state, and the oldest of each transitional state at `now`.
+pub fn summarize<'a>(
+    hosts: impl IntoIterator<Item = &'a MaasHost>,
+    now: jiff::Timestamp,
+) -> HostSummary {
+    let mut summary = HostSummary::default();
+    for host in hosts {
+        let status = host.status.as_ref();
+        let state = status.and_then(|s| s.provisioning_state);
+        let label = state_label(state);
+        *summary
+            .counts
+            .entry((host.namespace().unwrap_or_default(), label))
+            .or_insert(0) += 1;
+        if !state.is_some_and(|s| TRANSITIONAL_STATES.contains(&s)) {
+            continue;
+        }
+        let since = status
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|c| c.iter().find(|c| c.type_ == cond::PROVISIONED))
+            .map(|c| c.last_transition_time.0);
+        if let Some(since) = since {
+            // A clock behind the API server's gives a negative age: report 0, not a negative wait.
+            let age = now.duration_since(since).as_secs_f64().max(0.0);
+            let oldest = summary.oldest_seconds.entry(label).or_insert(age);
+            *oldest = oldest.max(age);
+        }
+    }
+    summary
+}
+
+#[derive(Debug, EncodeLabelSet, Clone, Hash, PartialEq, Eq)]
+struct CountLabels {
+    namespace: String,
+    state: &'static str,
+}
+
+#[derive(Debug, EncodeLabelSet, Clone, Hash, PartialEq, Eq)]
+struct StateLabels {
+    state: &'static str,
+}
+
+/// The registered host gauges; each leadership term attaches its store with [`Self::attach`].
+#[derive(Clone, Debug, Default)]
+pub struct HostMetrics {
+    hosts: TermSlot<Store<MaasHost>>,
+}
+
+impl HostMetrics {
+    /// The gauges of `registry`, registered on first use (once per process, not per term).
+    pub fn get_or_register(registry: &MetricsRegistry) -> Self {
+        registry.get_or_register(Self::register)
+    }
+
+    fn register(registry: &mut Registry) -> Self {
+        let this = Self::default();
+        registry.register_collector(Box::new(HostCollector {
+            hosts: this.hosts.clone(),
+        }));
+        this
+    }
+
+    /// Reports from `hosts` until the returned guard is dropped (at the end of the term).
+    #[must_use = "the gauges report nothing once the guard is dropped"]
+    pub fn attach(&self, hosts: Store<MaasHost>) -> Attached<Store<MaasHost>> {
+        self.hosts.attach(hosts)
+    }
+}
+
+#[derive(Debug)]
+struct HostCollector {
+    hosts: TermSlot<Store<MaasHost>>,
+}
+
+impl Collector for HostCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Result<(), fmt::Error> {
+        let hosts = self.hosts.current().map(|s| s.state()).unwrap_or_default();
+        let summary = summarize(hosts.iter().map(AsRef::as_ref), jiff::Timestamp::now());
+        {
+            let mut family = encoder.encode_descriptor(
+                "hosts",
+                "MaasHosts by namespace and provisioning state, as the gateway's cache holds them",
+                None,
+                MetricType::Gauge,
+            )?;
+            for ((namespace, state), count) in summary.counts {
+                let labels = CountLabels { namespace, state };
+                ConstGauge::new(count).encode(family.encode_family(&labels)?)?;
+            }
+        }
+        let mut family = encoder.encode_descriptor(
+            "host_state_oldest_seconds",
+            "Per transitional provisioning state, the longest time a host in it has had its \
+             Provisioned condition unchanged",
+            None,
+            MetricType::Gauge,
+        )?;
+        for (state, seconds) in summary.oldest_seconds {
+            ConstGauge::new(seconds).encode(family.encode_family(&StateLabels { state })?)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::runtime::{reflector, watcher};
+    use serde_json::json;
+
+    fn host(
+        ns: &str,
+        name: &str,
+        state: Option<&str>,
+        provisioned_since: Option<&str>,
+    ) -> MaasHost {
+        let mut status = json!({});
+        if let Some(state) = state {
+            status["provisioningState"] = json!(state);
+        }
+        if let Some(since) = provisioned_since {
+            status["conditions"] = json!([{
+                "type": "Provisioned", "status": "Unknown", "reason": "MachineDeploying",
+                "message": "", "lastTransitionTime": since
+            }]);
+        }
+        serde_json::from_value(json!({
+            "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "MaasHost",
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {"systemID": format!("sys-{name}")},
+            "status": status,
+        }))
+        .unwrap()
+    }
+
+    fn now() -> jiff::Timestamp {
+        "2026-01-01T12:00:00Z".parse().unwrap()
+    }
+
+    #[test]
+    fn counts_by_namespace_and_state_and_ages_transitional_states() {
+        let hosts = [
+            host("a", "h1", Some("Deploying"), Some("2026-01-01T11:00:00Z")),
+            host("a", "h2", Some("Deploying"), Some("2026-01-01T11:50:00Z")),
+            host("b", "h3", Some("Deploying"), None),
+            host("a", "h4", Some("Deployed"), Some("2026-01-01T08:00:00Z")),
+            host("a", "h5", None, None),
+            // A clock skewed behind the API server's: no negative age.
+            host("a", "h6", Some("Releasing"), Some("2026-01-01T12:00:05Z")),
+        ];
+        let summary = summarize(&hosts, now());
+        let count = |ns: &str, state: &'static str| summary.counts.get(&(ns.to_owned(), state));
+        assert_eq!(count("a", "Deploying"), Some(&2));
+        assert_eq!(count("b", "Deploying"), Some(&1));
+        assert_eq!(count("a", "Deployed"), Some(&1));
+        assert_eq!(count("a", STATE_UNKNOWN), Some(&1));
+        assert_eq!(summary.oldest_seconds.get("Deploying"), Some(&3600.0));
+        assert_eq!(summary.oldest_seconds.get("Releasing"), Some(&0.0));
+        assert_eq!(
+            summary.oldest_seconds.get("Deployed"),
+            None,
+            "a settled state has no oldest"
+        );
+    }
+
+    #[test]
+    fn scrapes_the_attached_store_only_while_attached() {
+        let registry = MetricsRegistry::new();
+        let metrics = HostMetrics::get_or_register(&registry);
+        // The next term gets the same collector, not a second one.
+        let again = HostMetrics::get_or_register(&registry);
+        let (store, mut writer) = reflector::store();
+        writer.apply_watcher_event(&watcher::Event::Apply(host(
+            "ns",
+            "h1",
+            Some("Deploying"),
+            Some("2020-01-01T00:00:00Z"),
+        )));
+        let text = registry.encode().unwrap();
+        assert_eq!(
+            text.matches("# TYPE capmaas_hosts gauge").count(),
+            1,
+            "{text}"
+        );
+        assert!(
+            text.contains("# TYPE capmaas_host_state_oldest_seconds gauge"),
+            "{text}"
+        );
+        assert!(
+            !text.contains("capmaas_hosts{"),
+            "no term, no samples: {text}"
+        );
+
+        let attached = again.attach(store);
+        let text = registry.encode().unwrap();
+        assert!(
+            text.contains(r#"capmaas_hosts{namespace="ns",state="Deploying"} 1"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"capmaas_host_state_oldest_seconds{state="Deploying"} "#),
+            "{text}"
+        );
+        drop(attached);
+        assert!(!registry.encode().unwrap().contains("capmaas_hosts{"));
+        drop(metrics);
+    }
+}
