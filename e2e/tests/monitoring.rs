@@ -1,0 +1,438 @@
+//! `deploy/monitoring` against the binaries: every PromQL expression of the Grafana dashboard and
+//! of the PrometheusRule (as `kubectl kustomize deploy/monitoring` renders them) parses with
+//! `promql-parser`, and every metric it names is exported under that name.
+//!
+//! Exported means scraped from the running binaries: the end-to-end harness starts all six as
+//! processes from `target/debug` against the management API server, each with its own metrics
+//! port (`Harness::metrics_url`), and their `/metrics` is read until every referenced name is
+//! there. prometheus-client (0.26) leaves a registered family out of the exposition until it
+//! has a sample, so the test gives each one an event: it creates a MaasInventory (admission
+//! reviews, reconciles, MAAS calls through the rate limiter) while MAAS refuses every call
+//! (failed reconciles). The families computed from a leader's caches
+//! (`capmaas_hosts`, `capmaas_machines`, `capmaas_ippool_*`) are always declared once the
+//! binary's leadership term has started. The scrape is polled until then. Scraping rather than
+//! encoding each crate's registry in-process proves what a Prometheus really sees: a family
+//! registered by a function `main` never calls, or renamed in one place, would pass an
+//! in-process check and fail here.
+//!
+//! A `# TYPE` line names the family; the series Prometheus stores are the family for gauges,
+//! `<family>_total` for counters and `<family>_bucket`, `_sum` and `_count` for histograms
+//! ([`exported_names`]). No promtool is needed: the parser is a Rust crate.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use capmaas_e2e::harness::CONTROLLERS;
+use capmaas_e2e::{ClusterSpec, Harness, HarnessConfig};
+use capmaas_testenv::{kubectl, repo_root};
+use maas_sim::{FaultConfig, OpFault};
+use promql_parser::parser::{Expr, parse};
+use promql_parser::util::{ExprVisitor, walk_expr};
+use serde_json::Value;
+
+const DASHBOARD_FILE: &str = "deploy/monitoring/capmaas-dashboard.json";
+const RULES_FILE: &str = "deploy/monitoring/prometheusrule.yaml";
+
+/// Grafana's built-in interval variables, replaced by a duration of the same kind so the
+/// expression is plain PromQL.
+const GRAFANA_VARIABLES: [(&str, &str); 4] = [
+    ("$__rate_interval", "5m"),
+    ("$__interval", "1m"),
+    ("$__range", "6h"),
+    ("${__rate_interval}", "5m"),
+];
+
+/// One PromQL expression and where it is written.
+#[derive(Debug, Clone)]
+struct Query {
+    /// `<file>: panel "<title>"` or `<file>: alert <name>`.
+    place: String,
+    expr: String,
+}
+
+fn render(dir: &str) -> Vec<Value> {
+    let out = Command::new(kubectl())
+        .arg("kustomize")
+        .arg(repo_root().join(dir))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "kubectl kustomize {dir}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let docs: Vec<Value> =
+        serde_saphyr::from_multiple(&String::from_utf8(out.stdout).unwrap()).unwrap();
+    docs.into_iter().filter(|d| !d.is_null()).collect()
+}
+
+fn of_kind<'a>(docs: &'a [Value], kind: &str) -> Vec<&'a Value> {
+    docs.iter().filter(|d| d["kind"] == kind).collect()
+}
+
+/// The dashboard as the rendered ConfigMap carries it.
+fn rendered_dashboard(docs: &[Value]) -> Value {
+    let maps = of_kind(docs, "ConfigMap");
+    assert_eq!(maps.len(), 1, "one dashboard ConfigMap");
+    assert_eq!(
+        maps[0]["metadata"]["labels"]["grafana_dashboard"], "1",
+        "Grafana's sidecar finds dashboards by this label"
+    );
+    serde_json::from_str(maps[0]["data"]["capmaas.json"].as_str().unwrap()).unwrap()
+}
+
+/// Every `targets[].expr` of the dashboard's panels, rows' nested panels included.
+fn dashboard_queries(dashboard: &Value, file: &str) -> Vec<Query> {
+    fn walk(panels: &Value, file: &str, out: &mut Vec<Query>) {
+        for panel in panels.as_array().into_iter().flatten() {
+            let title = panel["title"].as_str().unwrap_or("<untitled>");
+            for target in panel["targets"].as_array().into_iter().flatten() {
+                if let Some(expr) = target["expr"].as_str() {
+                    out.push(Query {
+                        place: format!("{file}: panel \"{title}\""),
+                        expr: expr.to_owned(),
+                    });
+                }
+            }
+            walk(&panel["panels"], file, out);
+        }
+    }
+    let mut out = Vec::new();
+    walk(&dashboard["panels"], file, &mut out);
+    out
+}
+
+/// Every rule's `expr` of the PrometheusRule.
+fn rule_queries(rule: &Value, file: &str) -> Vec<Query> {
+    let mut out = Vec::new();
+    for group in rule["spec"]["groups"].as_array().into_iter().flatten() {
+        for r in group["rules"].as_array().into_iter().flatten() {
+            let name = r["alert"]
+                .as_str()
+                .map(|a| format!("alert {a}"))
+                .or_else(|| r["record"].as_str().map(|a| format!("record {a}")))
+                .unwrap_or_else(|| "<unnamed rule>".into());
+            out.push(Query {
+                place: format!("{file}: {name}"),
+                expr: r["expr"].as_str().unwrap_or_default().to_owned(),
+            });
+        }
+    }
+    out
+}
+
+/// `expr` with Grafana's interval variables replaced; an error for any other variable.
+fn plain_promql(expr: &str) -> Result<String, String> {
+    let mut plain = expr.to_owned();
+    for (variable, value) in GRAFANA_VARIABLES {
+        plain = plain.replace(variable, value);
+    }
+    match plain.find('$') {
+        Some(at) => Err(format!(
+            "unknown dashboard variable at `{}`",
+            &plain[at..plain.len().min(at + 24)]
+        )),
+        None => Ok(plain),
+    }
+}
+
+struct Names(BTreeSet<String>);
+
+impl ExprVisitor for Names {
+    type Error = std::convert::Infallible;
+
+    fn pre_visit(&mut self, expr: &Expr) -> Result<bool, Self::Error> {
+        let selector = match expr {
+            Expr::VectorSelector(vs) => Some(vs),
+            Expr::MatrixSelector(ms) => Some(&ms.vs),
+            _ => None,
+        };
+        if let Some(vs) = selector {
+            self.0.extend(vs.name.clone());
+            self.0.extend(
+                vs.matchers
+                    .matchers
+                    .iter()
+                    .filter(|m| m.name == "__name__")
+                    .map(|m| m.value.clone()),
+            );
+        }
+        Ok(true)
+    }
+}
+
+/// Parses every query; the metric names referenced, each with the places that reference it,
+/// or one message per expression that does not parse (place, parser message, expression).
+fn referenced_metrics(queries: &[Query]) -> Result<BTreeMap<String, BTreeSet<String>>, String> {
+    let mut names: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let mut errors = Vec::new();
+    for q in queries {
+        let parsed = plain_promql(&q.expr).and_then(|plain| parse(&plain));
+        match parsed {
+            Ok(ast) => {
+                let mut found = Names(BTreeSet::new());
+                let Ok(_) = walk_expr(&mut found, &ast);
+                if found.0.is_empty() {
+                    errors.push(format!("{}: names no metric: {}", q.place, q.expr));
+                }
+                for name in found.0 {
+                    names.entry(name).or_default().insert(q.place.clone());
+                }
+            }
+            Err(message) => errors.push(format!("{}: {message}\n    {}", q.place, q.expr)),
+        }
+    }
+    if errors.is_empty() {
+        Ok(names)
+    } else {
+        Err(errors.join("\n"))
+    }
+}
+
+/// The series names an OpenMetrics exposition makes queryable, from its `# TYPE` lines.
+fn exported_names(exposition: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for line in exposition.lines() {
+        let mut words = line.split_whitespace();
+        let (Some("#"), Some("TYPE"), Some(family), Some(kind)) =
+            (words.next(), words.next(), words.next(), words.next())
+        else {
+            continue;
+        };
+        let suffixes: &[&str] = match kind {
+            "counter" => &["_total", "_created"],
+            "histogram" | "gaugehistogram" => &["_bucket", "_sum", "_count", "_created"],
+            "summary" => &["", "_sum", "_count", "_created"],
+            "info" => &["_info"],
+            _ => &[""],
+        };
+        out.extend(suffixes.iter().map(|s| format!("{family}{s}")));
+    }
+    out
+}
+
+/// The referenced names nothing exports, each with where it is used.
+fn unknown_metrics(
+    referenced: &BTreeMap<String, BTreeSet<String>>,
+    exported: &BTreeSet<String>,
+) -> Vec<String> {
+    referenced
+        .iter()
+        .filter(|(name, _)| !exported.contains(*name))
+        .map(|(name, places)| {
+            let places: Vec<&str> = places.iter().map(String::as_str).collect();
+            format!("{name} (in {})", places.join("; "))
+        })
+        .collect()
+}
+
+fn all_queries() -> Vec<Query> {
+    let docs = render("deploy/monitoring");
+    let dashboard = rendered_dashboard(&docs);
+    let rules = of_kind(&docs, "PrometheusRule");
+    assert_eq!(rules.len(), 1, "one PrometheusRule");
+    let mut queries = dashboard_queries(&dashboard, DASHBOARD_FILE);
+    let panels = queries.len();
+    queries.extend(rule_queries(rules[0], RULES_FILE));
+    assert!(
+        panels >= 10 && queries.len() > panels,
+        "expressions found: {} in the dashboard, {} in the rules",
+        panels,
+        queries.len() - panels
+    );
+    queries
+}
+
+#[test]
+fn every_dashboard_and_alert_expression_parses() {
+    let referenced = referenced_metrics(&all_queries()).unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        referenced.keys().all(|n| n.starts_with("capmaas_")),
+        "only the provider's metrics: {:?}",
+        referenced.keys()
+    );
+}
+
+#[test]
+fn a_syntax_error_names_the_file_and_panel() {
+    let queries = [
+        Query {
+            place: "dash.json: panel \"Broken\"".into(),
+            expr: "sum by (phase (capmaas_machines)".into(),
+        },
+        Query {
+            place: "dash.json: panel \"Variable\"".into(),
+            expr: "sum(capmaas_hosts{namespace=\"$namespace\"})".into(),
+        },
+    ];
+    let error = referenced_metrics(&queries).unwrap_err();
+    assert!(error.contains("dash.json: panel \"Broken\": "), "{error}");
+    assert!(
+        error.contains("dash.json: panel \"Variable\": unknown dashboard variable"),
+        "{error}"
+    );
+}
+
+#[test]
+fn a_misspelled_metric_is_flagged() {
+    let exposition = "\
+# TYPE capmaas_reconcile counter
+# TYPE capmaas_reconcile_duration_seconds histogram
+# TYPE capmaas_hosts gauge
+# EOF
+";
+    let exported = exported_names(exposition);
+    let queries = [Query {
+        place: "dash.json: panel \"Reconciles\"".into(),
+        expr: "sum(rate(capmaas_reconcile_total[$__rate_interval])) + sum(capmaas_hosts) \
+               + histogram_quantile(0.9, rate(capmaas_reconcile_duration_seconds_bucket[5m])) \
+               + sum(rate(capmaas_reconcile_erors_total[5m])) + sum(capmaas_reconcile)"
+            .into(),
+    }];
+    let referenced = referenced_metrics(&queries).unwrap();
+    let unknown = unknown_metrics(&referenced, &exported);
+    assert_eq!(
+        unknown,
+        [
+            "capmaas_reconcile (in dash.json: panel \"Reconciles\")",
+            "capmaas_reconcile_erors_total (in dash.json: panel \"Reconciles\")",
+        ],
+        "a counter is queried as <name>_total, never by its bare family name"
+    );
+}
+
+#[test]
+fn the_service_monitor_scrapes_the_six_metrics_services_of_deploy_base() {
+    let monitoring = render("deploy/monitoring");
+    let monitors = of_kind(&monitoring, "ServiceMonitor");
+    assert_eq!(monitors.len(), 1);
+    let spec = &monitors[0]["spec"];
+    let port = spec["endpoints"][0]["port"].as_str().unwrap();
+    let selector = spec["selector"]["matchLabels"].as_object().unwrap();
+    let base = render("deploy/base");
+    let mut scraped: Vec<String> = of_kind(&base, "Service")
+        .into_iter()
+        .filter(|s| {
+            selector
+                .iter()
+                .all(|(k, v)| s["metadata"]["labels"][k.as_str()] == *v)
+                && s["spec"]["ports"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .any(|p| p["name"] == port)
+        })
+        .map(|s| s["metadata"]["name"].as_str().unwrap().to_owned())
+        .collect();
+    scraped.sort();
+    let mut expected: Vec<String> = CONTROLLERS
+        .iter()
+        .map(|b| format!("capmaas-{b}-metrics"))
+        .collect();
+    expected.sort();
+    assert_eq!(scraped, expected);
+    for doc in &monitoring {
+        assert_eq!(doc["metadata"]["namespace"], "capmaas-system", "{doc}");
+    }
+}
+
+#[test]
+fn the_observability_doc_lists_every_panel_and_alert() {
+    let doc = std::fs::read_to_string(repo_root().join("docs/observability.md")).unwrap();
+    let docs = render("deploy/monitoring");
+    let dashboard = rendered_dashboard(&docs);
+    let mut missing = Vec::new();
+    for panel in dashboard["panels"].as_array().unwrap() {
+        let title = panel["title"].as_str().unwrap();
+        if panel["type"] != "row" && !doc.contains(title) {
+            missing.push(format!("panel \"{title}\""));
+        }
+    }
+    for q in rule_queries(of_kind(&docs, "PrometheusRule")[0], RULES_FILE) {
+        let alert = q.place.rsplit(' ').next().unwrap().to_owned();
+        if !doc.contains(&alert) {
+            missing.push(alert);
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "not in docs/observability.md: {missing:?}"
+    );
+}
+
+/// The names every binary exports, and the binaries that could not be scraped.
+async fn scrape_all(harness: &Harness, http: &reqwest::Client) -> (BTreeSet<String>, String) {
+    let mut exported = BTreeSet::new();
+    let mut problems = Vec::new();
+    for binary in CONTROLLERS {
+        let Some(url) = harness.metrics_url(binary) else {
+            problems.push(format!("{binary}: not started"));
+            continue;
+        };
+        match http.get(&url).send().await {
+            Ok(response) => exported.extend(exported_names(&response.text().await.unwrap())),
+            Err(e) => problems.push(format!("{binary}: {url}: {e}")),
+        }
+    }
+    (exported, problems.join("\n"))
+}
+
+#[tokio::test]
+async fn every_metric_the_dashboard_and_alerts_use_is_exported_by_the_binaries() {
+    let referenced = referenced_metrics(&all_queries()).unwrap_or_else(|e| panic!("{e}"));
+    let harness = Harness::start(HarnessConfig {
+        machines: 2,
+        ..HarnessConfig::default()
+    })
+    .await
+    .unwrap();
+    // prometheus-client leaves a family without samples out of the exposition, so each one the
+    // queries name must have seen an event: a MaasInventory (admission reviews, reconciles, MAAS
+    // calls through the rate limiter) whose syncs MAAS refuses (reconcile errors).
+    let ns = harness
+        .management
+        .create_namespace("monitoring")
+        .await
+        .unwrap();
+    // 400, which the client does not retry: the inventory sync fails at once.
+    harness
+        .sim
+        .state()
+        .set_faults(FaultConfig {
+            ops: vec![OpFault {
+                op: "*".into(),
+                error_rate: 1.0,
+                status: 400,
+                latency_ms: 0,
+                retry_after: None,
+                body: None,
+            }],
+            ..FaultConfig::default()
+        })
+        .unwrap();
+    harness
+        .apply(&ClusterSpec::story(&ns).inventory())
+        .await
+        .unwrap();
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(5))
+        .build()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let (exported, problems) = scrape_all(&harness, &http).await;
+        let unknown = unknown_metrics(&referenced, &exported);
+        if unknown.is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "referenced but exported by none of {CONTROLLERS:?}:\n  {}\n{problems}\n{}",
+            unknown.join("\n  "),
+            harness.logs(20)
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
