@@ -53,6 +53,8 @@ pub struct HarnessConfig {
     pub our_controllers: bool,
     /// Write the management API server's audit log ([`TestEnv::audit_log_path`]).
     pub audit_log: bool,
+    /// Extra environment of all our binaries ([`HarnessConfig::binary_env`]).
+    pub binary_env: Vec<(String, String)>,
 }
 
 impl Default for HarnessConfig {
@@ -68,6 +70,7 @@ impl Default for HarnessConfig {
             seed: 1,
             our_controllers: true,
             audit_log: false,
+            binary_env: Vec::new(),
         }
     }
 }
@@ -85,7 +88,8 @@ pub struct Harness {
     pub(crate) controllers: Vec<Process>,
     log_filter: String,
     gateway_args: Vec<String>,
-    restarts: u64,
+    pub(crate) binary_env: Vec<(String, String)>,
+    pub(crate) restarts: u64,
     dir: tempfile::TempDir,
     cancel: CancellationToken,
     silence: kubelet::Silence,
@@ -183,6 +187,7 @@ impl Harness {
             controllers: Vec::new(),
             log_filter: config.log_filter,
             gateway_args: config.gateway_args,
+            binary_env: config.binary_env,
             restarts: 0,
             dir,
             cancel,
@@ -313,6 +318,9 @@ impl Harness {
             env.push(("MAAS_API_KEY", &key));
             // The simulator serves plain http on loopback; the gateway refuses that unless told.
             env.push(("MAAS_ALLOW_INSECURE_HTTP", "true"));
+        }
+        for (key, value) in &self.binary_env {
+            env.push((key, value));
         }
         Ok(Process::start(name, &binary, &args, &env, &self.run_dir())?)
     }
@@ -485,7 +493,7 @@ impl Drop for Harness {
 }
 
 /// Appends the log at `from` to `to`, under a header naming the restart.
-fn archive_log(from: &Path, to: &Path, restart: u64) -> Result<()> {
+pub(crate) fn archive_log(from: &Path, to: &Path, restart: u64) -> Result<()> {
     use std::io::Write as _;
     let text = std::fs::read(from).map_err(Error::io(format!("reading {}", from.display())))?;
     let mut file = std::fs::OpenOptions::new()

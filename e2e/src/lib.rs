@@ -12,7 +12,9 @@ pub mod harness;
 pub mod kubelet;
 pub mod moving;
 pub mod objects;
+pub mod otlp;
 pub mod progress;
+pub mod stopping;
 
 pub use error::{Error, Result};
 pub use harness::{Harness, HarnessConfig, apply, dynamic_api, wait_for};
