@@ -216,6 +216,25 @@ pub enum ProvisioningState {
     Missing,
 }
 
+impl ProvisioningState {
+    /// The name as the API spells it (`Deploying`, `Deployed`, …): for messages and metric
+    /// labels.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Unavailable => "Unavailable",
+            Self::Available => "Available",
+            Self::Allocating => "Allocating",
+            Self::Allocated => "Allocated",
+            Self::Deploying => "Deploying",
+            Self::Deployed => "Deployed",
+            Self::Releasing => "Releasing",
+            Self::Failed => "Failed",
+            Self::Broken => "Broken",
+            Self::Missing => "Missing",
+        }
+    }
+}
+
 /// One network interface of the host.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct HostInterface {
@@ -321,4 +340,30 @@ pub struct MaasHostStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 32), extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Option<Vec<Condition>>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ProvisioningState as S;
+
+    #[test]
+    fn provisioning_state_names_are_the_serialized_ones() {
+        for state in [
+            S::Unavailable,
+            S::Available,
+            S::Allocating,
+            S::Allocated,
+            S::Deploying,
+            S::Deployed,
+            S::Releasing,
+            S::Failed,
+            S::Broken,
+            S::Missing,
+        ] {
+            assert_eq!(
+                serde_json::to_value(state).ok(),
+                Some(serde_json::Value::from(state.as_str()))
+            );
+        }
+    }
 }

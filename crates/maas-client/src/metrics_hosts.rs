@@ -44,19 +44,7 @@ pub const TRANSITIONAL_STATES: [ProvisioningState; 4] = [
 
 /// The `state` label value: the status's `provisioningState` as the API spells it.
 pub fn state_label(state: Option<ProvisioningState>) -> &'static str {
-    match state {
-        None => STATE_UNKNOWN,
-        Some(ProvisioningState::Unavailable) => "Unavailable",
-        Some(ProvisioningState::Available) => "Available",
-        Some(ProvisioningState::Allocating) => "Allocating",
-        Some(ProvisioningState::Allocated) => "Allocated",
-        Some(ProvisioningState::Deploying) => "Deploying",
-        Some(ProvisioningState::Deployed) => "Deployed",
-        Some(ProvisioningState::Releasing) => "Releasing",
-        Some(ProvisioningState::Failed) => "Failed",
-        Some(ProvisioningState::Broken) => "Broken",
-        Some(ProvisioningState::Missing) => "Missing",
-    }
+    state.map_or(STATE_UNKNOWN, ProvisioningState::as_str)
 }
 
 /// What one scrape reports.

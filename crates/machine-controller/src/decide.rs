@@ -401,19 +401,7 @@ fn with_detail(message: String, detail: &str) -> String {
 }
 
 fn state_name(state: Option<ProvisioningState>) -> &'static str {
-    match state {
-        None => "unreported",
-        Some(ProvisioningState::Unavailable) => "Unavailable",
-        Some(ProvisioningState::Available) => "Available",
-        Some(ProvisioningState::Allocating) => "Allocating",
-        Some(ProvisioningState::Allocated) => "Allocated",
-        Some(ProvisioningState::Deploying) => "Deploying",
-        Some(ProvisioningState::Deployed) => "Deployed",
-        Some(ProvisioningState::Releasing) => "Releasing",
-        Some(ProvisioningState::Failed) => "Failed",
-        Some(ProvisioningState::Broken) => "Broken",
-        Some(ProvisioningState::Missing) => "Missing",
-    }
+    state.map_or("unreported", ProvisioningState::as_str)
 }
 
 #[cfg(test)]

@@ -317,4 +317,51 @@ mod tests {
             .await
             .unwrap();
     }
+
+    /// Keeps what it is given (the SDK's in-memory exporter forgets on shutdown).
+    #[derive(Debug, Clone, Default)]
+    struct Kept(Arc<Mutex<Vec<String>>>);
+
+    impl opentelemetry_sdk::trace::SpanExporter for Kept {
+        async fn export(
+            &self,
+            batch: Vec<opentelemetry_sdk::trace::SpanData>,
+        ) -> opentelemetry_sdk::error::OTelSdkResult {
+            self.0
+                .lock()
+                .unwrap()
+                .extend(batch.into_iter().map(|s| s.name.into_owned()));
+            Ok(())
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn shutdown_flushes_the_last_batch() {
+        // A batch that would be sent only in an hour: what SIGTERM finds pending.
+        let kept = Kept::default();
+        let processor = opentelemetry_sdk::trace::BatchSpanProcessor::builder(kept.clone())
+            .with_batch_config(
+                opentelemetry_sdk::trace::BatchConfigBuilder::default()
+                    .with_scheduled_delay(Duration::from_secs(3600))
+                    .build(),
+            )
+            .build();
+        let provider = SdkTracerProvider::builder()
+            .with_span_processor(processor)
+            .build();
+        let layer = otel_layer::<Registry>("info", &provider, "test").unwrap();
+        tracing::subscriber::with_default(tracing_subscriber::registry().with(layer), || {
+            let _span = tracing::info_span!("last words").entered();
+        });
+        assert!(
+            kept.0.lock().unwrap().is_empty(),
+            "exported before shutdown"
+        );
+        TelemetryGuard {
+            provider: Some(provider),
+        }
+        .shutdown()
+        .await;
+        assert_eq!(*kept.0.lock().unwrap(), vec!["last words".to_owned()]);
+    }
 }
