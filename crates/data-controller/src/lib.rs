@@ -195,11 +195,12 @@ async fn run_data(term: &capmaas_runtime::Context, also_synced: impl Future<Outp
     tokio::join!(
         ready_when(&term.health, &term.cancel, stores_ready),
         keep_filled,
-        kit::run(
+        kit::run_traced(
             claims,
             ReconcilerSettings::for_term(term, CONTROLLER),
             ctx.clone(),
-            act::reconcile
+            act::reconcile,
+            watch::trace_relation
         ),
         kit::run(
             template_controller,

@@ -3,8 +3,9 @@
 
 use capmaas_api::capi_ipam::IPAddressClaim;
 use capmaas_api::{MaasData, MaasDataClaim, MaasDataTemplate, MaasHost, keys};
-use kube::ResourceExt;
+use capmaas_runtime::trace_context::Relation;
 use kube::runtime::reflector::{ObjectRef, Store};
+use kube::{Resource, ResourceExt};
 
 /// The claim a MaasData was made for.
 pub fn map_data(data: &MaasData) -> Option<ObjectRef<MaasDataClaim>> {
@@ -47,4 +48,43 @@ pub fn map_host(claims: &Store<MaasDataClaim>, host: &MaasHost) -> Vec<ObjectRef
         })
         .map(|c| ObjectRef::from_obj(c.as_ref()))
         .collect()
+}
+
+/// Whether a reconcile of `claim` is part of the trace machine-controller recorded when it
+/// created the claim (that machine's provisioning): until its data is rendered. Later
+/// reconciles (template or address changes, resyncs) link to it.
+pub fn trace_relation(claim: &MaasDataClaim) -> Relation {
+    let rendered = claim
+        .status
+        .as_ref()
+        .is_some_and(|s| s.rendered_data.is_some());
+    if rendered || claim.meta().deletion_timestamp.is_some() {
+        Relation::Link
+    } else {
+        Relation::Child
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use capmaas_api::common::LocalObjectReference;
+    use capmaas_api::data::{MaasDataClaimSpec, MaasDataClaimStatus};
+
+    #[test]
+    fn a_claim_joins_the_trace_until_rendered() {
+        let mut claim = MaasDataClaim::new(
+            "m",
+            MaasDataClaimSpec {
+                template: LocalObjectReference::new("t"),
+                host_ref: None,
+            },
+        );
+        assert_eq!(trace_relation(&claim), Relation::Child);
+        claim.status = Some(MaasDataClaimStatus {
+            rendered_data: Some(LocalObjectReference::new("m-data")),
+            ..MaasDataClaimStatus::default()
+        });
+        assert_eq!(trace_relation(&claim), Relation::Link);
+    }
 }

@@ -11,6 +11,7 @@ use capmaas_api::common::LocalObjectReference;
 use capmaas_api::data::MaasDataClaimSpec;
 use capmaas_api::{MaasDataClaim, keys};
 use capmaas_runtime::controller::finalizer;
+use capmaas_runtime::trace_context;
 use kube::api::{Api, DeleteParams, ObjectMeta, PostParams, Preconditions};
 use kube::{Resource, ResourceExt};
 
@@ -46,6 +47,8 @@ pub(crate) async fn create_claim(ctx: &Ctx, state: &mut State) -> Result<Flow> {
         finalizers: Some(vec![keys::FINALIZER_MAAS_MACHINE.to_owned()]),
         ..ObjectMeta::default()
     };
+    // data-controller's rendering joins this machine's trace.
+    trace_context::stamp(&mut claim.metadata);
     let api: Api<MaasDataClaim> = Api::namespaced(ctx.client.clone(), &ns);
     state.data_claim = match api.create(&PostParams::default(), &claim).await {
         Ok(made) => Some(made),
