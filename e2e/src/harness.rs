@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use capmaas_testenv::objects::load_yaml_documents;
-use capmaas_testenv::{Process, TestEnv, WebhookServing, free_port, repo_root};
+use capmaas_testenv::{Process, TestEnv, WebhookServing, repo_root};
 use kube::api::DynamicObject;
 use maas_sim::{RunningSim, SimConfig, Timings};
 use serde_json::Value;
@@ -86,8 +86,8 @@ pub struct Harness {
     pub sim: RunningSim,
     pub(crate) capi: Process,
     pub(crate) controllers: Vec<Process>,
-    log_filter: String,
-    gateway_args: Vec<String>,
+    pub(crate) log_filter: String,
+    pub(crate) gateway_args: Vec<String>,
     pub(crate) binary_env: Vec<(String, String)>,
     pub(crate) restarts: u64,
     dir: tempfile::TempDir,
@@ -98,7 +98,7 @@ pub struct Harness {
     /// until the harness goes.
     pub(crate) retired: Vec<crate::moving::Retired>,
     /// The metrics port of each of our binaries, as last started (a restart takes a new one).
-    metrics_ports: std::sync::Mutex<std::collections::BTreeMap<&'static str, u16>>,
+    pub(crate) metrics_ports: std::sync::Mutex<std::collections::BTreeMap<&'static str, u16>>,
 }
 
 /// The namespace of the provider's Deployments in `deploy/`.
@@ -202,7 +202,7 @@ impl Harness {
         harness.grant_deploy_rbac().await?;
         harness.start_webhook_server().await?;
         for name in CONTROLLERS.into_iter().filter(|n| *n != "webhook-server") {
-            let process = harness.start_controller(name)?;
+            let process = harness.start_controller(name).await?;
             harness.controllers.push(process);
         }
         Ok(harness)
@@ -237,7 +237,7 @@ impl Harness {
     }
 
     /// The kubeconfig a binary runs with: its ServiceAccount's token.
-    fn kubeconfig_of(&self, name: &str) -> PathBuf {
+    pub(crate) fn kubeconfig_of(&self, name: &str) -> PathBuf {
         self.run_dir().join(format!("{name}.kubeconfig"))
     }
 
@@ -254,77 +254,6 @@ impl Harness {
         }
     }
 
-    /// Starts webhook-server, waits until it answers, and registers the webhook configurations
-    /// that ship in `deploy/` (pointed at it), so every later write passes through it.
-    pub(crate) async fn start_webhook_server(&mut self) -> Result<()> {
-        let health_port = free_port()?;
-        let mut process = self.start_process("webhook-server", health_port)?;
-        process
-            .wait_ready(
-                &format!("http://127.0.0.1:{health_port}/readyz"),
-                Duration::from_secs(60),
-            )
-            .await?;
-        self.controllers.push(process);
-        let configurations = load_yaml_documents(&repo_root().join(WEBHOOK_CONFIGURATIONS))?;
-        self.management
-            .register_webhooks(&configurations, &self.webhook)
-            .await?;
-        Ok(())
-    }
-
-    /// Starts (or restarts) one of our binaries against the management API server.
-    pub fn start_controller(&self, name: &'static str) -> Result<Process> {
-        self.start_process(name, free_port()?)
-    }
-
-    fn start_process(&self, name: &'static str, health_port: u16) -> Result<Process> {
-        let binary = binary(name)?;
-        let metrics_port = free_port()?;
-        self.metrics_ports
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .insert(name, metrics_port);
-        let mut args = vec![
-            format!("--kubeconfig={}", self.kubeconfig_of(name).display()),
-            format!("--health-addr=127.0.0.1:{health_port}"),
-            format!("--metrics-bind-addr=127.0.0.1:{metrics_port}"),
-            "--log-format=text".into(),
-        ];
-        if name == "maas-client" {
-            args.extend(self.gateway_args.iter().cloned());
-        }
-        if name == "webhook-server" {
-            // A restart serves the same port and certificate the configurations point at.
-            let cert_dir = self
-                .webhook
-                .write_files(&self.run_dir().join("webhook-certs"))?;
-            args.extend([
-                "--webhook-host=127.0.0.1".into(),
-                format!("--webhook-port={}", self.webhook.port),
-                format!("--webhook-cert-dir={}", cert_dir.display()),
-            ]);
-        }
-        let url = self.sim.url();
-        let key = self.sim.api_key();
-        // As in a pod of deploy/: Leases (leader election, the gateway's host bindings) live in
-        // the provider's namespace, where its Roles grant them.
-        let mut env: Vec<(&str, &str)> = vec![
-            ("RUST_LOG", &self.log_filter),
-            ("POD_NAMESPACE", DEPLOY_NAMESPACE),
-        ];
-        if name == "maas-client" {
-            env.push(("MAAS_ENDPOINT", &url));
-            env.push(("MAAS_API_KEY", &key));
-            // The simulator serves plain http on loopback; the gateway refuses that unless told.
-            env.push(("MAAS_ALLOW_INSECURE_HTTP", "true"));
-        }
-        for (key, value) in &self.binary_env {
-            env.push((key, value));
-        }
-        Ok(Process::start(name, &binary, &args, &env, &self.run_dir())?)
-    }
-
     /// Kills one of our binaries (SIGKILL) and starts it again. The killed process's log is
     /// appended to `<name>.previous.log` in [`Self::dir`] (the new process starts a fresh
     /// `<name>.log`).
@@ -339,7 +268,7 @@ impl Harness {
                 self.restarts,
             )?;
         }
-        let process = self.start_controller(name)?;
+        let process = self.start_controller(name).await?;
         self.controllers.push(process);
         Ok(())
     }

@@ -14,6 +14,7 @@ pub mod moving;
 pub mod objects;
 pub mod otlp;
 pub mod progress;
+mod starting;
 pub mod stopping;
 
 pub use error::{Error, Result};

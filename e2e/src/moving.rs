@@ -70,7 +70,7 @@ impl Harness {
         self.grant_deploy_rbac().await?;
         self.start_webhook_server().await?;
         for name in CONTROLLERS.into_iter().filter(|n| *n != "webhook-server") {
-            let process = self.start_controller(name)?;
+            let process = self.start_controller(name).await?;
             self.controllers.push(process);
         }
         Ok(())

@@ -79,7 +79,7 @@ impl Harness {
         }
         for name in CONTROLLERS {
             if !running(self, name) {
-                let process = self.start_controller(name)?;
+                let process = self.start_controller(name).await?;
                 self.controllers.push(process);
             }
         }
