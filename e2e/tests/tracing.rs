@@ -183,5 +183,35 @@ async fn one_machine_is_one_trace_across_machine_controller_and_maas_client() {
         .filter_map(|(protocol, found)| found.err().map(|e| format!("[{protocol}] {e}")))
         .collect();
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+    for receiver in [&grpc, &http] {
+        let spans = receiver.spans();
+        let debug_formatted = debug_formatted(&spans);
+        assert!(
+            debug_formatted.is_empty(),
+            "attribute values in Rust debug formatting: {debug_formatted:#?}"
+        );
+        assert!(
+            spans.iter().any(|s| s.service_name == "machine-controller"
+                && s.kind == "SPAN_KIND_CLIENT"
+                && s.name == "update maashosts"),
+            "no CLIENT span for machine-controller's MaasHost writes"
+        );
+    }
     common::assert_rbac_sufficient(&h);
+}
+
+/// Attribute values of our services that look like Rust debug output (`Some(..)`, quoted):
+/// attributes carry plain values, as the semantic conventions expect.
+fn debug_formatted(spans: &[Span]) -> Vec<String> {
+    spans
+        .iter()
+        .flat_map(|s| {
+            s.attributes
+                .iter()
+                .filter(|(_, v)| {
+                    v.starts_with("Some(") || v.starts_with("None") || v.starts_with('"')
+                })
+                .map(move |(k, v)| format!("{} {}: {k}={v}", s.service_name, s.name))
+        })
+        .collect()
 }

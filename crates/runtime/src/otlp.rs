@@ -35,6 +35,15 @@ pub enum Protocol {
     HttpProtobuf,
 }
 
+impl std::fmt::Display for Protocol {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Grpc => "grpc",
+            Self::HttpProtobuf => "http/protobuf",
+        })
+    }
+}
+
 impl Protocol {
     fn parse(variable: &str, value: &str) -> Result<Self> {
         match value.trim() {

@@ -196,7 +196,7 @@ pub fn init(config: &TelemetryConfig) -> Result<TelemetryGuard> {
         .try_init()
         .map_err(|e| Error::Telemetry(format!("a global subscriber is already set: {e}")))?;
     if let (true, Some(otlp)) = (guard.exporting(), &config.otlp) {
-        tracing::info!(endpoint = %otlp.endpoint, protocol = ?otlp.protocol, "exporting traces over OTLP");
+        tracing::info!(endpoint = %otlp.endpoint, protocol = %otlp.protocol, "exporting traces over OTLP");
     }
     Ok(guard)
 }
