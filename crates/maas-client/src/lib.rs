@@ -38,7 +38,7 @@ use std::sync::Arc;
 
 use capmaas_api::{MaasDNSRecord, MaasHost, MaasIPPool, MaasInventory};
 use capmaas_runtime::controller::{
-    Events, ReconcilerSettings, ready_when, run, run_traced, scoped,
+    Events, ReconcilerSettings, ready_when, run, run_traced, scoped, without_managed_fields,
 };
 use capmaas_runtime::{BoxError, CommonArgs, Context, Runtime};
 use futures::StreamExt;
@@ -207,9 +207,4 @@ pub async fn run_term(term: Context, maas: Maas, config: GatewayConfig) -> Resul
         binding_watch,
     );
     Ok(())
-}
-
-/// Drops an object's managed fields before a reflector stores it.
-fn without_managed_fields<K: kube::Resource>(object: &mut K) {
-    object.meta_mut().managed_fields = None;
 }

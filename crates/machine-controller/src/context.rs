@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use capmaas_api::MaasHost;
+use capmaas_api::capi::{Cluster, Machine};
 use capmaas_runtime::controller::Events;
 use capmaas_runtime::controller::workload::WorkloadClients;
 use capmaas_runtime::{BackoffConfig, ObjectBackoff};
@@ -25,6 +26,10 @@ pub struct Ctx {
     pub sync_period: Duration,
     /// Cache of every watched MaasHost.
     pub hosts: Store<MaasHost>,
+    /// Cache of every watched CAPI Machine (without managed fields).
+    pub machines: Store<Machine>,
+    /// Cache of every watched CAPI Cluster (without managed fields).
+    pub clusters: Store<Cluster>,
     /// Events on MaasMachines (built once: its cache turns repeats into series).
     pub events: Events,
     /// Per-object backoff while waiting for something we cannot watch (a free host, a Node).
@@ -35,6 +40,17 @@ pub struct Ctx {
     pub claims: ClaimTracker,
     /// MaasMachine UIDs whose workload Node this process has linked.
     pub linked: Arc<Mutex<HashSet<String>>>,
+}
+
+/// The reflector caches a reconcile reads.
+#[derive(Clone, Debug)]
+pub struct Caches {
+    /// MaasHosts.
+    pub hosts: Store<MaasHost>,
+    /// CAPI Machines.
+    pub machines: Store<Machine>,
+    /// CAPI Clusters.
+    pub clusters: Store<Cluster>,
 }
 
 impl std::fmt::Debug for Ctx {
@@ -49,7 +65,7 @@ impl std::fmt::Debug for Ctx {
 
 impl Ctx {
     /// The context of one leadership term, choosing from the MaasHosts in `hosts`.
-    pub fn new(term: &capmaas_runtime::Context, hosts: Store<MaasHost>) -> Self {
+    pub fn new(term: &capmaas_runtime::Context, caches: Caches) -> Self {
         let client = term.clients.api.clone();
         Self {
             events: Events::new(client.clone(), BINARY),
@@ -57,7 +73,9 @@ impl Ctx {
             client,
             field_manager: term.settings.field_manager.clone(),
             sync_period: term.settings.sync_period,
-            hosts,
+            hosts: caches.hosts,
+            machines: caches.machines,
+            clusters: caches.clusters,
             waits: ObjectBackoff::new(wait_backoff()),
             claims: ClaimTracker::default(),
             linked: Arc::default(),

@@ -39,7 +39,9 @@ use std::sync::Arc;
 
 use capmaas_api::capi::{Cluster, Machine};
 use capmaas_api::{MaasDataClaim, MaasHost, MaasMachine};
-use capmaas_runtime::controller::{self as kit, ReconcilerSettings, ready_when, scoped};
+use capmaas_runtime::controller::{
+    self as kit, ReconcilerSettings, ready_when, scoped, without_managed_fields,
+};
 use capmaas_runtime::{BoxError, CommonArgs, Runtime};
 
 use kube::runtime::{Controller, PredicateConfig, WatchStreamExt, reflector, watcher};
@@ -47,7 +49,7 @@ use kube::runtime::{Controller, PredicateConfig, WatchStreamExt, reflector, watc
 pub use args::ControllerArgs;
 pub use error::{Error, Result};
 
-use crate::context::Ctx;
+use crate::context::{Caches, Ctx};
 
 /// Binary name; also gives the field manager and event reporter `capmaas-machine-controller`
 /// and the Lease name.
@@ -95,15 +97,33 @@ pub async fn run(term: capmaas_runtime::Context, _args: ControllerArgs) -> Resul
     .default_backoff()
     .touched_objects()
     .predicate_filter(watch::maas_machine_change, PredicateConfig::default());
-    let capi_machines = watcher(scoped::<Machine>(watch, ns), wc.clone())
-        .default_backoff()
-        .touched_objects()
-        .predicate_filter(watch::machine_change, PredicateConfig::default());
-    let clusters = watcher(scoped::<Cluster>(watch, ns), wc.clone())
-        .default_backoff()
-        .touched_objects()
-        .predicate_filter(watch::cluster_change, PredicateConfig::default());
-    let ctx = Arc::new(Ctx::new(&term, hosts.clone()));
+    // CAPI Machines and Clusters are cached too: a reconcile reads its owner Machine and its
+    // Cluster from the caches instead of two GETs (a change wakes the machines it concerns,
+    // so a reconcile that saw an older copy is followed by one that sees the new).
+    let (machine_cache, machine_cache_writer) = reflector::store::<Machine>();
+    let capi_machines = reflector::reflector(
+        machine_cache_writer,
+        watcher(scoped::<Machine>(watch, ns), wc.clone()).modify(without_managed_fields),
+    )
+    .default_backoff()
+    .touched_objects()
+    .predicate_filter(watch::machine_change, PredicateConfig::default());
+    let (cluster_cache, cluster_cache_writer) = reflector::store::<Cluster>();
+    let clusters = reflector::reflector(
+        cluster_cache_writer,
+        watcher(scoped::<Cluster>(watch, ns), wc.clone()).modify(without_managed_fields),
+    )
+    .default_backoff()
+    .touched_objects()
+    .predicate_filter(watch::cluster_change, PredicateConfig::default());
+    let ctx = Arc::new(Ctx::new(
+        &term,
+        Caches {
+            hosts: hosts.clone(),
+            machines: machine_cache.clone(),
+            clusters: cluster_cache.clone(),
+        },
+    ));
     let (host_waiters, cluster_members) = (machines.clone(), machines.clone());
     let controller = Controller::for_stream(machine_stream, machines.clone())
         .watches_stream(host_stream, move |host| {
@@ -119,7 +139,10 @@ pub async fn run(term: capmaas_runtime::Context, _args: ControllerArgs) -> Resul
     let _machine_metrics =
         metrics_machines::MachineMetrics::get_or_register(&term.metrics).attach(machines.clone());
     let ready = ready_when(&term.health, &term.cancel, async move {
-        machines.wait_until_ready().await.is_ok() && hosts.wait_until_ready().await.is_ok()
+        machines.wait_until_ready().await.is_ok()
+            && hosts.wait_until_ready().await.is_ok()
+            && machine_cache.wait_until_ready().await.is_ok()
+            && cluster_cache.wait_until_ready().await.is_ok()
     });
     let settings = ReconcilerSettings::for_term(&term, CONTROLLER);
     tokio::join!(

@@ -6,6 +6,7 @@ use capmaas_api::{MaasData, MaasDataClaim, MaasHost, MaasMachine, keys};
 use capmaas_runtime::apply_status_at;
 use capmaas_runtime::conditions::NewCondition;
 use kube::runtime::controller::Action;
+use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Resource, ResourceExt};
 
 use crate::context::Ctx;
@@ -64,32 +65,24 @@ impl State {
         }
     }
 
-    /// Reads the owner Machine, its Cluster and the claimed host.
+    /// The owner Machine and its Cluster (from the caches), the claimed host (confirmed by a
+    /// fresh read) and the data claim.
     pub async fn observe(ctx: &Ctx, mm: MaasMachine) -> Result<Self> {
         let ns = namespace(&mm)?;
-        let machine = match mm
+        let machine = mm
             .owner_references()
             .iter()
             .find(|o| is_capi_owner(o, "Machine"))
-        {
-            Some(owner) => Api::<Machine>::namespaced(ctx.client.clone(), &ns)
-                .get_opt(&owner.name)
-                .await
-                .map_err(Error::kube(format!("reading Machine {}", owner.name)))?,
-            None => None,
-        };
+            .and_then(|owner| ctx.machines.get(&ObjectRef::new(&owner.name).within(&ns)))
+            .map(|m| m.as_ref().clone());
         let cluster_name = machine
             .as_ref()
             .map(|m| m.spec.cluster_name.clone())
             .filter(|n| !n.is_empty())
             .or_else(|| mm.labels().get(keys::LABEL_CLUSTER_NAME).cloned());
-        let cluster = match cluster_name {
-            Some(name) => Api::<Cluster>::namespaced(ctx.client.clone(), &ns)
-                .get_opt(&name)
-                .await
-                .map_err(Error::kube(format!("reading Cluster {name}")))?,
-            None => None,
-        };
+        let cluster = cluster_name
+            .and_then(|name| ctx.clusters.get(&ObjectRef::new(&name).within(&ns)))
+            .map(|c| c.as_ref().clone());
         let host = find_host(ctx, &mm, &ns).await?;
         let (data_claim, data) = observe_data(ctx, &mm, &ns).await?;
         let system_host = match (&host, &mm.spec.system_id) {

@@ -39,6 +39,12 @@ pub fn predicate_hash(value: impl std::hash::Hash) -> u64 {
     hasher.finish()
 }
 
+/// Drops an object's managed fields before a reflector stores it (`WatchStreamExt::modify`):
+/// no controller reads them, and they are most of a typical object's memory.
+pub fn without_managed_fields<K: Resource>(object: &mut K) {
+    object.meta_mut().managed_fields = None;
+}
+
 /// `Api::namespaced(namespace)` when the binary watches one namespace, else `Api::all`.
 pub fn scoped<K>(client: &Client, namespace: Option<&str>) -> Api<K>
 where
