@@ -28,7 +28,14 @@ const MAX_STEPS: usize = 12;
 /// Reconciles one MaasMachine (the function the kit runs): up to `MAX_STEPS` (12) steps, each
 /// decided on what the previous one left; a conflict reads everything again and decides again.
 pub async fn reconcile(mm: Arc<MaasMachine>, ctx: Arc<Ctx>) -> Result<Action> {
-    let mut state = State::observe(&ctx, mm.as_ref().clone()).await?;
+    let mm = ctx.own_writes.freshest(mm.as_ref().clone());
+    let mut state = State::observe(&ctx, mm).await?;
+    let result = steps(&ctx, &mut state).await;
+    ctx.own_writes.remember(&state.mm, &state.superseded);
+    result
+}
+
+async fn steps(ctx: &Ctx, state: &mut State) -> Result<Action> {
     for _ in 0..MAX_STEPS {
         let step = decide(&Observed {
             maas_machine: &state.mm,
@@ -40,14 +47,14 @@ pub async fn reconcile(mm: Arc<MaasMachine>, ctx: Arc<Ctx>) -> Result<Action> {
             system_host: state.system_host.as_ref(),
         });
         debug!(?step, "step");
-        match act(&ctx, &mut state, step).await {
+        match act(ctx, state, step).await {
             Ok(Flow::Continue) => {}
             Ok(Flow::Done(action)) => return Ok(action),
             // Someone wrote in between: decide again on what is there now.
             Err(e) if e.is_conflict() => {
                 debug!(error = %error_chain(&e), "conflict, observing again");
-                match State::observe_fresh(&ctx, &state.mm).await? {
-                    Some(fresh) => state = fresh,
+                match State::observe_fresh(ctx, &state.mm).await? {
+                    Some(fresh) => state.replace_all(fresh),
                     None => return Ok(Action::await_change()),
                 }
             }
@@ -74,14 +81,16 @@ pub async fn act(ctx: &Ctx, state: &mut State, step: Step) -> Result<Flow> {
             Ok(Flow::Done(backstop))
         }
         Step::AddFinalizer => {
-            state.mm = finalizer::add(
-                &mm_api(ctx, &state.mm)?,
-                &state.mm,
-                keys::FINALIZER_MAAS_MACHINE,
-                &ctx.field_manager,
-            )
-            .await
-            .map_err(Error::runtime("adding the finalizer"))?;
+            state.replace_mm(
+                finalizer::add(
+                    &mm_api(ctx, &state.mm)?,
+                    &state.mm,
+                    keys::FINALIZER_MAAS_MACHINE,
+                    &ctx.field_manager,
+                )
+                .await
+                .map_err(Error::runtime("adding the finalizer"))?,
+            );
             Ok(Flow::Continue)
         }
         Step::ChooseHost => claiming::choose_and_claim(ctx, state).await,
@@ -139,7 +148,7 @@ pub async fn act(ctx: &Ctx, state: &mut State, step: Step) -> Result<Flow> {
             .await
             .map_err(Error::runtime("removing the finalizer"))?;
             if let Some(mm) = removed {
-                state.mm = mm;
+                state.replace_mm(mm);
             }
             // The kit resets the error backoff after this successful reconcile.
             ctx.waits.reset(&ObjectRef::from_obj(&state.mm));

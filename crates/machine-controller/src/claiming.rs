@@ -65,10 +65,12 @@ fn recorded_host(mm: &MaasMachine) -> Option<String> {
 /// replica, so a claim is decided on a fresh read and written under its resourceVersion.
 /// `false` when there is nothing to claim (deleting, or a host is claimed already).
 async fn still_claiming(ctx: &Ctx, state: &mut State, ns: &str) -> Result<bool> {
-    state.mm = mm_api(ctx, &state.mm)?
-        .get(&state.mm.name_any())
-        .await
-        .map_err(Error::kube("reading the MaasMachine"))?;
+    state.replace_mm(
+        mm_api(ctx, &state.mm)?
+            .get(&state.mm.name_any())
+            .await
+            .map_err(Error::kube("reading the MaasMachine"))?,
+    );
     if state.mm.metadata.deletion_timestamp.is_some() {
         return Ok(false);
     }
@@ -122,7 +124,7 @@ pub(crate) async fn choose_and_claim(ctx: &Ctx, state: &mut State) -> Result<Flo
             return Ok(Flow::Continue);
         }
         ctx.claims.unmark(&ns, &recorded, &uid);
-        state.mm = record_intent(ctx, &state.mm, None).await?;
+        state.replace_mm(record_intent(ctx, &state.mm, None).await?);
     }
 
     request.busy_hosts = marked;
@@ -183,7 +185,7 @@ pub(crate) async fn reclaim(ctx: &Ctx, state: &mut State) -> Result<Flow> {
     if !ctx.claims.try_mark(&ns, &host_name, &uid) {
         return Ok(Flow::Done(Action::requeue(retry_delay())));
     }
-    state.mm = record_intent(ctx, &state.mm, Some(&host_name)).await?;
+    state.replace_mm(record_intent(ctx, &state.mm, Some(&host_name)).await?);
     let claimed = host_ops::reclaim(ctx, &state.mm, &ns, &host_name).await;
     match claimed {
         Ok(Claim::Won(host)) => {
@@ -201,7 +203,7 @@ pub(crate) async fn reclaim(ctx: &Ctx, state: &mut State) -> Result<Flow> {
         }
         Ok(Claim::Lost) => {
             ctx.claims.unmark(&ns, &host_name, &uid);
-            state.mm = record_intent(ctx, &state.mm, None).await?;
+            state.replace_mm(record_intent(ctx, &state.mm, None).await?);
             state.system_host = None;
             Ok(Flow::Continue)
         }
@@ -242,12 +244,12 @@ async fn claim_with_intent(
     host: &str,
     request: &HostRequest,
 ) -> Result<Option<MaasHost>> {
-    state.mm = record_intent(ctx, &state.mm, Some(host)).await?;
+    state.replace_mm(record_intent(ctx, &state.mm, Some(host)).await?);
     let deploy = host_ops::deploy_with_claim(&state.mm, state.machine.as_ref());
     match host_ops::claim(ctx, &state.mm, ns, host, request, deploy.as_ref()).await? {
         Claim::Won(h) => Ok(Some(*h)),
         Claim::Lost => {
-            state.mm = record_intent(ctx, &state.mm, None).await?;
+            state.replace_mm(record_intent(ctx, &state.mm, None).await?);
             Ok(None)
         }
     }

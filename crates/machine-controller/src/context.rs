@@ -14,6 +14,7 @@ use kube::Client;
 use kube::runtime::reflector::Store;
 
 use crate::BINARY;
+use crate::own_writes::OwnWrites;
 
 /// Shared by every reconcile of one leadership term.
 #[derive(Clone)]
@@ -38,6 +39,8 @@ pub struct Ctx {
     pub workload: WorkloadClients,
     /// Hosts being claimed in this process.
     pub claims: ClaimTracker,
+    /// The MaasMachines as our last reconciles left them ([`crate::own_writes`]).
+    pub own_writes: OwnWrites,
     /// MaasMachine UIDs whose workload Node this process has linked.
     pub linked: Arc<Mutex<HashSet<String>>>,
 }
@@ -78,6 +81,7 @@ impl Ctx {
             clusters: caches.clusters,
             waits: ObjectBackoff::new(wait_backoff()),
             claims: ClaimTracker::default(),
+            own_writes: OwnWrites::default(),
             linked: Arc::default(),
         }
     }

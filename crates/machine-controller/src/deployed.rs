@@ -34,10 +34,12 @@ pub(crate) async fn set_provider_id(ctx: &Ctx, state: &mut State) -> Result<()> 
         field_manager: Some(ctx.field_manager.clone()),
         ..PatchParams::default()
     };
-    state.mm = mm_api(ctx, &state.mm)?
-        .patch(&state.mm.name_any(), &params, &Patch::Merge(&patch))
-        .await
-        .map_err(Error::kube("setting spec.providerID"))?;
+    state.replace_mm(
+        mm_api(ctx, &state.mm)?
+            .patch(&state.mm.name_any(), &params, &Patch::Merge(&patch))
+            .await
+            .map_err(Error::kube("setting spec.providerID"))?,
+    );
     Ok(())
 }
 

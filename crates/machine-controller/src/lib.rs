@@ -25,6 +25,7 @@ mod deployed;
 pub mod error;
 pub mod host_ops;
 pub mod metrics_machines;
+pub mod own_writes;
 mod release;
 pub mod reuse;
 pub mod state;

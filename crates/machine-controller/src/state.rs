@@ -40,6 +40,9 @@ pub struct State {
     /// With `spec.systemID` set and no host claimed: the host of the namespace for that MAAS
     /// machine (from the cache), which the machine may claim again.
     pub system_host: Option<MaasHost>,
+    /// resourceVersions of the MaasMachine this reconcile saw replaced (by its writes or fresh
+    /// reads), oldest first: all older than `mm` ([`crate::own_writes`]).
+    pub superseded: Vec<String>,
 }
 
 /// The namespace of `mm` (always set on objects read from the API server).
@@ -102,7 +105,33 @@ impl State {
             data_claim,
             data,
             system_host,
+            superseded: Vec::new(),
         })
+    }
+
+    /// Takes `mm` (the API's answer to a write, or a fresh read) as the MaasMachine, noting the
+    /// version it replaces.
+    pub fn replace_mm(&mut self, mm: MaasMachine) {
+        if let Some(old) = self.mm.resource_version()
+            && mm.resource_version().as_ref() != Some(&old)
+        {
+            self.superseded.push(old);
+        }
+        self.mm = mm;
+    }
+
+    /// Takes a whole fresh observation, keeping the versions seen so far.
+    pub fn replace_all(&mut self, fresh: State) {
+        let mut superseded = std::mem::take(&mut self.superseded);
+        if let (Some(old), Some(new)) = (self.mm.resource_version(), fresh.mm.resource_version())
+            && old != new
+        {
+            superseded.push(old);
+        }
+        *self = State {
+            superseded,
+            ..fresh
+        };
     }
 }
 
@@ -155,15 +184,17 @@ pub async fn write_status(
         .mm
         .resource_version()
         .ok_or(Error::MissingMetadata("resourceVersion"))?;
-    state.mm = apply_status_at(
-        &mm_api(ctx, &state.mm)?,
-        &state.mm.name_any(),
-        &ctx.field_manager,
-        &next,
-        &rv,
-    )
-    .await
-    .map_err(Error::runtime("writing the status"))?;
+    state.replace_mm(
+        apply_status_at(
+            &mm_api(ctx, &state.mm)?,
+            &state.mm.name_any(),
+            &ctx.field_manager,
+            &next,
+            &rv,
+        )
+        .await
+        .map_err(Error::runtime("writing the status"))?,
+    );
     Ok(true)
 }
 
