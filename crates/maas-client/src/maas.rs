@@ -21,9 +21,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use capmaas_runtime::Fence;
-use tracing::Instrument;
 
-use self::span::{call_span, record_outcome};
+use self::span::in_call_span;
 
 use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use maas_api_client::{
@@ -195,15 +194,11 @@ impl Maas {
         system_id: Option<&str>,
         call: impl Future<Output = Result<T, MaasError>>,
     ) -> Result<T, MaasError> {
-        let span = call_span(operation, system_id);
-        let result = async {
+        in_call_span(operation, system_id, async {
             self.permit(operation).await;
             call.await
-        }
-        .instrument(span.clone())
-        .await;
-        record_outcome(&span, result.as_ref().err());
-        result
+        })
+        .await
     }
 
     /// A mutating call: rate limit, then the fence check right before sending; abandoned (with
@@ -214,8 +209,7 @@ impl Maas {
         system_id: Option<&str>,
         call: impl Future<Output = Result<T, MaasError>>,
     ) -> Result<T, MaasError> {
-        let span = call_span(operation, system_id);
-        let result = async {
+        in_call_span(operation, system_id, async {
             self.permit(operation).await;
             self.fence.check().map_err(|_| MaasError::Fenced)?;
             tokio::select! {
@@ -223,11 +217,8 @@ impl Maas {
                 result = call => result,
                 () = self.fence.lapsed() => Err(MaasError::Fenced),
             }
-        }
-        .instrument(span.clone())
-        .await;
-        record_outcome(&span, result.as_ref().err());
-        result
+        })
+        .await
     }
 
     /// `GET /machines/` with filters.
