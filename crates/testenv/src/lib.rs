@@ -38,7 +38,7 @@ pub use crate::crds::{
 };
 pub use crate::error::{Error, Result};
 pub use crate::pki::{Authority, CertPair};
-pub use crate::process::{Process, free_port};
+pub use crate::process::{Process, cpu_time_of, free_port};
 pub use crate::wait::{POLL_INTERVAL, eventually, poll_until};
 pub use crate::webhooks::WebhookServing;
 

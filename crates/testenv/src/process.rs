@@ -79,6 +79,11 @@ impl Process {
         self.proc_status_kib("VmHWM:")
     }
 
+    /// CPU time used so far (user and system), while the process runs (Linux `/proc`).
+    pub fn cpu_time(&self) -> Option<std::time::Duration> {
+        cpu_time_of(self.pid()?)
+    }
+
     fn proc_status_kib(&self, field: &str) -> Option<u64> {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid()?)).ok()?;
         status
@@ -169,6 +174,23 @@ pub fn free_port() -> Result<u16> {
     Ok(port)
 }
 
+/// CPU time (user and system) process `pid` has used, from `/proc/<pid>/stat`; `None` when the
+/// process is gone or the file cannot be read. The counters are in USER_HZ, which Linux fixes
+/// at 100 per second for user space on every architecture we run on.
+pub fn cpu_time_of(pid: u32) -> Option<std::time::Duration> {
+    const USER_HZ: u64 = 100;
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may contain spaces: count from its closing parenthesis, after
+    // which field 3 (state) comes first; utime is field 14 and stime field 15.
+    let rest = stat.rsplit_once(')')?.1;
+    let mut fields = rest.split_whitespace().skip(14 - 3);
+    let utime: u64 = fields.next()?.parse().ok()?;
+    let stime: u64 = fields.next()?.parse().ok()?;
+    Some(std::time::Duration::from_millis(
+        (utime + stime).saturating_mul(1000 / USER_HZ),
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -188,5 +210,22 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let err = Process::spawn("nope", &dir.path().join("nope"), &[], dir.path()).unwrap_err();
         assert!(err.to_string().contains("just testenv"), "{err}");
+    }
+
+    #[test]
+    fn cpu_time_grows_while_a_process_computes() {
+        let pid = std::process::id();
+        let before = cpu_time_of(pid).unwrap();
+        let started = std::time::Instant::now();
+        let mut x: u64 = 1;
+        while started.elapsed() < std::time::Duration::from_millis(300) {
+            x = std::hint::black_box(x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1));
+        }
+        let after = cpu_time_of(pid).unwrap();
+        assert!(
+            after >= before + std::time::Duration::from_millis(100),
+            "{before:?} → {after:?}"
+        );
+        assert!(cpu_time_of(u32::MAX).is_none());
     }
 }

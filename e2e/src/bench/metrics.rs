@@ -144,6 +144,32 @@ pub(super) fn peak_rss(harness: &Harness) -> BTreeMap<String, f64> {
     out
 }
 
+/// CPU time used so far by the same processes as [`peak_rss`] and the workload cluster's etcd
+/// and kube-apiserver (prefixed `workload`), seconds. A run's share is the difference of two
+/// readings ([`delta`]).
+pub(super) fn cpu_seconds(harness: &Harness) -> BTreeMap<String, f64> {
+    let mut out = BTreeMap::new();
+    for process in harness
+        .controllers()
+        .iter()
+        .chain(std::iter::once(harness.capi_manager()))
+        .chain(harness.management.processes())
+    {
+        if let Some(time) = process.cpu_time() {
+            out.insert(process.name().to_owned(), time.as_secs_f64());
+        }
+    }
+    for process in harness.workload.processes() {
+        if let Some(time) = process.cpu_time() {
+            out.insert(format!("workload {}", process.name()), time.as_secs_f64());
+        }
+    }
+    if let Some(time) = capmaas_testenv::cpu_time_of(std::process::id()) {
+        out.insert(BENCH_PROCESS.to_owned(), time.as_secs_f64());
+    }
+    out
+}
+
 /// Restarts the bench process's peak-memory count (Linux: `5` to `/proc/self/clear_refs`), so
 /// each run reports its own peak rather than the largest so far. Best effort: without it the
 /// figure is the peak since the bench started, which the notes say.

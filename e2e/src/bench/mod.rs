@@ -220,6 +220,8 @@ pub struct BenchResult {
     pub reconciles: Option<BTreeMap<String, f64>>,
     /// Peak resident memory (VmHWM) per process, MiB.
     pub peak_rss_mib: BTreeMap<String, f64>,
+    /// CPU time per process during the run (user and system), seconds.
+    pub cpu_seconds: BTreeMap<String, f64>,
     /// Where the machines spent their time.
     pub timeline: TimelineSummary,
     /// Writes per writer, resource and verb, from the audit log.

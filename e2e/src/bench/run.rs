@@ -71,6 +71,7 @@ pub(super) struct Session {
     watches: Watches,
     writes_before: metrics::Writes,
     reconciles_before: Option<BTreeMap<String, f64>>,
+    cpu_before: BTreeMap<String, f64>,
     audit_offset: Option<u64>,
 }
 
@@ -85,6 +86,7 @@ impl Session {
         .await?;
         let writes_before = metrics::api_writes(&harness.management.client()).await?;
         let reconciles_before = metrics::reconciles(harness).await;
+        let cpu_before = metrics::cpu_seconds(harness);
         let audit_offset = harness.management.audit_log_path().map(audit::log_len);
         harness.sim.state().reset_counts();
         metrics::reset_own_peak();
@@ -92,6 +94,7 @@ impl Session {
             watches,
             writes_before,
             reconciles_before,
+            cpu_before,
             audit_offset,
         })
     }
@@ -119,6 +122,7 @@ impl Session {
             Provider::Ours => harness.sim.state().call_counts(),
             Provider::Null => BTreeMap::new(),
         };
+        let cpu_seconds = metrics::delta(&metrics::cpu_seconds(harness), &self.cpu_before);
         let writes_after = metrics::api_writes(&client).await?;
         let (our_kind_writes, all_writes) = writes_after.delta(&self.writes_before);
         let reconciles = match (metrics::reconciles(harness).await, &self.reconciles_before) {
@@ -150,6 +154,7 @@ impl Session {
             all_writes,
             reconciles,
             peak_rss_mib: metrics::peak_rss(harness),
+            cpu_seconds,
             timeline,
             audit,
         })

@@ -83,6 +83,8 @@ pub fn report(results: &[BenchResult], context: &ReportContext) -> String {
     out.push_str(&maas_table(results));
     out.push_str("\n## Peak resident memory per process (MiB)\n\n");
     out.push_str(&rss_table(results));
+    out.push_str("\n## CPU seconds per process during the run\n\n");
+    out.push_str(&cpu_table(results, context.cores));
     if let Some(detail) = detail_run(results) {
         let (_, deploy) = run_name(detail);
         let _ = write!(
@@ -183,7 +185,40 @@ fn maas_table(results: &[BenchResult]) -> String {
 }
 
 fn rss_table(results: &[BenchResult]) -> String {
-    let names: BTreeSet<&String> = results.iter().flat_map(|r| r.peak_rss_mib.keys()).collect();
+    per_process_table(results, |r| &r.peak_rss_mib, false)
+}
+
+/// CPU seconds per process during each run, with their sum and the share of the cores' time
+/// (cores × run time) they make up: near 100 % the run was bound by CPU.
+fn cpu_table(results: &[BenchResult], cores: usize) -> String {
+    let mut out = per_process_table(results, |r| &r.cpu_seconds, true);
+    out.push_str("\n| provider | machines | deploy | CPU s, all processes | CPU s per machine | % of the cores' time |\n|---|---|---|---|---|---|\n");
+    for r in results {
+        let (who, deploy) = run_name(r);
+        let total: f64 = r.cpu_seconds.values().sum();
+        let available = r.elapsed.as_secs_f64() * count(cores);
+        let share = if available > 0.0 {
+            format!("{:.0} %", 100.0 * total / available)
+        } else {
+            "–".into()
+        };
+        let _ = writeln!(
+            out,
+            "| {who} | {} | {deploy} | {total:.1} | {:.3} | {share} |",
+            r.machines,
+            r.per_machine(total)
+        );
+    }
+    out
+}
+
+/// One column per process any run measured, one row per run; `tenths` shows one decimal.
+fn per_process_table(
+    results: &[BenchResult],
+    values: impl Fn(&BenchResult) -> &BTreeMap<String, f64>,
+    tenths: bool,
+) -> String {
+    let names: BTreeSet<&String> = results.iter().flat_map(|r| values(r).keys()).collect();
     let mut out = String::from("| provider | machines | deploy |");
     for name in &names {
         let _ = write!(out, " {name} |");
@@ -195,9 +230,12 @@ fn rss_table(results: &[BenchResult]) -> String {
         let (who, deploy) = run_name(r);
         let _ = write!(out, "| {who} | {} | {deploy} |", r.machines);
         for name in &names {
-            match r.peak_rss_mib.get(*name) {
-                Some(mib) => {
-                    let _ = write!(out, " {mib:.0} |");
+            match values(r).get(*name) {
+                Some(v) if tenths => {
+                    let _ = write!(out, " {v:.1} |");
+                }
+                Some(v) => {
+                    let _ = write!(out, " {v:.0} |");
                 }
                 None => out.push_str(" – |"),
             }

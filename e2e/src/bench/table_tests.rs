@@ -20,6 +20,7 @@ fn result(
         all_writes: 0.0,
         reconciles: None,
         peak_rss_mib: BTreeMap::new(),
+        cpu_seconds: BTreeMap::new(),
         timeline: TimelineSummary::default(),
         audit: None,
     }
@@ -215,5 +216,29 @@ fn the_other_sections_of_the_results_file_are_kept() {
     assert_eq!(
         merge_report("new", "# Chaos run\nx\n"),
         "new\n\n# Chaos run\nx\n"
+    );
+}
+
+#[test]
+fn the_cpu_table_sums_the_processes_and_relates_them_to_the_cores_time() {
+    let mut ours = ours_50();
+    ours.cpu_seconds = BTreeMap::from([
+        ("kube-apiserver".to_owned(), 9.0),
+        ("maas-client".to_owned(), 3.0),
+    ]);
+    let results = [result(Provider::Null, 50, None, 4), ours];
+    let table = cpu_table(&results, 2);
+    assert!(
+        table.contains("| ours | 50 | 0–2 s | 9.0 | 3.0 |"),
+        "{table}"
+    );
+    assert!(
+        table.contains("| null provider (ceiling) | 50 | – | – | – |"),
+        "{table}"
+    );
+    // 12 s of CPU in a 10 s run on 2 cores: 60 % of the cores' time, 0.24 s per machine.
+    assert!(
+        table.contains("| ours | 50 | 0–2 s | 12.0 | 0.240 | 60 % |"),
+        "{table}"
     );
 }

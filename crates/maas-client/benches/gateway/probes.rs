@@ -62,19 +62,10 @@ pub(crate) fn free_port() -> u16 {
         .port()
 }
 
-/// CPU time process `pid` has used (user and system), in clock ticks (1/100 s on Linux).
+/// CPU time process `pid` has used (user and system), in clock ticks (1/100 s).
 pub(crate) fn cpu_ticks(pid: u32) -> u64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    // After the command name in parentheses: state is field 3, utime 14 and stime 15.
-    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let field = |i: usize| {
-        fields
-            .get(i - 3)
-            .and_then(|v| v.parse::<u64>().ok())
-            .unwrap_or(0)
-    };
-    field(14) + field(15)
+    capmaas_testenv::cpu_time_of(pid)
+        .map_or(0, |t| u64::try_from(t.as_millis() / 10).unwrap_or(u64::MAX))
 }
 
 /// Resident memory of process `pid` now and its peak (`VmRSS`, `VmHWM`), in KiB.
