@@ -2,7 +2,8 @@
 //! other replicas.
 //!
 //! Intent before acquisition: the chosen host is first written to the MaasMachine's
-//! `status.hostRef` under the machine's resourceVersion, then claimed on the host under the
+//! `status.hostRef` (with the rest of the status the claim will bring) under the machine's
+//! resourceVersion, then claimed on the host under the
 //! host's resourceVersion. Two writers on the same machine cannot both record an intent, and
 //! two machines cannot both claim one host, so no host is claimed twice and no machine holds
 //! two hosts. A recorded intent whose host was lost is withdrawn (again under the
@@ -11,7 +12,9 @@
 use std::time::Duration;
 
 use capmaas_api::conditions::{self as cond, reasons};
+use capmaas_api::machine::MaasMachineStatus;
 use capmaas_api::{MaasHost, MaasMachine};
+use capmaas_runtime::apply_status_at;
 use capmaas_runtime::conditions::{ConditionStatus, NewCondition};
 use kube::ResourceExt;
 use kube::api::{Patch, PatchParams};
@@ -22,10 +25,11 @@ use tracing::info;
 
 use crate::choose::{self, HostRequest, rank_hosts};
 use crate::context::Ctx;
-use crate::decide::host_request;
+use crate::decide::{Observed, host_request};
 use crate::error::{Error, Result, is_conflict};
 use crate::host_ops::{self, Claim};
 use crate::state::{Flow, State, find_host, mm_api, namespace, write_status};
+use crate::status::{consumer_ref, intended_status, owned_status};
 
 /// Hosts tried, best first, before a reconcile gives up claiming and looks again later.
 const CLAIM_CANDIDATES: usize = 8;
@@ -139,7 +143,7 @@ pub(crate) async fn choose_and_claim(ctx: &Ctx, state: &mut State) -> Result<Flo
         if !ctx.claims.try_mark(&ns, &host_name, &uid) {
             continue;
         }
-        let claimed = claim_with_intent(ctx, state, &ns, &host_name, &request).await;
+        let claimed = claim_with_intent(ctx, state, &ns, candidate, &request).await;
         match claimed {
             Ok(Some(host)) => {
                 let reused = choose::reserved_for(candidate, reuse_owner.as_deref(), now);
@@ -237,22 +241,73 @@ fn retry_delay() -> Duration {
 }
 
 /// Records the intent, claims the host, and withdraws the intent if the claim was lost.
+///
+/// The intent is the whole status the machine will have once it holds the host
+/// ([`intended_status`]), not only `status.hostRef`: a won claim (nearly every one) then needs
+/// no second status write. The withdrawal puts the status back as it was before.
 async fn claim_with_intent(
     ctx: &Ctx,
     state: &mut State,
     ns: &str,
-    host: &str,
+    candidate: &MaasHost,
     request: &HostRequest,
 ) -> Result<Option<MaasHost>> {
-    state.replace_mm(record_intent(ctx, &state.mm, Some(host)).await?);
+    let host = candidate.name_any();
     let deploy = host_ops::deploy_with_claim(&state.mm, state.machine.as_ref());
-    match host_ops::claim(ctx, &state.mm, ns, host, request, deploy.as_ref()).await? {
+    let consumer = consumer_ref(&state.mm).ok_or(Error::MissingMetadata("name or uid"))?;
+    let mut expected = candidate.clone();
+    host_ops::mark_claimed(&mut expected, &state.mm, &consumer, deploy.as_ref());
+    let intended = intended_status(
+        &Observed {
+            maas_machine: &state.mm,
+            machine: state.machine.as_ref(),
+            cluster: state.cluster.as_ref(),
+            host: Some(&expected),
+            data_claim: state.data_claim.as_ref(),
+            data: state.data.as_ref(),
+            system_host: None,
+        },
+        &capmaas_runtime::status::now(),
+    );
+    let before = owned_status(&state.mm);
+    state.replace_mm(apply_owned_status(ctx, &state.mm, &intended).await?);
+    match host_ops::claim(ctx, &state.mm, ns, &host, request, deploy.as_ref()).await? {
         Claim::Won(h) => Ok(Some(*h)),
         Claim::Lost => {
-            state.replace_mm(record_intent(ctx, &state.mm, None).await?);
+            let restored = MaasMachineStatus {
+                host_ref: None,
+                ..before
+            };
+            state.replace_mm(apply_owned_status(ctx, &state.mm, &restored).await?);
+            // A hostRef written by a merge patch (an intent resumed from an older version) is
+            // not released by the apply above.
+            if recorded_host(&state.mm).is_some() {
+                state.replace_mm(record_intent(ctx, &state.mm, None).await?);
+            }
             Ok(None)
         }
     }
+}
+
+/// Applies `status` as the owned status, only if the MaasMachine is still at `mm`'s
+/// resourceVersion; 409 means another writer got there first.
+async fn apply_owned_status(
+    ctx: &Ctx,
+    mm: &MaasMachine,
+    status: &MaasMachineStatus,
+) -> Result<MaasMachine> {
+    let rv = mm
+        .resource_version()
+        .ok_or(Error::MissingMetadata("resourceVersion"))?;
+    apply_status_at(
+        &mm_api(ctx, mm)?,
+        &mm.name_any(),
+        &ctx.field_manager,
+        status,
+        &rv,
+    )
+    .await
+    .map_err(Error::runtime("recording the chosen host"))
 }
 
 async fn no_host(

@@ -2,7 +2,7 @@
 //! a concurrent writer (another machine, the gateway) makes it fail with 409 and we look again.
 
 use capmaas_api::capi::Machine;
-use capmaas_api::common::SecretKeyReference;
+use capmaas_api::common::{ConsumerReference, SecretKeyReference};
 use capmaas_api::{MaasHost, MaasMachine, keys};
 use capmaas_runtime::trace_context;
 use kube::api::PostParams;
@@ -107,12 +107,7 @@ pub async fn claim(
         if claimed_by(h, mm) || choose::exclusion(request, h, now).is_some() {
             return Mutation::Keep;
         }
-        h.spec.consumer_ref = Some(consumer.clone());
-        h.spec.reservation = None;
-        h.labels_mut().remove(keys::LABEL_NODE_REUSE);
-        if let Some(user_data) = deploy {
-            h.spec.provisioning = Some(provisioning_request(mm, user_data.clone(), h, None));
-        }
+        mark_claimed(h, mm, &consumer, deploy);
         Mutation::Write
     })
     .await?;
@@ -120,6 +115,22 @@ pub async fn claim(
         Some(h) if claimed_by(&h, mm) => Claim::Won(Box::new(h)),
         _ => Claim::Lost,
     })
+}
+
+/// What a claim changes on a host: `consumer` holds it, a reservation it may take is used up,
+/// and with `deploy` the deployment request goes along ([`claim`]).
+pub fn mark_claimed(
+    h: &mut MaasHost,
+    mm: &MaasMachine,
+    consumer: &ConsumerReference,
+    deploy: Option<&SecretKeyReference>,
+) {
+    h.spec.consumer_ref = Some(consumer.clone());
+    h.spec.reservation = None;
+    h.labels_mut().remove(keys::LABEL_NODE_REUSE);
+    if let Some(user_data) = deploy {
+        h.spec.provisioning = Some(provisioning_request(mm, user_data.clone(), h, None));
+    }
 }
 
 /// Claims `host` again for `mm`, whose `spec.systemID` names the host's machine: only while

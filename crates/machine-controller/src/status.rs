@@ -13,7 +13,7 @@ use capmaas_runtime::conditions::{ConditionStatus, NewCondition, set_condition, 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::{Resource, ResourceExt};
 
-use crate::decide::Step;
+use crate::decide::{Observed, Step, decide};
 
 /// Condition types this controller writes; others on the object belong to other controllers.
 pub const OWNED_CONDITIONS: [&str; 4] = [
@@ -281,6 +281,21 @@ pub fn next_status(
         });
     }
     status
+}
+
+/// The status the MaasMachine of `obs` will have once it holds `obs.host` (a host as cached,
+/// marked as the claim will mark it): the claim's intent carries it, so a won claim needs no
+/// second status write. Whatever differs afterwards (the host changed meanwhile) is written by
+/// the next step as usual.
+pub fn intended_status(obs: &Observed<'_>, now: &Time) -> MaasMachineStatus {
+    let mut mm = obs.maas_machine.clone();
+    mm.status.get_or_insert_with(Default::default).host_ref =
+        obs.host.map(|h| LocalObjectReference::new(h.name_any()));
+    let step = decide(&Observed {
+        maas_machine: &mm,
+        ..*obs
+    });
+    next_status(&mm, obs.host, step_conditions(&step, obs.host), false, now)
 }
 
 /// The owned part of the current status, to compare with [`next_status`] and skip writes that

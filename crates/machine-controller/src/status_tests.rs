@@ -197,3 +197,54 @@ fn paused_only_reports_paused() {
     assert_eq!(conditions[0].status, ConditionStatus::True);
     assert!(step_conditions(&Step::ChooseHost, None).is_empty());
 }
+
+/// The claim's intent carries the status the next step would write after a won claim, so that
+/// step finds nothing to write: the property that saves one status write per machine.
+#[test]
+fn the_intended_status_is_what_the_step_after_a_won_claim_would_write() {
+    use crate::decide::{Observed, decide};
+    use crate::test_support::{cluster, machine};
+    let mm = maas_machine("m");
+    let owner = machine("m", Some("bootstrap"));
+    let capi_cluster = cluster(true, false);
+    let mut expected = claimed(host("h1", Some(ProvisioningState::Available)), &mm);
+    expected.spec.provisioning = Some(provisioning_request(
+        &mm,
+        SecretKeyReference {
+            name: "bootstrap".into(),
+            key: "value".into(),
+        },
+        &expected,
+        None,
+    ));
+    let observed = |mm| Observed {
+        maas_machine: mm,
+        machine: Some(&owner),
+        cluster: Some(&capi_cluster),
+        host: Some(&expected),
+        data_claim: None,
+        data: None,
+        system_host: None,
+    };
+    let intended = intended_status(&observed(&mm), &t(100));
+    assert_eq!(intended.host_ref.as_ref().unwrap().name, "h1");
+    assert_eq!(intended.system_id.as_deref(), Some("sys-h1"));
+    let associated = get_condition(
+        intended.conditions.as_deref().unwrap(),
+        cond::HOST_ASSOCIATED,
+    );
+    assert_eq!(associated.unwrap().status, "True");
+
+    let mut after = mm.clone();
+    after.status = Some(intended);
+    let step = decide(&observed(&after));
+    assert!(matches!(step, Step::WaitForDeployment { .. }), "{step:?}");
+    let next = next_status(
+        &after,
+        Some(&expected),
+        step_conditions(&step, Some(&expected)),
+        false,
+        &t(200),
+    );
+    assert_eq!(next, owned_status(&after));
+}
