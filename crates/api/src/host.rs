@@ -278,7 +278,8 @@ pub struct MaasHostStatus {
     /// MAAS status name, e.g. `Ready`, `Deployed`, `Failed deployment`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub maas_status_name: Option<String>,
-    /// MAAS status message of the last event.
+    /// MAAS status message of the last event. A change of it alone (progress while MAAS works
+    /// on the machine) is reported at most once a minute.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status_message: Option<String>,
     /// Power state.

@@ -192,8 +192,11 @@ pub async fn reconcile(host: Arc<MaasHost>, gw: Arc<Gateway>) -> Result<Action> 
     } else {
         gw.in_flight.forget(&run.system_id);
     }
-    run.write_status(outcome.why).await?;
-    Ok(Action::requeue(outcome.requeue_after(gw.settings.resync)))
+    let report_due = run.write_status(outcome.why).await?;
+    let requeue = outcome.requeue_after(gw.settings.resync);
+    Ok(Action::requeue(
+        report_due.map_or(requeue, |due| due.min(requeue)),
+    ))
 }
 
 /// How a reconcile ends.

@@ -4,7 +4,7 @@
 //! it uses neither.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use capmaas_api::MaasHost;
 use capmaas_api::host::{HostAllocation, ProvisioningState};
@@ -14,7 +14,7 @@ use kube::api::{Api, Patch, PatchParams};
 use maas_api_client::{MaasError, Machine, MachineStatus};
 use serde_json::json;
 
-use super::status::{StatusInput, build_status};
+use super::status::{StatusInput, build_status, progress_report_wait};
 use super::step::{HostFacts, Wait, held_by_us};
 use crate::context::Gateway;
 use crate::error::{Error, Result};
@@ -87,8 +87,10 @@ impl Run<'_> {
     }
 
     /// Writes the host status for this outcome when it changed, with an Event on a new
-    /// provisioning state unless an operation of this reconcile announced it already.
-    pub(super) async fn write_status(&self, wait: Wait) -> Result<()> {
+    /// provisioning state unless an operation of this reconcile announced it already. A change
+    /// of MAAS's progress text alone waits ([`progress_report_wait`]): the time until it is
+    /// due is returned, for the reconcile to look again then.
+    pub(super) async fn write_status(&self, wait: Wait) -> Result<Option<Duration>> {
         let machine = self.machine.as_deref();
         let ours = machine.is_some_and(|m| {
             !matches!(m.status, MachineStatus::Ready | MachineStatus::New)
@@ -109,9 +111,13 @@ impl Run<'_> {
             release_cleanup_pending: self.facts.static_addresses.is_some()
                 || self.facts.original_hostname.is_some(),
         };
-        let status = build_status(&input, &now());
+        let now = now();
+        let status = build_status(&input, &now);
         if previous == Some(&status) {
-            return Ok(());
+            return Ok(None);
+        }
+        if let Some(due) = previous.and_then(|p| progress_report_wait(p, &status, &now)) {
+            return Ok(Some(due));
         }
         let old_state = previous.and_then(|s| s.provisioning_state);
         apply_status(
@@ -125,7 +131,11 @@ impl Run<'_> {
             .provisioning_state
             .filter(|s| old_state != Some(*s) && !self.announced);
         if let Some(state) = new_state {
-            let note = format!("{old_state:?} -> {state:?}");
+            let note = format!(
+                "{} -> {}",
+                old_state.map_or("(none)", ProvisioningState::as_str),
+                state.as_str()
+            );
             let events = &self.gw.events;
             if matches!(
                 state,
@@ -136,6 +146,6 @@ impl Run<'_> {
                 events.normal(self.host, "ProvisioningState", &note).await;
             }
         }
-        Ok(())
+        Ok(None)
     }
 }

@@ -188,6 +188,46 @@ pub fn build_status(input: &StatusInput<'_>, now: &Time) -> MaasHostStatus {
     status
 }
 
+/// Least time between a written status change and a report that only moves the progress
+/// text MAAS shows while it works on a machine (`status.statusMessage`, repeated in the
+/// `Provisioned` and `Ready` messages). Real MAAS changes that text dozens of times during a
+/// deployment of several minutes; no decision reads it, and every write wakes each watcher of
+/// MaasHosts. State, power and condition status changes are written at once.
+pub const PROGRESS_REPORT_INTERVAL: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// How long the write of `next` waits: `Some` when it differs from `previous` only in the
+/// progress text and the previous change was written less than
+/// [`PROGRESS_REPORT_INTERVAL`] before `now` (the reconcile looks again when it is due);
+/// `None` to write now.
+pub fn progress_report_wait(
+    previous: &MaasHostStatus,
+    next: &MaasHostStatus,
+    now: &Time,
+) -> Option<std::time::Duration> {
+    let last = previous.last_updated.as_ref()?;
+    if without_progress(previous.clone()) != without_progress(next.clone()) {
+        return None;
+    }
+    let elapsed = now
+        .0
+        .as_millisecond()
+        .saturating_sub(last.0.as_millisecond());
+    let interval = i64::try_from(PROGRESS_REPORT_INTERVAL.as_millis()).unwrap_or(i64::MAX);
+    let left = interval.saturating_sub(elapsed);
+    (left > 0).then(|| std::time::Duration::from_millis(left.unsigned_abs()))
+}
+
+fn without_progress(mut status: MaasHostStatus) -> MaasHostStatus {
+    status.last_updated = None;
+    status.status_message = None;
+    for c in status.conditions.iter_mut().flatten() {
+        if c.type_ == cond::PROVISIONED || c.type_ == cond::READY {
+            c.message.clear();
+        }
+    }
+    status
+}
+
 /// Why maas-client leaves a host alone (`HostPresent=False` reason and message).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Unmanaged {
@@ -328,6 +368,41 @@ mod tests {
         m.power_state = maas_api_client::PowerState::On;
         let third = build_status(&input(Some(&m), Some(&second), Wait::Deployed), &t(300));
         assert_eq!(third.last_updated, Some(t(300)));
+    }
+
+    #[test]
+    fn progress_text_alone_is_reported_at_most_once_a_minute_and_state_changes_at_once() {
+        let mut m = crate::cache::tests::machine("abc", 6);
+        m.status = MachineStatus::Deploying;
+        m.status_message = Some("Performing PXE boot".into());
+        let deploying = build_status(&input(Some(&m), None, Wait::Deploying), &t(100));
+        m.status_message = Some("Installing OS".into());
+        let progressed = build_status(&input(Some(&m), Some(&deploying), Wait::Deploying), &t(110));
+        assert_ne!(progressed, deploying);
+        let provisioned = |s: &MaasHostStatus| {
+            get_condition(s.conditions.as_deref().unwrap(), cond::PROVISIONED)
+                .unwrap()
+                .message
+                .clone()
+        };
+        assert_eq!(provisioned(&progressed), "Installing OS");
+        assert_eq!(
+            progress_report_wait(&deploying, &progressed, &t(110)),
+            Some(std::time::Duration::from_secs(50)),
+            "due a minute after the last change"
+        );
+        assert_eq!(progress_report_wait(&deploying, &progressed, &t(160)), None);
+
+        m.power_state = maas_api_client::PowerState::On;
+        let powered = build_status(&input(Some(&m), Some(&deploying), Wait::Deploying), &t(110));
+        assert_eq!(progress_report_wait(&deploying, &powered, &t(110)), None);
+        m.status = MachineStatus::Deployed;
+        m.status_message = Some("Deployed".into());
+        let deployed = build_status(&input(Some(&m), Some(&deploying), Wait::Deployed), &t(110));
+        assert_eq!(progress_report_wait(&deploying, &deployed, &t(110)), None);
+        let mut untimed = deploying.clone();
+        untimed.last_updated = None;
+        assert_eq!(progress_report_wait(&untimed, &progressed, &t(110)), None);
     }
 
     #[test]
