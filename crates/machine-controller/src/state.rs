@@ -11,7 +11,7 @@ use kube::{Api, Resource, ResourceExt};
 
 use crate::context::Ctx;
 use crate::error::{Error, Result};
-use crate::status::{claimed_by, next_status, owned_status};
+use crate::status::{claimed_by, host_facts_only, next_status, owned_status};
 
 /// Whether the reconcile goes on with the next step or stops with an action.
 #[derive(Debug)]
@@ -157,7 +157,8 @@ pub async fn find_host(ctx: &Ctx, mm: &MaasMachine, ns: &str) -> Result<Option<M
 }
 
 /// Applies the owned status after `conditions` (and the provisioning signals); returns whether
-/// anything changed (nothing is written otherwise).
+/// anything changed (nothing is written otherwise, nor for a change of the repeated host facts
+/// alone before the machine is provisioned: [`host_facts_only`]).
 ///
 /// The apply carries the resourceVersion the status was computed from
 /// ([`apply_status_at`]): a status computed from an outdated object (another replica wrote
@@ -177,7 +178,8 @@ pub async fn write_status(
         provisioned,
         &now,
     );
-    if next == owned_status(&state.mm) {
+    let current = owned_status(&state.mm);
+    if next == current || host_facts_only(&current, &next) {
         return Ok(false);
     }
     let rv = state

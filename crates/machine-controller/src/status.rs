@@ -298,6 +298,25 @@ pub fn intended_status(obs: &Observed<'_>, now: &Time) -> MaasMachineStatus {
     next_status(&mm, obs.host, step_conditions(&step, obs.host), false, now)
 }
 
+/// Whether `next` differs from `current` only in what the status repeats of the host's MAAS
+/// view (`machineState`, `machinePowered`, `hostname`) on a machine not provisioned yet: such
+/// a change is written with the next change of the conditions instead of on its own. On its
+/// way to Deployed a machine passes through MAAS states that last a fraction of a second
+/// (Allocated), and every MaasMachine write also makes CAPI core reconcile (and usually patch)
+/// the Machine. Once provisioned, every change of the host's state or power is written at once.
+pub fn host_facts_only(current: &MaasMachineStatus, next: &MaasMachineStatus) -> bool {
+    if next.ready == Some(true) || current.ready == Some(true) {
+        return false;
+    }
+    let without_facts = |s: &MaasMachineStatus| MaasMachineStatus {
+        machine_state: None,
+        machine_powered: None,
+        hostname: None,
+        ..s.clone()
+    };
+    without_facts(current) == without_facts(next)
+}
+
 /// The owned part of the current status, to compare with [`next_status`] and skip writes that
 /// change nothing.
 pub fn owned_status(mm: &MaasMachine) -> MaasMachineStatus {

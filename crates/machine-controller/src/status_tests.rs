@@ -248,3 +248,77 @@ fn the_intended_status_is_what_the_step_after_a_won_claim_would_write() {
     );
     assert_eq!(next, owned_status(&after));
 }
+
+#[test]
+fn host_facts_alone_wait_for_a_condition_change_until_the_machine_is_provisioned() {
+    let mm = maas_machine("m");
+    let mut h = claimed(host("h1", Some(ProvisioningState::Allocated)), &mm);
+    h.status.as_mut().unwrap().maas_status_name = Some("Allocated".into());
+    let step = Step::WaitForDeployment {
+        reason: reasons::MACHINE_DEPLOY_STARTED,
+        message: "deployment of host h1 requested".into(),
+        failed: false,
+    };
+    let mut written = mm.clone();
+    written.status = Some(next_status(
+        &mm,
+        Some(&h),
+        step_conditions(&step, Some(&h)),
+        false,
+        &t(1),
+    ));
+    let current = owned_status(&written);
+
+    // Allocated → Deploying in MAAS: the conditions stay (the machine still waits), only the
+    // repeated state moves; written with the next condition change.
+    h.status.as_mut().unwrap().maas_status_name = Some("Deploying".into());
+    let next = next_status(
+        &written,
+        Some(&h),
+        step_conditions(&step, Some(&h)),
+        false,
+        &t(2),
+    );
+    assert_ne!(next, current);
+    assert!(host_facts_only(&current, &next));
+
+    let deploying = Step::WaitForDeployment {
+        reason: reasons::MACHINE_DEPLOYING,
+        message: "MAAS is deploying host h1".into(),
+        failed: false,
+    };
+    let next = next_status(
+        &written,
+        Some(&h),
+        step_conditions(&deploying, Some(&h)),
+        false,
+        &t(2),
+    );
+    assert!(!host_facts_only(&current, &next), "a condition changed");
+    assert_eq!(
+        next.machine_state.as_deref(),
+        Some("Deploying"),
+        "and the state rides along"
+    );
+
+    // Provisioned: the power going off (a reboot) is written on its own.
+    let mut provisioned = written.clone();
+    provisioned.status = Some(next_status(
+        &written,
+        Some(&h),
+        step_conditions(&Step::Provisioned, Some(&h)),
+        true,
+        &t(3),
+    ));
+    let current = owned_status(&provisioned);
+    h.status.as_mut().unwrap().power_state = Some(capmaas_api::host::PowerState::Off);
+    let next = next_status(
+        &provisioned,
+        Some(&h),
+        step_conditions(&Step::Provisioned, Some(&h)),
+        true,
+        &t(4),
+    );
+    assert_ne!(next, current);
+    assert!(!host_facts_only(&current, &next));
+}
