@@ -315,7 +315,10 @@ async fn updates_and_deletes_name_the_field(env: &TestEnv, ns: &str) {
         patch.contains("spec.tags: Forbidden: immutable once a host is claimed (MaasHost host-1)"),
         "{patch}"
     );
-    // Labels still change: metadata-only updates are never refused.
+    // Labels still change: metadata-only updates are never refused, and the API server does
+    // not even ask (the match condition), while spec changes are asked about.
+    let calls_before = machine_update_reviews(env).await;
+    assert!(calls_before >= 1, "the refused spec change was reviewed");
     machines
         .patch(
             "claimed",
@@ -324,6 +327,16 @@ async fn updates_and_deletes_name_the_field(env: &TestEnv, ns: &str) {
         )
         .await
         .unwrap();
+    assert_eq!(machine_update_reviews(env).await, calls_before);
+    machines
+        .patch(
+            "claimed",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"tags": ["nvme"]}})),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(machine_update_reviews(env).await, calls_before + 1);
 
     // A consumed host does not change hands, and is deleted only by `clusterctl move`.
     let consumer = |name: &str, uid: &str| json!({"apiVersion": API_VERSION, "kind": "MaasMachine", "name": name, "uid": uid});
@@ -365,6 +378,19 @@ async fn updates_and_deletes_name_the_field(env: &TestEnv, ns: &str) {
         .delete("host-1", &DeleteParams::default())
         .await
         .unwrap();
+}
+
+/// UPDATE reviews the API server sent to the MaasMachine validating webhook so far
+/// (`apiserver_admission_webhook_request_total`).
+async fn machine_update_reviews(env: &TestEnv) -> u64 {
+    let request = http::Request::get("/metrics").body(Vec::new()).unwrap();
+    let text = env.client().request_text(request).await.unwrap();
+    text.lines()
+        .filter(|l| l.starts_with("apiserver_admission_webhook_request_total{"))
+        .filter(|l| l.contains("name=\"validation.maasmachine.infrastructure.cluster.x-k8s.io\""))
+        .filter(|l| l.contains("operation=\"UPDATE\""))
+        .filter_map(|l| l.rsplit_once(' ').and_then(|(_, v)| v.parse::<u64>().ok()))
+        .sum()
 }
 
 fn warnings_reach_kubectl(env: &TestEnv, ns: &str) {
