@@ -159,8 +159,14 @@ pub(crate) async fn choose_and_claim(ctx: &Ctx, state: &mut State) -> Result<Flo
                     )
                 };
                 info!(host = %host_name, reused, "host claimed");
+                // One write, one Event: a claim that carries the deployment request says so.
+                let note = match host.spec.provisioning.as_ref() {
+                    Some(request) => {
+                        format!("{note}; deployment with image {} requested", request.image)
+                    }
+                    None => note,
+                };
                 ctx.events.normal(&state.mm, reason, &note).await;
-                deployment_requested(ctx, state, &host).await;
                 state.host = Some(host);
                 return Ok(Flow::Continue);
             }

@@ -126,6 +126,15 @@ async fn machine_is_provisioned_linked_to_its_node_and_released() {
         })
         .await;
     }
+    // The claim carried the deployment request: one write, one Event saying both.
+    let claim_events = events(&client, &ns, "m1", "HostClaimed").await;
+    let claim_note = claim_events[0].note.clone().unwrap_or_default();
+    assert!(claim_note.contains("deployment with image"), "{claim_note}");
+    assert!(
+        events(&client, &ns, "m1", "MachineDeployStartedReason")
+            .await
+            .is_empty()
+    );
 
     // Delete with the release held: the request goes, the claim and finalizer stay.
     gateway.hold_release.store(true, Ordering::SeqCst);
