@@ -124,16 +124,20 @@ pub(super) fn delta(
 /// Name under which the bench process's own memory is shown.
 pub(super) const BENCH_PROCESS: &str = "bench (simulator, kubelets, watches)";
 
-/// Peak resident memory (VmHWM) of our binaries, CAPI core, the management cluster's etcd,
-/// kube-apiserver and kube-controller-manager, and the bench process, MiB.
-pub(super) fn peak_rss(harness: &Harness) -> BTreeMap<String, f64> {
-    let mut out = BTreeMap::new();
-    for process in harness
+/// Our binaries, CAPI core and the management cluster's processes.
+fn measured_processes(harness: &Harness) -> impl Iterator<Item = &capmaas_testenv::Process> {
+    harness
         .controllers()
         .iter()
         .chain(std::iter::once(harness.capi_manager()))
         .chain(harness.management.processes())
-    {
+}
+
+/// Peak resident memory (VmHWM) of our binaries, CAPI core, the management cluster's etcd,
+/// kube-apiserver and kube-controller-manager, and the bench process, MiB.
+pub(super) fn peak_rss(harness: &Harness) -> BTreeMap<String, f64> {
+    let mut out = BTreeMap::new();
+    for process in measured_processes(harness) {
         if let Some(kib) = process.peak_resident_memory_kib() {
             out.insert(process.name().to_owned(), kib_to_mib(kib));
         }
@@ -149,12 +153,7 @@ pub(super) fn peak_rss(harness: &Harness) -> BTreeMap<String, f64> {
 /// readings ([`delta`]).
 pub(super) fn cpu_seconds(harness: &Harness) -> BTreeMap<String, f64> {
     let mut out = BTreeMap::new();
-    for process in harness
-        .controllers()
-        .iter()
-        .chain(std::iter::once(harness.capi_manager()))
-        .chain(harness.management.processes())
-    {
+    for process in measured_processes(harness) {
         if let Some(time) = process.cpu_time() {
             out.insert(process.name().to_owned(), time.as_secs_f64());
         }
