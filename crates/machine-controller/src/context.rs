@@ -14,7 +14,7 @@ use kube::Client;
 use kube::runtime::reflector::Store;
 
 use crate::BINARY;
-use crate::own_writes::OwnWrites;
+use crate::own_writes::{HostWrites, OwnWrites};
 
 /// Shared by every reconcile of one leadership term.
 #[derive(Clone)]
@@ -41,6 +41,8 @@ pub struct Ctx {
     pub claims: ClaimTracker,
     /// The MaasMachines as our last reconciles left them ([`crate::own_writes`]).
     pub own_writes: OwnWrites,
+    /// The host specs this process wrote last ([`HostWrites`]).
+    pub host_writes: HostWrites,
     /// MaasMachine UIDs whose workload Node this process has linked.
     pub linked: Arc<Mutex<HashSet<String>>>,
 }
@@ -82,6 +84,7 @@ impl Ctx {
             waits: ObjectBackoff::new(wait_backoff()),
             claims: ClaimTracker::default(),
             own_writes: OwnWrites::default(),
+            host_writes: HostWrites::default(),
             linked: Arc::default(),
         }
     }

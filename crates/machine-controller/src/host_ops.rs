@@ -70,7 +70,10 @@ where
         // The gateway's work on this request joins the current trace (same write, no extra).
         trace_context::stamp(&mut host.metadata);
         match api.replace(name, &params, &host).await {
-            Ok(written) => return Ok(Some(written)),
+            Ok(written) => {
+                ctx.host_writes.remember(&written);
+                return Ok(Some(written));
+            }
             Err(e) if is_conflict(&e) => {}
             Err(e) => return Err(Error::kube(format!("{what} on host {name}"))(e)),
         }
