@@ -15,7 +15,7 @@ use kube::runtime::reflector::ObjectRef;
 use tracing::debug;
 
 use crate::context::Ctx;
-use crate::decide::{Observed, Step, bootstrap_secret, decide};
+use crate::decide::{Step, bootstrap_secret, decide};
 use crate::error::{Error, Result};
 use crate::host_ops::{self, Mutation};
 use crate::state::{Flow, State, mm_api, namespace, write_status};
@@ -37,15 +37,7 @@ pub async fn reconcile(mm: Arc<MaasMachine>, ctx: Arc<Ctx>) -> Result<Action> {
 
 async fn steps(ctx: &Ctx, state: &mut State) -> Result<Action> {
     for _ in 0..MAX_STEPS {
-        let step = decide(&Observed {
-            maas_machine: &state.mm,
-            machine: state.machine.as_ref(),
-            cluster: state.cluster.as_ref(),
-            host: state.host.as_ref(),
-            data_claim: state.data_claim.as_ref(),
-            data: state.data.as_ref(),
-            system_host: state.system_host.as_ref(),
-        });
+        let step = decide(&state.observed());
         debug!(?step, "step");
         match act(ctx, state, step).await {
             Ok(Flow::Continue) => {}

@@ -14,7 +14,6 @@ use std::time::Duration;
 use capmaas_api::conditions::{self as cond, reasons};
 use capmaas_api::machine::MaasMachineStatus;
 use capmaas_api::{MaasHost, MaasMachine};
-use capmaas_runtime::apply_status_at;
 use capmaas_runtime::conditions::{ConditionStatus, NewCondition};
 use kube::ResourceExt;
 use kube::api::{Patch, PatchParams};
@@ -28,7 +27,7 @@ use crate::context::Ctx;
 use crate::decide::{Observed, host_request};
 use crate::error::{Error, Result, is_conflict};
 use crate::host_ops::{self, Claim};
-use crate::state::{Flow, State, find_host, mm_api, namespace, write_status};
+use crate::state::{Flow, State, apply_owned, find_host, mm_api, namespace, write_status};
 use crate::status::{consumer_ref, intended_status, owned_status};
 
 /// Hosts tried, best first, before a reconcile gives up claiming and looks again later.
@@ -265,18 +264,14 @@ async fn claim_with_intent(
     host_ops::mark_claimed(&mut expected, &state.mm, &consumer, deploy.as_ref());
     let intended = intended_status(
         &Observed {
-            maas_machine: &state.mm,
-            machine: state.machine.as_ref(),
-            cluster: state.cluster.as_ref(),
             host: Some(&expected),
-            data_claim: state.data_claim.as_ref(),
-            data: state.data.as_ref(),
             system_host: None,
+            ..state.observed()
         },
         &capmaas_runtime::status::now(),
     );
     let before = owned_status(&state.mm);
-    state.replace_mm(apply_owned_status(ctx, &state.mm, &intended).await?);
+    state.replace_mm(apply_owned(ctx, &state.mm, &intended, RECORDING_HOST).await?);
     match host_ops::claim(ctx, &state.mm, ns, &host, request, deploy.as_ref()).await? {
         Claim::Won(h) => Ok(Some(*h)),
         Claim::Lost => {
@@ -284,7 +279,7 @@ async fn claim_with_intent(
                 host_ref: None,
                 ..before
             };
-            state.replace_mm(apply_owned_status(ctx, &state.mm, &restored).await?);
+            state.replace_mm(apply_owned(ctx, &state.mm, &restored, RECORDING_HOST).await?);
             // A hostRef written by a merge patch (an intent resumed from an older version) is
             // not released by the apply above.
             if recorded_host(&state.mm).is_some() {
@@ -295,26 +290,8 @@ async fn claim_with_intent(
     }
 }
 
-/// Applies `status` as the owned status, only if the MaasMachine is still at `mm`'s
-/// resourceVersion; 409 means another writer got there first.
-async fn apply_owned_status(
-    ctx: &Ctx,
-    mm: &MaasMachine,
-    status: &MaasMachineStatus,
-) -> Result<MaasMachine> {
-    let rv = mm
-        .resource_version()
-        .ok_or(Error::MissingMetadata("resourceVersion"))?;
-    apply_status_at(
-        &mm_api(ctx, mm)?,
-        &mm.name_any(),
-        &ctx.field_manager,
-        status,
-        &rv,
-    )
-    .await
-    .map_err(Error::runtime("recording the chosen host"))
-}
+/// What the claim's status writes are called in errors.
+const RECORDING_HOST: &str = "recording the chosen host";
 
 async fn no_host(
     ctx: &Ctx,

@@ -2,6 +2,7 @@
 //! every step shares. Below `act` and the step modules: it imports neither.
 
 use capmaas_api::capi::{Cluster, Machine, is_capi_owner};
+use capmaas_api::machine::MaasMachineStatus;
 use capmaas_api::{MaasData, MaasDataClaim, MaasHost, MaasMachine, keys};
 use capmaas_runtime::apply_status_at;
 use capmaas_runtime::conditions::NewCondition;
@@ -10,6 +11,7 @@ use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Resource, ResourceExt};
 
 use crate::context::Ctx;
+use crate::decide::Observed;
 use crate::error::{Error, Result};
 use crate::status::{claimed_by, host_facts_only, next_status, owned_status};
 
@@ -56,6 +58,19 @@ pub fn mm_api(ctx: &Ctx, mm: &MaasMachine) -> Result<Api<MaasMachine>> {
 }
 
 impl State {
+    /// What [`decide`] sees of this state.
+    pub fn observed(&self) -> Observed<'_> {
+        Observed {
+            maas_machine: &self.mm,
+            machine: self.machine.as_ref(),
+            cluster: self.cluster.as_ref(),
+            host: self.host.as_ref(),
+            data_claim: self.data_claim.as_ref(),
+            data: self.data.as_ref(),
+            system_host: self.system_host.as_ref(),
+        }
+    }
+
     /// [`State::observe`] from a fresh read of the MaasMachine; `None` when it is gone.
     pub async fn observe_fresh(ctx: &Ctx, mm: &MaasMachine) -> Result<Option<Self>> {
         let fresh = mm_api(ctx, mm)?
@@ -200,22 +215,32 @@ pub async fn write_status(
     if next == current || host_facts_only(&current, &next) {
         return Ok(false);
     }
-    let rv = state
-        .mm
+    let written = apply_owned(ctx, &state.mm, &next, "writing the status").await?;
+    state.replace_mm(written);
+    Ok(true)
+}
+
+/// Applies `status` as the owned status of `mm`, only if the MaasMachine is still at `mm`'s
+/// resourceVersion: a write that raced another writer fails with [`Error::Conflict`] (`action`
+/// names the write in errors) instead of undoing that writer's change.
+pub async fn apply_owned(
+    ctx: &Ctx,
+    mm: &MaasMachine,
+    status: &MaasMachineStatus,
+    action: &'static str,
+) -> Result<MaasMachine> {
+    let rv = mm
         .resource_version()
         .ok_or(Error::MissingMetadata("resourceVersion"))?;
-    state.replace_mm(
-        apply_status_at(
-            &mm_api(ctx, &state.mm)?,
-            &state.mm.name_any(),
-            &ctx.field_manager,
-            &next,
-            &rv,
-        )
-        .await
-        .map_err(Error::runtime("writing the status"))?,
-    );
-    Ok(true)
+    apply_status_at(
+        &mm_api(ctx, mm)?,
+        &mm.name_any(),
+        &ctx.field_manager,
+        status,
+        &rv,
+    )
+    .await
+    .map_err(Error::runtime(action))
 }
 
 /// Whether `claim` was made for this very MaasMachine (same UID as its controller owner).
