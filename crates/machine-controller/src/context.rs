@@ -14,7 +14,7 @@ use kube::Client;
 use kube::runtime::reflector::Store;
 
 use crate::BINARY;
-use crate::own_writes::{HostWrites, OwnWrites};
+use crate::own_writes::HostWrites;
 
 /// Shared by every reconcile of one leadership term.
 #[derive(Clone)]
@@ -39,8 +39,8 @@ pub struct Ctx {
     pub workload: WorkloadClients,
     /// Hosts being claimed in this process.
     pub claims: ClaimTracker,
-    /// The MaasMachines as our last reconciles left them ([`crate::own_writes`]).
-    pub own_writes: OwnWrites,
+    /// The MaasMachines as our last reconciles left them ([`capmaas_runtime::own_writes`]).
+    pub own_writes: capmaas_runtime::OwnWrites<capmaas_api::MaasMachine>,
     /// The host specs this process wrote last ([`HostWrites`]).
     pub host_writes: HostWrites,
     /// MaasMachine UIDs whose workload Node this process has linked.
@@ -83,7 +83,7 @@ impl Ctx {
             clusters: caches.clusters,
             waits: ObjectBackoff::new(wait_backoff()),
             claims: ClaimTracker::default(),
-            own_writes: OwnWrites::default(),
+            own_writes: capmaas_runtime::OwnWrites::default(),
             host_writes: HostWrites::default(),
             linked: Arc::default(),
         }

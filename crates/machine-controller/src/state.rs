@@ -43,7 +43,7 @@ pub struct State {
     /// machine (from the cache), which the machine may claim again.
     pub system_host: Option<MaasHost>,
     /// resourceVersions of the MaasMachine this reconcile saw replaced (by its writes or fresh
-    /// reads), oldest first: all older than `mm` ([`crate::own_writes`]).
+    /// reads), oldest first: all older than `mm` ([`capmaas_runtime::own_writes`]).
     pub superseded: Vec<String>,
 }
 
