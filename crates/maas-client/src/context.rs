@@ -68,6 +68,9 @@ pub struct Gateway {
     pub dns_records: Store<MaasDNSRecord>,
     /// Host bindings of this installation ([`crate::binding`]), from a reflector.
     pub bindings: Store<Lease>,
+    /// MaasHosts as this term's last reconcile of each left them, for a reconcile that starts
+    /// before the watch delivered those writes ([`capmaas_runtime::own_writes`]).
+    pub own_writes: capmaas_runtime::OwnWrites<MaasHost>,
 }
 
 impl std::fmt::Debug for Gateway {

@@ -154,6 +154,7 @@ pub async fn run_term(term: Context, maas: Maas, config: GatewayConfig) -> Resul
         host_trigger,
         in_flight: in_flight::InFlight::default(),
         inventory_syncs: inventory::schedule::SyncTimes::default(),
+        own_writes: capmaas_runtime::OwnWrites::default(),
         hosts: hosts.store(),
         inventories: inventories.store(),
         dns_records: records.store(),

@@ -12,6 +12,25 @@ use capmaas_api::keys;
 use maas_sim::{NodeStatus, PowerState};
 use support::*;
 
+/// The (reason, note) of every Event about the MaasHost `name`, oldest first.
+async fn host_events(client: &kube::Client, ns: &str, name: &str) -> Vec<(String, String)> {
+    let api: kube::Api<k8s_openapi::api::events::v1::Event> =
+        kube::Api::namespaced(client.clone(), ns);
+    let mut events: Vec<_> = api
+        .list(&kube::api::ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
+        .collect();
+    events.sort_by_key(|e| e.event_time.as_ref().map(|t| t.0));
+    events
+        .into_iter()
+        .map(|e| (e.reason.unwrap_or_default(), e.note.unwrap_or_default()))
+        .collect()
+}
+
 #[tokio::test]
 async fn import_then_provision_and_release() {
     let (env, client, ns) = api_server("gw").await;
@@ -152,6 +171,32 @@ async fn import_then_provision_and_release() {
     let conditions = status.conditions.unwrap();
     assert!(capmaas_runtime::is_true(&conditions, "Provisioned"));
     assert!(capmaas_runtime::is_true(&conditions, "Ready"));
+
+    // Allocate and deploy in one reconcile are announced by one Event, and each state change
+    // by an Event named after the new state (the recorder folds Events of one reason and
+    // object into a series that keeps the first note, so one reason must mean one note).
+    let events = host_events(&client, &ns, &host_name).await;
+    let announced = |reason: &str| {
+        events
+            .iter()
+            .filter(|(r, _)| r == reason)
+            .map(|(_, note)| note.as_str())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        announced("DeployStarted"),
+        [format!("allocated MAAS machine {host_name}, deploying ubuntu/jammy").as_str()],
+        "{events:?}"
+    );
+    assert!(announced("Allocated").is_empty(), "{events:?}");
+    for (reason, note) in &events {
+        if let Some((_, to)) = note.split_once(" -> ") {
+            assert_eq!(
+                to, reason,
+                "a state change Event is named after its state: {events:?}"
+            );
+        }
+    }
 
     // Release back to available.
     release_request(&client, &ns, &host_name).await;

@@ -21,7 +21,6 @@ use super::annotations::{self as ann, RebootState};
 /// reconcile.
 const FRESH_FOR_DEPLOY: Duration = Duration::from_secs(1);
 use super::run::{Run, unix_now};
-use super::step::Wait;
 use crate::binding::{self, Bound};
 use crate::error::{Error, Result};
 
@@ -67,10 +66,11 @@ impl Run<'_> {
         self.facts.allocation_known = true;
         self.facts.allocated_for_other_consumer = false;
         self.announced = true;
-        // Record at once: from here on the host, not only MAAS's agent_name, says it is ours.
-        self.write_status(Wait::Idle).await?;
-        let note = format!("allocated MAAS machine {}", self.system_id);
-        self.gw.events.normal(self.host, "Allocated", &note).await;
+        // Recorded with the status write that ends this reconcile (usually after the deploy);
+        // until then MAAS's agent_name and the adoption cover a crash, as they cover one
+        // between the allocate call and any write.
+        self.allocation_unwritten = true;
+        self.allocated_note = Some(format!("allocated MAAS machine {}", self.system_id));
         Ok(())
     }
 
@@ -219,7 +219,10 @@ impl Run<'_> {
             .map_err(Error::maas("deploy"))?;
         self.seen(m, sent);
         self.announced = true;
-        let note = format!("deploying {}", provisioning.image);
+        let note = match self.allocated_note.take() {
+            Some(allocated) => format!("{allocated}, deploying {}", provisioning.image),
+            None => format!("deploying {}", provisioning.image),
+        };
         self.gw
             .events
             .normal(self.host, "DeployStarted", &note)

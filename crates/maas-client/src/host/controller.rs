@@ -10,13 +10,14 @@ use std::time::{Duration, Instant};
 use capmaas_api::MaasHost;
 use capmaas_api::host::HostAllocation;
 use capmaas_api::keys;
+use capmaas_runtime::error_chain;
 use capmaas_runtime::status::{apply_status, now};
 use kube::ResourceExt;
 use kube::api::Api;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use maas_api_client::{MaasError, Machine, MachineStatus};
-use tracing::{debug, info};
+use tracing::{debug, info, warn};
 
 use super::annotations::{self as ann, RebootState};
 use super::run::{Run, unix_now};
@@ -94,7 +95,8 @@ pub fn host_facts(
 
 /// Reconciles one MaasHost: executes steps until one has to wait, then writes the status.
 pub async fn reconcile(host: Arc<MaasHost>, gw: Arc<Gateway>) -> Result<Action> {
-    let (host, gw) = (host.as_ref(), gw.as_ref());
+    let gw = gw.as_ref();
+    let host = &gw.own_writes.freshest(host.as_ref().clone());
     let namespace = host.namespace().unwrap_or_default();
     if let Some(why) = unmanaged(host, gw, &namespace).await? {
         write_unmanaged(host, gw, &namespace, &why).await?;
@@ -129,7 +131,19 @@ pub async fn reconcile(host: Arc<MaasHost>, gw: Arc<Gateway>) -> Result<Action> 
         unlisted_from,
         spec_error: None,
         announced: false,
+        allocation_unwritten: false,
+        allocated_note: None,
+        written: None,
+        replaced_versions: host.resource_version().into_iter().collect(),
     };
+    let result = run_steps(&mut run).await;
+    run.remember_writes();
+    result
+}
+
+/// The reconcile of a managed host: steps until one waits, then the status.
+async fn run_steps(run: &mut Run<'_>) -> Result<Action> {
+    let (gw, host) = (run.gw, run.host);
     // The batched observation did not see the machine: only a direct read can tell whether it
     // is gone (404) or merely hidden from the list.
     // Likewise after a call whose answer was lost: MAAS may have carried it out.
@@ -137,6 +151,30 @@ pub async fn reconcile(host: Arc<MaasHost>, gw: Arc<Gateway>) -> Result<Action> 
     if run.machine.is_some() && (unseen || gw.cache.is_stale(&run.system_id)) {
         run.refresh().await?;
     }
+    let steps = execute_steps(run).await;
+    if steps.is_err()
+        && let Err(e) = run.record_allocation().await
+    {
+        // The step's error is the one to report; the adoption finds the allocation anyway.
+        warn!(error = %error_chain(&e), "cannot record the allocation after a failed step");
+    }
+    run.announce_allocation().await;
+    let outcome = steps?;
+    if outcome.in_flight && run.machine.is_some() {
+        gw.in_flight
+            .watch(&run.system_id, ObjectRef::from_obj(host));
+    } else {
+        gw.in_flight.forget(&run.system_id);
+    }
+    let report_due = run.write_status(outcome.why).await?;
+    let requeue = outcome.requeue_after(gw.settings.resync);
+    Ok(Action::requeue(
+        report_due.map_or(requeue, |due| due.min(requeue)),
+    ))
+}
+
+/// Executes steps until one has to wait (at most [`MAX_STEPS`]): how the reconcile ends.
+async fn execute_steps(run: &mut Run<'_>) -> Result<Outcome> {
     let mut outcome = Outcome::quiet(Wait::Idle);
     for _ in 0..MAX_STEPS {
         let step = next_step(&run.facts, run.machine.as_deref());
@@ -155,7 +193,7 @@ pub async fn reconcile(host: Arc<MaasHost>, gw: Arc<Gateway>) -> Result<Action> 
                 Ok(false) => {
                     // MAAS completes the operation on its own: report what we wait for.
                     outcome = Outcome {
-                        why: in_flight_reason(&run),
+                        why: in_flight_reason(run),
                         in_flight: true,
                         retry: None,
                     };
@@ -174,29 +212,19 @@ pub async fn reconcile(host: Arc<MaasHost>, gw: Arc<Gateway>) -> Result<Action> 
                 Err(Error::InvalidSpec(message)) => {
                     // Reported in the host status (`Provisioned=False`, reason InvalidSpec),
                     // then retried with the invalid-spec delay like any invalid spec.
-                    gw.in_flight.forget(&run.system_id);
+                    run.gw.in_flight.forget(&run.system_id);
                     run.spec_error = Some(message.clone());
                     run.write_status(Wait::InvalidSpec).await?;
                     return Err(Error::InvalidSpec(message));
                 }
                 Err(e) => {
-                    gw.cache.mark_stale(&run.system_id);
+                    run.gw.cache.mark_stale(&run.system_id);
                     return Err(e);
                 }
             },
         }
     }
-    if outcome.in_flight && run.machine.is_some() {
-        gw.in_flight
-            .watch(&run.system_id, ObjectRef::from_obj(host));
-    } else {
-        gw.in_flight.forget(&run.system_id);
-    }
-    let report_due = run.write_status(outcome.why).await?;
-    let requeue = outcome.requeue_after(gw.settings.resync);
-    Ok(Action::requeue(
-        report_due.map_or(requeue, |due| due.min(requeue)),
-    ))
+    Ok(outcome)
 }
 
 /// How a reconcile ends.

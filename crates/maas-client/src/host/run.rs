@@ -40,6 +40,19 @@ pub(super) struct Run<'a> {
     /// An operation of this reconcile announced itself with an Event (`Allocated`,
     /// `DeployStarted`, `Released`): the state change it causes needs no second one.
     pub(super) announced: bool,
+    /// This reconcile allocated (or adopted) the machine and has not written the allocation
+    /// to the status yet. The status write that ends the reconcile records it; a step that
+    /// fails after the allocation writes it before the error is returned
+    /// ([`Run::record_allocation`]). A crash in between is what the adoption covers.
+    pub(super) allocation_unwritten: bool,
+    /// The `Allocated` Event of this reconcile's allocation, held back so that a deploy in the
+    /// same reconcile announces both with one `DeployStarted` Event ([`Run::announce_allocation`]).
+    pub(super) allocated_note: Option<String>,
+    /// The host as this reconcile's last write left it, and the versions it replaced (the
+    /// one the reconcile started from first): remembered for the next reconcile
+    /// ([`capmaas_runtime::own_writes`]).
+    pub(super) written: Option<MaasHost>,
+    pub(super) replaced_versions: Vec<String>,
 }
 
 impl Run<'_> {
@@ -73,9 +86,14 @@ impl Run<'_> {
     }
 
     /// Sets (or, with `None`, removes) an annotation of the host.
-    pub(super) async fn patch_annotation(&self, key: &str, value: Option<String>) -> Result<()> {
+    pub(super) async fn patch_annotation(
+        &mut self,
+        key: &str,
+        value: Option<String>,
+    ) -> Result<()> {
         let patch = json!({ "metadata": { "annotations": { key: value } } });
-        self.api
+        let written = self
+            .api
             .patch(
                 &self.host.name_any(),
                 &PatchParams::default(),
@@ -83,14 +101,32 @@ impl Run<'_> {
             )
             .await
             .map_err(Error::kube("annotate host"))?;
+        self.wrote(written);
         Ok(())
+    }
+
+    /// Keeps the host as a write of this reconcile returned it.
+    fn wrote(&mut self, host: MaasHost) {
+        let replaced = self.written.replace(host);
+        if let Some(rv) = replaced.and_then(|h| h.metadata.resource_version) {
+            self.replaced_versions.push(rv);
+        }
+    }
+
+    /// Hands the host as this reconcile's writes left it to the next reconcile.
+    pub(super) fn remember_writes(&self) {
+        if let Some(written) = &self.written {
+            self.gw
+                .own_writes
+                .remember(written, &self.replaced_versions);
+        }
     }
 
     /// Writes the host status for this outcome when it changed, with an Event on a new
     /// provisioning state unless an operation of this reconcile announced it already. A change
     /// of MAAS's progress text alone waits ([`progress_report_wait`]): the time until it is
     /// due is returned, for the reconcile to look again then.
-    pub(super) async fn write_status(&self, wait: Wait) -> Result<Option<Duration>> {
+    pub(super) async fn write_status(&mut self, wait: Wait) -> Result<Option<Duration>> {
         let machine = self.machine.as_deref();
         let ours = machine.is_some_and(|m| {
             !matches!(m.status, MachineStatus::Ready | MachineStatus::New)
@@ -120,13 +156,15 @@ impl Run<'_> {
             return Ok(Some(due));
         }
         let old_state = previous.and_then(|s| s.provisioning_state);
-        apply_status(
+        let written = apply_status(
             &self.api,
             &self.host.name_any(),
             &self.gw.settings.field_manager,
             &status,
         )
         .await?;
+        self.wrote(written);
+        self.allocation_unwritten = false;
         let new_state = status
             .provisioning_state
             .filter(|s| old_state != Some(*s) && !self.announced);
@@ -136,16 +174,34 @@ impl Run<'_> {
                 old_state.map_or("(none)", ProvisioningState::as_str),
                 state.as_str()
             );
+            // The reason names the new state: the event recorder folds an Event into an
+            // earlier one of the same reason and object (a series), keeping the earlier note.
             let events = &self.gw.events;
             if matches!(
                 state,
                 ProvisioningState::Failed | ProvisioningState::Broken | ProvisioningState::Missing
             ) {
-                events.warning(self.host, "ProvisioningState", &note).await;
+                events.warning(self.host, state.as_str(), &note).await;
             } else {
-                events.normal(self.host, "ProvisioningState", &note).await;
+                events.normal(self.host, state.as_str(), &note).await;
             }
         }
         Ok(None)
+    }
+
+    /// Writes the allocation this reconcile made to the status, if not written yet: after a
+    /// failed step, so the host says the machine is ours although the reconcile ends early.
+    pub(super) async fn record_allocation(&mut self) -> Result<()> {
+        if self.allocation_unwritten {
+            self.write_status(Wait::Idle).await?;
+        }
+        Ok(())
+    }
+
+    /// Publishes the `Allocated` Event no deploy of this reconcile took along.
+    pub(super) async fn announce_allocation(&mut self) {
+        if let Some(note) = self.allocated_note.take() {
+            self.gw.events.normal(self.host, "Allocated", &note).await;
+        }
     }
 }
