@@ -346,17 +346,25 @@ async fn paused_clusters_are_left_alone_and_impossible_requests_say_so() {
     })
     .await
     .unwrap_or_else(|e| panic!("{e}\n{}", h.logs(40)));
-    let events = Api::<Event>::namespaced(h.management.client(), &ns)
-        .list(&ListParams::default())
-        .await
-        .unwrap();
-    assert!(
-        events
-            .items
-            .iter()
-            .any(|e| e.involved_object.name.as_deref() == Some(name.as_str())
-                && e.type_.as_deref() == Some("Warning")),
-        "no Warning event for {name}; condition was {condition}"
-    );
+    // The Event follows the status write that carries the condition: wait for it too.
+    let events = Api::<Event>::namespaced(h.management.client(), &ns);
+    wait_for(
+        "a Warning Event saying no host fits",
+        Duration::from_secs(30),
+        POLL,
+        || async {
+            let listed = events.list(&ListParams::default()).await.unwrap();
+            Ok(listed
+                .items
+                .iter()
+                .any(|e| {
+                    e.involved_object.name.as_deref() == Some(name.as_str())
+                        && e.type_.as_deref() == Some("Warning")
+                })
+                .then_some(()))
+        },
+    )
+    .await
+    .unwrap_or_else(|e| panic!("no Warning event for {name} ({e}); condition was {condition}"));
     common::assert_rbac_sufficient(&h);
 }
