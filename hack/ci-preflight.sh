@@ -6,7 +6,7 @@
 # prints the free disk and the size of target/ when the run ends, whatever its outcome.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-needed_gib="${CI_NEEDED_GIB:-25}"
+needed_gib="${CI_NEEDED_GIB:-15}"
 avail_kib="$(df -Pk "$repo" | awk 'NR == 2 { print $4 }')"
 avail_gib=$((avail_kib / 1024 / 1024))
 if [[ "${1:-}" == "--end" ]]; then
