@@ -15,12 +15,17 @@ use super::{BenchResult, Provider, RunPlan, audit, metrics};
 /// How long the inventory may take to import the servers.
 const IMPORT_TIMEOUT: Duration = Duration::from_secs(120);
 
-/// Measures `plan` with our six binaries.
-pub async fn run(plan: RunPlan, timeout: Duration) -> Result<BenchResult> {
-    Box::pin(run_inner(plan, timeout)).await
+/// Measures `plan` with our six binaries; `gateway_args` are extra flags of `maas-client`
+/// (empty: its defaults).
+pub async fn run(plan: RunPlan, gateway_args: &[String], timeout: Duration) -> Result<BenchResult> {
+    Box::pin(run_inner(plan, gateway_args, timeout)).await
 }
 
-async fn run_inner(plan: RunPlan, timeout: Duration) -> Result<BenchResult> {
+async fn run_inner(
+    plan: RunPlan,
+    gateway_args: &[String],
+    timeout: Duration,
+) -> Result<BenchResult> {
     let harness = Harness::start(HarnessConfig {
         machines: plan.machines,
         deploy_time: plan.deploy.base,
@@ -28,6 +33,7 @@ async fn run_inner(plan: RunPlan, timeout: Duration) -> Result<BenchResult> {
         release_time: Duration::ZERO,
         log_filter: "warn".into(),
         audit_log: true,
+        gateway_args: gateway_args.to_vec(),
         ..HarnessConfig::default()
     })
     .await?;

@@ -6,6 +6,9 @@
 //! `CAPMAAS_BENCH_SIZES=50,200` and `CAPMAAS_BENCH_DEPLOYS=0,30,120` narrow it (every size
 //! with every deployment time; `0` is 0–2 s, `N` is N s ± 30 %, `N:P` is N s ± P %, `0:0`
 //! instant). `CAPMAAS_BENCH_TIMEOUT` (seconds, default 1800) bounds each run.
+//! `CAPMAAS_BENCH_GATEWAY_ARGS` (flags separated by spaces, e.g. `--maas-rate-limit=1000`) runs
+//! the gateway with flags other than its defaults, for what-if measurements; the report names
+//! them.
 #![allow(clippy::print_stdout)]
 
 use std::time::Duration;
@@ -25,6 +28,11 @@ async fn main() -> Result<(), capmaas_e2e::Error> {
             .and_then(|s| s.parse().ok())
             .unwrap_or(1800),
     );
+    let gateway_args: Vec<String> = std::env::var("CAPMAAS_BENCH_GATEWAY_ARGS")
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(str::to_owned)
+        .collect();
     let binaries = capmaas_e2e::harness::bin_dir();
     let mut results = Vec::new();
     let mut ceilings_done = Vec::new();
@@ -41,12 +49,19 @@ async fn main() -> Result<(), capmaas_e2e::Error> {
             "provisioning {machines} machines, {} simulated deployments ...",
             deploy.label()
         );
-        let result = run(RunPlan { machines, deploy }, timeout).await?;
+        let result = run(RunPlan { machines, deploy }, &gateway_args, timeout).await?;
         print_done(&result);
         results.push(result);
     }
     let context = capmaas_e2e::bench::ReportContext {
-        binaries: describe_binaries(&binaries, &capmaas_testenv::repo_root()),
+        binaries: match gateway_args.as_slice() {
+            [] => describe_binaries(&binaries, &capmaas_testenv::repo_root()),
+            flags => format!(
+                "{}, the gateway run with `{}` (`CAPMAAS_BENCH_GATEWAY_ARGS`)",
+                describe_binaries(&binaries, &capmaas_testenv::repo_root()),
+                flags.join(" ")
+            ),
+        },
         cores: std::thread::available_parallelism().map_or(0, std::num::NonZero::get),
         generated: k8s_openapi::jiff::Timestamp::now()
             .round(k8s_openapi::jiff::Unit::Second)
