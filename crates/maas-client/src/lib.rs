@@ -57,9 +57,13 @@ use crate::maas::{Maas, MaasMetrics};
 
 /// Binary name; the field manager is `capmaas-maas-client`.
 pub const BINARY: &str = "maas-client";
-/// `--concurrency` default: objects of each kind reconciled in parallel (MAAS traffic is
-/// bounded separately by `--maas-max-concurrency` and `--maas-rate-limit`).
-pub const DEFAULT_CONCURRENCY: u16 = 8;
+/// `--concurrency` default: objects of each kind reconciled in parallel. MAAS traffic is
+/// bounded separately (`--maas-max-concurrency`, `--maas-rate-limit`), and a host reconcile
+/// that calls MAAS spends most of its time waiting its turn there: with 8 slots, a burst of
+/// claims filled them all with allocations waiting for the rate limit, and a host whose
+/// deployment had finished waited behind them just to write its status (Deployed → Running
+/// p99 32 s in the 200-machine benchmark, 5 s with 64).
+pub const DEFAULT_CONCURRENCY: u16 = 64;
 
 /// Resolves the configuration (flags and `MAAS_*` environment), builds the runtime and runs
 /// until shutdown: what `main` does.

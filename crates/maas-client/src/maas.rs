@@ -6,6 +6,13 @@
 //! before every call. Retries of idempotent calls inside the client are not re-limited: they are
 //! already spaced by the client's backoff.
 //!
+//! Calls for one machine wait for the rate limit in the order they asked (a fair queue:
+//! `governor` alone wakes every waiter at once and lets any of them win, so under a long queue
+//! one host's allocate could wait far longer than the others'). A listing that serves many
+//! machines at once (the batched observation, the inventory sync, the sweeper) does not queue
+//! behind them: it waits only for the next token, so a change in MAAS reaches the hosts within
+//! the observation interval however many allocations are queued.
+//!
 //! Every mutating call (each non-GET: allocate, deploy, release, power, annotations, hostname,
 //! links, interfaces, IP ranges, DNS writes) checks the leadership fence ([`capmaas_runtime::Fence`]) after the rate
 //! limit and right before it is sent, and is abandoned (with its retries) if the fence lapses
@@ -131,11 +138,23 @@ impl RequestObserver for MaasMetrics {
     }
 }
 
+/// How a call waits for the rate limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Lane {
+    /// In its turn, behind the calls that asked before it.
+    InTurn,
+    /// A listing that serves many machines: only the next token, ahead of the queue.
+    Listing,
+}
+
 /// Rate-limited, fenced MAAS access; cheap to clone.
 #[derive(Clone)]
 pub struct Maas {
     client: MaasClient,
     limiter: Arc<DefaultDirectRateLimiter>,
+    /// The turn of calls for one machine at the rate limiter (tokio's mutex is fair: first come,
+    /// first served).
+    queue: Arc<tokio::sync::Mutex<()>>,
     fence: Fence,
     metrics: Option<MaasMetrics>,
 }
@@ -153,6 +172,7 @@ impl Maas {
         Self {
             client,
             limiter: Arc::new(RateLimiter::direct(Quota::per_second(per_second))),
+            queue: Arc::new(tokio::sync::Mutex::new(())),
             fence: Fence::unfenced(),
             metrics: None,
         }
@@ -173,10 +193,17 @@ impl Maas {
         self
     }
 
-    /// Waits for the rate limiter; the wait goes to the current (call) span and the metrics.
-    async fn permit(&self, operation: &'static str) {
+    /// Waits for the rate limiter (a [`Lane::InTurn`] call in its turn); the wait goes to the
+    /// current (call) span and the metrics.
+    async fn permit(&self, operation: &'static str, lane: Lane) {
         let started = Instant::now();
-        self.limiter.until_ready().await;
+        match lane {
+            Lane::InTurn => {
+                let _turn = self.queue.lock().await;
+                self.limiter.until_ready().await;
+            }
+            Lane::Listing => self.limiter.until_ready().await,
+        }
         let waited = started.elapsed();
         tracing::Span::current().record(
             "capmaas.rate_limit.wait_ms",
@@ -192,10 +219,11 @@ impl Maas {
         &self,
         operation: &'static str,
         system_id: Option<&str>,
+        lane: Lane,
         call: impl Future<Output = Result<T, MaasError>>,
     ) -> Result<T, MaasError> {
         in_call_span(operation, system_id, async {
-            self.permit(operation).await;
+            self.permit(operation, lane).await;
             call.await
         })
         .await
@@ -210,7 +238,7 @@ impl Maas {
         call: impl Future<Output = Result<T, MaasError>>,
     ) -> Result<T, MaasError> {
         in_call_span(operation, system_id, async {
-            self.permit(operation).await;
+            self.permit(operation, Lane::InTurn).await;
             self.fence.check().map_err(|_| MaasError::Fenced)?;
             tokio::select! {
                 biased;
@@ -223,8 +251,13 @@ impl Maas {
 
     /// `GET /machines/` with filters.
     pub async fn list_machines(&self, filter: &MachineFilter) -> Result<Vec<Machine>, MaasError> {
-        self.read("list_machines", None, self.client.list_machines(filter))
-            .await
+        self.read(
+            "list_machines",
+            None,
+            Lane::InTurn,
+            self.client.list_machines(filter),
+        )
+        .await
     }
 
     /// `GET /machines/` with filters, decoded machine by machine: one that does not decode is
@@ -236,6 +269,7 @@ impl Maas {
         self.read(
             "list_machines_lenient",
             None,
+            Lane::Listing,
             self.client.list_machines_lenient(filter),
         )
         .await
@@ -246,6 +280,7 @@ impl Maas {
         self.read(
             "get_machine",
             Some(system_id),
+            Lane::InTurn,
             self.client.get_machine(system_id),
         )
         .await
@@ -340,8 +375,13 @@ impl Maas {
 
     /// `GET /subnets/`.
     pub async fn list_subnets(&self) -> Result<Vec<Subnet>, MaasError> {
-        self.read("list_subnets", None, self.client.list_subnets())
-            .await
+        self.read(
+            "list_subnets",
+            None,
+            Lane::InTurn,
+            self.client.list_subnets(),
+        )
+        .await
     }
 
     /// Links an interface to a subnet (never retried by the client).
@@ -379,6 +419,7 @@ impl Maas {
         self.read(
             "list_dns_resources",
             None,
+            Lane::InTurn,
             self.client
                 .list_dns_resources(&DnsResourceFilter::fqdn(fqdn)),
         )
@@ -497,5 +538,47 @@ mod tests {
             "{:?}",
             start.elapsed()
         );
+    }
+
+    #[tokio::test]
+    async fn calls_for_one_machine_take_turns_and_listings_go_ahead() {
+        // 5 requests/s: the burst is spent first, then one token every 200 ms.
+        let maas = Maas::new(
+            unreachable_maas().client,
+            NonZeroU32::MIN.saturating_add(4),
+        );
+        for _ in 0..5 {
+            maas.permit("burst", Lane::InTurn).await;
+        }
+        let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let mut waiters = Vec::new();
+        for (name, lane) in [
+            ("first", Lane::InTurn),
+            ("second", Lane::InTurn),
+            ("third", Lane::InTurn),
+            ("fourth", Lane::InTurn),
+            ("listing", Lane::Listing),
+        ] {
+            let (maas, order) = (maas.clone(), order.clone());
+            waiters.push(tokio::spawn(async move {
+                maas.permit(name, lane).await;
+                order.lock().unwrap().push(name);
+            }));
+            // Each asks after the one before is queued.
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        for waiter in waiters {
+            waiter.await.unwrap();
+        }
+        let order = order.lock().unwrap().clone();
+        let position = |name| order.iter().position(|n| *n == name).unwrap();
+        assert!(
+            position("first") < position("second")
+                && position("second") < position("third")
+                && position("third") < position("fourth"),
+            "{order:?}"
+        );
+        // The listing asked last and takes one of the next two tokens.
+        assert!(position("listing") < position("third"), "{order:?}");
     }
 }

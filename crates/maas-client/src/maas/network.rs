@@ -7,7 +7,7 @@ use maas_api_client::{
     IpRangeSpec, MaasError, Vlan,
 };
 
-use super::Maas;
+use super::{Lane, Maas};
 
 impl Maas {
     /// `POST /nodes/{id}/interfaces/?op=create_bond` (never retried by the client).
@@ -86,14 +86,24 @@ impl Maas {
 
     /// `GET /fabrics/{id}/vlans/`.
     pub async fn list_vlans(&self, fabric_id: i64) -> Result<Vec<Vlan>, MaasError> {
-        self.read("list_vlans", None, self.client.list_vlans(fabric_id))
-            .await
+        self.read(
+            "list_vlans",
+            None,
+            Lane::InTurn,
+            self.client.list_vlans(fabric_id),
+        )
+        .await
     }
 
     /// `GET /ipranges/`.
     pub async fn list_ipranges(&self) -> Result<Vec<IpRange>, MaasError> {
-        self.read("list_ipranges", None, self.client.list_ipranges())
-            .await
+        self.read(
+            "list_ipranges",
+            None,
+            Lane::InTurn,
+            self.client.list_ipranges(),
+        )
+        .await
     }
 
     /// `POST /ipranges/` (never retried by the client).
