@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use kube::client::ClientBuilder;
 use kube::config::{KubeConfigOptions, Kubeconfig};
-use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::events::Reporter;
 use kube::{Client, Config};
 
 use crate::client_spans::WriteSpanLayer;
@@ -50,13 +50,6 @@ pub fn event_reporter(binary: &str, pod_name: Option<&str>) -> Reporter {
             .filter(|p| !p.is_empty())
             .map(str::to_owned),
     }
-}
-
-/// An event recorder for `binary` (instance from `POD_NAME`). Build it once and clone it: its
-/// de-duplication cache turns repeated events into series updates.
-pub fn event_recorder(client: Client, binary: &str) -> Recorder {
-    let pod = std::env::var("POD_NAME").ok();
-    Recorder::new(client, event_reporter(binary, pod.as_deref()))
 }
 
 /// The two clients every controller needs; cheap to clone.

@@ -70,7 +70,7 @@ pub mod trace_context;
 use std::time::Duration;
 
 pub use backoff::{BackoffConfig, ObjectBackoff};
-pub use client::{KubeClients, event_recorder, field_manager};
+pub use client::{KubeClients, field_manager};
 pub use conditions::{
     ConditionStatus, NewCondition, get_condition, is_true, set_condition, summarize_ready,
 };

@@ -3,12 +3,13 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use capmaas_runtime::apply_status_at;
-use capmaas_runtime::controller::finalizer;
+use capmaas_runtime::controller::{Events, finalizer};
 use capmaas_runtime::controller::workload::{WorkloadClients, WorkloadError, reason};
 use capmaas_testenv::TestEnv;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
-use kube::api::{DeleteParams, ObjectMeta, PostParams};
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{DeleteParams, ListParams, ObjectMeta, PostParams};
 use kube::{Api, Client, ResourceExt};
 use serde_json::json;
 
@@ -169,17 +170,66 @@ async fn workload_clients(client: &Client, ns: &str, env: &TestEnv) {
     assert!(!marker.exists(), "the exec plugin must never run");
 }
 
+/// The same Event again is the next of its series; the same reason with another note is an
+/// Event of its own, showing that note (kube's recorder folded it into the first one).
+async fn event_series(client: &Client, ns: &str) {
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+    let cm = ConfigMap {
+        metadata: ObjectMeta {
+            name: Some("watched".into()),
+            ..ObjectMeta::default()
+        },
+        ..ConfigMap::default()
+    };
+    let cm = api.create(&PostParams::default(), &cm).await.unwrap();
+    let events = Events::new(client.clone(), "kit-test");
+    let copy = events.clone();
+    events.warning(&cm, "MachinesSkipped", "skipped abc").await;
+    copy.warning(&cm, "MachinesSkipped", "skipped abc").await;
+    events.warning(&cm, "MachinesSkipped", "skipped abc, def").await;
+    events.warning(&cm, "MachinesSkipped", "skipped abc").await;
+    events.normal(&cm, "MachinesSkipped", "skipped abc").await;
+    let listed = Api::<Event>::namespaced(client.clone(), ns)
+        .list(&ListParams::default())
+        .await
+        .unwrap();
+    let mut seen: Vec<(String, String, i32)> = listed
+        .items
+        .iter()
+        .map(|e| {
+            assert_eq!(e.reporting_controller.as_deref(), Some("capmaas-kit-test"));
+            assert_eq!(e.regarding.as_ref().and_then(|r| r.uid.clone()), cm.uid());
+            (
+                e.type_.clone().unwrap_or_default(),
+                e.note.clone().unwrap_or_default(),
+                e.series.as_ref().map_or(1, |s| s.count),
+            )
+        })
+        .collect();
+    seen.sort();
+    assert_eq!(
+        seen,
+        [
+            ("Normal".to_owned(), "skipped abc".to_owned(), 1),
+            ("Warning".to_owned(), "skipped abc".to_owned(), 3),
+            ("Warning".to_owned(), "skipped abc, def".to_owned(), 1),
+        ]
+    );
+}
+
 #[tokio::test]
 async fn kit_against_a_real_api_server() {
     let env = TestEnv::api_server_only().await.unwrap();
     let client = env.client();
-    let (a, b) = (
+    let (a, b, c) = (
         env.create_namespace("kit-finalizer").await.unwrap(),
         env.create_namespace("kit-workload").await.unwrap(),
+        env.create_namespace("kit-events").await.unwrap(),
     );
     tokio::join!(
         finalizers(&client, &a),
         guarded_status(&client),
         workload_clients(&client, &b, &env),
+        event_series(&client, &c),
     );
 }

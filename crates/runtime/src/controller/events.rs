@@ -1,7 +1,25 @@
-//! Kubernetes Events, published the same way by every controller.
+//! Kubernetes Events (`events.k8s.io/v1`), published the same way by every controller.
+//!
+//! The same Event repeated on an object (same type, reason **and note**) within
+//! [`SERIES_WINDOW`] of its last sighting becomes a series on the first one (`series.count`,
+//! `series.lastObservedTime`: one patch, shown by kubectl as `(x3 over 2m)`); anything else is a
+//! new Event. kube's `Recorder` keys its series without the note, so a reason whose note
+//! changes (an inventory's `MachinesSkipped` naming other machines, machine-controller's
+//! no-host Warning as hosts come and go) was folded into the first Event and the new note was
+//! never shown; client-go's events/v1 recorder keys on the note too.
 
-use kube::runtime::events::{Event, EventType, Recorder};
-use kube::{Client, Resource};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::api::events::v1::{Event as KubeEvent, EventSeries};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::runtime::events::{EventType, Reporter};
+use kube::{Client, Resource, ResourceExt};
+use serde_json::json;
 use tracing::{debug, warn};
 
 use crate::error::error_chain;
@@ -9,11 +27,37 @@ use crate::error::error_chain;
 /// The API server refuses an Event `note` longer than this (bytes).
 pub const MAX_NOTE_BYTES: usize = 1024;
 
-/// Publishes Events for one binary; cheap to clone. Build it once per term: the recorder's
-/// cache turns repeats of the same Event into a series instead of new objects.
+/// How long after its last sighting a repeated Event still continues its series (as kube's and
+/// client-go's recorders).
+pub const SERIES_WINDOW: Duration = Duration::from_secs(6 * 60);
+
+/// What makes two Events the same one.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct SeriesKey {
+    namespace: Option<String>,
+    kind: Option<String>,
+    name: Option<String>,
+    uid: Option<String>,
+    warning: bool,
+    reason: String,
+    note: String,
+}
+
+/// An Event we created, and how often it was seen.
+#[derive(Debug, Clone)]
+struct Published {
+    name: String,
+    count: i32,
+    last_seen: Instant,
+}
+
+/// Publishes Events for one binary; cheap to clone (clones share the series). Build it once
+/// per term.
 #[derive(Clone)]
 pub struct Events {
-    recorder: Recorder,
+    client: Client,
+    reporter: Reporter,
+    published: Arc<Mutex<HashMap<SeriesKey, Published>>>,
 }
 
 impl std::fmt::Debug for Events {
@@ -25,8 +69,11 @@ impl std::fmt::Debug for Events {
 impl Events {
     /// Events reported as `capmaas-<binary>` (instance from `POD_NAME`).
     pub fn new(client: Client, binary: &str) -> Self {
+        let pod = std::env::var("POD_NAME").ok();
         Self {
-            recorder: crate::event_recorder(client, binary),
+            client,
+            reporter: crate::client::event_reporter(binary, pod.as_deref()),
+            published: Arc::default(),
         }
     }
 
@@ -46,20 +93,38 @@ impl Events {
         self.publish(obj, EventType::Warning, reason, note).await;
     }
 
-    /// An Event on `obj`. Events are for humans: a failure to record one is logged and never
-    /// fails the reconcile. The note is cut to what the API server accepts.
+    /// An Event on `obj`: a new one, or the next of its series. Events are for humans: a failure
+    /// to record one is logged and never fails the reconcile. The note is cut to what the API
+    /// server accepts.
     pub async fn publish<K>(&self, obj: &K, type_: EventType, reason: &str, note: &str)
     where
         K: Resource<DynamicType = ()>,
     {
-        let event = Event {
-            type_,
+        let regarding = obj.object_ref(&());
+        let key = SeriesKey {
+            namespace: regarding.namespace.clone(),
+            kind: regarding.kind.clone(),
+            name: regarding.name.clone(),
+            uid: regarding.uid.clone(),
+            warning: type_ == EventType::Warning,
             reason: reason.to_owned(),
-            note: Some(truncate(note, MAX_NOTE_BYTES).to_owned()),
-            action: "Reconcile".to_owned(),
-            secondary: None,
+            note: truncate(note, MAX_NOTE_BYTES).to_owned(),
         };
-        match self.recorder.publish(&event, &obj.object_ref(&())).await {
+        let api: Api<KubeEvent> = Api::namespaced(
+            self.client.clone(),
+            regarding.namespace.as_deref().unwrap_or("default"),
+        );
+        let result = match self.previous(&key) {
+            Some(previous) => match self.continue_series(&api, &previous).await {
+                // Gone (the API server's Event TTL): start again.
+                Err(kube::Error::Api(status)) if status.code == 404 => {
+                    self.create(&api, key.clone(), type_, regarding).await
+                }
+                other => other.map(|()| self.seen_again(&key, &previous)),
+            },
+            None => self.create(&api, key.clone(), type_, regarding).await,
+        };
+        match result {
             Ok(()) => {}
             // A refusal is a deployment missing a rule, which someone must fix; anything else
             // (a namespace being deleted, a brief outage) is noise.
@@ -68,6 +133,105 @@ impl Events {
             }
             Err(e) => debug!(reason, error = %error_chain(&e), "cannot publish event"),
         }
+    }
+
+    /// The Event `key` continues, if seen within the window; forgets the expired ones.
+    fn previous(&self, key: &SeriesKey) -> Option<Published> {
+        let mut published = self
+            .published
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        published.retain(|_, p| p.last_seen.elapsed() < SERIES_WINDOW);
+        published.get(key).cloned()
+    }
+
+    fn seen_again(&self, key: &SeriesKey, previous: &Published) {
+        let mut published = self
+            .published
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        published.insert(
+            key.clone(),
+            Published {
+                count: previous.count + 1,
+                last_seen: Instant::now(),
+                ..previous.clone()
+            },
+        );
+    }
+
+    async fn continue_series(
+        &self,
+        api: &Api<KubeEvent>,
+        previous: &Published,
+    ) -> Result<(), kube::Error> {
+        let series = EventSeries {
+            count: previous.count + 1,
+            last_observed_time: MicroTime(Timestamp::now()),
+        };
+        api.patch(
+            &previous.name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "series": series })),
+        )
+        .await
+        .map(drop)
+    }
+
+    async fn create(
+        &self,
+        api: &Api<KubeEvent>,
+        key: SeriesKey,
+        type_: EventType,
+        regarding: ObjectReference,
+    ) -> Result<(), kube::Error> {
+        let now = Timestamp::now();
+        let event = KubeEvent {
+            metadata: ObjectMeta {
+                // As client-go names them: the object's name and the time in nanoseconds.
+                name: Some(format!(
+                    "{}.{:x}",
+                    regarding.name.as_deref().unwrap_or(&self.reporter.controller),
+                    now.as_nanosecond()
+                )),
+                namespace: regarding.namespace.clone(),
+                ..ObjectMeta::default()
+            },
+            action: Some("Reconcile".to_owned()),
+            reason: Some(key.reason.clone()),
+            note: Some(key.note.clone()),
+            type_: Some(
+                match type_ {
+                    EventType::Normal => "Normal",
+                    EventType::Warning => "Warning",
+                }
+                .to_owned(),
+            ),
+            event_time: Some(MicroTime(now)),
+            regarding: Some(regarding),
+            reporting_controller: Some(self.reporter.controller.clone()),
+            reporting_instance: Some(
+                self.reporter
+                    .instance
+                    .clone()
+                    .unwrap_or_else(|| self.reporter.controller.clone()),
+            ),
+            ..KubeEvent::default()
+        };
+        let created = api.create(&PostParams::default(), &event).await?;
+        let mut published = self
+            .published
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        published.insert(
+            key,
+            Published {
+                name: created.name_any(),
+                count: 1,
+                last_seen: Instant::now(),
+            },
+        );
+        Ok(())
     }
 }
 
