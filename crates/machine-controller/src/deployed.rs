@@ -48,15 +48,26 @@ pub(crate) async fn provisioned(ctx: &Ctx, state: &mut State) -> Result<Flow> {
     let conditions = step_conditions(&Step::Provisioned, state.host.as_ref());
     write_status(ctx, state, conditions, true).await?;
     let provider = state.mm.spec.provider_id.clone().unwrap_or_default();
-    if !was_provisioned {
+    // Announced once; when this reconcile links the Node too, in the same Event.
+    let mut deployed = (!was_provisioned).then(|| format!("host deployed; providerID {provider}"));
+    let flow = link_workload_node(ctx, state, &provider, &mut deployed).await;
+    if let Some(note) = deployed {
         ctx.events
-            .normal(
-                &state.mm,
-                reasons::MACHINE_DEPLOYED,
-                &format!("host deployed; providerID {provider}"),
-            )
+            .normal(&state.mm, reasons::MACHINE_DEPLOYED, &note)
             .await;
     }
+    flow
+}
+
+/// Sets the providerID on the workload Node once it exists. A link made while `deployed` (the
+/// note of the `MachineDeployed` Event still to come) is pending is added to that note; a later
+/// one is its own `NodeProviderIDSet` Event.
+async fn link_workload_node(
+    ctx: &Ctx,
+    state: &State,
+    provider: &str,
+    deployed: &mut Option<String>,
+) -> Result<Flow> {
     let backstop = Action::requeue(ctx.sync_period);
     let uid = state.mm.uid().unwrap_or_default();
     let node_known = state
@@ -84,18 +95,23 @@ pub(crate) async fn provisioned(ctx: &Ctx, state: &mut State) -> Result<Flow> {
         Ok(client) => client,
         Err(e) => return kubeconfig_problem(ctx, state, e, &obj).await,
     };
-    match link_node(&client, &format!("{ns}/{cluster}"), &hostname, &provider).await {
+    match link_node(&client, &format!("{ns}/{cluster}"), &hostname, provider).await {
         Ok(NodeLink::Linked { node, patched }) => {
             ctx.mark_linked(&uid);
             ctx.waits.reset(&obj);
             if patched {
-                ctx.events
-                    .normal(
-                        &state.mm,
-                        "NodeProviderIDSet",
-                        &format!("set providerID {provider} on Node {node}"),
-                    )
-                    .await;
+                match deployed.as_mut() {
+                    Some(note) => *note = format!("{note}, set on Node {node}"),
+                    None => {
+                        ctx.events
+                            .normal(
+                                &state.mm,
+                                "NodeProviderIDSet",
+                                &format!("set providerID {provider} on Node {node}"),
+                            )
+                            .await;
+                    }
+                }
             }
             Ok(Flow::Done(backstop))
         }

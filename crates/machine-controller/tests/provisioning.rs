@@ -120,12 +120,25 @@ async fn machine_is_provisioned_linked_to_its_node_and_released() {
         node.spec.unwrap().provider_id.as_deref(),
         Some("maas:///az1/sys-node-small")
     );
-    for reason in ["HostClaimed", "MachineDeployed", "NodeProviderIDSet"] {
+    for reason in ["HostClaimed", "MachineDeployed"] {
         eventually(&format!("event {reason}"), 10, || async {
             (!events(&client, &ns, "m1", reason).await.is_empty()).then_some(())
         })
         .await;
     }
+    // The Node was there when the machine was provisioned: linked in the same reconcile and
+    // said in the same Event.
+    let deployed = events(&client, &ns, "m1", "MachineDeployed").await;
+    let deployed_note = deployed[0].note.clone().unwrap_or_default();
+    assert!(
+        deployed_note.contains("set on Node node-small"),
+        "{deployed_note}"
+    );
+    assert!(
+        events(&client, &ns, "m1", "NodeProviderIDSet")
+            .await
+            .is_empty()
+    );
     // The claim carried the deployment request: one write, one Event saying both.
     let claim_events = events(&client, &ns, "m1", "HostClaimed").await;
     let claim_note = claim_events[0].note.clone().unwrap_or_default();
