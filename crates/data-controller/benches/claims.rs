@@ -25,15 +25,14 @@
     clippy::cast_precision_loss
 )]
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::fmt::Write as _;
+use std::collections::BTreeSet;
 use std::future::Future;
 use std::time::{Duration, Instant};
 
 use capmaas_api::capi_ipam::{IPAddress, IPAddressClaim, IPAddressClaimSpec, IPPoolReference};
 use capmaas_api::{MaasData, MaasDataClaim, MaasDataTemplate, MaasHost, MaasIPPool, keys};
 use capmaas_runtime::Runtime;
-use capmaas_testenv::TestEnv;
+use capmaas_testenv::{ApiRequests, TestEnv};
 use data_controller::{BINARY, ControllerArgs};
 use futures::StreamExt;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
@@ -58,92 +57,12 @@ fn size(var: &str, default: usize) -> usize {
         .unwrap_or(default)
 }
 
-/// Write requests counted by the API server: `(resource[/subresource], verb)` → (all, non-2xx).
-#[derive(Debug, Default, Clone)]
-struct Writes(BTreeMap<(String, String), (f64, f64)>);
-
-impl Writes {
-    async fn read(client: &Client) -> Self {
-        let request = http::Request::get("/metrics").body(Vec::new()).unwrap();
-        let text = client.request_text(request).await.unwrap();
-        let mut writes = Self::default();
-        for line in text
-            .lines()
-            .filter(|l| l.starts_with("apiserver_request_total{"))
-        {
-            let Some((labels, value)) = line.rsplit_once(' ') else {
-                continue;
-            };
-            let label = |name: &str| {
-                labels
-                    .split(&format!("{name}=\""))
-                    .nth(1)
-                    .and_then(|rest| rest.split('"').next())
-                    .unwrap_or_default()
-                    .to_owned()
-            };
-            let verb = label("verb");
-            if !matches!(verb.as_str(), "POST" | "PUT" | "PATCH" | "DELETE" | "APPLY") {
-                continue;
-            }
-            let Ok(value) = value.parse::<f64>() else {
-                continue;
-            };
-            let mut resource = label("resource");
-            let subresource = label("subresource");
-            if !subresource.is_empty() {
-                resource = format!("{resource}/{subresource}");
-            }
-            let entry = writes.0.entry((resource, verb)).or_default();
-            entry.0 += value;
-            if !label("code").starts_with('2') {
-                entry.1 += value;
-            }
-        }
-        writes
-    }
-
-    /// What happened since `before`, without the API server's own Lease writes.
-    fn since(&self, before: &Self) -> Self {
-        let mut delta = Self::default();
-        for (key, (all, failed)) in &self.0 {
-            let (all0, failed0) = before.0.get(key).copied().unwrap_or_default();
-            if key.0 != "leases" && *all > all0 {
-                delta.0.insert(key.clone(), (all - all0, failed - failed0));
-            }
-        }
-        delta
-    }
-
-    fn minus(mut self, resource: &str, verb: &str, n: usize) -> Self {
-        if let Some(entry) = self.0.get_mut(&(resource.to_owned(), verb.to_owned())) {
-            entry.0 -= n as f64;
-        }
-        self.0.retain(|_, (all, _)| *all > 0.0);
-        self
-    }
-
-    fn total(&self) -> f64 {
-        self.0.values().map(|(all, _)| all).sum()
-    }
-
-    fn failed(&self) -> f64 {
-        self.0.values().map(|(_, failed)| failed).sum()
-    }
-}
-
-/// Writes since `before` once no write happened for [`QUIET`] (at most a minute).
-async fn settled(client: &Client, before: &Writes) -> Writes {
-    let mut last = Writes::read(client).await.since(before);
-    for _ in 0..30 {
-        tokio::time::sleep(QUIET).await;
-        let now = Writes::read(client).await.since(before);
-        if (now.total() - last.total()).abs() < 0.5 {
-            return now;
-        }
-        last = now;
-    }
-    last
+/// Writes since `before` once no write happened for [`QUIET`].
+async fn settled(client: &Client, before: &ApiRequests) -> ApiRequests {
+    ApiRequests::settled(client, before, QUIET)
+        .await
+        .unwrap()
+        .writes()
 }
 
 async fn create<K>(client: &Client, ns: &str, object: serde_json::Value) -> K
@@ -259,7 +178,7 @@ fn report(
     n: usize,
     done: usize,
     elapsed: Duration,
-    writes: &Writes,
+    writes: &ApiRequests,
     errors: &[String],
 ) {
     let rate = done as f64 / elapsed.as_secs_f64().max(1e-9);
@@ -269,19 +188,9 @@ fn report(
         elapsed.as_secs_f64(),
         per(writes.total()),
         writes.total(),
-        writes.failed()
+        writes.refused()
     );
-    let mut rows: Vec<_> = writes.0.iter().collect();
-    rows.sort_by(|a, b| b.1.0.total_cmp(&a.1.0));
-    let mut line = String::from("    per claim:");
-    for ((resource, verb), (all, failed)) in rows {
-        let _ = write!(line, " {resource} {verb} {:.2}", per(*all));
-        if *failed > 0.0 {
-            let _ = write!(line, " ({:.2} not 2xx)", per(*failed));
-        }
-        line.push(';');
-    }
-    println!("{}", line.trim_end_matches(';'));
+    println!("    per claim: {}", writes.per(n));
     if done < n {
         println!(
             "    ERROR: only {done} of {n} done after {}s",
@@ -297,7 +206,7 @@ async fn ipam_only(env: &TestEnv, n: usize) {
     let client = env.client();
     let ns = env.create_namespace("bench-ipam").await.unwrap();
     pool(&client, &ns, 20, n.max(256)).await;
-    let before = settled(&client, &Writes::default()).await;
+    let before = settled(&client, &ApiRequests::default()).await;
     let start = Instant::now();
     all_at_once(n, |i| {
         let (client, ns) = (client.clone(), ns.clone());
@@ -320,7 +229,7 @@ async fn ipam_only(env: &TestEnv, n: usize) {
         wait_done::<IPAddressClaim, _>(&client, &ns, n, start, |c| c.address_ref().is_some()).await;
     let writes = settled(&client, &before)
         .await
-        .minus("ipaddressclaims", "POST", n);
+        .minus("ipaddressclaims", "POST", n as f64);
     let errors: Vec<String> = distinct_addresses(&client, &ns, n)
         .await
         .into_iter()
@@ -406,7 +315,7 @@ async fn data_templates(env: &TestEnv, n: usize) {
         }
     })
     .await;
-    let before = settled(&client, &Writes::default()).await;
+    let before = settled(&client, &ApiRequests::default()).await;
     let start = Instant::now();
     all_at_once(n, |i| {
         let (client, ns) = (client.clone(), ns.clone());
@@ -428,7 +337,7 @@ async fn data_templates(env: &TestEnv, n: usize) {
     let (elapsed, done) = wait_done::<MaasDataClaim, _>(&client, &ns, n, start, rendered).await;
     let writes = settled(&client, &before)
         .await
-        .minus("maasdataclaims", "POST", n);
+        .minus("maasdataclaims", "POST", n as f64);
     let mut errors: Vec<String> = distinct_addresses(&client, &ns, n)
         .await
         .into_iter()

@@ -28,12 +28,11 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
 use capmaas_api::MaasRemediation;
 use capmaas_runtime::Runtime;
-use capmaas_testenv::TestEnv;
+use capmaas_testenv::{ApiRequests, TestEnv};
 use common::{condition, create_herd, create_herd_remediations, herd_host, start_herd_gateway};
 use kube::api::{Api, ListParams};
 use kube::{Client, ResourceExt};
@@ -46,7 +45,6 @@ const DONE_TIMEOUT: Duration = Duration::from_secs(600);
 const POLL: Duration = Duration::from_millis(100);
 /// The controller counts as quiet when no write happened for this long.
 const QUIET: Duration = Duration::from_secs(2);
-const WRITE_VERBS: [&str; 5] = ["POST", "PUT", "PATCH", "DELETE", "APPLY"];
 
 fn env_number(var: &str, default: f64) -> f64 {
     std::env::var(var)
@@ -55,111 +53,9 @@ fn env_number(var: &str, default: f64) -> f64 {
         .unwrap_or(default)
 }
 
-/// Requests counted by the API server: `(resource[/subresource], verb)` → (all, non-2xx).
-#[derive(Debug, Default, Clone)]
-struct Requests(BTreeMap<(String, String), (f64, f64)>);
-
-impl Requests {
-    async fn read(client: &Client) -> Self {
-        let request = http::Request::get("/metrics").body(Vec::new()).unwrap();
-        let text = client.request_text(request).await.unwrap();
-        let mut requests = Self::default();
-        for line in text
-            .lines()
-            .filter(|l| l.starts_with("apiserver_request_total{"))
-        {
-            let Some((labels, value)) = line.rsplit_once(' ') else {
-                continue;
-            };
-            let label = |name: &str| {
-                labels
-                    .split(&format!("{name}=\""))
-                    .nth(1)
-                    .and_then(|rest| rest.split('"').next())
-                    .unwrap_or_default()
-                    .to_owned()
-            };
-            let (mut resource, subresource) = (label("resource"), label("subresource"));
-            let Ok(value) = value.parse::<f64>() else {
-                continue;
-            };
-            if resource.is_empty() || resource == "leases" {
-                continue;
-            }
-            if !subresource.is_empty() {
-                resource = format!("{resource}/{subresource}");
-            }
-            let entry = requests.0.entry((resource, label("verb"))).or_default();
-            entry.0 += value;
-            if !label("code").starts_with('2') {
-                entry.1 += value;
-            }
-        }
-        requests
-    }
-
-    fn since(&self, before: &Self) -> Self {
-        let mut delta = Self::default();
-        for (key, (all, failed)) in &self.0 {
-            let (all0, failed0) = before.0.get(key).copied().unwrap_or_default();
-            if *all > all0 {
-                delta.0.insert(key.clone(), (all - all0, failed - failed0));
-            }
-        }
-        delta
-    }
-
-    fn minus(mut self, resource: &str, verb: &str, n: f64) -> Self {
-        if let Some(entry) = self.0.get_mut(&(resource.to_owned(), verb.to_owned())) {
-            entry.0 -= n;
-        }
-        self.0.retain(|_, (all, _)| *all > 0.0);
-        self
-    }
-
-    fn verbs(&self, verbs: &[&str]) -> Self {
-        let mut only = self.clone();
-        only.0.retain(|(_, verb), _| verbs.contains(&verb.as_str()));
-        only
-    }
-
-    fn total(&self) -> f64 {
-        self.0.values().map(|(all, _)| all).sum()
-    }
-
-    fn failed(&self) -> f64 {
-        self.0.values().map(|(_, failed)| failed).sum()
-    }
-
-    /// `resource VERB 1.23 (0.10 not 2xx); …` per remediation, most first.
-    fn per(&self, n: usize) -> String {
-        let mut rows: Vec<_> = self.0.iter().collect();
-        rows.sort_by(|a, b| b.1.0.total_cmp(&a.1.0));
-        let mut line = String::new();
-        for ((resource, verb), (all, failed)) in rows {
-            let _ = write!(line, "{resource} {verb} {:.2}", all / n as f64);
-            if *failed > 0.0 {
-                let _ = write!(line, " ({:.2} not 2xx)", failed / n as f64);
-            }
-            line.push_str("; ");
-        }
-        line.trim_end_matches("; ").to_owned()
-    }
-}
-
-/// Writes since `before` once no write happened for [`QUIET`] (at most a minute).
-async fn settled(client: &Client, before: &Requests) -> Requests {
-    let mut last = Requests::read(client).await.since(before);
-    for _ in 0..30 {
-        tokio::time::sleep(QUIET).await;
-        let now = Requests::read(client).await.since(before);
-        let writes = |r: &Requests| r.verbs(&WRITE_VERBS).total();
-        if (writes(&now) - writes(&last)).abs() < 0.5 {
-            return now;
-        }
-        last = now;
-    }
-    last
+/// Requests since `before` once no write happened for [`QUIET`].
+async fn settled(client: &Client, before: &ApiRequests) -> ApiRequests {
+    ApiRequests::settled(client, before, QUIET).await.unwrap()
 }
 
 /// `capmaas_reconcile_total` of this controller: (all, failed).
@@ -245,7 +141,7 @@ async fn main() {
         tokio::spawn(runtime.run(move |term| remediation_controller::run(term, args.clone())));
     let gateway = start_herd_gateway(&client, &herd, Duration::from_secs_f64(power));
 
-    let before = settled(&client, &Requests::default()).await;
+    let before = settled(&client, &ApiRequests::default()).await;
     let reconciles_before = reconciles(&metrics);
     let start = Instant::now();
     create_herd_remediations(&client, &herd, 2, 600).await;
@@ -312,12 +208,12 @@ async fn main() {
         "reconciles: {:.2} per remediation ({reconciled:.0}, {failed:.0} failed)",
         reconciled / n as f64
     );
-    let writes = requests.verbs(&WRITE_VERBS);
+    let writes = requests.clone().writes();
     println!(
         "API writes: {:.2} per remediation ({:.0}, {:.0} not 2xx)\n    {}",
         writes.total() / n as f64,
         writes.total(),
-        writes.failed(),
+        writes.refused(),
         writes.per(n)
     );
     let gets = requests.verbs(&["GET"]);
@@ -325,7 +221,7 @@ async fn main() {
         "API GETs: {:.2} per remediation ({:.0}, {:.0} not 2xx)\n    {}",
         gets.total() / n as f64,
         gets.total(),
-        gets.failed(),
+        gets.refused(),
         gets.per(n)
     );
     for e in &errors {

@@ -14,6 +14,7 @@
 //! Everything (processes, temporary directory) goes when the `TestEnv` is dropped, also
 //! when a test panics; on panic the tail of each process log is printed first.
 
+pub mod api_requests;
 mod builder;
 mod crds;
 mod error;
@@ -32,6 +33,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::Api;
 
+pub use crate::api_requests::ApiRequests;
 pub use crate::builder::Builder;
 pub use crate::crds::{
     install as install_crds, load_dir as load_crd_dir, load_file as load_crd_file,

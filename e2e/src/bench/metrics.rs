@@ -4,10 +4,13 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use capmaas_testenv::ApiRequests;
+use capmaas_testenv::api_requests::{label, samples};
+
 use crate::error::{Error, Result};
 use crate::harness::{CONTROLLERS, Harness};
 
-/// `apiserver_request_total` write counters, by resource.
+/// `apiserver_request_total` write counters, by `resource[/subresource]`.
 #[derive(Debug, Default)]
 pub(super) struct Writes(BTreeMap<String, f64>);
 
@@ -28,52 +31,10 @@ impl Writes {
 }
 
 pub(super) async fn api_writes(client: &kube::Client) -> Result<Writes> {
-    let request = http::Request::get("/metrics")
-        .body(Vec::new())
-        .map_err(|e| Error::Io {
-            context: "building the metrics request".into(),
-            source: std::io::Error::other(e),
-        })?;
-    let text = client
-        .request_text(request)
+    let requests = ApiRequests::scrape(client)
         .await
         .map_err(Error::kube("reading API server metrics"))?;
-    Ok(parse_writes(&text))
-}
-
-/// The value of label `name` in a Prometheus sample's label set.
-fn label(labels: &str, name: &str) -> String {
-    labels
-        .split(&format!("{name}=\""))
-        .nth(1)
-        .and_then(|rest| rest.split('"').next())
-        .unwrap_or_default()
-        .to_owned()
-}
-
-/// The samples of `metric` (`name{labels} value` lines) as (labels, value).
-fn samples<'a>(text: &'a str, metric: &'a str) -> impl Iterator<Item = (&'a str, f64)> + 'a {
-    let prefix = format!("{metric}{{");
-    text.lines()
-        .filter(move |l| l.starts_with(&prefix))
-        .filter_map(|line| {
-            let (labels, value) = line.rsplit_once(' ')?;
-            Some((labels, value.parse::<f64>().ok()?))
-        })
-}
-
-/// Sums `apiserver_request_total` samples of write verbs by resource.
-fn parse_writes(metrics: &str) -> Writes {
-    let mut writes = Writes::default();
-    for (labels, value) in samples(metrics, "apiserver_request_total") {
-        if matches!(
-            label(labels, "verb").as_str(),
-            "POST" | "PUT" | "PATCH" | "DELETE" | "APPLY"
-        ) {
-            *writes.0.entry(label(labels, "resource")).or_default() += value;
-        }
-    }
-    writes
+    Ok(Writes(requests.writes().by_resource()))
 }
 
 /// Sums `capmaas_reconcile_total` by controller (any result).
@@ -194,17 +155,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn write_counters_are_summed_by_resource_for_write_verbs_only() {
-        let metrics = concat!(
-            "# TYPE apiserver_request_total counter\n",
-            "apiserver_request_total{code=\"200\",component=\"apiserver\",group=\"infrastructure.cluster.x-k8s.io\",resource=\"maashosts\",scope=\"resource\",subresource=\"status\",verb=\"APPLY\",version=\"v1beta1\"} 7\n",
-            "apiserver_request_total{code=\"201\",component=\"apiserver\",group=\"\",resource=\"events\",scope=\"resource\",subresource=\"\",verb=\"POST\",version=\"v1\"} 3\n",
-            "apiserver_request_total{code=\"200\",component=\"apiserver\",group=\"\",resource=\"events\",scope=\"resource\",subresource=\"\",verb=\"GET\",version=\"v1\"} 100\n",
-        );
-        let after = parse_writes(metrics);
-        assert_eq!(after.0.get("maashosts"), Some(&7.0));
-        assert_eq!(after.0.get("events"), Some(&3.0));
+    fn writes_to_our_kinds_are_told_apart() {
+        // Parsing the counter is `capmaas_testenv::ApiRequests`' (tested there).
+        let after = Writes(BTreeMap::from([
+            ("maashosts/status".to_owned(), 7.0),
+            ("events".to_owned(), 3.0),
+        ]));
+        let before = Writes(BTreeMap::from([("maashosts/status".to_owned(), 2.0)]));
         assert_eq!(after.delta(&Writes::default()), (7.0, 10.0));
+        assert_eq!(after.delta(&before), (5.0, 8.0));
     }
 
     #[test]

@@ -366,51 +366,20 @@ pub async fn kill_binary(mut child: tokio::process::Child) {
 #[derive(Debug, Default)]
 pub struct ApiWrites(pub BTreeMap<String, u64>);
 
-/// Label `name` of a Prometheus sample's label set (`{a="x",b="y"}`), empty when absent.
-fn label(labels: &str, name: &str) -> String {
-    labels
-        .split(&format!("{name}=\""))
-        .nth(1)
-        .and_then(|rest| rest.split('"').next())
-        .unwrap_or_default()
-        .to_owned()
-}
-
 impl ApiWrites {
     /// Reads the API server's counters now.
-    pub async fn scrape(client: &kube::Client) -> Self {
-        let request = http::Request::get("/metrics").body(Vec::new()).unwrap();
-        Self::parse(&client.request_text(request).await.unwrap())
-    }
-
-    /// Sums the samples of write verbs by resource and subresource.
     // Counters are whole numbers printed as floats.
     #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-    pub fn parse(metrics: &str) -> Self {
-        let mut writes = Self::default();
-        for line in metrics
-            .lines()
-            .filter(|l| l.starts_with("apiserver_request_total{"))
-        {
-            let Some((labels, value)) = line.rsplit_once(' ') else {
-                continue;
-            };
-            if !matches!(
-                label(labels, "verb").as_str(),
-                "POST" | "PUT" | "PATCH" | "DELETE" | "APPLY"
-            ) {
-                continue;
-            }
-            let mut resource = label(labels, "resource");
-            let sub = label(labels, "subresource");
-            if !sub.is_empty() {
-                resource = format!("{resource}/{sub}");
-            }
-            if let Ok(value) = value.parse::<f64>() {
-                *writes.0.entry(resource).or_default() += value as u64;
-            }
-        }
-        writes
+    pub async fn scrape(client: &kube::Client) -> Self {
+        let requests = capmaas_testenv::ApiRequests::scrape(client).await.unwrap();
+        Self(
+            requests
+                .writes()
+                .by_resource()
+                .into_iter()
+                .map(|(resource, n)| (resource, n as u64))
+                .collect(),
+        )
     }
 
     /// The writes since `before`, resources without any left out.
