@@ -3,8 +3,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use capmaas_runtime::apply_status_at;
-use capmaas_runtime::controller::{Events, finalizer};
 use capmaas_runtime::controller::workload::{WorkloadClients, WorkloadError, reason};
+use capmaas_runtime::controller::{Events, finalizer};
 use capmaas_testenv::TestEnv;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
@@ -186,7 +186,9 @@ async fn event_series(client: &Client, ns: &str) {
     let copy = events.clone();
     events.warning(&cm, "MachinesSkipped", "skipped abc").await;
     copy.warning(&cm, "MachinesSkipped", "skipped abc").await;
-    events.warning(&cm, "MachinesSkipped", "skipped abc, def").await;
+    events
+        .warning(&cm, "MachinesSkipped", "skipped abc, def")
+        .await;
     events.warning(&cm, "MachinesSkipped", "skipped abc").await;
     events.normal(&cm, "MachinesSkipped", "skipped abc").await;
     let listed = Api::<Event>::namespaced(client.clone(), ns)

@@ -191,7 +191,10 @@ impl Events {
                 // As client-go names them: the object's name and the time in nanoseconds.
                 name: Some(format!(
                     "{}.{:x}",
-                    regarding.name.as_deref().unwrap_or(&self.reporter.controller),
+                    regarding
+                        .name
+                        .as_deref()
+                        .unwrap_or(&self.reporter.controller),
                     now.as_nanosecond()
                 )),
                 namespace: regarding.namespace.clone(),
