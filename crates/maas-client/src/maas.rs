@@ -138,6 +138,16 @@ impl RequestObserver for MaasMetrics {
     }
 }
 
+/// A MAAS answer and the instant its request went out (after the rate limit): the machine
+/// cache orders views by it, so it must not include the time spent waiting for a turn.
+#[derive(Debug, Clone)]
+pub struct Timed<T> {
+    /// The answer.
+    pub value: T,
+    /// When the request was sent.
+    pub sent: Instant,
+}
+
 /// How a call waits for the rate limit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Lane {
@@ -195,7 +205,7 @@ impl Maas {
 
     /// Waits for the rate limiter (a [`Lane::InTurn`] call in its turn); the wait goes to the
     /// current (call) span and the metrics.
-    async fn permit(&self, operation: &'static str, lane: Lane) {
+    async fn permit(&self, operation: &'static str, lane: Lane) -> Instant {
         let started = Instant::now();
         match lane {
             Lane::InTurn => {
@@ -212,6 +222,7 @@ impl Maas {
         if let Some(metrics) = &self.metrics {
             metrics.observe_rate_limit_wait(operation, waited);
         }
+        Instant::now()
     }
 
     /// A reading call: rate limit, then the call, inside its span.
@@ -221,10 +232,10 @@ impl Maas {
         system_id: Option<&str>,
         lane: Lane,
         call: impl Future<Output = Result<T, MaasError>>,
-    ) -> Result<T, MaasError> {
+    ) -> Result<Timed<T>, MaasError> {
         in_call_span(operation, system_id, async {
-            self.permit(operation, lane).await;
-            call.await
+            let sent = self.permit(operation, lane).await;
+            call.await.map(|value| Timed { value, sent })
         })
         .await
     }
@@ -236,13 +247,13 @@ impl Maas {
         operation: &'static str,
         system_id: Option<&str>,
         call: impl Future<Output = Result<T, MaasError>>,
-    ) -> Result<T, MaasError> {
+    ) -> Result<Timed<T>, MaasError> {
         in_call_span(operation, system_id, async {
-            self.permit(operation, Lane::InTurn).await;
+            let sent = self.permit(operation, Lane::InTurn).await;
             self.fence.check().map_err(|_| MaasError::Fenced)?;
             tokio::select! {
                 biased;
-                result = call => result,
+                result = call => result.map(|value| Timed { value, sent }),
                 () = self.fence.lapsed() => Err(MaasError::Fenced),
             }
         })
@@ -250,7 +261,10 @@ impl Maas {
     }
 
     /// `GET /machines/` with filters.
-    pub async fn list_machines(&self, filter: &MachineFilter) -> Result<Vec<Machine>, MaasError> {
+    pub async fn list_machines(
+        &self,
+        filter: &MachineFilter,
+    ) -> Result<Timed<Vec<Machine>>, MaasError> {
         self.read(
             "list_machines",
             None,
@@ -265,7 +279,7 @@ impl Maas {
     pub async fn list_machines_lenient(
         &self,
         filter: &MachineFilter,
-    ) -> Result<MachineList, MaasError> {
+    ) -> Result<Timed<MachineList>, MaasError> {
         self.read(
             "list_machines_lenient",
             None,
@@ -276,7 +290,7 @@ impl Maas {
     }
 
     /// `GET /machines/{id}/`.
-    pub async fn get_machine(&self, system_id: &str) -> Result<Machine, MaasError> {
+    pub async fn get_machine(&self, system_id: &str) -> Result<Timed<Machine>, MaasError> {
         self.read(
             "get_machine",
             Some(system_id),
@@ -287,7 +301,7 @@ impl Maas {
     }
 
     /// `POST /machines/?op=allocate` (never retried by the client).
-    pub async fn allocate(&self, request: &AllocateRequest) -> Result<Machine, MaasError> {
+    pub async fn allocate(&self, request: &AllocateRequest) -> Result<Timed<Machine>, MaasError> {
         self.write("allocate", None, self.client.allocate(request))
             .await
     }
@@ -297,7 +311,7 @@ impl Maas {
         &self,
         system_id: &str,
         request: &DeployRequest,
-    ) -> Result<Machine, MaasError> {
+    ) -> Result<Timed<Machine>, MaasError> {
         self.write(
             "deploy",
             Some(system_id),
@@ -311,7 +325,7 @@ impl Maas {
         &self,
         system_id: &str,
         request: &ReleaseRequest,
-    ) -> Result<Machine, MaasError> {
+    ) -> Result<Timed<Machine>, MaasError> {
         self.write(
             "release",
             Some(system_id),
@@ -321,7 +335,11 @@ impl Maas {
     }
 
     /// `POST /machines/{id}/?op=power_on`: only for a machine whose power state is `off`.
-    pub async fn power_on(&self, system_id: &str, comment: &str) -> Result<Machine, MaasError> {
+    pub async fn power_on(
+        &self,
+        system_id: &str,
+        comment: &str,
+    ) -> Result<Timed<Machine>, MaasError> {
         self.write(
             "power_on",
             Some(system_id),
@@ -335,7 +353,7 @@ impl Maas {
         &self,
         system_id: &str,
         comment: &str,
-    ) -> Result<Option<Machine>, MaasError> {
+    ) -> Result<Timed<Option<Machine>>, MaasError> {
         self.write(
             "power_off",
             Some(system_id),
@@ -350,7 +368,7 @@ impl Maas {
         &self,
         system_id: &str,
         annotations: &BTreeMap<String, String>,
-    ) -> Result<Machine, MaasError> {
+    ) -> Result<Timed<Machine>, MaasError> {
         self.write(
             "set_workload_annotations",
             Some(system_id),
@@ -364,7 +382,7 @@ impl Maas {
         &self,
         system_id: &str,
         hostname: &str,
-    ) -> Result<Machine, MaasError> {
+    ) -> Result<Timed<Machine>, MaasError> {
         self.write(
             "update_hostname",
             Some(system_id),
@@ -382,6 +400,7 @@ impl Maas {
             self.client.list_subnets(),
         )
         .await
+        .map(|answer| answer.value)
     }
 
     /// Links an interface to a subnet (never retried by the client).
@@ -397,6 +416,7 @@ impl Maas {
             self.client.link_subnet(system_id, interface_id, request),
         )
         .await
+        .map(|answer| answer.value)
     }
 
     /// Removes a link from an interface.
@@ -412,6 +432,7 @@ impl Maas {
             self.client.unlink_subnet(system_id, interface_id, link_id),
         )
         .await
+        .map(|answer| answer.value)
     }
 
     /// `GET /dnsresources/` by FQDN.
@@ -424,6 +445,7 @@ impl Maas {
                 .list_dns_resources(&DnsResourceFilter::fqdn(fqdn)),
         )
         .await
+        .map(|answer| answer.value)
     }
 
     /// `POST /dnsresources/` (never retried by the client).
@@ -437,6 +459,7 @@ impl Maas {
             self.client.create_dns_resource(spec),
         )
         .await
+        .map(|answer| answer.value)
     }
 
     /// `PUT /dnsresources/{id}/`.
@@ -451,6 +474,7 @@ impl Maas {
             self.client.update_dns_resource(id, spec),
         )
         .await
+        .map(|answer| answer.value)
     }
 
     /// `DELETE /dnsresources/{id}/`.
@@ -461,6 +485,7 @@ impl Maas {
             self.client.delete_dns_resource(id),
         )
         .await
+        .map(|answer| answer.value)
     }
 }
 
@@ -543,10 +568,7 @@ mod tests {
     #[tokio::test]
     async fn calls_for_one_machine_take_turns_and_listings_go_ahead() {
         // 5 requests/s: the burst is spent first, then one token every 200 ms.
-        let maas = Maas::new(
-            unreachable_maas().client,
-            NonZeroU32::MIN.saturating_add(4),
-        );
+        let maas = Maas::new(unreachable_maas().client, NonZeroU32::MIN.saturating_add(4));
         for _ in 0..5 {
             maas.permit("burst", Lane::InTurn).await;
         }

@@ -273,7 +273,8 @@ pub async fn sweep_once(
     let listing = gw
         .maas
         .list_machines_lenient(&MachineFilter::new().agent_name(installation.clone()))
-        .await?;
+        .await?
+        .value;
     for skipped in &listing.skipped {
         warn!(%skipped, "orphan sweep skipped an allocation of ours that does not decode");
     }
@@ -325,7 +326,7 @@ pub async fn sweep_once(
                 erase = request.erase,
                 secure_erase = request.secure_erase,
                 quick_erase = request.quick_erase,
-                status = %m.status,
+                status = %m.value.status,
                 "release of an orphaned allocation requested"
             ),
             Err(e) => warn!(system_id, error = %e, "cannot release orphaned allocation"),

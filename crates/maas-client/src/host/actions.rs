@@ -1,7 +1,7 @@
 //! The MAAS operations behind the steps that need more than one call: allocate (or adopt),
 //! deploy (with user data and network data), release, power on.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use capmaas_api::common::SecretKeyReference;
 use capmaas_api::host::HostAllocation;
@@ -23,6 +23,7 @@ const FRESH_FOR_DEPLOY: Duration = Duration::from_secs(1);
 use super::run::{Run, unix_now};
 use crate::binding::{self, Bound};
 use crate::error::{Error, Result};
+use crate::maas::Timed;
 
 impl Run<'_> {
     /// Allocates the exact machine with our agent_name, or adopts it when MAAS already shows it
@@ -83,10 +84,9 @@ impl Run<'_> {
             comment: Some(self.comment("allocate")),
             ..AllocateRequest::default()
         };
-        let sent = Instant::now();
         match self.gw.maas.allocate(&request).await {
             Ok(m) => {
-                self.seen(m, sent);
+                self.seen(m);
                 Ok(true)
             }
             Err(MaasError::NoMatchingMachine { .. }) => Ok(false),
@@ -97,7 +97,6 @@ impl Run<'_> {
     /// Adopts the machine if MAAS shows it allocated with our agent_name and not annotated for
     /// another host; else the machine is someone else's ([`Error::NotOurs`]).
     async fn adopt(&mut self, namespace: &str, name: &str) -> Result<()> {
-        let sent = Instant::now();
         let filter = MachineFilter::new()
             .system_id(self.system_id.clone())
             .agent_name(self.gw.settings.installation_id.clone());
@@ -107,7 +106,8 @@ impl Run<'_> {
             .list_machines(&filter)
             .await
             .map_err(Error::maas("look up allocation"))?;
-        let Some(machine) = mine.into_iter().next() else {
+        let sent = mine.sent;
+        let Some(machine) = mine.value.into_iter().next() else {
             // Not allocated with our agent_name: someone else's, or not allocated any more.
             self.refresh().await?;
             let state = self
@@ -128,7 +128,10 @@ impl Run<'_> {
             });
         }
         info!(system_id = %self.system_id, "adopting a machine already allocated with our agent_name");
-        self.seen(machine, sent);
+        self.seen(Timed {
+            value: machine,
+            sent,
+        });
         Ok(())
     }
 
@@ -210,14 +213,13 @@ impl Run<'_> {
             agent_name: Some(self.gw.settings.installation_id.clone()),
             ..DeployRequest::default()
         };
-        let sent = Instant::now();
         let m = self
             .gw
             .maas
             .deploy(&self.system_id, &request)
             .await
             .map_err(Error::maas("deploy"))?;
-        self.seen(m, sent);
+        self.seen(m);
         self.announced = true;
         let note = match self.allocated_note.take() {
             Some(allocated) => format!("{allocated}, deploying {}", provisioning.image),
@@ -242,14 +244,13 @@ impl Run<'_> {
                 .and_then(|p| p.release_policy.as_ref()),
             self.comment("release"),
         );
-        let sent = Instant::now();
         let m = self
             .gw
             .maas
             .release(&self.system_id, &request)
             .await
             .map_err(Error::maas("release"))?;
-        self.seen(m, sent);
+        self.seen(m);
         self.announced = true;
         let note = format!("released MAAS machine {}", self.system_id);
         self.gw.events.normal(self.host, "Released", &note).await;
@@ -271,14 +272,13 @@ impl Run<'_> {
         self.facts.reboot = RebootState::PoweringOn {
             since: Duration::ZERO,
         };
-        let sent = Instant::now();
         let m = self
             .gw
             .maas
             .power_on(&self.system_id, &self.comment("reboot"))
             .await
             .map_err(Error::maas("power on"))?;
-        self.seen(m, sent);
+        self.seen(m);
         Ok(())
     }
 }

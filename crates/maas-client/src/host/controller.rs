@@ -5,7 +5,7 @@
 //! wakes it when the machine changes: no host polls MAAS on its own.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use capmaas_api::MaasHost;
 use capmaas_api::host::HostAllocation;
@@ -27,6 +27,7 @@ use crate::binding::{self, Bound};
 use crate::cache::Lookup;
 use crate::context::Gateway;
 use crate::error::{Error, Result};
+use crate::maas::Timed;
 
 /// Steps executed per reconcile at most (allocate, annotate, rename, deploy fit in one).
 const MAX_STEPS: usize = 6;
@@ -391,11 +392,10 @@ async fn current_machine(
 /// A direct read of one machine: `None` only for a 404 (gone from MAAS); any other failure is
 /// an error, never "gone".
 async fn read_machine(gw: &Gateway, system_id: &str) -> Result<Option<Arc<Machine>>> {
-    let sent = Instant::now();
     match gw.maas.get_machine(system_id).await {
-        Ok(m) => {
-            gw.cache.observe(m.clone(), sent);
-            Ok(Some(Arc::new(m)))
+        Ok(Timed { value, sent }) => {
+            gw.cache.observe(value.clone(), sent);
+            Ok(Some(Arc::new(value)))
         }
         Err(MaasError::NotFound { .. }) => {
             gw.cache.forget_machine(system_id);
@@ -411,7 +411,6 @@ impl Run<'_> {
     async fn execute(&mut self, step: Step) -> Result<bool> {
         let sid = self.system_id.clone();
         let maas = self.gw.maas.clone();
-        let sent = Instant::now();
         match step {
             Step::Wait { .. } => return Ok(false),
             Step::Allocate => {
@@ -423,7 +422,7 @@ impl Run<'_> {
                     .set_workload_annotations(&sid, &self.facts.annotations)
                     .await
                     .map_err(Error::maas("set workload annotations"))?;
-                self.seen(m, sent);
+                self.seen(m);
                 return Ok(true);
             }
             Step::SetHostname(name) => {
@@ -431,7 +430,7 @@ impl Run<'_> {
                     .update_hostname(&sid, &name)
                     .await
                     .map_err(Error::maas("set hostname"))?;
-                self.seen(m, sent);
+                self.seen(m);
                 return Ok(true);
             }
             Step::RecordOriginalHostname(original) => {
@@ -494,8 +493,11 @@ impl Run<'_> {
                     .power_off(&sid, &self.comment("reboot"))
                     .await
                     .map_err(Error::maas("power off"))?;
-                match answer {
-                    Some(m) => self.seen(m, sent),
+                match answer.value {
+                    Some(value) => self.seen(Timed {
+                        value,
+                        sent: answer.sent,
+                    }),
                     None => self.refresh().await?,
                 }
             }

@@ -14,7 +14,6 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-use std::time::Instant;
 
 use capmaas_api::MaasHost;
 use kube::runtime::reflector::ObjectRef;
@@ -25,6 +24,7 @@ use tracing::{debug, warn};
 use crate::context::Gateway;
 use crate::error::{Error, Result};
 use crate::in_flight::not_shown;
+use crate::maas::Timed;
 
 /// System ids per list call: `id=xxxxxx&` is ~10 bytes, so 400 keep the request line near
 /// 4 KiB, under the 8 KiB that Apache and nginx accept in front of MAAS.
@@ -57,8 +57,10 @@ async fn observe(gw: &Gateway, batch: &[(String, ObjectRef<MaasHost>)]) -> Resul
     let filter = batch
         .iter()
         .fold(MachineFilter::new(), |f, (id, _)| f.system_id(id.clone()));
-    let sent = Instant::now();
-    let listing = gw
+    let Timed {
+        value: listing,
+        sent,
+    } = gw
         .maas
         .list_machines_lenient(&filter)
         .await

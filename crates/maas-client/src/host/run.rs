@@ -4,7 +4,7 @@
 //! it uses neither.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use capmaas_api::MaasHost;
 use capmaas_api::host::{HostAllocation, ProvisioningState};
@@ -18,6 +18,7 @@ use super::status::{StatusInput, build_status, progress_report_wait};
 use super::step::{HostFacts, Wait, held_by_us};
 use crate::context::Gateway;
 use crate::error::{Error, Result};
+use crate::maas::Timed;
 
 /// Now, in unix seconds (the encoding of the reboot-state annotation).
 pub(super) fn unix_now() -> i64 {
@@ -56,17 +57,16 @@ pub(super) struct Run<'a> {
 }
 
 impl Run<'_> {
-    /// Records a machine MAAS returned for a request sent at `sent`.
-    pub(super) fn seen(&mut self, machine: Machine, sent: Instant) {
-        self.gw.cache.observe(machine.clone(), sent);
-        self.machine = Some(Arc::new(machine));
+    /// Records a machine MAAS returned.
+    pub(super) fn seen(&mut self, answer: Timed<Machine>) {
+        self.gw.cache.observe(answer.value.clone(), answer.sent);
+        self.machine = Some(Arc::new(answer.value));
     }
 
     /// Reads the machine from MAAS again (`None` when it is gone).
     pub(super) async fn refresh(&mut self) -> Result<()> {
-        let sent = Instant::now();
         match self.gw.maas.get_machine(&self.system_id).await {
-            Ok(m) => self.seen(m, sent),
+            Ok(m) => self.seen(m),
             Err(MaasError::NotFound { .. }) => {
                 self.gw.cache.forget_machine(&self.system_id);
                 self.machine = None;

@@ -27,6 +27,7 @@ use super::status::{failed_status, synced_status};
 use crate::binding::{self, Bound};
 use crate::context::Gateway;
 use crate::error::{Error, Result};
+use crate::maas::Timed;
 
 /// API calls on hosts and their bindings in flight during one sync. One at a time, an import
 /// of thousands of machines takes minutes (two or three calls per machine, each waiting for
@@ -141,9 +142,11 @@ async fn sync(inventory: &MaasInventory, gw: &Gateway) -> Result<Action> {
     for tag in spec.tags.iter().flatten() {
         filter = filter.tag(tag.clone());
     }
-    let sent = Instant::now();
     // Lenient: a machine that does not decode is skipped and reported, the others sync.
-    let listing = gw
+    let Timed {
+        value: listing,
+        sent,
+    } = gw
         .maas
         .list_machines_lenient(&filter)
         .await

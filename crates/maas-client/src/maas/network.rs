@@ -22,6 +22,7 @@ impl Maas {
             self.client.create_bond(system_id, request),
         )
         .await
+        .map(|answer| answer.value)
     }
 
     /// `POST /nodes/{id}/interfaces/?op=create_vlan` (never retried by the client).
@@ -36,6 +37,7 @@ impl Maas {
             self.client.create_vlan_interface(system_id, request),
         )
         .await
+        .map(|answer| answer.value)
     }
 
     /// `PUT /nodes/{id}/interfaces/{iface}/` (MTU, bond mode).
@@ -52,6 +54,7 @@ impl Maas {
                 .update_interface(system_id, interface_id, update),
         )
         .await
+        .map(|answer| answer.value)
     }
 
     /// `DELETE /nodes/{id}/interfaces/{iface}/`.
@@ -66,6 +69,7 @@ impl Maas {
             self.client.delete_interface(system_id, interface_id),
         )
         .await
+        .map(|answer| answer.value)
     }
 
     /// `POST /nodes/{id}/interfaces/{iface}/?op=set_default_gateway`.
@@ -82,6 +86,7 @@ impl Maas {
                 .set_default_gateway(system_id, interface_id, Some(link_id)),
         )
         .await
+        .map(|answer| answer.value)
     }
 
     /// `GET /fabrics/{id}/vlans/`.
@@ -93,6 +98,7 @@ impl Maas {
             self.client.list_vlans(fabric_id),
         )
         .await
+        .map(|answer| answer.value)
     }
 
     /// `GET /ipranges/`.
@@ -104,23 +110,27 @@ impl Maas {
             self.client.list_ipranges(),
         )
         .await
+        .map(|answer| answer.value)
     }
 
     /// `POST /ipranges/` (never retried by the client).
     pub async fn create_iprange(&self, spec: &IpRangeSpec) -> Result<IpRange, MaasError> {
         self.write("create_iprange", None, self.client.create_iprange(spec))
             .await
+            .map(|answer| answer.value)
     }
 
     /// `PUT /ipranges/{id}/`.
     pub async fn update_iprange(&self, id: i64, spec: &IpRangeSpec) -> Result<IpRange, MaasError> {
         self.write("update_iprange", None, self.client.update_iprange(id, spec))
             .await
+            .map(|answer| answer.value)
     }
 
     /// `DELETE /ipranges/{id}/`.
     pub async fn delete_iprange(&self, id: i64) -> Result<(), MaasError> {
         self.write("delete_iprange", None, self.client.delete_iprange(id))
             .await
+            .map(|answer| answer.value)
     }
 }
