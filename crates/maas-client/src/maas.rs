@@ -603,4 +603,21 @@ mod tests {
         // The listing asked last and takes one of the next two tokens.
         assert!(position("listing") < position("third"), "{order:?}");
     }
+
+    #[tokio::test]
+    async fn a_call_is_timed_from_when_it_leaves_the_queue() {
+        // The machine cache orders views by this instant: time spent waiting for a turn is not
+        // part of it, or a view read late would lose against an older one.
+        let maas = Maas::new(unreachable_maas().client, NonZeroU32::MIN.saturating_add(4));
+        for _ in 0..5 {
+            maas.permit("burst", Lane::InTurn).await;
+        }
+        let asked = Instant::now();
+        let sent = maas.permit("late", Lane::InTurn).await;
+        assert!(
+            sent.duration_since(asked) >= Duration::from_millis(150),
+            "{:?}",
+            sent.duration_since(asked)
+        );
+    }
 }
