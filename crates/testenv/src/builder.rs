@@ -179,7 +179,12 @@ impl Builder {
                 root.join("sa.key").display()
             ),
             "--endpoint-reconciler-type=none".into(),
-            "--profiling=false".into(),
+            // Go's pprof handlers (`/debug/pprof/`, admin only) when asked for, to see where the
+            // API server's CPU goes during a benchmark.
+            format!(
+                "--profiling={}",
+                std::env::var_os("CAPMAAS_TESTENV_PROFILING").is_some()
+            ),
         ];
         let audit_log = if self.audit_log {
             let policy = root.join("audit-policy.yaml");
