@@ -12,6 +12,10 @@ use crate::error::Result;
 /// The user CAPI core runs as (client certificate, group `system:masters`).
 pub const CAPI_USER: &str = "capi-manager";
 
+/// Extra flags of CAPI core's manager, separated by spaces (`CAPMAAS_CAPI_ARGS`): for what-if
+/// measurements, never set in tests.
+pub const CAPI_ARGS_ENV: &str = "CAPMAAS_CAPI_ARGS";
+
 /// Starts the CAPI core manager, registers its webhooks and waits until it is ready.
 pub async fn start_core_manager(env: &TestEnv, dir: &Path) -> Result<Process> {
     let serving = WebhookServing::generate()?;
@@ -29,22 +33,30 @@ pub async fn start_core_manager(env: &TestEnv, dir: &Path) -> Result<Process> {
         .map_err(crate::Error::io("writing the kubeconfig of capi-manager"))?;
     let health_port = free_port()?;
     let diagnostics_port = free_port()?;
+    let mut args = vec![
+        format!("--kubeconfig={}", kubeconfig_path.display()),
+        "--leader-elect=false".into(),
+        format!("--webhook-port={}", serving.port),
+        format!("--webhook-cert-dir={}", cert_dir.display()),
+        format!("--health-addr=127.0.0.1:{health_port}"),
+        format!("--diagnostics-address=127.0.0.1:{diagnostics_port}"),
+        "--insecure-diagnostics=true".into(),
+        "--feature-gates=MachinePool=false,ClusterTopology=false".into(),
+        "--skip-crd-migration-phases=StorageVersionMigration,CleanupManagedFields".into(),
+        "--sync-period=1m".into(),
+        "--v=2".into(),
+    ];
+    // What-if runs of the benchmark, e.g. CAPI core's client rate limit (`--kube-api-qps`).
+    args.extend(
+        std::env::var(CAPI_ARGS_ENV)
+            .unwrap_or_default()
+            .split_whitespace()
+            .map(str::to_owned),
+    );
     let mut process = Process::start(
         "capi-manager",
         &cache_dir().join("bin/capi-manager"),
-        &[
-            format!("--kubeconfig={}", kubeconfig_path.display()),
-            "--leader-elect=false".into(),
-            format!("--webhook-port={}", serving.port),
-            format!("--webhook-cert-dir={}", cert_dir.display()),
-            format!("--health-addr=127.0.0.1:{health_port}"),
-            format!("--diagnostics-address=127.0.0.1:{diagnostics_port}"),
-            "--insecure-diagnostics=true".into(),
-            "--feature-gates=MachinePool=false,ClusterTopology=false".into(),
-            "--skip-crd-migration-phases=StorageVersionMigration,CleanupManagedFields".into(),
-            "--sync-period=1m".into(),
-            "--v=2".into(),
-        ],
+        &args,
         &[],
         dir,
     )?;

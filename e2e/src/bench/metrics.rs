@@ -71,6 +71,57 @@ pub(super) async fn reconciles(harness: &Harness) -> Option<BTreeMap<String, f64
     (!out.is_empty()).then_some(out)
 }
 
+/// Time the gateway's MAAS calls waited for its rate limit (`--maas-rate-limit`), from
+/// `capmaas_maas_rate_limit_wait_seconds`, all operations together.
+#[derive(Debug, Default, Clone, Copy, PartialEq)]
+pub struct RateLimitWait {
+    /// Seconds waited, summed over the calls.
+    pub seconds: f64,
+    /// Calls that took a permit.
+    pub calls: f64,
+}
+
+impl RateLimitWait {
+    fn parse(metrics: &str) -> Self {
+        let sum = |name: &str| samples(metrics, name).map(|(_, v)| v).sum::<f64>();
+        Self {
+            seconds: sum("capmaas_maas_rate_limit_wait_seconds_sum"),
+            calls: sum("capmaas_maas_rate_limit_wait_seconds_count"),
+        }
+    }
+
+    /// The waits between `before` and `self`.
+    pub(super) fn since(self, before: Self) -> Self {
+        Self {
+            seconds: self.seconds - before.seconds,
+            calls: self.calls - before.calls,
+        }
+    }
+
+    /// Mean wait per call, seconds (0 without calls).
+    pub fn mean_seconds(self) -> f64 {
+        if self.calls > 0.0 {
+            self.seconds / self.calls
+        } else {
+            0.0
+        }
+    }
+}
+
+/// The gateway's rate-limit waits so far; none when `maas-client` does not run or answer.
+pub(super) async fn rate_limit_wait(harness: &Harness) -> Option<RateLimitWait> {
+    let url = harness.metrics_url("maas-client")?;
+    let response = reqwest::Client::builder()
+        .timeout(Duration::from_secs(2))
+        .build()
+        .ok()?
+        .get(&url)
+        .send()
+        .await
+        .ok()?;
+    Some(RateLimitWait::parse(&response.text().await.ok()?))
+}
+
 /// `after − before` per key (a key missing before counts from 0).
 pub(super) fn delta(
     after: &BTreeMap<String, f64>,
@@ -164,6 +215,31 @@ mod tests {
         let before = Writes(BTreeMap::from([("maashosts/status".to_owned(), 2.0)]));
         assert_eq!(after.delta(&Writes::default()), (7.0, 10.0));
         assert_eq!(after.delta(&before), (5.0, 8.0));
+    }
+
+    #[test]
+    fn rate_limit_waits_are_summed_over_operations() {
+        let metrics = concat!(
+            "capmaas_maas_rate_limit_wait_seconds_bucket{operation=\"allocate\",le=\"0.1\"} 3\n",
+            "capmaas_maas_rate_limit_wait_seconds_sum{operation=\"allocate\"} 1.5\n",
+            "capmaas_maas_rate_limit_wait_seconds_count{operation=\"allocate\"} 4\n",
+            "capmaas_maas_rate_limit_wait_seconds_sum{operation=\"deploy\"} 2.5\n",
+            "capmaas_maas_rate_limit_wait_seconds_count{operation=\"deploy\"} 4\n",
+        );
+        let after = RateLimitWait::parse(metrics);
+        assert_eq!(
+            after,
+            RateLimitWait {
+                seconds: 4.0,
+                calls: 8.0
+            }
+        );
+        let waits = after.since(RateLimitWait {
+            seconds: 1.0,
+            calls: 2.0,
+        });
+        assert!((waits.mean_seconds() - 0.5).abs() < 1e-9, "{waits:?}");
+        assert!(RateLimitWait::default().mean_seconds().abs() < f64::EPSILON);
     }
 
     #[test]

@@ -27,6 +27,7 @@ use std::time::Duration;
 
 pub use audit::{AuditCounts, NULL_PROVIDER_USER, WriteCount, WriteKey, writer_name};
 pub use ceiling::run_ceiling;
+pub use metrics::RateLimitWait;
 pub use run::{count_hosts, run};
 pub use stats::{p50_p99, percentile};
 pub use table::{HEADING, ReportContext, detail_run, merge_report, report};
@@ -210,6 +211,9 @@ pub struct BenchResult {
     /// MAAS API calls per operation key (`machines.read`, `machine.deploy`, ...), inventory
     /// syncs included.
     pub maas_calls: BTreeMap<String, u64>,
+    /// How long the gateway's MAAS calls waited for its rate limit; none for the null
+    /// provider.
+    pub maas_rate_limit_wait: Option<RateLimitWait>,
     /// Write requests (create, update, patch, delete) the management API server served for
     /// our kinds (`maas*` resources), by anyone (`apiserver_request_total`).
     pub our_kind_writes: f64,

@@ -77,6 +77,7 @@ pub(super) struct Session {
     watches: Watches,
     writes_before: metrics::Writes,
     reconciles_before: Option<BTreeMap<String, f64>>,
+    rate_limit_wait_before: Option<metrics::RateLimitWait>,
     cpu_before: BTreeMap<String, f64>,
     audit_offset: Option<u64>,
 }
@@ -92,6 +93,7 @@ impl Session {
         .await?;
         let writes_before = metrics::api_writes(&harness.management.client()).await?;
         let reconciles_before = metrics::reconciles(harness).await;
+        let rate_limit_wait_before = metrics::rate_limit_wait(harness).await;
         let cpu_before = metrics::cpu_seconds(harness);
         let audit_offset = harness.management.audit_log_path().map(audit::log_len);
         harness.sim.state().reset_counts();
@@ -100,6 +102,7 @@ impl Session {
             watches,
             writes_before,
             reconciles_before,
+            rate_limit_wait_before,
             cpu_before,
             audit_offset,
         })
@@ -135,6 +138,9 @@ impl Session {
             (Some(after), Some(before)) => Some(metrics::delta(&after, before)),
             (after, _) => after,
         };
+        let maas_rate_limit_wait = metrics::rate_limit_wait(harness)
+            .await
+            .map(|after| after.since(self.rate_limit_wait_before.unwrap_or_default()));
         let audit = match (harness.management.audit_log_path(), self.audit_offset) {
             (Some(path), Some(offset)) => Some(audit::read_since(path, offset)?),
             _ => None,
@@ -156,6 +162,7 @@ impl Session {
             deploy: plan.map(|p| p.deploy),
             elapsed,
             maas_calls,
+            maas_rate_limit_wait,
             our_kind_writes,
             all_writes,
             reconciles,

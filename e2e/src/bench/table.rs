@@ -160,20 +160,30 @@ fn maas_table(results: &[BenchResult]) -> String {
         .filter(|r| r.provider == Provider::Ours)
         .collect();
     let ops: BTreeSet<&String> = ours.iter().flat_map(|r| r.maas_calls.keys()).collect();
-    let mut out = String::from("| machines | deploy | all |");
+    let mut out = String::from("| machines | deploy | all | calls/s | rate-limit wait per call |");
     for op in &ops {
         let _ = write!(out, " {op} |");
     }
     out.push('\n');
-    out.push_str(&"|---".repeat(3 + ops.len()));
+    out.push_str(&"|---".repeat(5 + ops.len()));
     out.push_str("|\n");
     for r in ours {
         let (_, deploy) = run_name(r);
+        let calls = r.maas_calls_total();
+        let secs = r.elapsed.as_secs_f64();
+        let per_second = if secs > 0.0 {
+            format!("{:.1}", count_u64(calls) / secs)
+        } else {
+            "–".into()
+        };
+        let wait = r
+            .maas_rate_limit_wait
+            .map_or("–".into(), |w| format!("{:.2} s", w.mean_seconds()));
         let _ = write!(
             out,
-            "| {} | {deploy} | {:.2} |",
+            "| {} | {deploy} | {:.2} | {per_second} | {wait} |",
             r.machines,
-            r.per_machine(count_u64(r.maas_calls_total()))
+            r.per_machine(count_u64(calls))
         );
         for op in &ops {
             let calls = r.maas_calls.get(*op).copied().unwrap_or(0);

@@ -1,6 +1,7 @@
 use std::time::Duration;
 
 use super::super::audit::WriteKey;
+use super::super::metrics::RateLimitWait;
 use super::super::timeline::{Milestone, MilestoneRow};
 use super::*;
 
@@ -16,6 +17,7 @@ fn result(
         deploy,
         elapsed: Duration::from_secs(secs),
         maas_calls: BTreeMap::new(),
+        maas_rate_limit_wait: None,
         our_kind_writes: 0.0,
         all_writes: 0.0,
         reconciles: None,
@@ -33,6 +35,10 @@ fn ours_50() -> BenchResult {
         ("machines.allocate".to_owned(), 50),
         ("machines.read".to_owned(), 25),
     ]);
+    r.maas_rate_limit_wait = Some(RateLimitWait {
+        seconds: 50.0,
+        calls: 125.0,
+    });
     r.our_kind_writes = 600.0;
     r.all_writes = 1500.0;
     r.reconciles = Some(BTreeMap::from([
@@ -90,12 +96,12 @@ fn maas_calls_and_memory_have_a_column_each() {
     let maas = maas_table(&results);
     assert!(
         maas.contains(
-            "| machines | deploy | all | machine.deploy | machines.allocate | machines.read |"
+            "| machines | deploy | all | calls/s | rate-limit wait per call | machine.deploy | machines.allocate | machines.read |"
         ),
         "{maas}"
     );
     assert!(
-        maas.contains("| 50 | 0–2 s | 2.50 | 1.00 | 1.00 | 0.50 |"),
+        maas.contains("| 50 | 0–2 s | 2.50 | 12.5 | 0.40 s | 1.00 | 1.00 | 0.50 |"),
         "{maas}"
     );
     assert!(
