@@ -148,6 +148,14 @@ pub struct Timed<T> {
     pub sent: Instant,
 }
 
+impl<T> Timed<Option<T>> {
+    /// The answer, if there is one, still timed.
+    pub fn transpose(self) -> Option<Timed<T>> {
+        let sent = self.sent;
+        self.value.map(|value| Timed { value, sent })
+    }
+}
+
 /// How a call waits for the rate limit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Lane {

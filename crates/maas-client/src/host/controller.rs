@@ -493,11 +493,8 @@ impl Run<'_> {
                     .power_off(&sid, &self.comment("reboot"))
                     .await
                     .map_err(Error::maas("power off"))?;
-                match answer.value {
-                    Some(value) => self.seen(Timed {
-                        value,
-                        sent: answer.sent,
-                    }),
+                match answer.transpose() {
+                    Some(machine) => self.seen(machine),
                     None => self.refresh().await?,
                 }
             }
