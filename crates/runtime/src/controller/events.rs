@@ -51,13 +51,33 @@ struct Published {
     last_seen: Instant,
 }
 
+/// How often expired series are forgotten: a sweep walks every series of the last
+/// [`SERIES_WINDOW`], so not on every publish.
+const SWEEP_EVERY: Duration = Duration::from_secs(30);
+
+/// The series seen within the window, and when expired ones were last forgotten.
+#[derive(Debug)]
+struct SeriesBook {
+    by_key: HashMap<SeriesKey, Published>,
+    swept: Instant,
+}
+
+impl Default for SeriesBook {
+    fn default() -> Self {
+        Self {
+            by_key: HashMap::new(),
+            swept: Instant::now(),
+        }
+    }
+}
+
 /// Publishes Events for one binary; cheap to clone (clones share the series). Build it once
 /// per term.
 #[derive(Clone)]
 pub struct Events {
     client: Client,
     reporter: Reporter,
-    published: Arc<Mutex<HashMap<SeriesKey, Published>>>,
+    published: Arc<Mutex<SeriesBook>>,
 }
 
 impl std::fmt::Debug for Events {
@@ -135,14 +155,24 @@ impl Events {
         }
     }
 
-    /// The Event `key` continues, if seen within the window; forgets the expired ones.
+    /// The Event `key` continues, if seen within the window; now and then forgets the expired
+    /// ones.
     fn previous(&self, key: &SeriesKey) -> Option<Published> {
         let mut published = self
             .published
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        published.retain(|_, p| p.last_seen.elapsed() < SERIES_WINDOW);
-        published.get(key).cloned()
+        if published.swept.elapsed() >= SWEEP_EVERY {
+            published
+                .by_key
+                .retain(|_, p| p.last_seen.elapsed() < SERIES_WINDOW);
+            published.swept = Instant::now();
+        }
+        published
+            .by_key
+            .get(key)
+            .filter(|p| p.last_seen.elapsed() < SERIES_WINDOW)
+            .cloned()
     }
 
     fn seen_again(&self, key: &SeriesKey, previous: &Published) {
@@ -150,7 +180,7 @@ impl Events {
             .published
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        published.insert(
+        published.by_key.insert(
             key.clone(),
             Published {
                 count: previous.count + 1,
@@ -226,7 +256,7 @@ impl Events {
             .published
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        published.insert(
+        published.by_key.insert(
             key,
             Published {
                 name: created.name_any(),
