@@ -25,6 +25,7 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::num::NonZeroU32;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use capmaas_runtime::Fence;
@@ -173,8 +174,28 @@ pub struct Maas {
     /// The turn of calls for one machine at the rate limiter (tokio's mutex is fair: first come,
     /// first served).
     queue: Arc<tokio::sync::Mutex<()>>,
+    /// Calls waiting in that queue now.
+    queued: Arc<AtomicUsize>,
+    per_second: NonZeroU32,
     fence: Fence,
     metrics: Option<MaasMetrics>,
+}
+
+/// Counts a call in [`Maas::queued`] while it waits for its turn, also when the wait is
+/// abandoned (the reconcile is cancelled).
+struct InQueue<'a>(&'a AtomicUsize);
+
+impl<'a> InQueue<'a> {
+    fn enter(queued: &'a AtomicUsize) -> Self {
+        queued.fetch_add(1, Ordering::Relaxed);
+        Self(queued)
+    }
+}
+
+impl Drop for InQueue<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 impl std::fmt::Debug for Maas {
@@ -191,6 +212,8 @@ impl Maas {
             client,
             limiter: Arc::new(RateLimiter::direct(Quota::per_second(per_second))),
             queue: Arc::new(tokio::sync::Mutex::new(())),
+            queued: Arc::new(AtomicUsize::new(0)),
+            per_second,
             fence: Fence::unfenced(),
             metrics: None,
         }
@@ -211,14 +234,23 @@ impl Maas {
         self
     }
 
+    /// How long a call for one machine asked now would wait for its turn: the calls queued
+    /// ahead of it at the rate limit (listings, which go ahead, not counted).
+    pub fn backlog(&self) -> Duration {
+        let queued = u32::try_from(self.queued.load(Ordering::Relaxed)).unwrap_or(u32::MAX);
+        Duration::from_secs_f64(f64::from(queued) / f64::from(self.per_second.get()))
+    }
+
     /// Waits for the rate limiter (a [`Lane::InTurn`] call in its turn); the wait goes to the
     /// current (call) span and the metrics.
     async fn permit(&self, operation: &'static str, lane: Lane) -> Instant {
         let started = Instant::now();
         match lane {
             Lane::InTurn => {
+                let in_queue = InQueue::enter(&self.queued);
                 let _turn = self.queue.lock().await;
                 self.limiter.until_ready().await;
+                drop(in_queue);
             }
             Lane::Listing => self.limiter.until_ready().await,
         }
@@ -610,6 +642,43 @@ mod tests {
         );
         // The listing asked last and takes one of the next two tokens.
         assert!(position("listing") < position("third"), "{order:?}");
+    }
+
+    #[tokio::test]
+    async fn the_backlog_counts_the_calls_waiting_for_their_turn() {
+        // 5 requests/s, burst spent: each queued call is 200 ms of backlog.
+        let maas = Maas::new(unreachable_maas().client, NonZeroU32::MIN.saturating_add(4));
+        for _ in 0..5 {
+            maas.permit("burst", Lane::InTurn).await;
+        }
+        assert_eq!(maas.backlog(), Duration::ZERO);
+        let mut waiters = Vec::new();
+        for _ in 0..3 {
+            let maas = maas.clone();
+            waiters.push(tokio::spawn(async move {
+                maas.permit("queued", Lane::InTurn).await;
+            }));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let queued = maas.backlog();
+        assert!(
+            queued > Duration::from_millis(390) && queued <= Duration::from_millis(600),
+            "{queued:?}"
+        );
+        // A listing goes ahead and is no one's backlog.
+        maas.permit("listing", Lane::Listing).await;
+        // An abandoned wait leaves the queue too.
+        let abandoned = {
+            let maas = maas.clone();
+            tokio::spawn(async move { maas.permit("abandoned", Lane::InTurn).await })
+        };
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        abandoned.abort();
+        let _ = abandoned.await;
+        for waiter in waiters {
+            waiter.await.unwrap();
+        }
+        assert_eq!(maas.backlog(), Duration::ZERO);
     }
 
     #[tokio::test]

@@ -22,7 +22,7 @@ use tracing::{debug, info, warn};
 use super::annotations::{self as ann, RebootState};
 use super::run::{Run, unix_now};
 use super::status::{Unmanaged, unmanaged_status};
-use super::step::{HostFacts, Step, Wait, next_step};
+use super::step::{HostFacts, Step, Wait, next_step, starts_later};
 use crate::binding::{self, Bound};
 use crate::cache::Lookup;
 use crate::context::Gateway;
@@ -151,6 +151,12 @@ async fn run_steps(run: &mut Run<'_>) -> Result<Action> {
     let unseen = gw.in_flight.take_unseen(&run.system_id);
     if run.machine.is_some() && (unseen || gw.cache.is_stale(&run.system_id)) {
         run.refresh().await?;
+    }
+    if let Some(later) = starts_later(
+        &next_step(&run.facts, run.machine.as_deref()),
+        gw.maas.backlog(),
+    ) {
+        return Ok(Action::requeue(later));
     }
     let steps = execute_steps(run).await;
     if steps.is_err()

@@ -347,6 +347,24 @@ pub fn trace_relation(host: &MaasHost) -> Relation {
     }
 }
 
+/// A provisioning starts only while the MAAS queue (calls for one machine waiting for the rate
+/// limit) holds less than this much work: [`starts_later`].
+pub const NEW_WORK_BACKLOG: Duration = Duration::from_secs(1);
+
+/// When `next` would start a provisioning while the MAAS queue holds more than
+/// [`NEW_WORK_BACKLOG`] of work: look again when about half of it has gone, without a step or a
+/// status write.
+///
+/// A provisioning's calls (allocate, annotations, deploy) each wait their turn in that queue,
+/// and its reconcile holds one of the controller's slots meanwhile. Started in a burst (a
+/// MachineDeployment scaled up by hundreds), they would take every slot, and a host whose
+/// deployment has just finished would wait behind them to report it (seconds, where its
+/// reconcile needs no MAAS call), while the allocations cannot go faster than the rate limit
+/// anyway. The queue stays deep enough to use the whole budget.
+pub fn starts_later(next: &Step, backlog: Duration) -> Option<Duration> {
+    (*next == Step::Allocate && backlog > NEW_WORK_BACKLOG).then(|| backlog / 2)
+}
+
 #[cfg(test)]
 #[path = "step_tests.rs"]
 mod tests;

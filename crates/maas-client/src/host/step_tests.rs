@@ -605,3 +605,28 @@ fn reconciles_join_the_request_trace_only_while_it_is_carried_out() {
         );
     }
 }
+
+#[test]
+fn a_provisioning_starts_later_only_behind_a_deep_maas_queue() {
+    let deep = NEW_WORK_BACKLOG * 3;
+    assert_eq!(
+        starts_later(&Step::Allocate, deep),
+        Some(deep / 2),
+        "looks again when about half of the queue has gone"
+    );
+    assert_eq!(starts_later(&Step::Allocate, NEW_WORK_BACKLOG), None);
+    assert_eq!(starts_later(&Step::Allocate, Duration::ZERO), None);
+    // Work already under way goes on, whatever the queue: the deploy of an allocated machine,
+    // a release, and above all a report that needs no call at all.
+    for step in [
+        Step::Deploy,
+        Step::SetAnnotations,
+        Step::Release,
+        Step::Wait {
+            why: Wait::Deployed,
+            poll: None,
+        },
+    ] {
+        assert_eq!(starts_later(&step, deep), None, "{step:?}");
+    }
+}
