@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use capmaas_testenv::poll_until;
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, DynamicObject};
 use kube::core::GroupVersionKind;
 use kube::discovery::pinned_kind;
 use serde_json::Value;
@@ -27,24 +27,7 @@ pub async fn dynamic_api(
 
 /// Server-side applies `object` with field manager `e2e`.
 pub async fn apply(client: &kube::Client, object: &Value) -> Result<DynamicObject> {
-    let api_version = object["apiVersion"].as_str().unwrap_or_default();
-    let kind = object["kind"].as_str().unwrap_or_default();
-    let name = object["metadata"]["name"].as_str().unwrap_or_default();
-    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
-    let (resource, _) = pinned_kind(client, &GroupVersionKind::gvk(group, version, kind))
-        .await
-        .map_err(Error::kube(format!("discovering {api_version} {kind}")))?;
-    let api: Api<DynamicObject> = match object["metadata"]["namespace"].as_str() {
-        Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
-        None => Api::all_with(client.clone(), &resource),
-    };
-    api.patch(
-        name,
-        &PatchParams::apply("e2e").force(),
-        &Patch::Apply(object),
-    )
-    .await
-    .map_err(Error::kube(format!("applying {kind} {name}")))
+    Ok(capmaas_testenv::objects::apply(client, object, "e2e").await?)
 }
 
 /// Polls `check` every `every` until it returns `Some`, or fails after `timeout`

@@ -16,6 +16,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
 use kube::api::{ApiResource, DynamicObject};
 use kube::core::GroupVersionKind;
 use kube::{Api, Client, Resource, ResourceExt};
+use tracing::warn;
 
 use crate::error::{Error, Result};
 
@@ -137,8 +138,17 @@ async fn control_plane_template(
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &resource);
     let object = match api.get_opt(&owner.name).await {
         Ok(o) => o,
-        // The kind may not be served under the guessed plural; fall back to annotations.
+        // The kind may not be served under the guessed plural (404), or be a control plane
+        // our RBAC does not name (403): the cloned-from annotations still name the template,
+        // so neither may keep the machine from being released.
         Err(kube::Error::Api(s)) if s.code == 404 => None,
+        Err(kube::Error::Api(s)) if s.code == 403 => {
+            warn!(
+                kind = %owner.kind, name = %owner.name, api_version = %owner.api_version,
+                "cannot read the control plane (403): node reuse falls back to the MaasMachine's cloned-from annotations; grant machine-controller get on this kind to read its current template"
+            );
+            None
+        }
         Err(e) => {
             return Err(Error::kube(format!(
                 "reading {} {}",

@@ -1,6 +1,6 @@
 //! Objects of any kind as JSON, for tests that walk example lists through the API server.
 
-use kube::api::{Api, PostParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::core::{DynamicObject, GroupVersionKind, Status};
 use kube::discovery::pinned_kind;
 use serde_json::Value;
@@ -19,6 +19,33 @@ pub async fn kind_api(
         .await
         .map_err(Error::kube(format!("discovering {api_version} {kind}")))?;
     Ok(Api::namespaced_with(client.clone(), namespace, &resource))
+}
+
+/// Server-side applies `object` (namespaced when its metadata names a namespace, else
+/// cluster-scoped) with field manager `field_manager`, forcing conflicts: the test's word wins.
+pub async fn apply(
+    client: &kube::Client,
+    object: &Value,
+    field_manager: &str,
+) -> Result<DynamicObject> {
+    let api_version = object["apiVersion"].as_str().unwrap_or_default();
+    let kind = object["kind"].as_str().unwrap_or_default();
+    let name = object["metadata"]["name"].as_str().unwrap_or_default();
+    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+    let (resource, _) = pinned_kind(client, &GroupVersionKind::gvk(group, version, kind))
+        .await
+        .map_err(Error::kube(format!("discovering {api_version} {kind}")))?;
+    let api: Api<DynamicObject> = match object["metadata"]["namespace"].as_str() {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
+        None => Api::all_with(client.clone(), &resource),
+    };
+    api.patch(
+        name,
+        &PatchParams::apply(field_manager).force(),
+        &Patch::Apply(object),
+    )
+    .await
+    .map_err(Error::kube(format!("applying {kind} {name}")))
 }
 
 /// What the API server answered to a create or update.

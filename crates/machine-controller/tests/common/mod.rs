@@ -153,7 +153,8 @@ fn machine_spec(name: &str, bootstrap: Option<&str>) -> Value {
     })
 }
 
-/// A CAPI Machine (optionally owned by a MachineSet) and its MaasMachine owned by it.
+/// A CAPI Machine (optionally owned by a MachineSet or a control plane) and its MaasMachine
+/// owned by it.
 pub async fn create_machine_pair(
     client: &Client,
     ns: &str,
@@ -163,8 +164,9 @@ pub async fn create_machine_pair(
     mm_spec: Value,
 ) -> MaasMachine {
     let owners = owner.map(|o| {
+        let types = o.types.as_ref().unwrap();
         json!([{
-            "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": o.types.as_ref().unwrap().kind,
+            "apiVersion": types.api_version, "kind": types.kind,
             "name": o.name_any(), "uid": o.uid().unwrap(), "controller": true
         }])
     });
