@@ -269,6 +269,22 @@ fn the_overlays_differ_as_documented() {
         production["cluster-controller"].resources["limits"]["memory"],
         "512Mi"
     );
+    // Plain-http MAAS: accepted in dev and staging, refused in production unless the
+    // operator's own overlay opts in; nowhere else does any Deployment carry the setting.
+    for (overlay, rendered, accepted) in [
+        ("dev", &dev, "true"),
+        ("staging", &staging, "true"),
+        ("production", &production, "false"),
+    ] {
+        for (name, d) in rendered {
+            let expected = (name == "maas-client").then_some(accepted);
+            assert_eq!(
+                d.env.get("MAAS_ALLOW_INSECURE_HTTP").map(String::as_str),
+                expected,
+                "{overlay}/{name}"
+            );
+        }
+    }
     let pdbs: Vec<&str> = production_docs
         .iter()
         .filter(|d| d["kind"] == "PodDisruptionBudget")

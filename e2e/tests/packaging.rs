@@ -385,6 +385,48 @@ fn a_capmaas_variables_file_generates_every_flavor_unchanged() {
     );
 }
 
+/// maas-client's settings in rendered components: the flags that take a value (but the
+/// base's addresses and key file) and the environment variables set by value (but leader
+/// election).
+fn maas_client_settings(docs: &[Value]) -> BTreeMap<String, String> {
+    let deployment = docs
+        .iter()
+        .find(|d| d["kind"] == "Deployment" && name_of(d) == "capmaas-maas-client")
+        .expect("maas-client's Deployment");
+    let container = &deployment["spec"]["template"]["spec"]["containers"][0];
+    let flags = container["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|a| a.as_str()?.split_once('='))
+        .filter(|(flag, _)| {
+            !matches!(
+                *flag,
+                "--metrics-bind-addr" | "--health-addr" | "--maas-api-key-file"
+            )
+        })
+        .map(|(flag, value)| (flag.to_owned(), value.to_owned()));
+    let env = container["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| {
+            Some((
+                e["name"].as_str()?.to_owned(),
+                e["value"].as_str()?.to_owned(),
+            ))
+        })
+        .filter(|(name, _)| name != "CAPMAAS_LEADER_ELECT");
+    flags.chain(env).collect()
+}
+
+fn settings(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect()
+}
+
 fn dry_run(env: &TestEnv, path: &Path, kustomization: bool) -> String {
     let mut cmd = Command::new(kubectl());
     cmd.arg("--kubeconfig")
@@ -453,9 +495,51 @@ async fn argocd_and_clusterctl_output_pass_server_side_dry_runs() {
         secret["stringData"]["MAAS_API_KEY"],
         "consumer:token:secret"
     );
+    // A CAPMAAS user sets nothing else: every other setting has a default that lets the
+    // gateway start with CAPMAAS's http:// endpoint.
+    assert_eq!(
+        secret["data"]["MAAS_CA_CERT"], "",
+        "no private CA by default"
+    );
+    // The installation id's empty default leaves the variable without a value (unset).
+    assert_eq!(
+        maas_client_settings(&docs),
+        settings(&[
+            ("--maas-allow-insecure-http", "true"),
+            ("--maas-rate-limit", "20"),
+            ("MAAS_CA_FILE", "/etc/capmaas/maas/ca.crt"),
+            ("RUST_LOG", "info"),
+        ])
+    );
     let path = repo.dir.path().join("components.yaml");
     std::fs::write(&path, &components).unwrap();
     dry_run(&env, &path, false);
+
+    // Each of them is a clusterctl variable.
+    let configured = Repository::render(&format!(
+        "{CAPMAAS_VARIABLES}MAAS_ALLOW_INSECURE_HTTP: \"false\"\nMAAS_CA_CERT_B64: Y2E=\nCAPMAAS_INSTALLATION_ID: lab-1\nMAAS_RATE_LIMIT: \"50\"\nCAPMAAS_LOG_LEVEL: debug\n"
+    ));
+    let docs = documents(&configured.clusterctl(&[
+        "generate",
+        "provider",
+        "--infrastructure",
+        &format!("maas:{VERSION}"),
+    ]));
+    let secret = docs
+        .iter()
+        .find(|d| d["kind"] == "Secret" && name_of(d) == "capmaas-manager-bootstrap-credentials")
+        .unwrap();
+    assert_eq!(secret["data"]["MAAS_CA_CERT"], "Y2E=");
+    assert_eq!(
+        maas_client_settings(&docs),
+        settings(&[
+            ("--maas-allow-insecure-http", "false"),
+            ("--maas-rate-limit", "50"),
+            ("CAPMAAS_INSTALLATION_ID", "lab-1"),
+            ("MAAS_CA_FILE", "/etc/capmaas/maas/ca.crt"),
+            ("RUST_LOG", "debug"),
+        ])
+    );
 
     for flavor in FLAVORS {
         let generated = repo.generate_cluster(flavor, &[]);

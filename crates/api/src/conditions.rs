@@ -37,6 +37,10 @@ pub const POOL_VALID: &str = "PoolValid";
 pub const MAAS_RANGES_RESERVED: &str = "MAASRangesReserved";
 /// MaasRemediation: the reboot attempt state.
 pub const REMEDIATION_IN_PROGRESS: &str = "RemediationInProgress";
+/// MaasInventory: the gateway reaches MAAS over TLS. False (reason `PlainHTTP`) when the
+/// operator accepted an `http://` endpoint: the MAAS key and every answer travel in clear.
+/// Informational: it does not make the inventory un-Ready.
+pub const MAAS_CONNECTION_SECURE: &str = "MAASConnectionSecure";
 
 /// Reasons, CamelCase words a human can search for.
 pub mod reasons {
@@ -109,6 +113,10 @@ pub mod reasons {
     pub const REMEDIATION_FAILED: &str = "RemediationFailed";
     /// The last reconcile succeeded.
     pub const RECONCILED: &str = "Reconciled";
+    /// The MAAS endpoint is `https://` (certificate verified).
+    pub const TLS: &str = "TLS";
+    /// The MAAS endpoint is `http://`, accepted with `--maas-allow-insecure-http`.
+    pub const PLAIN_HTTP: &str = "PlainHTTP";
     /// MAAS refused a reserved range of a pool (overlap with a dynamic or foreign range...).
     pub const MAAS_RANGE_REFUSED: &str = "MAASRangeRefused";
     /// `spec.maasSubnet` names no MAAS subnet, or a range lies outside it.

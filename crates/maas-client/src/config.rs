@@ -17,6 +17,12 @@ pub const ENV_MAAS_ENDPOINT: &str = "MAAS_ENDPOINT";
 pub const ENV_MAAS_ALLOW_INSECURE_HTTP: &str = "MAAS_ALLOW_INSECURE_HTTP";
 /// Environment variable holding the MAAS API key.
 pub const ENV_MAAS_API_KEY: &str = "MAAS_API_KEY";
+/// Environment variable equivalent of `--maas-ca-file`.
+pub const ENV_MAAS_CA_FILE: &str = "MAAS_CA_FILE";
+/// Environment variable equivalent of `--installation-id` (empty: the default).
+pub const ENV_INSTALLATION_ID: &str = "CAPMAAS_INSTALLATION_ID";
+/// Environment variable equivalent of `--maas-rate-limit`.
+pub const ENV_MAAS_RATE_LIMIT: &str = "MAAS_RATE_LIMIT";
 
 /// The gateway's own flags (the shared ones are [`CommonArgs`](capmaas_runtime::CommonArgs)).
 /// The binary's `about` is the package description.
@@ -35,18 +41,28 @@ pub struct GatewayArgs {
     #[arg(long, value_name = "PATH")]
     pub maas_api_key_file: Option<PathBuf>,
 
-    /// PEM bundle of the CA that signed the MAAS certificate (default: platform roots).
-    #[arg(long, value_name = "PATH")]
+    /// PEM bundle of the CA that signed the MAAS certificate (default: platform roots). An
+    /// empty file counts as none given, so a Secret key can always be mounted.
+    #[arg(long, env = ENV_MAAS_CA_FILE, value_name = "PATH")]
     pub maas_ca_file: Option<PathBuf>,
 
     /// Accept an `http://` MAAS endpoint. The MAAS key then travels in clear in every request
-    /// (OAuth PLAINTEXT); only for a lab or a MAAS reached over a trusted network.
-    #[arg(long, env = ENV_MAAS_ALLOW_INSECURE_HTTP)]
+    /// (OAuth PLAINTEXT); only for a lab or a MAAS reached over a trusted network. Takes an
+    /// optional value (`--maas-allow-insecure-http=false`), so a clusterctl variable can set it.
+    #[arg(
+        long,
+        env = ENV_MAAS_ALLOW_INSECURE_HTTP,
+        value_name = "BOOL",
+        num_args = 0..=1,
+        default_value_t = false,
+        default_missing_value = "true",
+        action = clap::ArgAction::Set
+    )]
     pub maas_allow_insecure_http: bool,
 
     /// Identifies this installation in MAAS: the `agent_name` of every allocation. Default:
-    /// `capmaas-<namespace of this pod>`.
-    #[arg(long, value_name = "ID")]
+    /// `capmaas-<namespace of this pod>` (also when the variable is empty).
+    #[arg(long, env = ENV_INSTALLATION_ID, value_name = "ID")]
     pub installation_id: Option<String>,
 
     /// Namespace of the host bindings (one Lease per MAAS machine naming the one MaasHost
@@ -65,7 +81,7 @@ pub struct GatewayArgs {
     pub maas_max_concurrency: u32,
 
     /// Maximum MAAS requests per second (token bucket; bursts up to the same number).
-    #[arg(long, value_name = "PER_SECOND", default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    #[arg(long, env = ENV_MAAS_RATE_LIMIT, value_name = "PER_SECOND", default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     pub maas_rate_limit: u32,
 
     /// How often the machines MAAS is changing (deploying, releasing, erasing, powering) are
@@ -252,8 +268,10 @@ impl GatewayConfig {
         let key = load_api_key(args, env)?;
         let installation_id = args
             .installation_id
-            .clone()
-            .unwrap_or_else(|| default_installation_id(&env.namespace));
+            .as_deref()
+            .map(str::trim)
+            .filter(|id| !id.is_empty())
+            .map_or_else(|| default_installation_id(&env.namespace), str::to_owned);
         if !valid_installation_id(&installation_id) {
             return Err(ConfigError::InvalidInstallationId(installation_id));
         }
@@ -261,10 +279,10 @@ impl GatewayConfig {
             .max_concurrent_requests(args.maas_max_concurrency as usize)
             .retry_policy(RetryPolicy::default());
         if let Some(path) = &args.maas_ca_file {
-            builder = builder.ca_bundle_pem(
-                read_file("--maas-ca-file", path)?,
-                maas_api_client::CaMode::Only,
-            );
+            let pem = read_file("--maas-ca-file", path)?;
+            if !pem.trim_ascii().is_empty() {
+                builder = builder.ca_bundle_pem(pem, maas_api_client::CaMode::Only);
+            }
         }
         let maas = builder.build().map_err(|e| ConfigError::InvalidEndpoint {
             reason: e.to_string(),
@@ -364,6 +382,15 @@ mod tests {
         )
         .unwrap();
         assert!(cfg.insecure_http);
+        // With a value, as clusterctl's components pass it.
+        for (value, accepted) in [("true", true), ("false", false)] {
+            let flag = format!("--maas-allow-insecure-http={value}");
+            let resolved = GatewayConfig::resolve(
+                &args(&["--maas-endpoint=http://maas.lab:5240/MAAS/", &flag]),
+                &env(Some(KEY)),
+            );
+            assert_eq!(resolved.is_ok(), accepted, "{flag}");
+        }
         let cfg = GatewayConfig::resolve(
             &args(&["--maas-endpoint=https://maas.lab:5443/MAAS/"]),
             &env(Some(KEY)),
@@ -389,6 +416,34 @@ mod tests {
         assert_eq!(cfg.inventory_sync_interval, Some(Duration::from_secs(2)));
         assert_eq!(cfg.maas.max_concurrent_requests, 3);
         assert_eq!(cfg.rate_limit.get(), 50);
+    }
+
+    /// What clusterctl renders when a user leaves a variable at its empty default: an empty
+    /// installation id and an empty CA file mean "not given", not an error.
+    #[test]
+    fn empty_clusterctl_defaults_mean_not_given() {
+        let dir = tempfile::tempdir().unwrap();
+        let ca = dir.path().join("ca.crt");
+        std::fs::write(&ca, "\n").unwrap();
+        let ca_flag = format!("--maas-ca-file={}", ca.display());
+        let cfg = GatewayConfig::resolve(
+            &args(&[
+                "--maas-endpoint=https://maas.lab:5443/MAAS/",
+                "--installation-id=",
+                &ca_flag,
+            ]),
+            &env(Some(KEY)),
+        )
+        .unwrap();
+        assert_eq!(cfg.installation_id, "capmaas-capmaas-system");
+        assert!(cfg.maas.tls.ca_bundle_pem.is_none());
+        std::fs::write(&ca, "-----BEGIN CERTIFICATE-----").unwrap();
+        let cfg = GatewayConfig::resolve(
+            &args(&["--maas-endpoint=https://maas.lab:5443/MAAS/", &ca_flag]),
+            &env(Some(KEY)),
+        )
+        .unwrap();
+        assert!(cfg.maas.tls.ca_bundle_pem.is_some());
     }
 
     #[test]

@@ -39,6 +39,8 @@ pub struct Settings {
     pub namespace: Option<String>,
     /// Ownership proofs under the MAAS API key ([`crate::ownership`]).
     pub proofs: crate::ownership::Proofs,
+    /// How MAAS is reached, said on every inventory.
+    pub transport: crate::inventory::status::Transport,
 }
 
 /// Shared state of the reconcilers; cheap to clone through `Arc`.
@@ -99,6 +101,13 @@ impl Settings {
                 config.maas.api_key.clone(),
                 &config.installation_id,
             ),
+            transport: if config.insecure_http {
+                crate::inventory::status::Transport::PlainHttp {
+                    endpoint: config.maas.api_root.to_string(),
+                }
+            } else {
+                crate::inventory::status::Transport::Tls
+            },
         }
     }
 }

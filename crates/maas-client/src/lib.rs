@@ -81,6 +81,7 @@ pub async fn start(common: CommonArgs, args: GatewayArgs) -> Result<(), BoxError
 /// with [`Runtime::embedded`]).
 pub async fn run_with(runtime: Runtime, config: GatewayConfig) -> Result<(), BoxError> {
     let metrics = runtime.metrics().register(MaasMetrics::register);
+    metrics.set_plain_http(config.insecure_http);
     let mut maas_config = config.maas.clone();
     maas_config.observer = Arc::new(metrics.clone());
     // Every mutating MAAS call checks the leadership fence right before it is sent.
@@ -89,7 +90,7 @@ pub async fn run_with(runtime: Runtime, config: GatewayConfig) -> Result<(), Box
         .with_metrics(metrics);
     info!(installation_id = %config.installation_id, endpoint = %config.maas.api_root, "MAAS gateway configured");
     if config.insecure_http {
-        warn!(endpoint = %config.maas.api_root, "MAAS endpoint is plain http (--maas-allow-insecure-http): the MAAS key travels in clear");
+        warn!(endpoint = %config.maas.api_root, "MAAS endpoint is plain http (--maas-allow-insecure-http): the MAAS key and every answer travel in clear; every MaasInventory says so (MAASConnectionSecure=False) and capmaas_maas_plain_http is 1");
     }
     runtime
         .run(move |term| Box::pin(run_term(term, maas.clone(), config.clone())))

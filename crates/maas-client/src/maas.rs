@@ -41,6 +41,7 @@ use maas_api_client::{
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
@@ -75,6 +76,7 @@ pub struct MaasMetrics {
     requests: Family<OutcomeLabels, Counter>,
     latency: LatencyFamily,
     rate_limit_wait: LatencyFamily,
+    plain_http: Gauge,
 }
 
 impl MaasMetrics {
@@ -84,7 +86,13 @@ impl MaasMetrics {
             requests: Family::default(),
             latency: Family::new_with_constructor(latency_histogram),
             rate_limit_wait: Family::new_with_constructor(wait_histogram),
+            plain_http: Gauge::default(),
         };
+        registry.register(
+            "maas_plain_http",
+            "1 while the gateway reaches MAAS over plain http (--maas-allow-insecure-http): the MAAS key travels in clear",
+            this.plain_http.clone(),
+        );
         registry.register(
             "maas_requests",
             "MAAS API requests by operation and outcome (ok or error kind)",
@@ -101,6 +109,11 @@ impl MaasMetrics {
             this.rate_limit_wait.clone(),
         );
         this
+    }
+
+    /// Says whether MAAS is reached over plain http.
+    pub fn set_plain_http(&self, plain_http: bool) {
+        self.plain_http.set(i64::from(plain_http));
     }
 
     /// Records how long a call of `operation` waited for the rate limiter.

@@ -12,7 +12,8 @@ use capmaas_api::keys;
 use maas_sim::{NodeStatus, PowerState};
 use support::*;
 
-/// The (reason, note) of every Event about the MaasHost `name`, oldest first.
+/// The (reason, note) of every Event about the object `name` (a MaasHost, an inventory),
+/// oldest first.
 async fn host_events(client: &kube::Client, ns: &str, name: &str) -> Vec<(String, String)> {
     let api: kube::Api<k8s_openapi::api::events::v1::Event> =
         kube::Api::namespaced(client.clone(), ns);
@@ -77,6 +78,35 @@ async fn import_then_provision_and_release() {
         );
     }
 
+    // The simulator is plain http (accepted with --maas-allow-insecure-http): the inventory
+    // says so in a condition, and in one Warning Event, not one per sync.
+    let inventory = eventually(
+        "MAASConnectionSecure on the inventory",
+        Duration::from_secs(10),
+        || async {
+            let inventory =
+                kube::Api::<capmaas_api::MaasInventory>::namespaced(client.clone(), &ns)
+                    .get("pool-default")
+                    .await
+                    .unwrap();
+            let conditions = inventory.status?.conditions?;
+            conditions
+                .into_iter()
+                .find(|c| c.type_ == capmaas_api::conditions::MAAS_CONNECTION_SECURE)
+        },
+    )
+    .await;
+    assert_eq!(
+        (inventory.status.as_str(), inventory.reason.as_str()),
+        ("False", "PlainHTTP"),
+        "{inventory:?}"
+    );
+    assert!(
+        inventory.message.contains("plain http"),
+        "{}",
+        inventory.message
+    );
+
     // One list per sync, whatever the number of hosts: no per-machine reads while idle.
     state.reset_counts();
     tokio::time::sleep(Duration::from_millis(3_500)).await;
@@ -109,6 +139,16 @@ async fn import_then_provision_and_release() {
         .since(&before)
         .without_leases(background.stop());
     assert_eq!(writes.total(), 0, "API writes while idle: {writes}");
+    let warnings = host_events(&client, &ns, "pool-default").await;
+    let insecure: Vec<_> = warnings
+        .iter()
+        .filter(|(reason, _)| reason == "InsecureMAASEndpoint")
+        .collect();
+    assert_eq!(
+        insecure.len(),
+        1,
+        "one plain-http Warning per inventory: {warnings:?}"
+    );
 
     // A MAAS-side change shows up within one sync.
     let target = imported[0].spec.system_id.clone();

@@ -229,11 +229,14 @@ async fn sync(inventory: &MaasInventory, gw: &Gateway) -> Result<Action> {
         };
         gw.events.warning(inventory, reason, &report).await;
     }
+    let transport = &gw.settings.transport;
+    warn_of_plain_http(inventory, gw).await;
     let counts = inventory_counts(&listed, &undecoded, &hosts);
     if let Some(status) = synced_status(
         inventory.status.as_ref(),
         &counts,
         report,
+        transport,
         generation,
         &now(),
     ) {
@@ -329,6 +332,8 @@ async fn execute(
 pub const MACHINES_SKIPPED: &str = "MachinesSkipped";
 /// Warning Event reason: machines of the listing already belong to a MaasHost elsewhere.
 pub const MACHINES_IMPORTED_ELSEWHERE: &str = "MachinesImportedElsewhere";
+/// Warning Event reason: the gateway reaches MAAS over plain http (once per inventory).
+pub const INSECURE_MAAS_ENDPOINT: &str = "InsecureMAASEndpoint";
 
 /// The holder of `system_id` when another MaasHost already holds it, else `None` after taking
 /// the binding for the host about to be created. The reflector answers for machines known to
@@ -388,10 +393,21 @@ async fn apply_host(
     Ok(())
 }
 
+/// The plain-http Warning, when this inventory's status does not say it yet.
+async fn warn_of_plain_http(inventory: &MaasInventory, gw: &Gateway) {
+    if let Some(warning) = gw.settings.transport.warning(inventory.status.as_ref()) {
+        gw.events
+            .warning(inventory, INSECURE_MAAS_ENDPOINT, &warning)
+            .await;
+    }
+}
+
 async fn write_failure(inventory: &MaasInventory, gw: &Gateway, error: &Error) -> Result<()> {
+    warn_of_plain_http(inventory, gw).await;
     match failed_status(
         inventory.status.as_ref(),
         error.to_string(),
+        &gw.settings.transport,
         inventory.metadata.generation,
         &now(),
     ) {

@@ -20,6 +20,59 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::plan::InventoryCounts;
 
+/// How the gateway reaches MAAS, said on every inventory (`MAASConnectionSecure`) so that an
+/// operator who accepted plain http sees the risk where they look at the hosts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Transport {
+    /// `https://`, the certificate verified.
+    Tls,
+    /// `http://`, accepted with `--maas-allow-insecure-http`.
+    PlainHttp {
+        /// The endpoint, for the message.
+        endpoint: String,
+    },
+}
+
+impl Transport {
+    /// The condition this transport sets.
+    fn condition(&self, generation: Option<i64>) -> NewCondition {
+        match self {
+            Self::Tls => NewCondition::new(
+                cond::MAAS_CONNECTION_SECURE,
+                ConditionStatus::True,
+                reasons::TLS,
+            )
+            .message("MAAS is reached over https".to_owned()),
+            Self::PlainHttp { endpoint } => NewCondition::new(
+                cond::MAAS_CONNECTION_SECURE,
+                ConditionStatus::False,
+                reasons::PLAIN_HTTP,
+            )
+            .message(plain_http_message(endpoint)),
+        }
+        .observed_generation(generation)
+    }
+
+    /// The Warning an inventory gets when it first reports plain http (once, not every sync:
+    /// the condition keeps saying it).
+    pub fn warning(&self, current: Option<&MaasInventoryStatus>) -> Option<String> {
+        let Self::PlainHttp { endpoint } = self else {
+            return None;
+        };
+        let said = current
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|c| c.iter().find(|c| c.type_ == cond::MAAS_CONNECTION_SECURE))
+            .is_some_and(|c| c.status == "False" && c.reason == reasons::PLAIN_HTTP);
+        (!said).then(|| plain_http_message(endpoint))
+    }
+}
+
+fn plain_http_message(endpoint: &str) -> String {
+    format!(
+        "MAAS endpoint {endpoint} is plain http: the MAAS API key and every MAAS answer travel in clear; use https:// (a private CA goes in MAAS_CA_CERT_B64 / --maas-ca-file)"
+    )
+}
+
 /// The status after a successful sync with `counts` and the `Synced` message `report`, or
 /// `None` when `current` already says exactly that (nothing to write). `lastSyncTime` becomes
 /// `now` only with another change.
@@ -27,12 +80,14 @@ pub fn synced_status(
     current: Option<&MaasInventoryStatus>,
     counts: &InventoryCounts,
     report: String,
+    transport: &Transport,
     generation: Option<i64>,
     now: &Time,
 ) -> Option<MaasInventoryStatus> {
     let mut conditions = current
         .and_then(|s| s.conditions.clone())
         .unwrap_or_default();
+    set_condition(&mut conditions, transport.condition(generation), now);
     set_condition(
         &mut conditions,
         NewCondition::new(cond::SYNCED, ConditionStatus::True, reasons::RECONCILED)
@@ -62,11 +117,13 @@ pub fn synced_status(
 pub fn failed_status(
     current: Option<&MaasInventoryStatus>,
     error: String,
+    transport: &Transport,
     generation: Option<i64>,
     now: &Time,
 ) -> Option<MaasInventoryStatus> {
     let mut status = current.cloned().unwrap_or_default();
     let mut conditions = status.conditions.take().unwrap_or_default();
+    let transport_changed = set_condition(&mut conditions, transport.condition(generation), now);
     let changed = set_condition(
         &mut conditions,
         NewCondition::new(
@@ -78,7 +135,7 @@ pub fn failed_status(
         .observed_generation(generation),
         now,
     );
-    if !changed {
+    if !changed && !transport_changed {
         return None;
     }
     let ready = summarize_ready(&conditions, &[cond::SYNCED], generation);
