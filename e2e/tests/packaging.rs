@@ -362,6 +362,14 @@ fn a_capmaas_variables_file_generates_every_flavor_unchanged() {
         4
     );
 
+    // Without --worker-machine-count, clusterctl's own default: no workers.
+    let docs = documents(&repo.generate_cluster("", &[]));
+    let workers = docs
+        .iter()
+        .find(|d| d["kind"] == "MachineDeployment")
+        .unwrap();
+    assert_eq!(workers["spec"]["replicas"], 0);
+
     // The ipam flavor needs only the pool on top; the remediation flavor nothing.
     let ipam = Repository::render(&format!("{CAPMAAS_VARIABLES}{IPAM_VARIABLES}"));
     let docs = documents(&ipam.generate_cluster("ipam", &[]));
