@@ -39,6 +39,22 @@ pub struct Inventory {
     /// possibly on tagged VLANs (created when missing), with their IP ranges.
     #[serde(default)]
     pub subnets: Vec<SubnetSpec>,
+    /// Custom images an operator uploaded (`Uploaded` boot resources) besides the synced Ubuntu
+    /// releases and `u-2204-0-k-1330-0`.
+    #[serde(default)]
+    pub images: Vec<InventoryImage>,
+}
+
+/// An uploaded custom image of a YAML inventory, deployable as `NAME` or `custom/NAME`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InventoryImage {
+    /// Image name, e.g. `u-2204-0-k-1264-0`.
+    pub name: String,
+    /// Title shown by MAAS (default: the name).
+    pub title: Option<String>,
+    /// The image it was built from (default `ubuntu/jammy`).
+    pub base_image: Option<String>,
 }
 
 /// One machine of a YAML inventory.
@@ -407,6 +423,24 @@ pub(crate) fn build_world(cfg: &SimConfig) -> Result<World, SimError> {
     let mut world = base_world(cfg, &zones, &pools);
     for t in &inv.tags {
         add_tag(&mut world, t);
+    }
+    for image in &inv.images {
+        if world.boot_resources.iter().any(|b| b.name == image.name) {
+            continue;
+        }
+        let id = world.boot_resources.iter().map(|b| b.id).max().unwrap_or(0) + 1;
+        world.boot_resources.push(BootResource {
+            id,
+            rtype: "Uploaded".to_owned(),
+            name: image.name.clone(),
+            architecture: "amd64/generic".to_owned(),
+            subarches: "generic".to_owned(),
+            title: image.title.clone().unwrap_or_else(|| image.name.clone()),
+            base_image: image
+                .base_image
+                .clone()
+                .unwrap_or_else(|| "ubuntu/jammy".to_owned()),
+        });
     }
     let inventory_path = || {
         cfg.inventory_file

@@ -103,3 +103,26 @@ fn yaml_inventory_adds_subnets_vlans_ranges_and_nics() {
         assert!(build_world(&cfg).is_err(), "{bad}");
     }
 }
+
+#[test]
+fn yaml_inventory_adds_uploaded_images_deployable_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("inv.yaml");
+    std::fs::write(&path, "images:\n  - name: u-2204-0-k-1264-0\n").unwrap();
+    let cfg = SimConfig {
+        inventory_file: Some(path),
+        ..SimConfig::default()
+    };
+    let world = build_world(&cfg).unwrap();
+    let image = world
+        .boot_resources
+        .iter()
+        .find(|b| b.name == "u-2204-0-k-1264-0")
+        .unwrap();
+    assert_eq!(image.rtype, "Uploaded");
+    assert_eq!(image.base_image, "ubuntu/jammy");
+    assert_eq!(
+        image.os_and_series(),
+        ("custom".to_owned(), "u-2204-0-k-1264-0".to_owned())
+    );
+}
