@@ -235,7 +235,9 @@ impl Builder {
                 &bin.join("kube-controller-manager"),
                 &[
                     format!("--kubeconfig={}", kcm_kubeconfig.display()),
-                    "--controllers=garbage-collector-controller,namespace-controller".into(),
+                    // ClusterRole aggregation too: Cluster API's installed managers are
+                    // bound to aggregated ClusterRoles, empty without it.
+                    "--controllers=garbage-collector-controller,namespace-controller,clusterrole-aggregation-controller".into(),
                     "--leader-elect=false".into(),
                     "--secure-port=0".into(),
                     "--concurrent-gc-syncs=5".into(),
