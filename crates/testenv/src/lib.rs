@@ -236,9 +236,25 @@ impl TestEnv {
     }
 
     /// A kubeconfig (YAML) that authenticates with a real token of the existing ServiceAccount
-    /// `namespace/name`, issued by the API server's TokenRequest API (valid `hours`): what a pod
-    /// of that ServiceAccount is given, so RBAC bound to it applies exactly as in a cluster.
+    /// `namespace/name` ([`TestEnv::service_account_token`]): what a pod of that ServiceAccount
+    /// is given, so RBAC bound to it applies exactly as in a cluster.
     pub async fn service_account_token_kubeconfig(
+        &self,
+        namespace: &str,
+        name: &str,
+        hours: i64,
+    ) -> Result<String> {
+        let token = self.service_account_token(namespace, name, hours).await?;
+        kubeconfig::to_yaml(&kubeconfig::token_kubeconfig(
+            &self.server,
+            &self.serving_ca_pem,
+            &token,
+        ))
+    }
+
+    /// A token of the existing ServiceAccount `namespace/name`, issued by the API server's
+    /// TokenRequest API and valid `hours`: what the kubelet projects into its pods.
+    pub async fn service_account_token(
         &self,
         namespace: &str,
         name: &str,
@@ -260,12 +276,7 @@ impl TestEnv {
             .map_err(Error::kube(format!(
                 "requesting a token of {namespace}/{name}"
             )))?;
-        let token = issued.status.and_then(|s| s.token).unwrap_or_default();
-        kubeconfig::to_yaml(&kubeconfig::token_kubeconfig(
-            &self.server,
-            &self.serving_ca_pem,
-            &token,
-        ))
+        Ok(issued.status.and_then(|s| s.token).unwrap_or_default())
     }
 
     /// Installs every CRD in `dir` and waits until they are served.

@@ -1,0 +1,261 @@
+//! A CAPMAAS user's first day, with the user's own tools: the clusterctl repository that
+//! `hack/clusterctl-repo.sh` renders (our provider and Cluster API's core, kubeadm bootstrap
+//! and kubeadm control plane, all local files), the variables of CAPMAAS's README, the real
+//! `clusterctl init` and `clusterctl generate cluster | kubectl apply -f -`, and a MAAS whose
+//! servers sit in the README's pools with its tag.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Instant;
+
+use capmaas_testenv::{cache_dir, kubectl, repo_root};
+use tokio::io::AsyncWriteExt as _;
+
+use crate::error::{Error, Result};
+
+/// The clusterctl variables of CAPMAAS's README, verbatim but for the endpoint (the
+/// simulator's, plain http as the README's) and the Kubernetes version.
+pub fn capmaas_readme_variables(maas_endpoint: &str, api_key: &str, kubernetes: &str) -> String {
+    format!(
+        "MAAS_ENDPOINT: {maas_endpoint}
+MAAS_API_KEY: {api_key}
+MAAS_DNS_DOMAIN: {DNS_DOMAIN}
+KUBERNETES_VERSION: {kubernetes}
+CONTROL_PLANE_MACHINE_IMAGE: custom/{IMAGE}
+CONTROL_PLANE_MACHINE_MINCPU: 4
+CONTROL_PLANE_MACHINE_MINMEMORY: 8192
+CONTROL_PLANE_MACHINE_RESOURCEPOOL: {CONTROL_PLANE_POOL}
+CONTROL_PLANE_MACHINE_TAG: {TAG}
+WORKER_MACHINE_IMAGE: custom/{IMAGE}
+WORKER_MACHINE_MINCPU: 4
+WORKER_MACHINE_MINMEMORY: 8192
+WORKER_MACHINE_RESOURCEPOOL: {WORKER_POOL}
+WORKER_MACHINE_TAG: {TAG}
+"
+    )
+}
+
+/// The README's MAAS DNS domain.
+pub const DNS_DOMAIN: &str = "maas.domain";
+/// The README's image (uploaded to the simulated MAAS).
+pub const IMAGE: &str = "u-2204-0-k-1264-0";
+/// The README's control-plane pool.
+pub const CONTROL_PLANE_POOL: &str = "resourcepool-controller";
+/// The README's worker pool.
+pub const WORKER_POOL: &str = "resourcepool-worker";
+/// The README's tag.
+pub const TAG: &str = "hello-world";
+
+/// A simulator inventory: `control_planes` servers in the control-plane pool and `workers` in
+/// the worker pool, all tagged and big enough (8 cores, 16 GiB), over three zones; the image
+/// uploaded.
+pub fn maas_inventory(control_planes: usize, workers: usize) -> String {
+    use std::fmt::Write as _;
+    let mut text = format!(
+        "zones: [z1, z2, z3]\npools: [{CONTROL_PLANE_POOL}, {WORKER_POOL}]\ntags: [{TAG}]\nimages:\n  - name: {IMAGE}\n    title: Ubuntu 22.04 with Kubernetes 1.26.4\nmachines:\n"
+    );
+    let pools = std::iter::repeat_n(CONTROL_PLANE_POOL, control_planes)
+        .chain(std::iter::repeat_n(WORKER_POOL, workers));
+    for (i, pool) in pools.enumerate() {
+        let _ = writeln!(
+            text,
+            "  - {{zone: z{}, pool: {pool}, cpu_count: 8, memory: 16384, tags: [{TAG}]}}",
+            i % 3 + 1
+        );
+    }
+    text
+}
+
+/// The commands of the user's day, each with its own clean configuration folder (no home
+/// folder of the machine's is read) and the management cluster's kubeconfig.
+#[derive(Debug, Clone)]
+pub struct UserShell {
+    /// The rendered repository, whose `clusterctl.yaml` also holds the variables.
+    pub repository: PathBuf,
+    /// The management cluster's (admin) kubeconfig.
+    pub kubeconfig: PathBuf,
+}
+
+impl UserShell {
+    /// Renders the clusterctl repository into `dir` (`hack/clusterctl-repo.sh`, as
+    /// `just clusterctl-repo` does) and appends `variables` to its `clusterctl.yaml`.
+    pub async fn render(dir: &Path, kubeconfig: &Path, variables: &str) -> Result<Self> {
+        let mut command = tokio::process::Command::new("bash");
+        command
+            .arg(repo_root().join("hack/clusterctl-repo.sh"))
+            .arg(dir)
+            .env("KUBECTL", kubectl());
+        run("hack/clusterctl-repo.sh", &mut command, None).await?;
+        let config = dir.join("clusterctl.yaml");
+        let mut text = std::fs::read_to_string(&config)
+            .map_err(Error::io(format!("reading {}", config.display())))?;
+        text.push_str(variables);
+        std::fs::write(&config, text)
+            .map_err(Error::io(format!("writing {}", config.display())))?;
+        Ok(Self {
+            repository: dir.to_path_buf(),
+            kubeconfig: kubeconfig.to_path_buf(),
+        })
+    }
+
+    /// `clusterctl <args> --config <repository>/clusterctl.yaml --kubeconfig <management>`.
+    pub async fn clusterctl(&self, args: &[&str]) -> Result<String> {
+        let mut command = tokio::process::Command::new(cache_dir().join("bin/clusterctl"));
+        command
+            .args(args)
+            .arg("--config")
+            .arg(self.repository.join("clusterctl.yaml"))
+            .arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .env("HOME", &self.repository)
+            .env("XDG_CONFIG_HOME", &self.repository)
+            .env("CLUSTERCTL_DISABLE_VERSIONCHECK", "true");
+        run(
+            &format!("clusterctl {}", args.join(" ")),
+            &mut command,
+            None,
+        )
+        .await
+    }
+
+    /// `kubectl <args>` against the management cluster, with `stdin` piped in.
+    pub async fn kubectl(&self, args: &[&str], stdin: Option<&str>) -> Result<String> {
+        let mut command = tokio::process::Command::new(kubectl());
+        command.arg("--kubeconfig").arg(&self.kubeconfig).args(args);
+        run(&format!("kubectl {}", args.join(" ")), &mut command, stdin).await
+    }
+}
+
+async fn run(
+    what: &str,
+    command: &mut tokio::process::Command,
+    stdin: Option<&str>,
+) -> Result<String> {
+    command
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    let mut child = command
+        .spawn()
+        .map_err(Error::io(format!("starting {what}")))?;
+    if let (Some(text), Some(mut pipe)) = (stdin, child.stdin.take()) {
+        pipe.write_all(text.as_bytes())
+            .await
+            .map_err(Error::io(format!("writing to {what}")))?;
+    }
+    let output = child
+        .wait_with_output()
+        .await
+        .map_err(Error::io(format!("running {what}")))?;
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    if output.status.success() {
+        Ok(stdout)
+    } else {
+        Err(Error::Command {
+            what: what.to_owned(),
+            output: format!("{stdout}{}", String::from_utf8_lossy(&output.stderr)),
+        })
+    }
+}
+
+/// Prints each step of a scenario with the time the one before took.
+#[derive(Debug)]
+pub struct Steps {
+    current: Option<(String, Instant)>,
+    started: Instant,
+}
+
+impl Default for Steps {
+    fn default() -> Self {
+        Self {
+            current: None,
+            started: Instant::now(),
+        }
+    }
+}
+
+impl Steps {
+    /// Ends the current step (printing its duration) and starts `name`.
+    pub fn step(&mut self, name: &str) {
+        self.finish();
+        eprintln!("step: {name}");
+        self.current = Some((name.to_owned(), Instant::now()));
+    }
+
+    /// Ends the current step and prints the total.
+    pub fn done(&mut self) {
+        self.finish();
+        eprintln!("all steps: {:.1} s", self.started.elapsed().as_secs_f64());
+    }
+
+    fn finish(&mut self) {
+        if let Some((name, at)) = self.current.take() {
+            eprintln!("  {name}: {:.1} s", at.elapsed().as_secs_f64());
+        }
+    }
+}
+
+/// The commands `docs/install.md` shows for a first install, as the scenario runs them: the
+/// `sh` block holding `clusterctl init`, its continued lines joined; per command the
+/// clusterctl arguments without `--config` (the scenario passes its own repository's), and
+/// whether its output is piped into `kubectl apply -f -`.
+pub fn documented_commands(install_md: &str) -> Result<Vec<(Vec<String>, bool)>> {
+    let invalid = |message: &str| Error::Manifest {
+        name: "docs/install.md".into(),
+        message: message.into(),
+    };
+    let block = install_md
+        .split("```sh\n")
+        .skip(1)
+        .filter_map(|rest| rest.split_once("```").map(|(block, _)| block))
+        .find(|block| block.contains("clusterctl init"))
+        .ok_or_else(|| invalid("no sh block with clusterctl init"))?;
+    let joined = block.replace("\\\n", " ");
+    let mut commands = Vec::new();
+    for line in joined.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        let (command, piped) = match line.split_once('|') {
+            Some((command, sink)) => {
+                if sink.split_whitespace().collect::<Vec<_>>() != ["kubectl", "apply", "-f", "-"] {
+                    return Err(invalid(&format!("unexpected pipe in {line:?}")));
+                }
+                (command, true)
+            }
+            None => (line, false),
+        };
+        let mut words = command.split_whitespace();
+        if words.next() != Some("clusterctl") {
+            return Err(invalid(&format!("not a clusterctl command: {line:?}")));
+        }
+        let mut args = Vec::new();
+        while let Some(word) = words.next() {
+            if word == "--config" {
+                words.next();
+            } else if !word.starts_with("--config=") {
+                args.push(word.to_owned());
+            }
+        }
+        commands.push((args, piped));
+    }
+    Ok(commands)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_install_guide_shows_init_then_generate_piped_into_kubectl() {
+        let doc = std::fs::read_to_string(repo_root().join("docs/install.md")).unwrap();
+        let commands = documented_commands(&doc).unwrap();
+        assert_eq!(commands.len(), 2, "{commands:?}");
+        assert_eq!(commands[0].0[0], "init");
+        assert!(!commands[0].1);
+        assert_eq!(&commands[1].0[..2], ["generate", "cluster"]);
+        assert!(commands[1].1);
+    }
+}

@@ -1,0 +1,277 @@
+//! The providers `clusterctl init` installed, run as processes: every Deployment labelled
+//! `cluster.x-k8s.io/provider` becomes the program its image names, started with its
+//! container's arguments and environment, its Secrets and ConfigMaps, and a token of its
+//! ServiceAccount ([`launch`] says what stands in for the pod). With no kubelet and no pod
+//! network in the management cluster, two more things are simulated ([`routing`]): what
+//! cert-manager would issue (each Certificate's Secret, the CA injected where asked), and the
+//! Services' routing (each webhook and conversion webhook pointed at the process that serves
+//! its Service). Everything else is what the user installed, RBAC included.
+
+pub mod launch;
+pub mod routing;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use capmaas_testenv::{Process, TestEnv, cache_dir, free_port};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::api::{Api, ListParams};
+
+use crate::error::{Error, Result};
+use crate::harness::{CONTROLLERS, binary};
+use launch::{Launch, Sources};
+
+/// clusterctl's label on every object of a provider.
+pub const PROVIDER_LABEL: &str = "cluster.x-k8s.io/provider";
+
+/// The program an image names: ours by their names, CAPI's by its release image names.
+pub fn program_of_image(image: &str) -> Result<(&'static str, PathBuf)> {
+    let repository = image.split(['@']).next().unwrap_or(image);
+    let repository = match repository.rsplit_once(':') {
+        Some((repo, tag)) if !tag.contains('/') => repo,
+        _ => repository,
+    };
+    let base = repository.rsplit('/').next().unwrap_or(repository);
+    if let Some(ours) = CONTROLLERS.iter().find(|c| **c == base) {
+        return Ok((ours, binary(ours)?));
+    }
+    let capi = match base {
+        "cluster-api-controller" => "capi-manager",
+        "kubeadm-bootstrap-controller" => "capi-kubeadm-bootstrap-manager",
+        "kubeadm-control-plane-controller" => "capi-kubeadm-control-plane-manager",
+        _ => {
+            return Err(Error::Manifest {
+                name: image.to_owned(),
+                message: "no program here for this image".into(),
+            });
+        }
+    };
+    let path = cache_dir().join("bin").join(capi);
+    if path.is_file() {
+        Ok((capi, path))
+    } else {
+        Err(Error::MissingBinary { path })
+    }
+}
+
+/// One installed Deployment, running.
+#[derive(Debug)]
+pub struct Running {
+    /// What it was started from.
+    pub launch: Launch,
+    /// The program's name (`maas-client`, `capi-manager`, ...).
+    pub program: &'static str,
+    /// The process.
+    pub process: Process,
+}
+
+/// The installed providers, running; dropping it stops them.
+#[derive(Debug)]
+pub struct Installation {
+    /// Every Deployment's process, in the order they were started.
+    pub running: Vec<Running>,
+}
+
+impl Installation {
+    /// Starts every provider Deployment of `env` as a process in `dir` (one folder each), once
+    /// its certificates and Service routing are in place, and waits until each is ready.
+    pub async fn start(env: &TestEnv, dir: &Path) -> Result<Self> {
+        let client = env.client();
+        let deployments = Api::<Deployment>::all(client.clone())
+            .list(&ListParams::default().labels(PROVIDER_LABEL))
+            .await
+            .map_err(Error::kube("listing the installed Deployments"))?
+            .items;
+        let certificates = routing::issue_certificates(&client).await?;
+        let mut launches = Vec::new();
+        for deployment in &deployments {
+            let namespace = deployment.metadata.namespace.clone().unwrap_or_default();
+            let sources = sources(&client, &namespace).await?;
+            let name = deployment.metadata.name.clone().unwrap_or_default();
+            let folder = dir.join(&name);
+            launches.push(launch::plan(deployment, &sources, &folder, || {
+                Ok(free_port()?)
+            })?);
+        }
+        routing::route_webhooks(&client, &deployments, &launches, &certificates).await?;
+        let mut running = Vec::new();
+        for (deployment, launch) in deployments.iter().zip(launches) {
+            let namespace = deployment.metadata.namespace.clone().unwrap_or_default();
+            let name = deployment.metadata.name.clone().unwrap_or_default();
+            running.push(start_one(env, &dir.join(&name), &namespace, launch).await?);
+        }
+        for one in &mut running {
+            if let Some(url) = one.launch.readiness_url.clone() {
+                one.process
+                    .wait_ready(&url, Duration::from_secs(120))
+                    .await?;
+            }
+        }
+        Ok(Self { running })
+    }
+
+    /// The running process of `program`.
+    pub fn process(&self, program: &str) -> Option<&Running> {
+        self.running.iter().find(|r| r.program == program)
+    }
+
+    /// The tail of every process log.
+    pub fn logs(&self, lines: usize) -> String {
+        use std::fmt::Write as _;
+        let mut out = String::new();
+        for r in &self.running {
+            let _ = writeln!(
+                out,
+                "===== {} ({}) =====\n{}",
+                r.program,
+                r.launch.deployment,
+                r.process.log_tail(lines)
+            );
+        }
+        out
+    }
+
+    /// Log lines that report a request refused by RBAC: every process runs as its
+    /// ServiceAccount, so any such line means an installed ClusterRole lacks a rule.
+    pub fn forbidden_requests(&self) -> Vec<String> {
+        self.running
+            .iter()
+            .flat_map(|r| {
+                std::fs::read_to_string(r.process.log_path())
+                    .unwrap_or_default()
+                    .lines()
+                    .filter(|l| l.contains("is forbidden"))
+                    .map(|l| format!("{}: {l}", r.program))
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+}
+
+/// The Secrets and ConfigMaps of `namespace`, which a pod there may read.
+async fn sources(client: &kube::Client, namespace: &str) -> Result<Sources> {
+    let secrets = Api::<Secret>::namespaced(client.clone(), namespace)
+        .list(&ListParams::default())
+        .await
+        .map_err(Error::kube(format!("listing the Secrets of {namespace}")))?;
+    let config_maps = Api::<ConfigMap>::namespaced(client.clone(), namespace)
+        .list(&ListParams::default())
+        .await
+        .map_err(Error::kube(format!(
+            "listing the ConfigMaps of {namespace}"
+        )))?;
+    Ok(Sources {
+        secrets: by_name(secrets.items),
+        config_maps: by_name(config_maps.items),
+    })
+}
+
+fn by_name<K: kube::Resource>(items: Vec<K>) -> BTreeMap<String, K> {
+    items
+        .into_iter()
+        .map(|o| (o.meta().name.clone().unwrap_or_default(), o))
+        .collect()
+}
+
+/// Where a pod finds its ServiceAccount: token, CA and namespace (client-go, kube-rs and
+/// controller-runtime's leader election read these paths).
+pub const SERVICE_ACCOUNT_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
+
+/// The shell script that makes a process's private mount namespace look like its pod: each
+/// `(local folder, mount path)` bind-mounted in order (mount points are created on the host
+/// where missing, empty), then the program exec'd, so the process's pid is the program's
+/// (`unshare` execs the shell without forking).
+pub fn pod_script(mounts: &[(PathBuf, String)]) -> String {
+    use std::fmt::Write as _;
+    let quote = |text: &str| format!("'{}'", text.replace('\'', r"'\''"));
+    let mut script = String::from("set -e\n");
+    for (source, target) in mounts {
+        let (source, target) = (quote(&source.display().to_string()), quote(target));
+        let _ = write!(
+            script,
+            "mkdir -p {target}\nmount --bind {source} {target}\n"
+        );
+    }
+    script.push_str("exec \"$@\"\n");
+    script
+}
+
+async fn start_one(env: &TestEnv, dir: &Path, namespace: &str, launch: Launch) -> Result<Running> {
+    let (program, path) = program_of_image(&launch.image)?;
+    for (folder, _) in &launch.mounts {
+        std::fs::create_dir_all(folder)
+            .map_err(Error::io(format!("creating {}", folder.display())))?;
+    }
+    for (file, bytes) in &launch.files {
+        if let Some(parent) = file.parent() {
+            std::fs::create_dir_all(parent)
+                .map_err(Error::io(format!("creating {}", parent.display())))?;
+        }
+        std::fs::write(file, bytes).map_err(Error::io(format!("writing {}", file.display())))?;
+    }
+    // The ServiceAccount's token, as the kubelet projects it, with the API server's CA and
+    // the pod's namespace.
+    let token = env
+        .service_account_token(namespace, &launch.service_account, 24)
+        .await?;
+    let sa_dir = dir.join("serviceaccount");
+    for (file, content) in [
+        ("token", token.as_str()),
+        ("ca.crt", env.serving_ca_pem()),
+        ("namespace", namespace),
+    ] {
+        std::fs::create_dir_all(&sa_dir)
+            .map_err(Error::io(format!("creating {}", sa_dir.display())))?;
+        std::fs::write(sa_dir.join(file), content).map_err(Error::io(format!(
+            "writing the ServiceAccount {file} of {}",
+            launch.deployment
+        )))?;
+    }
+    let server = url::Url::parse(env.server_url()).map_err(|e| Error::Manifest {
+        name: env.server_url().to_owned(),
+        message: e.to_string(),
+    })?;
+    let host = server.host_str().unwrap_or("127.0.0.1").to_owned();
+    let port = server.port_or_known_default().unwrap_or(443).to_string();
+    let home = dir.display().to_string();
+    // In-cluster configuration, as in a pod: the Service host and port, nothing else.
+    let mut environment: Vec<(&str, &str)> = launch
+        .env
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    environment.extend([
+        ("KUBERNETES_SERVICE_HOST", host.as_str()),
+        ("KUBERNETES_SERVICE_PORT", port.as_str()),
+        ("HOME", home.as_str()),
+    ]);
+    let mut mounts = vec![(sa_dir, SERVICE_ACCOUNT_DIR.to_owned())];
+    mounts.extend(launch.mounts.iter().cloned());
+    let script = pod_script(&mounts);
+    let mut args: Vec<String> = [
+        "--mount",
+        "--propagation",
+        "private",
+        "--",
+        "sh",
+        "-c",
+        &script,
+        "sh",
+    ]
+    .into_iter()
+    .map(str::to_owned)
+    .collect();
+    args.push(path.display().to_string());
+    args.extend(launch.args.iter().cloned());
+    let process = Process::start(program, Path::new(UNSHARE), &args, &environment, dir)?;
+    Ok(Running {
+        launch,
+        program,
+        process,
+    })
+}
+
+/// util-linux's `unshare`, which makes the private mount namespace.
+const UNSHARE: &str = "/usr/bin/unshare";

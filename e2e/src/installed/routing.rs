@@ -1,0 +1,254 @@
+//! What the management cluster's infrastructure would do for the installed providers, done
+//! here by the test: cert-manager's issuing (a Secret for each Certificate, signed by one CA,
+//! that CA given to every webhook client as cainjector would), and the Service routing a pod
+//! network would give (each admission and conversion webhook that names a Service pointed at
+//! the local port of the process behind it, over `https://127.0.0.1`, which the issued
+//! certificates also name).
+
+use std::collections::BTreeMap;
+
+use capmaas_testenv::Authority;
+use k8s_openapi::ByteString;
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, ServiceReference, ValidatingWebhookConfiguration,
+    WebhookClientConfig,
+};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{Secret, Service};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams};
+use serde_json::json;
+
+use super::PROVIDER_LABEL;
+use super::launch::Launch;
+use crate::error::{Error, Result};
+
+/// Field manager of what this module writes.
+const MANAGER: &str = "e2e-cluster-infrastructure";
+
+/// The CA that signed every issued certificate.
+#[derive(Debug, Clone)]
+pub struct Issued {
+    /// PEM of the CA, the `caBundle` of every routed webhook.
+    pub ca_pem: String,
+    /// `namespace/secretName` of every Secret written.
+    pub secrets: Vec<String>,
+}
+
+/// Writes the Secret of every cert-manager Certificate in the cluster, as cert-manager would:
+/// `tls.crt`, `tls.key` and `ca.crt`, for `localhost` and `127.0.0.1` (where the webhooks are
+/// routed), signed by one fresh CA.
+pub async fn issue_certificates(client: &kube::Client) -> Result<Issued> {
+    let authority = Authority::new("e2e-cert-manager-ca")?;
+    let resource = ApiResource {
+        group: "cert-manager.io".into(),
+        version: "v1".into(),
+        api_version: "cert-manager.io/v1".into(),
+        kind: "Certificate".into(),
+        plural: "certificates".into(),
+    };
+    let certificates = Api::<DynamicObject>::all_with(client.clone(), &resource)
+        .list(&ListParams::default())
+        .await
+        .map_err(Error::kube("listing the Certificates"))?;
+    let mut secrets = Vec::new();
+    for certificate in certificates.items {
+        let namespace = certificate.metadata.namespace.clone().unwrap_or_default();
+        let Some(secret_name) = certificate.data["spec"]["secretName"].as_str() else {
+            continue;
+        };
+        let pair = authority.serving_cert()?;
+        let secret: Secret = serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": secret_name, "namespace": namespace,
+                         "annotations": {"cert-manager.io/certificate-name": certificate.metadata.name}},
+            "type": "kubernetes.io/tls",
+            "stringData": {"tls.crt": pair.cert_pem, "tls.key": pair.key_pem, "ca.crt": authority.cert_pem()}
+        }))
+        .map_err(|e| Error::Manifest {
+            name: secret_name.to_owned(),
+            message: e.to_string(),
+        })?;
+        Api::<Secret>::namespaced(client.clone(), &namespace)
+            .patch(
+                secret_name,
+                &PatchParams::apply(MANAGER).force(),
+                &Patch::Apply(&secret),
+            )
+            .await
+            .map_err(Error::kube(format!(
+                "writing Secret {namespace}/{secret_name}"
+            )))?;
+        secrets.push(format!("{namespace}/{secret_name}"));
+    }
+    Ok(Issued {
+        ca_pem: authority.cert_pem().to_owned(),
+        secrets,
+    })
+}
+
+/// `(namespace, service, port)` → the local port of the process behind it.
+type Routes = BTreeMap<(String, String, i32), u16>;
+
+/// The local port behind each port of each provider Service: the Deployment whose pod labels
+/// match the Service's selector, its container port named (or numbered) by `targetPort`.
+pub fn routes(services: &[Service], deployments: &[Deployment], launches: &[Launch]) -> Routes {
+    let mut routes = Routes::new();
+    for service in services {
+        let namespace = service.metadata.namespace.clone().unwrap_or_default();
+        let name = service.metadata.name.clone().unwrap_or_default();
+        let Some(spec) = &service.spec else { continue };
+        let Some(selector) = spec.selector.as_ref().filter(|s| !s.is_empty()) else {
+            continue;
+        };
+        let backend = deployments.iter().zip(launches).find(|(d, _)| {
+            d.metadata.namespace.as_deref() == Some(namespace.as_str())
+                && d.spec
+                    .as_ref()
+                    .and_then(|s| s.template.metadata.as_ref())
+                    .and_then(|m| m.labels.as_ref())
+                    .is_some_and(|labels| selector.iter().all(|(k, v)| labels.get(k) == Some(v)))
+        });
+        let Some((deployment, launch)) = backend else {
+            continue;
+        };
+        let container_ports = deployment
+            .spec
+            .as_ref()
+            .and_then(|s| s.template.spec.as_ref())
+            .and_then(|p| p.containers.first())
+            .and_then(|c| c.ports.clone())
+            .unwrap_or_default();
+        for port in spec.ports.iter().flatten() {
+            let target = port
+                .target_port
+                .clone()
+                .unwrap_or(IntOrString::Int(port.port));
+            let local = match target {
+                IntOrString::String(named) => launch.ports.get(&named).copied(),
+                IntOrString::Int(number) => container_ports
+                    .iter()
+                    .find(|p| p.container_port == number)
+                    .map(|p| p.name.clone().unwrap_or_else(|| number.to_string()))
+                    .and_then(|n| launch.ports.get(&n).copied()),
+            };
+            if let Some(local) = local {
+                routes.insert((namespace.clone(), name.clone(), port.port), local);
+            }
+        }
+    }
+    routes
+}
+
+/// The local URL for a webhook that names `service`, when a process serves it.
+fn url_for(routes: &Routes, service: &ServiceReference) -> Option<String> {
+    let port = service.port.unwrap_or(443);
+    let local = routes.get(&(service.namespace.clone(), service.name.clone(), port))?;
+    Some(format!(
+        "https://127.0.0.1:{local}{}",
+        service.path.as_deref().unwrap_or("")
+    ))
+}
+
+/// Points every admission webhook and CRD conversion webhook naming a provider Service at the
+/// process behind it, with the issuing CA as `caBundle`.
+pub async fn route_webhooks(
+    client: &kube::Client,
+    deployments: &[Deployment],
+    launches: &[Launch],
+    issued: &Issued,
+) -> Result<()> {
+    let services = Api::<Service>::all(client.clone())
+        .list(&ListParams::default().labels(PROVIDER_LABEL))
+        .await
+        .map_err(Error::kube("listing the provider Services"))?
+        .items;
+    let routes = routes(&services, deployments, launches);
+    let ca = ByteString(issued.ca_pem.clone().into_bytes());
+    let point_at_process = |config: &mut WebhookClientConfig| -> bool {
+        let Some(url) = config.service.as_ref().and_then(|s| url_for(&routes, s)) else {
+            return false;
+        };
+        config.service = None;
+        config.url = Some(url);
+        config.ca_bundle = Some(ca.clone());
+        true
+    };
+    let mutating: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
+    for mut config in list(&mutating).await? {
+        let changed = config
+            .webhooks
+            .iter_mut()
+            .flatten()
+            .map(|w| point_at_process(&mut w.client_config))
+            .fold(false, |a, b| a | b);
+        if changed {
+            replace(&mutating, config).await?;
+        }
+    }
+    let validating: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+    for mut config in list(&validating).await? {
+        let changed = config
+            .webhooks
+            .iter_mut()
+            .flatten()
+            .map(|w| point_at_process(&mut w.client_config))
+            .fold(false, |a, b| a | b);
+        if changed {
+            replace(&validating, config).await?;
+        }
+    }
+    // Conversion webhooks carry the same client config under another type.
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for mut crd in list(&crds).await? {
+        let Some(config) = crd
+            .spec
+            .conversion
+            .as_mut()
+            .and_then(|c| c.webhook.as_mut())
+            .and_then(|w| w.client_config.as_mut())
+        else {
+            continue;
+        };
+        let mut admission = WebhookClientConfig {
+            service: config.service.as_ref().map(|s| ServiceReference {
+                namespace: s.namespace.clone(),
+                name: s.name.clone(),
+                path: s.path.clone(),
+                port: s.port,
+            }),
+            ..WebhookClientConfig::default()
+        };
+        if point_at_process(&mut admission) {
+            config.service = None;
+            config.url = admission.url;
+            config.ca_bundle = admission.ca_bundle;
+            replace(&crds, crd).await?;
+        }
+    }
+    Ok(())
+}
+
+async fn list<K>(api: &Api<K>) -> Result<Vec<K>>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    Ok(api
+        .list(&ListParams::default())
+        .await
+        .map_err(Error::kube("listing webhook clients"))?
+        .items)
+}
+
+/// Replaces an object with its edited copy (read just before, so its resourceVersion holds).
+async fn replace<K>(api: &Api<K>, object: K) -> Result<()>
+where
+    K: kube::Resource + Clone + serde::Serialize + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let name = object.meta().name.clone().unwrap_or_default();
+    api.replace(&name, &kube::api::PostParams::default(), &object)
+        .await
+        .map_err(Error::kube(format!("routing the webhooks of {name}")))?;
+    Ok(())
+}
