@@ -19,6 +19,8 @@
 
 use std::time::Duration;
 
+mod common;
+
 use capmaas_e2e::first_day::{self, Steps, UserShell};
 use capmaas_e2e::installed::Installation;
 use capmaas_e2e::{apply, dynamic_api, wait_for};
@@ -48,27 +50,6 @@ async fn list(
         .await
         .unwrap()
         .items
-}
-
-/// The addresses MAAS serves for `fqdn`, through the MAAS API (None: no such record).
-async fn maas_dns(sim: &maas_sim::RunningSim, fqdn: &str) -> Option<Vec<String>> {
-    let key = maas_api_client::ApiKey::parse(&sim.api_key()).unwrap();
-    let maas = maas_api_client::MaasClient::new(
-        maas_api_client::Config::builder(&sim.url(), key)
-            .build()
-            .unwrap(),
-    )
-    .unwrap();
-    let records = maas
-        .list_dns_resources(&maas_api_client::DnsResourceFilter::default())
-        .await
-        .unwrap();
-    records.into_iter().find(|r| r.fqdn == fqdn).map(|r| {
-        r.ip_addresses
-            .iter()
-            .filter_map(|a| a.ip.map(|ip| ip.to_string()))
-            .collect()
-    })
 }
 
 fn inventory(name: &str, pool: &str) -> Value {
@@ -232,7 +213,7 @@ async fn a_capmaas_users_first_day_runs_unchanged_through_clusterctl() {
         Duration::from_secs(60),
         Duration::from_millis(500),
         || async {
-            let served = maas_dns(&sim, &fqdn).await.unwrap_or_default();
+            let served = common::maas_dns(&sim, &fqdn).await.unwrap_or_default();
             Ok(deployed
                 .ip_addresses
                 .iter()
@@ -281,7 +262,7 @@ async fn a_capmaas_users_first_day_runs_unchanged_through_clusterctl() {
                 .into_iter()
                 .filter(|m| m.status != NodeStatus::Ready)
                 .count();
-            let record = maas_dns(&sim, &fqdn).await;
+            let record = common::maas_dns(&sim, &fqdn).await;
             let clusters = list(&client, "cluster.x-k8s.io", "v1beta2", "Cluster")
                 .await
                 .len();

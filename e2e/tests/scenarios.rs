@@ -10,26 +10,12 @@ use std::time::Duration;
 use capmaas_e2e::{ClusterSpec, Harness, HarnessConfig, apply, kubeconfig_secret, wait_for};
 use common::{
     LONG, ONE_AT_A_TIME, POLL, assert_no_double_claims, capi, claimed_hosts, declare,
-    describe_rollout, in_use, infra, maas_client, running_machines, sim_counts, wait_running,
+    describe_rollout, in_use, infra, maas_dns, running_machines, sim_counts, wait_running,
 };
 use k8s_openapi::api::core::v1::{Event, Node};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use maas_sim::NodeStatus;
 use serde_json::{Value, json};
-
-/// The addresses MAAS serves for `fqdn`, through the MAAS API (None: no such record).
-async fn maas_dns(h: &Harness, fqdn: &str) -> Option<BTreeSet<String>> {
-    let records = maas_client(h)
-        .list_dns_resources(&maas_api_client::DnsResourceFilter::default())
-        .await
-        .unwrap();
-    records.into_iter().find(|r| r.fqdn == fqdn).map(|r| {
-        r.ip_addresses
-            .iter()
-            .filter_map(|a| a.ip.map(|ip| ip.to_string()))
-            .collect()
-    })
-}
 
 #[tokio::test]
 async fn story_cluster_scales_down_and_is_deleted_without_leaks() {
@@ -127,7 +113,7 @@ async fn story_cluster_scales_down_and_is_deleted_without_leaks() {
         POLL,
         || async {
             Ok(
-                (maas_dns(&h, "story.maas").await.as_ref() == Some(&control_plane_addresses))
+                (maas_dns(&h.sim, "story.maas").await.as_ref() == Some(&control_plane_addresses))
                     .then_some(()),
             )
         },
@@ -190,7 +176,7 @@ async fn story_cluster_scales_down_and_is_deleted_without_leaks() {
     .await
     .unwrap();
     wait_for("MAAS to drop story.maas", LONG, POLL, || async {
-        Ok(maas_dns(&h, "story.maas").await.is_none().then_some(()))
+        Ok(maas_dns(&h.sim, "story.maas").await.is_none().then_some(()))
     })
     .await
     .unwrap();

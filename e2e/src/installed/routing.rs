@@ -7,18 +7,13 @@
 
 use std::collections::BTreeMap;
 
+use base64::Engine as _;
 use capmaas_testenv::Authority;
-use k8s_openapi::ByteString;
-use k8s_openapi::api::admissionregistration::v1::{
-    MutatingWebhookConfiguration, ServiceReference, ValidatingWebhookConfiguration,
-    WebhookClientConfig,
-};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Secret, Service};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams};
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::PROVIDER_LABEL;
 use super::launch::Launch;
@@ -141,14 +136,58 @@ pub fn routes(services: &[Service], deployments: &[Deployment], launches: &[Laun
     routes
 }
 
-/// The local URL for a webhook that names `service`, when a process serves it.
-fn url_for(routes: &Routes, service: &ServiceReference) -> Option<String> {
-    let port = service.port.unwrap_or(443);
-    let local = routes.get(&(service.namespace.clone(), service.name.clone(), port))?;
+/// The local URL for a webhook client config (JSON) that names a routed `service`.
+fn url_for(routes: &Routes, client_config: &Value) -> Option<String> {
+    let service = client_config.get("service")?;
+    let namespace = service["namespace"].as_str()?.to_owned();
+    let name = service["name"].as_str()?.to_owned();
+    let port = service["port"]
+        .as_i64()
+        .and_then(|p| i32::try_from(p).ok())
+        .unwrap_or(443);
+    let local = routes.get(&(namespace, name, port))?;
     Some(format!(
         "https://127.0.0.1:{local}{}",
-        service.path.as_deref().unwrap_or("")
+        service["path"].as_str().unwrap_or("")
     ))
+}
+
+/// The kinds whose objects hold webhook client configs, and where: admission webhooks in
+/// `webhooks[*].clientConfig`, CRD conversion in `spec.conversion.webhook.clientConfig`.
+fn webhook_clients() -> [(ApiResource, Option<&'static str>); 3] {
+    let resource = |group: &str, kind: &str, plural: &str| ApiResource {
+        group: group.into(),
+        version: "v1".into(),
+        api_version: format!("{group}/v1"),
+        kind: kind.into(),
+        plural: plural.into(),
+    };
+    [
+        (
+            resource(
+                "admissionregistration.k8s.io",
+                "MutatingWebhookConfiguration",
+                "mutatingwebhookconfigurations",
+            ),
+            None,
+        ),
+        (
+            resource(
+                "admissionregistration.k8s.io",
+                "ValidatingWebhookConfiguration",
+                "validatingwebhookconfigurations",
+            ),
+            None,
+        ),
+        (
+            resource(
+                "apiextensions.k8s.io",
+                "CustomResourceDefinition",
+                "customresourcedefinitions",
+            ),
+            Some("/spec/conversion/webhook/clientConfig"),
+        ),
+    ]
 }
 
 /// Points every admission webhook and CRD conversion webhook naming a provider Service at the
@@ -165,90 +204,45 @@ pub async fn route_webhooks(
         .map_err(Error::kube("listing the provider Services"))?
         .items;
     let routes = routes(&services, deployments, launches);
-    let ca = ByteString(issued.ca_pem.clone().into_bytes());
-    let point_at_process = |config: &mut WebhookClientConfig| -> bool {
-        let Some(url) = config.service.as_ref().and_then(|s| url_for(&routes, s)) else {
+    let ca = base64::engine::general_purpose::STANDARD.encode(&issued.ca_pem);
+    let point_at_process = |client_config: &mut Value| -> bool {
+        let Some(url) = url_for(&routes, client_config) else {
             return false;
         };
-        config.service = None;
-        config.url = Some(url);
-        config.ca_bundle = Some(ca.clone());
+        client_config["url"] = json!(url);
+        client_config["caBundle"] = json!(ca);
+        if let Some(map) = client_config.as_object_mut() {
+            map.remove("service");
+        }
         true
     };
-    let mutating: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
-    for mut config in list(&mutating).await? {
-        let changed = config
-            .webhooks
-            .iter_mut()
-            .flatten()
-            .map(|w| point_at_process(&mut w.client_config))
-            .fold(false, |a, b| a | b);
-        if changed {
-            replace(&mutating, config).await?;
+    for (resource, pointer) in webhook_clients() {
+        let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+        let objects = api
+            .list(&ListParams::default())
+            .await
+            .map_err(Error::kube(format!("listing {}", resource.plural)))?;
+        for mut object in objects.items {
+            let changed = match pointer {
+                Some(pointer) => object
+                    .data
+                    .pointer_mut(pointer)
+                    .is_some_and(&point_at_process),
+                None => object.data["webhooks"]
+                    .as_array_mut()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|w| w.get_mut("clientConfig"))
+                    .map(&point_at_process)
+                    .fold(false, |any, one| any | one),
+            };
+            if changed {
+                let name = object.metadata.name.clone().unwrap_or_default();
+                api.replace(&name, &kube::api::PostParams::default(), &object)
+                    .await
+                    .map_err(Error::kube(format!("routing the webhooks of {name}")))?;
+            }
         }
     }
-    let validating: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
-    for mut config in list(&validating).await? {
-        let changed = config
-            .webhooks
-            .iter_mut()
-            .flatten()
-            .map(|w| point_at_process(&mut w.client_config))
-            .fold(false, |a, b| a | b);
-        if changed {
-            replace(&validating, config).await?;
-        }
-    }
-    // Conversion webhooks carry the same client config under another type.
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for mut crd in list(&crds).await? {
-        let Some(config) = crd
-            .spec
-            .conversion
-            .as_mut()
-            .and_then(|c| c.webhook.as_mut())
-            .and_then(|w| w.client_config.as_mut())
-        else {
-            continue;
-        };
-        let mut admission = WebhookClientConfig {
-            service: config.service.as_ref().map(|s| ServiceReference {
-                namespace: s.namespace.clone(),
-                name: s.name.clone(),
-                path: s.path.clone(),
-                port: s.port,
-            }),
-            ..WebhookClientConfig::default()
-        };
-        if point_at_process(&mut admission) {
-            config.service = None;
-            config.url = admission.url;
-            config.ca_bundle = admission.ca_bundle;
-            replace(&crds, crd).await?;
-        }
-    }
-    Ok(())
-}
-
-async fn list<K>(api: &Api<K>) -> Result<Vec<K>>
-where
-    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-{
-    Ok(api
-        .list(&ListParams::default())
-        .await
-        .map_err(Error::kube("listing webhook clients"))?
-        .items)
-}
-
-/// Replaces an object with its edited copy (read just before, so its resourceVersion holds).
-async fn replace<K>(api: &Api<K>, object: K) -> Result<()>
-where
-    K: kube::Resource + Clone + serde::Serialize + serde::de::DeserializeOwned + std::fmt::Debug,
-{
-    let name = object.meta().name.clone().unwrap_or_default();
-    api.replace(&name, &kube::api::PostParams::default(), &object)
-        .await
-        .map_err(Error::kube(format!("routing the webhooks of {name}")))?;
     Ok(())
 }

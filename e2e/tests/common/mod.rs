@@ -14,13 +14,35 @@ pub static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new
 
 /// A MAAS API client of the simulator (what an operator would use to look).
 pub fn maas_client(h: &Harness) -> maas_api_client::MaasClient {
-    let key = maas_api_client::ApiKey::parse(&h.sim.api_key()).unwrap();
+    sim_client(&h.sim)
+}
+
+/// A MAAS API client of `sim`.
+pub fn sim_client(sim: &maas_sim::RunningSim) -> maas_api_client::MaasClient {
+    let key = maas_api_client::ApiKey::parse(&sim.api_key()).unwrap();
     maas_api_client::MaasClient::new(
-        maas_api_client::Config::builder(&h.sim.url(), key)
+        maas_api_client::Config::builder(&sim.url(), key)
             .build()
             .unwrap(),
     )
     .unwrap()
+}
+
+/// The addresses MAAS serves for `fqdn`, through the MAAS API (None: no such record).
+pub async fn maas_dns(
+    sim: &maas_sim::RunningSim,
+    fqdn: &str,
+) -> Option<std::collections::BTreeSet<String>> {
+    let records = sim_client(sim)
+        .list_dns_resources(&maas_api_client::DnsResourceFilter::default())
+        .await
+        .unwrap();
+    records.into_iter().find(|r| r.fqdn == fqdn).map(|r| {
+        r.ip_addresses
+            .iter()
+            .filter_map(|a| a.ip.map(|ip| ip.to_string()))
+            .collect()
+    })
 }
 
 pub const LONG: Duration = Duration::from_secs(240);
