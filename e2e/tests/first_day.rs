@@ -231,6 +231,40 @@ async fn a_capmaas_users_first_day_runs_unchanged_through_clusterctl() {
         .filter(|m| m.pool == first_day::WORKER_POOL && m.status != NodeStatus::Ready)
         .count();
     assert_eq!(worker_servers, 0);
+    // CAPMAAS's http:// endpoint is accepted, and the risk shown where an operator looks: the
+    // gateway's gauge and every inventory's condition.
+    let gateway = installation.process("maas-client").unwrap();
+    let metrics_port = gateway.launch.ports["metrics"];
+    let metrics = reqwest::get(format!("http://127.0.0.1:{metrics_port}/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.lines().any(|l| l == "capmaas_maas_plain_http 1"),
+        "{metrics}"
+    );
+    for inventory in list(
+        &client,
+        "infrastructure.cluster.x-k8s.io",
+        "v1beta1",
+        "MaasInventory",
+    )
+    .await
+    {
+        let secure = inventory.data["status"]["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|c| c["type"] == "MAASConnectionSecure")
+            .cloned();
+        assert_eq!(
+            secure.as_ref().map(|c| (&c["status"], &c["reason"])),
+            Some((&json!("False"), &json!("PlainHTTP"))),
+            "{secure:?}"
+        );
+    }
     let refused = installation.forbidden_requests();
     assert!(
         refused.is_empty(),
