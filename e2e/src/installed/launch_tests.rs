@@ -142,3 +142,21 @@ fn a_missing_secret_key_is_an_error_naming_it() {
     let err = plan(&gateway(), &sources, Path::new("/x"), ports_from(1)).unwrap_err();
     assert!(err.to_string().contains("creds"), "{err}");
 }
+
+#[test]
+fn the_pod_script_mounts_parents_first_then_execs_the_program() {
+    let script = crate::installed::pod_script(&[
+        (
+            PathBuf::from("/w/sa"),
+            crate::installed::SERVICE_ACCOUNT_DIR.to_owned(),
+        ),
+        (PathBuf::from("/w/root/tmp"), "/tmp".to_owned()),
+        (PathBuf::from("/w/it's"), "/etc/x".to_owned()),
+    ]);
+    assert_eq!(
+        script,
+        "set -e\nmkdir -p '/var/run/secrets/kubernetes.io/serviceaccount'\nmount --bind '/w/sa' '/var/run/secrets/kubernetes.io/serviceaccount'\n\
+         mkdir -p '/tmp'\nmount --bind '/w/root/tmp' '/tmp'\n\
+         mkdir -p '/etc/x'\nmount --bind '/w/it'\\''s' '/etc/x'\nexec \"$@\"\n"
+    );
+}

@@ -246,3 +246,74 @@ pub async fn route_webhooks(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn launch_with_ports(ports: &[(&str, u16)]) -> Launch {
+        Launch {
+            deployment: "ns/d".into(),
+            image: String::new(),
+            args: Vec::new(),
+            env: Vec::new(),
+            files: Vec::new(),
+            mounts: Vec::new(),
+            service_account: "default".into(),
+            ports: ports.iter().map(|(n, p)| ((*n).to_owned(), *p)).collect(),
+            readiness_url: None,
+        }
+    }
+
+    #[test]
+    fn a_service_routes_to_the_port_of_the_deployment_its_selector_matches() {
+        let deployment: Deployment = serde_json::from_value(json!({
+            "metadata": {"name": "capi-controller-manager", "namespace": "capi-system"},
+            "spec": {"selector": {}, "template": {
+                "metadata": {"labels": {"cluster.x-k8s.io/provider": "cluster-api", "control-plane": "controller-manager"}},
+                "spec": {"containers": [{"name": "manager", "ports": [{"name": "webhook-server", "containerPort": 9443}]}]}
+            }}
+        }))
+        .unwrap();
+        let other: Deployment = serde_json::from_value(json!({
+            "metadata": {"name": "other", "namespace": "capi-system"},
+            "spec": {"selector": {}, "template": {"metadata": {"labels": {"app": "other"}}, "spec": {"containers": []}}}
+        }))
+        .unwrap();
+        let service: Service = serde_json::from_value(json!({
+            "metadata": {"name": "capi-webhook-service", "namespace": "capi-system"},
+            "spec": {"selector": {"cluster.x-k8s.io/provider": "cluster-api"},
+                     "ports": [{"port": 443, "targetPort": "webhook-server"}, {"port": 8443, "targetPort": 9443}]}
+        }))
+        .unwrap();
+        let routes = routes(
+            &[service],
+            &[other, deployment],
+            &[
+                launch_with_ports(&[]),
+                launch_with_ports(&[("webhook-server", 40123)]),
+            ],
+        );
+        let key = |port| {
+            (
+                "capi-system".to_owned(),
+                "capi-webhook-service".to_owned(),
+                port,
+            )
+        };
+        assert_eq!(routes.get(&key(443)), Some(&40123));
+        assert_eq!(
+            routes.get(&key(8443)),
+            Some(&40123),
+            "a numbered target port"
+        );
+        let config = json!({"service": {"namespace": "capi-system", "name": "capi-webhook-service", "path": "/convert"}});
+        assert_eq!(
+            url_for(&routes, &config).as_deref(),
+            Some("https://127.0.0.1:40123/convert")
+        );
+        let elsewhere = json!({"service": {"namespace": "x", "name": "capi-webhook-service"}});
+        assert_eq!(url_for(&routes, &elsewhere), None);
+    }
+}
