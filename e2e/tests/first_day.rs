@@ -64,12 +64,11 @@ fn inventory(name: &str, pool: &str) -> Value {
 async fn a_capmaas_users_first_day_runs_unchanged_through_clusterctl() {
     let mut steps = Steps::default();
     steps.step("management cluster (API server, controller-manager, cert-manager's CRDs) and MAAS");
-    // Not under /tmp: the installed Deployments mount emptyDirs over /tmp in their namespaces.
-    let target = capmaas_testenv::repo_root().join("target");
-    std::fs::create_dir_all(&target).unwrap();
+    // Under /tmp, where the installed Deployments mount emptyDirs in their namespaces: the
+    // sources are staged first (installed::pod_script).
     let dir = tempfile::Builder::new()
-        .prefix("first-day-")
-        .tempdir_in(&target)
+        .prefix("capmaas-first-day-")
+        .tempdir()
         .unwrap();
     let management = TestEnv::builder()
         .our_crds(false)

@@ -144,19 +144,29 @@ fn a_missing_secret_key_is_an_error_naming_it() {
 }
 
 #[test]
-fn the_pod_script_mounts_parents_first_then_execs_the_program() {
-    let script = crate::installed::pod_script(&[
-        (
-            PathBuf::from("/w/sa"),
-            crate::installed::SERVICE_ACCOUNT_DIR.to_owned(),
-        ),
-        (PathBuf::from("/w/root/tmp"), "/tmp".to_owned()),
-        (PathBuf::from("/w/it's"), "/etc/x".to_owned()),
-    ]);
-    assert_eq!(
-        script,
-        "set -e\nmkdir -p '/var/run/secrets/kubernetes.io/serviceaccount'\nmount --bind '/w/sa' '/var/run/secrets/kubernetes.io/serviceaccount'\n\
-         mkdir -p '/tmp'\nmount --bind '/w/root/tmp' '/tmp'\n\
-         mkdir -p '/etc/x'\nmount --bind '/w/it'\\''s' '/etc/x'\nexec \"$@\"\n"
+fn the_pod_script_stages_the_sources_mounts_parents_first_then_execs_the_program() {
+    let script = crate::installed::pod_script(
+        &[
+            (
+                PathBuf::from("/tmp/w/sa"),
+                crate::installed::SERVICE_ACCOUNT_DIR.to_owned(),
+            ),
+            (PathBuf::from("/tmp/w/root/tmp"), "/tmp".to_owned()),
+            (PathBuf::from("/tmp/w/it's"), "/etc/x".to_owned()),
+        ],
+        Path::new("/tmp/clone/target/debug/maas-client"),
     );
+    let stage = crate::installed::STAGE;
+    let expected = format!(
+        "set -e\nmkdir -p {stage}\nmount -t tmpfs capmaas-e2e-pod {stage}\n\
+         mkdir -p {stage}/bin\nmount --bind '/tmp/clone/target/debug' {stage}/bin\n\
+         mkdir -p {stage}/0\nmount --bind '/tmp/w/sa' {stage}/0\n\
+         mkdir -p {stage}/1\nmount --bind '/tmp/w/root/tmp' {stage}/1\n\
+         mkdir -p {stage}/2\nmount --bind '/tmp/w/it'\\''s' {stage}/2\n\
+         mkdir -p '/var/run/secrets/kubernetes.io/serviceaccount'\nmount --bind {stage}/0 '/var/run/secrets/kubernetes.io/serviceaccount'\n\
+         mkdir -p '/tmp'\nmount --bind {stage}/1 '/tmp'\n\
+         mkdir -p '/etc/x'\nmount --bind {stage}/2 '/etc/x'\n\
+         exec {stage}/bin/'maas-client' \"$@\"\n"
+    );
+    assert_eq!(script, expected);
 }

@@ -179,22 +179,45 @@ fn by_name<K: kube::Resource>(items: Vec<K>) -> BTreeMap<String, K> {
 /// controller-runtime's leader election read these paths).
 pub const SERVICE_ACCOUNT_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
 
-/// The shell script that makes a process's private mount namespace look like its pod: each
-/// `(local folder, mount path)` bind-mounted in order (mount points are created on the host
-/// where missing, empty), then the program exec'd, so the process's pid is the program's
-/// (`unshare` execs the shell without forking).
-pub fn pod_script(mounts: &[(PathBuf, String)]) -> String {
+/// Where, inside a process's mount namespace, the host folders it needs are staged: a private
+/// tmpfs on this (host, empty) folder. A volume mounted over `/tmp` would otherwise hide its
+/// own sources and the program when they live under `/tmp` (a clone there, say).
+pub const STAGE: &str = "/run/capmaas-e2e-pod";
+
+/// The shell script that makes a process's private mount namespace look like its pod: the
+/// program's folder and each `(local folder, mount path)` source staged first, then each
+/// bind-mounted at its mount path in order (mount points are created on the host where
+/// missing, empty), then the program exec'd with the script's arguments, so the process's pid
+/// is the program's (`unshare` execs the shell without forking).
+pub fn pod_script(mounts: &[(PathBuf, String)], program: &Path) -> String {
     use std::fmt::Write as _;
     let quote = |text: &str| format!("'{}'", text.replace('\'', r"'\''"));
-    let mut script = String::from("set -e\n");
-    for (source, target) in mounts {
-        let (source, target) = (quote(&source.display().to_string()), quote(target));
+    let mut script = format!("set -e\nmkdir -p {STAGE}\nmount -t tmpfs capmaas-e2e-pod {STAGE}\n");
+    let program_dir = program.parent().unwrap_or(Path::new("/"));
+    let program_name = program
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let _ = write!(
+        script,
+        "mkdir -p {STAGE}/bin\nmount --bind {} {STAGE}/bin\n",
+        quote(&program_dir.display().to_string())
+    );
+    for (index, (source, _)) in mounts.iter().enumerate() {
+        let source = quote(&source.display().to_string());
         let _ = write!(
             script,
-            "mkdir -p {target}\nmount --bind {source} {target}\n"
+            "mkdir -p {STAGE}/{index}\nmount --bind {source} {STAGE}/{index}\n"
         );
     }
-    script.push_str("exec \"$@\"\n");
+    for (index, (_, target)) in mounts.iter().enumerate() {
+        let target = quote(target);
+        let _ = write!(
+            script,
+            "mkdir -p {target}\nmount --bind {STAGE}/{index} {target}\n"
+        );
+    }
+    let _ = writeln!(script, "exec {STAGE}/bin/{} \"$@\"", quote(&program_name));
     script
 }
 
@@ -249,7 +272,7 @@ async fn start_one(env: &TestEnv, dir: &Path, namespace: &str, launch: Launch) -
     ]);
     let mut mounts = vec![(sa_dir, SERVICE_ACCOUNT_DIR.to_owned())];
     mounts.extend(launch.mounts.iter().cloned());
-    let script = pod_script(&mounts);
+    let script = pod_script(&mounts, &path);
     let mut args: Vec<String> = [
         "--mount",
         "--propagation",
@@ -263,7 +286,6 @@ async fn start_one(env: &TestEnv, dir: &Path, namespace: &str, launch: Launch) -
     .into_iter()
     .map(str::to_owned)
     .collect();
-    args.push(path.display().to_string());
     args.extend(launch.args.iter().cloned());
     let process = Process::start(program, Path::new(UNSHARE), &args, &environment, dir)?;
     Ok(Running {
