@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use capmaas_testenv::objects::load_yaml_documents;
+use capmaas_testenv::objects::deploy_base_rbac;
 use capmaas_testenv::{Process, TestEnv, WebhookServing, repo_root};
 use kube::api::DynamicObject;
 use maas_sim::{RunningSim, SimConfig, Timings};
@@ -214,14 +214,7 @@ impl Harness {
     /// sufficient.
     pub(crate) async fn grant_deploy_rbac(&self) -> Result<()> {
         let client = self.management.client();
-        let base = repo_root().join("deploy/base");
-        let mut documents = load_yaml_documents(&base.join("namespace.yaml"))?;
-        for name in CONTROLLERS {
-            documents.extend(load_yaml_documents(
-                &base.join(name).join("serviceaccount.yaml"),
-            )?);
-            documents.extend(load_yaml_documents(&base.join(name).join("rbac.yaml"))?);
-        }
+        let documents = deploy_base_rbac(&CONTROLLERS)?;
         for document in &documents {
             apply(&client, document).await?;
         }
@@ -389,15 +382,20 @@ fn forbidden_in(entries: std::fs::ReadDir) -> Vec<String> {
         if !ours || path.extension().is_none_or(|e| e != "log") {
             continue;
         }
-        let text = std::fs::read_to_string(&path).unwrap_or_default();
-        refused.extend(
-            text.lines()
-                // The API server's RBAC refusal: `<resource> "<name>" is forbidden: User ...`.
-                .filter(|l| l.contains("is forbidden"))
-                .map(|l| format!("{name}: {l}")),
-        );
+        refused.extend(rbac_refusals(&path, name));
     }
     refused
+}
+
+/// The lines of the log at `path` that report a request refused by RBAC (the API server's
+/// `<resource> "<name>" is forbidden: User ...`), each prefixed with `who`.
+pub(crate) fn rbac_refusals(path: &Path, who: &str) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.contains("is forbidden"))
+        .map(|l| format!("{who}: {l}"))
+        .collect()
 }
 
 impl Drop for Harness {

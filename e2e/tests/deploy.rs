@@ -348,21 +348,7 @@ async fn the_rbac_of_deploy_base_is_minimal() {
         .start()
         .await
         .unwrap();
-    let base = repo_root().join("deploy/base");
-    let mut documents =
-        capmaas_testenv::objects::load_yaml_documents(&base.join("namespace.yaml")).unwrap();
-    for component in COMPONENTS {
-        documents.extend(
-            capmaas_testenv::objects::load_yaml_documents(
-                &base.join(component).join("serviceaccount.yaml"),
-            )
-            .unwrap(),
-        );
-        documents.extend(
-            capmaas_testenv::objects::load_yaml_documents(&base.join(component).join("rbac.yaml"))
-                .unwrap(),
-        );
-    }
+    let documents = capmaas_testenv::objects::deploy_base_rbac(&COMPONENTS).unwrap();
     for document in &documents {
         capmaas_e2e::apply(&env.client(), document).await.unwrap();
     }

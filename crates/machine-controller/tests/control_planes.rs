@@ -8,7 +8,7 @@ mod common;
 use capmaas_api::{MaasHost, MaasMachine, keys};
 use capmaas_runtime::Runtime;
 use capmaas_testenv::TestEnv;
-use capmaas_testenv::objects::{apply, load_yaml_documents};
+use capmaas_testenv::objects::{apply, deploy_base_rbac};
 use common::*;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
@@ -36,11 +36,7 @@ fn control_plane_crd(group: &str, version: &str, kind: &str) -> CustomResourceDe
 
 /// deploy/base's namespace, and machine-controller's ServiceAccount and RBAC.
 async fn apply_machine_controller_rbac(client: &Client) {
-    let base = capmaas_testenv::repo_root().join("deploy/base");
-    let mut documents = load_yaml_documents(&base.join("namespace.yaml")).unwrap();
-    for file in ["serviceaccount.yaml", "rbac.yaml"] {
-        documents.extend(load_yaml_documents(&base.join("machine-controller").join(file)).unwrap());
-    }
+    let documents = deploy_base_rbac(&["machine-controller"]).unwrap();
     for document in &documents {
         apply(client, document, "test").await.unwrap();
     }

@@ -109,6 +109,20 @@ pub fn json_contains(actual: &Value, expected: &Value) -> bool {
     }
 }
 
+/// What `deploy/base` gives each of `components`: the provider's namespace, then each
+/// component's ServiceAccount and RBAC, as documents to apply (the tests that run a binary
+/// with exactly its Deployment's permissions).
+pub fn deploy_base_rbac(components: &[&str]) -> Result<Vec<Value>> {
+    let base = crate::repo_root().join("deploy/base");
+    let mut documents = load_yaml_documents(&base.join("namespace.yaml"))?;
+    for component in components {
+        for file in ["serviceaccount.yaml", "rbac.yaml"] {
+            documents.extend(load_yaml_documents(&base.join(component).join(file))?);
+        }
+    }
+    Ok(documents)
+}
+
 /// Every document of a YAML stream (e.g. manifests in `deploy/`), skipping empty ones.
 pub fn load_yaml_documents(path: &std::path::Path) -> Result<Vec<Value>> {
     let text =

@@ -138,14 +138,7 @@ impl Installation {
     pub fn forbidden_requests(&self) -> Vec<String> {
         self.running
             .iter()
-            .flat_map(|r| {
-                std::fs::read_to_string(r.process.log_path())
-                    .unwrap_or_default()
-                    .lines()
-                    .filter(|l| l.contains("is forbidden"))
-                    .map(|l| format!("{}: {l}", r.program))
-                    .collect::<Vec<_>>()
-            })
+            .flat_map(|r| crate::harness::rbac_refusals(r.process.log_path(), r.program))
             .collect()
     }
 }
@@ -240,13 +233,13 @@ async fn start_one(env: &TestEnv, dir: &Path, namespace: &str, launch: Launch) -
         .service_account_token(namespace, &launch.service_account, 24)
         .await?;
     let sa_dir = dir.join("serviceaccount");
+    std::fs::create_dir_all(&sa_dir)
+        .map_err(Error::io(format!("creating {}", sa_dir.display())))?;
     for (file, content) in [
         ("token", token.as_str()),
         ("ca.crt", env.serving_ca_pem()),
         ("namespace", namespace),
     ] {
-        std::fs::create_dir_all(&sa_dir)
-            .map_err(Error::io(format!("creating {}", sa_dir.display())))?;
         std::fs::write(sa_dir.join(file), content).map_err(Error::io(format!(
             "writing the ServiceAccount {file} of {}",
             launch.deployment

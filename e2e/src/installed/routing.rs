@@ -27,8 +27,6 @@ const MANAGER: &str = "e2e-cluster-infrastructure";
 pub struct Issued {
     /// PEM of the CA, the `caBundle` of every routed webhook.
     pub ca_pem: String,
-    /// `namespace/secretName` of every Secret written.
-    pub secrets: Vec<String>,
 }
 
 /// Writes the Secret of every cert-manager Certificate in the cluster, as cert-manager would:
@@ -47,7 +45,6 @@ pub async fn issue_certificates(client: &kube::Client) -> Result<Issued> {
         .list(&ListParams::default())
         .await
         .map_err(Error::kube("listing the Certificates"))?;
-    let mut secrets = Vec::new();
     for certificate in certificates.items {
         let namespace = certificate.metadata.namespace.clone().unwrap_or_default();
         let Some(secret_name) = certificate.data["spec"]["secretName"].as_str() else {
@@ -75,11 +72,9 @@ pub async fn issue_certificates(client: &kube::Client) -> Result<Issued> {
             .map_err(Error::kube(format!(
                 "writing Secret {namespace}/{secret_name}"
             )))?;
-        secrets.push(format!("{namespace}/{secret_name}"));
     }
     Ok(Issued {
         ca_pem: authority.cert_pem().to_owned(),
-        secrets,
     })
 }
 
