@@ -62,8 +62,38 @@ impl SecretKeyReference {
     }
 }
 
-/// Reference to an object of any kind in the same namespace, pinned to one
-/// incarnation by UID (a re-created object with the same name is a different owner).
+/// Reference to a MaasHost, which may sit in another namespace than the referrer when an
+/// inventory admits claims from other namespaces (`MaasInventory.spec.claimNamespaces`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct HostReference {
+    /// Name of the MaasHost.
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+    /// Namespace of the MaasHost; absent means the referrer's own namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 63))]
+    pub namespace: Option<String>,
+}
+
+impl HostReference {
+    /// Reference to the host `name` in `host_namespace`, as seen from an object in
+    /// `own_namespace` (the namespace is written only when it differs).
+    pub fn new(name: impl Into<String>, host_namespace: &str, own_namespace: &str) -> Self {
+        Self {
+            name: name.into(),
+            namespace: (host_namespace != own_namespace).then(|| host_namespace.to_owned()),
+        }
+    }
+
+    /// The host's namespace, given the referrer's.
+    pub fn namespace_or<'a>(&'a self, own_namespace: &'a str) -> &'a str {
+        self.namespace.as_deref().unwrap_or(own_namespace)
+    }
+}
+
+/// Reference to an object of any kind, pinned to one incarnation by UID (a re-created object
+/// with the same name is a different owner). In the referrer's namespace unless `namespace`
+/// says otherwise.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ConsumerReference {
@@ -79,6 +109,18 @@ pub struct ConsumerReference {
     /// UID of the consumer.
     #[schemars(length(min = 1, max = 64))]
     pub uid: String,
+    /// Namespace of the consumer when it is not the host's (a claim through an inventory's
+    /// `spec.claimNamespaces`). The Secrets of `spec.provisioning` are read there too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 63))]
+    pub namespace: Option<String>,
+}
+
+impl ConsumerReference {
+    /// The consumer's namespace, given the host's.
+    pub fn namespace_or<'a>(&'a self, host_namespace: &'a str) -> &'a str {
+        self.namespace.as_deref().unwrap_or(host_namespace)
+    }
 }
 
 /// Reference to an address pool: a `MaasIPPool` or any CAPI IPAM pool kind.

@@ -12,7 +12,7 @@ use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::common::LocalObjectReference;
+use crate::common::{HostReference, LocalObjectReference};
 use crate::data_meta::MetaData;
 use crate::data_network::NetworkData;
 
@@ -150,7 +150,7 @@ pub struct MaasDataClaimSpec {
     pub template: LocalObjectReference,
     /// The MaasHost whose interfaces and labels feed the rendering.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub host_ref: Option<LocalObjectReference>,
+    pub host_ref: Option<HostReference>,
 }
 
 /// Observed state of a MaasDataClaim, written by data-controller.

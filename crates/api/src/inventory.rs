@@ -88,6 +88,64 @@ pub struct MaasInventorySpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("maxProperties" = 32))]
     pub host_labels: Option<BTreeMap<String, String>>,
+    /// Other namespaces whose MaasMachines may claim this inventory's hosts (the inventory's
+    /// own namespace always may). Absent: only the own namespace. The deployment's Secrets
+    /// stay in the claimer's namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claim_namespaces: Option<ClaimNamespaces>,
+}
+
+/// Namespaces admitted to claim an inventory's hosts: a namespace is admitted when it is
+/// listed in `names` or its whole name matches `nameMatches`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ClaimNamespaces {
+    /// Namespaces admitted by name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 256), inner(length(min = 1, max = 63)))]
+    pub names: Option<Vec<String>>,
+    /// Regular expression (Rust `regex` syntax, anchored at both ends) a namespace's whole
+    /// name must match; `.*` admits every namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 1024))]
+    pub name_matches: Option<String>,
+}
+
+impl ClaimNamespaces {
+    /// Every namespace.
+    pub fn all() -> Self {
+        Self {
+            names: None,
+            name_matches: Some(".*".to_owned()),
+        }
+    }
+
+    /// The compiled `nameMatches`, anchored at both ends (`None` when absent).
+    pub fn name_pattern(&self) -> Result<Option<regex::Regex>, regex::Error> {
+        self.name_matches
+            .as_deref()
+            .map(|pattern| regex::Regex::new(&format!("^(?:{pattern})$")))
+            .transpose()
+    }
+}
+
+impl MaasInventory {
+    /// Whether MaasMachines of `namespace` may claim this inventory's hosts. An invalid
+    /// `nameMatches` (the webhook refuses one) admits nobody through it.
+    pub fn admits(&self, namespace: &str) -> bool {
+        if self.metadata.namespace.as_deref() == Some(namespace) {
+            return true;
+        }
+        let Some(claim) = &self.spec.claim_namespaces else {
+            return false;
+        };
+        claim.names.iter().flatten().any(|n| n == namespace)
+            || claim
+                .name_pattern()
+                .ok()
+                .flatten()
+                .is_some_and(|re| re.is_match(namespace))
+    }
 }
 
 fn default_sync_interval_seconds() -> i32 {
@@ -131,4 +189,55 @@ pub struct MaasInventoryStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 32), extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Option<Vec<Condition>>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn inventory(claim: Option<ClaimNamespaces>) -> MaasInventory {
+        let mut inv = MaasInventory::new(
+            "pool-a",
+            MaasInventorySpec {
+                resource_pool: "a".into(),
+                zones: None,
+                tags: None,
+                sync_interval_seconds: 30,
+                host_labels: None,
+                claim_namespaces: claim,
+            },
+        );
+        inv.metadata.namespace = Some("capmaas-system".into());
+        inv
+    }
+
+    #[test]
+    fn own_namespace_only_by_default() {
+        let inv = inventory(None);
+        assert!(inv.admits("capmaas-system"));
+        assert!(!inv.admits("team-a"));
+    }
+
+    #[test]
+    fn names_and_anchored_pattern() {
+        let inv = inventory(Some(ClaimNamespaces {
+            names: Some(vec!["ops".into()]),
+            name_matches: Some("team-[a-z]+".into()),
+        }));
+        assert!(inv.admits("ops"));
+        assert!(inv.admits("team-a"));
+        assert!(!inv.admits("xteam-a"), "anchored at the start");
+        assert!(!inv.admits("team-a1"), "anchored at the end");
+        assert!(!inv.admits("default"));
+    }
+
+    #[test]
+    fn all_admits_every_namespace_and_a_bad_pattern_none() {
+        assert!(inventory(Some(ClaimNamespaces::all())).admits("anything"));
+        let bad = inventory(Some(ClaimNamespaces {
+            names: None,
+            name_matches: Some("(".into()),
+        }));
+        assert!(!bad.admits("anything"));
+    }
 }

@@ -80,6 +80,9 @@ pub const LABEL_HOST_POOL: &str = "maas.cluster.x-k8s.io/pool";
 pub const LABEL_HOST_ARCH: &str = "maas.cluster.x-k8s.io/arch";
 /// MaasHost label: the `MaasInventory` that imported the host.
 pub const LABEL_HOST_INVENTORY: &str = "maas.cluster.x-k8s.io/inventory";
+/// MaasInventory label: created by machine-controller because a MaasMachine asked for a pool
+/// no inventory imported (`"true"`).
+pub const LABEL_INVENTORY_ON_DEMAND: &str = "maas.cluster.x-k8s.io/imported-on-demand";
 /// Prefix of one MaasHost label per MAAS tag: `tag.maas.cluster.x-k8s.io/<tag>: "true"`.
 pub const LABEL_HOST_TAG_PREFIX: &str = "tag.maas.cluster.x-k8s.io/";
 /// MaasHost label carrying a node-reuse reservation: `cp-<name>` or `md-<name>`

@@ -12,8 +12,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::common::{
-    HostSelector, Initialization, LocalObjectReference, MachineAddress, ReleasePolicy,
-    SecretKeyReference, TemplateMetadata,
+    HostReference, HostSelector, Initialization, LocalObjectReference, MachineAddress,
+    ReleasePolicy, SecretKeyReference, TemplateMetadata,
 };
 
 /// Desired state of a MaasMachine (CAPMAAS-compatible fields keep their JSON names).
@@ -149,7 +149,7 @@ pub struct MaasMachineStatus {
     pub initialization: Option<Initialization>,
     /// The MaasHost claimed for this machine.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub host_ref: Option<LocalObjectReference>,
+    pub host_ref: Option<HostReference>,
     /// MAAS system id of the claimed host.
     #[serde(default, rename = "systemID", skip_serializing_if = "Option::is_none")]
     pub system_id: Option<String>,
