@@ -18,7 +18,7 @@ use crate::context::Ctx;
 use crate::decide::{Step, bootstrap_secret, decide};
 use crate::error::{Error, Result};
 use crate::host_ops::{self, Mutation};
-use crate::state::{Flow, State, mm_api, namespace, write_status};
+use crate::state::{Flow, State, host_namespace, mm_api, write_status};
 use crate::status::{claimed_by, provisioning_request, step_conditions};
 use crate::{claiming, data, deployed, release};
 
@@ -88,6 +88,13 @@ pub async fn act(ctx: &Ctx, state: &mut State, step: Step) -> Result<Flow> {
         Step::ChooseHost => claiming::choose_and_claim(ctx, state).await,
         Step::ReclaimHost => claiming::reclaim(ctx, state).await,
         Step::HostLost => {
+            // A machine moved here by clusterctl whose pool this installation imports on
+            // demand: its host comes back once the pool is imported here too.
+            if state.mm.spec.system_id.is_some()
+                && let Some(pool) = state.mm.spec.resource_pool.as_deref()
+            {
+                crate::on_demand::import_pool(ctx, pool).await?;
+            }
             if write_status(ctx, state, step_conditions(&step, None), false).await? {
                 ctx.events
                     .warning(
@@ -154,22 +161,22 @@ pub async fn act(ctx: &Ctx, state: &mut State, step: Step) -> Result<Flow> {
 
 /// Deleting: withdraws the deployment request, which asks the gateway to release the host.
 async fn clear_provisioning(ctx: &Ctx, state: &mut State, step: &Step) -> Result<Flow> {
-    let Some(name) = state.host.as_ref().map(ResourceExt::name_any) else {
+    let Some(host) = state.host.as_ref() else {
         return Ok(Flow::Continue);
     };
+    let (host_ns, name) = (host_namespace(host)?, host.name_any());
     let conditions = step_conditions(step, state.host.as_ref());
     write_status(ctx, state, conditions, false).await?;
     let mm = state.mm.clone();
-    state.host =
-        host_ops::update_host(ctx, &namespace(&mm)?, &name, "clearing provisioning", |h| {
-            if !claimed_by(h, &mm) || h.spec.provisioning.is_none() {
-                return Mutation::Keep;
-            }
-            h.spec.provisioning = None;
-            Mutation::Write
-        })
-        .await?
-        .filter(|h| claimed_by(h, &mm));
+    state.host = host_ops::update_host(ctx, &host_ns, &name, "clearing provisioning", |h| {
+        if !claimed_by(h, &mm) || h.spec.provisioning.is_none() {
+            return Mutation::Keep;
+        }
+        h.spec.provisioning = None;
+        Mutation::Write
+    })
+    .await?
+    .filter(|h| claimed_by(h, &mm));
     ctx.events
         .normal(
             &mm,
@@ -196,18 +203,17 @@ async fn request_deployment(ctx: &Ctx, state: &mut State) -> Result<Flow> {
         return Ok(Flow::Continue);
     }
     let request = provisioning_request(&state.mm, user_data, host, rendered);
-    let name = host.name_any();
+    let (host_ns, name) = (host_namespace(host)?, host.name_any());
     let mm = state.mm.clone();
-    state.host =
-        host_ops::update_host(ctx, &namespace(&mm)?, &name, "requesting deployment", |h| {
-            if !claimed_by(h, &mm) || h.spec.provisioning.is_some() {
-                return Mutation::Keep;
-            }
-            h.spec.provisioning = Some(request.clone());
-            Mutation::Write
-        })
-        .await?
-        .filter(|h| claimed_by(h, &mm));
+    state.host = host_ops::update_host(ctx, &host_ns, &name, "requesting deployment", |h| {
+        if !claimed_by(h, &mm) || h.spec.provisioning.is_some() {
+            return Mutation::Keep;
+        }
+        h.spec.provisioning = Some(request.clone());
+        Mutation::Write
+    })
+    .await?
+    .filter(|h| claimed_by(h, &mm));
     ctx.events
         .normal(
             &mm,

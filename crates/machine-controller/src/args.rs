@@ -7,9 +7,33 @@ pub struct ControllerArgs {
     #[arg(long, value_name = "N", conflicts_with = "concurrency",
           value_parser = clap::value_parser!(u16).range(1..))]
     pub machine_concurrency: Option<u16>,
+    /// Import a MAAS resource pool that a MaasMachine asks for and no MaasInventory imports:
+    /// an inventory of that pool, open to every namespace, is created in
+    /// --on-demand-inventory-namespace (as CAPMAAS users expect: a generated cluster needs no
+    /// extra object). Default true.
+    #[arg(long, value_name = "BOOL", action = clap::ArgAction::Set)]
+    pub import_pools_on_demand: Option<bool>,
+    /// Namespace of the inventories imported on demand. Default: the watched namespace with
+    /// --namespace, else the pod's (POD_NAMESPACE).
+    #[arg(long, value_name = "NAMESPACE")]
+    pub on_demand_inventory_namespace: Option<String>,
 }
 
 impl ControllerArgs {
+    /// Where pools are imported on demand (`None`: they are not), given the watched namespace.
+    pub fn on_demand_namespace(&self, watched: Option<&str>) -> Option<String> {
+        if self.import_pools_on_demand == Some(false) {
+            return None;
+        }
+        let chosen = self
+            .on_demand_inventory_namespace
+            .clone()
+            .filter(|ns| !ns.trim().is_empty())
+            .or_else(|| watched.map(ToOwned::to_owned))
+            .unwrap_or_else(|| capmaas_runtime::flags::leader_namespace_from_env(None));
+        Some(chosen)
+    }
+
     /// `common` with `--machine-concurrency` copied into `--concurrency` when it was given.
     pub fn apply_to(&self, mut common: capmaas_runtime::CommonArgs) -> capmaas_runtime::CommonArgs {
         if self.machine_concurrency.is_some() {
@@ -43,5 +67,24 @@ mod tests {
         assert_eq!(b.controller.apply_to(b.common).concurrency, Some(5));
         assert!(Cli::try_parse_from(["mc", "--concurrency=5", "--machine-concurrency=3"]).is_err());
         assert!(Cli::try_parse_from(["mc", "--machine-concurrency=0"]).is_err());
+    }
+
+    #[test]
+    fn pools_are_imported_on_demand_unless_turned_off() {
+        let on = Cli::try_parse_from(["mc", "--on-demand-inventory-namespace=sys"]).unwrap();
+        assert_eq!(
+            on.controller.on_demand_namespace(None).as_deref(),
+            Some("sys")
+        );
+        let scoped = Cli::try_parse_from(["mc"]).unwrap();
+        assert_eq!(
+            scoped
+                .controller
+                .on_demand_namespace(Some("team"))
+                .as_deref(),
+            Some("team")
+        );
+        let off = Cli::try_parse_from(["mc", "--import-pools-on-demand=false"]).unwrap();
+        assert_eq!(off.controller.on_demand_namespace(Some("team")), None);
     }
 }

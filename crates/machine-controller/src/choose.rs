@@ -15,11 +15,11 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
-use capmaas_api::MaasHost;
 use capmaas_api::common::{HostSelector, SelectorOperator};
 use capmaas_api::conditions::reasons;
 use capmaas_api::host::ProvisioningState;
 use capmaas_api::keys;
+use capmaas_api::{MaasHost, MaasInventory};
 use kube::ResourceExt;
 
 /// What the machine asks for.
@@ -42,8 +42,69 @@ pub struct HostRequest {
     /// UID of the owner (MachineDeployment or control plane) whose reservations this
     /// machine may take; `None` when the machine has no such owner.
     pub reuse_owner_uid: Option<String>,
-    /// Hosts other machines are claiming right now (in this process); counted as claimed.
+    /// Hosts other machines are claiming right now (in this process), as [`host_key`]s;
+    /// counted as claimed.
     pub busy_hosts: BTreeSet<String>,
+    /// The machine's namespace: its own hosts rank before equal hosts of other namespaces.
+    pub namespace: Option<String>,
+}
+
+/// `namespace/name` of a host: the key of [`HostRequest::busy_hosts`].
+pub fn host_key(host: &MaasHost) -> String {
+    format!(
+        "{}/{}",
+        host.namespace().unwrap_or_default(),
+        host.name_any()
+    )
+}
+
+/// Which hosts the machines of one namespace may claim: those of their own namespace, and
+/// those imported by an inventory whose `spec.claimNamespaces` admits the namespace (the
+/// host's inventory is its `maas.cluster.x-k8s.io/inventory` label). A hand-made host of
+/// another namespace is never claimable from here.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Claimable {
+    namespace: String,
+    /// `(namespace, name)` of the admitting inventories of other namespaces.
+    inventories: BTreeSet<(String, String)>,
+}
+
+impl Claimable {
+    /// What `namespace` may claim, given every inventory.
+    pub fn new<'i>(
+        namespace: &str,
+        inventories: impl IntoIterator<Item = &'i MaasInventory>,
+    ) -> Self {
+        let inventories = inventories
+            .into_iter()
+            .filter(|inv| inv.namespace().as_deref() != Some(namespace) && inv.admits(namespace))
+            .filter_map(|inv| Some((inv.namespace()?, inv.name_any())))
+            .collect();
+        Self {
+            namespace: namespace.to_owned(),
+            inventories,
+        }
+    }
+
+    /// Whether `host` may be claimed from the namespace.
+    pub fn admits_host(&self, host: &MaasHost) -> bool {
+        let Some(host_ns) = host.metadata.namespace.as_deref() else {
+            return false;
+        };
+        host_ns == self.namespace
+            || host
+                .labels()
+                .get(keys::LABEL_HOST_INVENTORY)
+                .is_some_and(|inv| {
+                    self.inventories
+                        .contains(&(host_ns.to_owned(), inv.clone()))
+                })
+    }
+
+    /// Whether hosts of other namespaces may be claimed too.
+    pub fn reaches_other_namespaces(&self) -> bool {
+        !self.inventories.is_empty()
+    }
 }
 
 /// Why a host was not a candidate, in the order the filters run (the first failing filter
@@ -130,6 +191,8 @@ pub fn rank_hosts<'h>(
                     .as_deref()
                     .is_some_and(|fd| status.and_then(|s| s.zone.as_deref()) == Some(fd)),
             ),
+            // Existing users' hosts first: an installation-wide inventory only fills in.
+            Reverse(request.namespace.is_some() && h.metadata.namespace == request.namespace),
             status.and_then(|s| s.cpu_count).unwrap_or(0),
             status.and_then(|s| s.memory_mib).unwrap_or(0),
             h.name_any(),
@@ -151,7 +214,7 @@ pub fn exclusion(
     if host.metadata.deletion_timestamp.is_some() {
         return Some(Exclusion::Deleting);
     }
-    if host.spec.consumer_ref.is_some() || request.busy_hosts.contains(&host.name_any()) {
+    if host.spec.consumer_ref.is_some() || request.busy_hosts.contains(&host_key(host)) {
         return Some(Exclusion::Consumed);
     }
     if status.missing == Some(true) || status.provisioning_state == Some(ProvisioningState::Missing)
@@ -261,7 +324,9 @@ pub fn no_host_explanation(request: &HostRequest, ranking: &Ranking<'_>) -> (&'s
         reasons::NO_HOST_AVAILABLE
     };
     let mut message = if considered == 0 {
-        "no MaasHost in the namespace".to_owned()
+        "no MaasHost this namespace may claim (none in the namespace, and no MaasInventory's \
+         spec.claimNamespaces admits it)"
+            .to_owned()
     } else {
         format!("no free MaasHost fits among {considered}:")
     };

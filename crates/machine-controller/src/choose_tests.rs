@@ -1,6 +1,7 @@
 use super::*;
 use capmaas_api::common::{ConsumerReference, HostSelectorRequirement};
 use capmaas_api::host::{HostReservation, MaasHostSpec, MaasHostStatus, ReservationOwner};
+use capmaas_api::inventory::ClaimNamespaces;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 fn now() -> jiff::Timestamp {
@@ -168,6 +169,7 @@ fn state_filters() {
         kind: "MaasMachine".into(),
         name: "other".into(),
         uid: "u".into(),
+        namespace: None,
     });
     let mut deploying = host("deploying", "z1", 2, 4096);
     deploying.status.as_mut().unwrap().provisioning_state = Some(ProvisioningState::Deploying);
@@ -331,7 +333,10 @@ fn explanation_for_an_empty_namespace() {
     let r = rank_hosts(&request(), &empty, now());
     let (reason, message) = no_host_explanation(&request(), &r);
     assert_eq!(reason, reasons::NO_HOST_AVAILABLE);
-    assert_eq!(message, "no MaasHost in the namespace");
+    assert!(
+        message.starts_with("no MaasHost this namespace may claim"),
+        "{message}"
+    );
 }
 
 #[test]
@@ -345,5 +350,88 @@ fn explanation_counts_each_host_once_by_first_failing_filter() {
     assert_eq!(
         message,
         "no free MaasHost fits among 2: 1 claimed by other machines; 1 below minCPU 2"
+    );
+}
+
+fn inventory(name: &str, namespace: &str, claim: Option<ClaimNamespaces>) -> MaasInventory {
+    let mut inv = MaasInventory::new(
+        name,
+        capmaas_api::MaasInventorySpec {
+            resource_pool: "default".into(),
+            zones: None,
+            tags: None,
+            sync_interval_seconds: 30,
+            host_labels: None,
+            claim_namespaces: claim,
+        },
+    );
+    inv.metadata.namespace = Some(namespace.into());
+    inv
+}
+
+fn imported(name: &str, namespace: &str, inventory: Option<&str>) -> MaasHost {
+    let mut h = host(name, "z1", 4, 8192);
+    h.metadata.namespace = Some(namespace.into());
+    if let Some(inv) = inventory {
+        h.labels_mut()
+            .insert(keys::LABEL_HOST_INVENTORY.into(), inv.into());
+    }
+    h
+}
+
+#[test]
+fn claimable_hosts_are_the_namespace_s_own_and_those_of_admitting_inventories() {
+    let open = ClaimNamespaces {
+        names: Some(vec!["team-a".into()]),
+        name_matches: None,
+    };
+    let inventories = [
+        inventory("shared", "capmaas-system", Some(open)),
+        inventory("private", "capmaas-system", None),
+        inventory("team-b", "team-b", Some(ClaimNamespaces::all())),
+    ];
+    let claimable = Claimable::new("team-a", &inventories);
+    assert!(claimable.reaches_other_namespaces());
+    assert!(
+        claimable.admits_host(&imported("own", "team-a", None)),
+        "own namespace, hand-made"
+    );
+    assert!(claimable.admits_host(&imported("s", "capmaas-system", Some("shared"))));
+    assert!(claimable.admits_host(&imported("b", "team-b", Some("team-b"))));
+    assert!(!claimable.admits_host(&imported("p", "capmaas-system", Some("private"))));
+    assert!(
+        !claimable.admits_host(&imported("h", "capmaas-system", None)),
+        "a hand-made host of another namespace"
+    );
+    assert!(
+        !claimable.admits_host(&imported("x", "other", Some("shared"))),
+        "an inventory of the same name in another namespace"
+    );
+    let closed = Claimable::new("team-c", &inventories[..2]);
+    assert!(!closed.reaches_other_namespaces());
+    assert!(!closed.admits_host(&imported("s", "capmaas-system", Some("shared"))));
+}
+
+#[test]
+fn own_hosts_rank_before_equal_hosts_of_other_namespaces_and_busy_keys_carry_the_namespace() {
+    let hosts = [
+        imported("a-shared", "capmaas-system", Some("shared")),
+        imported("b-own", "team-a", None),
+    ];
+    let mut request = HostRequest {
+        namespace: Some("team-a".into()),
+        ..request()
+    };
+    assert_eq!(
+        names(&rank_hosts(&request, &hosts, now())),
+        ["b-own", "a-shared"]
+    );
+    request.busy_hosts = BTreeSet::from(["team-a/b-own".to_owned()]);
+    assert_eq!(names(&rank_hosts(&request, &hosts, now())), ["a-shared"]);
+    request.busy_hosts = BTreeSet::from(["capmaas-system/b-own".to_owned()]);
+    assert_eq!(
+        names(&rank_hosts(&request, &hosts, now())),
+        ["b-own", "a-shared"],
+        "a host of the same name in another namespace is another host"
     );
 }

@@ -11,6 +11,7 @@
 
 use std::time::Duration;
 
+use capmaas_api::common::HostReference;
 use capmaas_api::conditions::{self as cond, reasons};
 use capmaas_api::machine::MaasMachineStatus;
 use capmaas_api::{MaasHost, MaasMachine};
@@ -27,7 +28,9 @@ use crate::context::Ctx;
 use crate::decide::{Observed, host_request};
 use crate::error::{Error, Result, is_conflict};
 use crate::host_ops::{self, Claim};
-use crate::state::{Flow, State, apply_owned, find_host, mm_api, namespace, write_status};
+use crate::state::{
+    Flow, State, apply_owned, find_host, host_namespace, mm_api, namespace, write_status,
+};
 use crate::status::{consumer_ref, intended_status, owned_status};
 
 /// Hosts tried, best first, before a reconcile gives up claiming and looks again later.
@@ -35,11 +38,19 @@ const CLAIM_CANDIDATES: usize = 8;
 
 /// Writes (or clears) `status.hostRef` only if the MaasMachine is still at `mm`'s
 /// resourceVersion; 409 means another writer got there first.
-async fn record_intent(ctx: &Ctx, mm: &MaasMachine, host: Option<&str>) -> Result<MaasMachine> {
+async fn record_intent(
+    ctx: &Ctx,
+    mm: &MaasMachine,
+    host: Option<&HostReference>,
+) -> Result<MaasMachine> {
     let rv = mm
         .resource_version()
         .ok_or(Error::MissingMetadata("resourceVersion"))?;
-    let host_ref = host.map_or(Value::Null, |h| json!({"name": h}));
+    // `namespace` is written even when absent (null): a merge patch keeps keys it does not name.
+    let host_ref = host.map_or(
+        Value::Null,
+        |h| json!({"name": h.name, "namespace": h.namespace}),
+    );
     let patch = json!({"metadata": {"resourceVersion": rv}, "status": {"hostRef": host_ref}});
     let params = PatchParams {
         field_manager: Some(ctx.field_manager.clone()),
@@ -57,11 +68,13 @@ async fn record_intent(ctx: &Ctx, mm: &MaasMachine, host: Option<&str>) -> Resul
         })
 }
 
-fn recorded_host(mm: &MaasMachine) -> Option<String> {
+/// `(namespace, name)` of the host recorded in `status.hostRef`.
+fn recorded_host(mm: &MaasMachine) -> Option<(String, String)> {
+    let own = mm.metadata.namespace.as_deref().unwrap_or_default();
     mm.status
         .as_ref()
         .and_then(|s| s.host_ref.as_ref())
-        .map(|r| r.name.clone())
+        .map(|r| (r.namespace_or(own).to_owned(), r.name.clone()))
 }
 
 /// Reads the MaasMachine fresh: the cached object may predate a write of ours or of another
@@ -92,12 +105,13 @@ pub(crate) async fn choose_and_claim(ctx: &Ctx, state: &mut State) -> Result<Flo
         return Ok(Flow::Continue);
     }
     let now = jiff::Timestamp::now();
-    let marked = ctx.claims.marked_by_others(&ns, &uid);
+    let marked = ctx.claims.marked_by_others(&uid);
     // Ranked in place from the cache (no copies): this runs once per machine at scale.
+    let claimable = ctx.claimable_namespaces(&ns);
     let cached = ctx.hosts.state();
     let hosts: Vec<&MaasHost> = cached
         .iter()
-        .filter(|h| h.namespace().as_deref() == Some(ns.as_str()))
+        .filter(|h| claimable.admits_host(h))
         .map(AsRef::as_ref)
         .collect();
     // Walking owners costs reads; only do it when some host is reserved at all.
@@ -114,19 +128,36 @@ pub(crate) async fn choose_and_claim(ctx: &Ctx, state: &mut State) -> Result<Flo
     // An intent recorded earlier (by us before a crash, or by another replica that may be
     // claiming right now) is resumed. It is withdrawn only once the claim is definitely lost
     // (the host went to another machine or no longer fits), never while it may still succeed.
-    if let Some(recorded) = recorded_host(&state.mm) {
-        if !ctx.claims.try_mark(&ns, &recorded, &uid) {
+    if let Some((host_ns, recorded)) = recorded_host(&state.mm) {
+        if !ctx.claims.try_mark(&host_ns, &recorded, &uid) {
             return Ok(Flow::Done(Action::requeue(retry_delay())));
         }
         let deploy = host_ops::deploy_with_claim(&state.mm, state.machine.as_ref());
-        let claimed =
-            host_ops::claim(ctx, &state.mm, &ns, &recorded, &request, deploy.as_ref()).await?;
+        // A recorded host the namespace may no longer claim (its inventory closed to it) is
+        // not claimed: the intent is withdrawn like any lost claim.
+        let admitted = ctx
+            .hosts
+            .get(&ObjectRef::new(&recorded).within(&host_ns))
+            .is_none_or(|h| claimable.admits_host(&h));
+        let claimed = if admitted {
+            let claim = host_ops::claim(
+                ctx,
+                &state.mm,
+                &host_ns,
+                &recorded,
+                &request,
+                deploy.as_ref(),
+            );
+            claim.await?
+        } else {
+            Claim::Lost
+        };
         if let Claim::Won(host) = claimed {
             deployment_requested(ctx, state, &host).await;
             state.host = Some(*host);
             return Ok(Flow::Continue);
         }
-        ctx.claims.unmark(&ns, &recorded, &uid);
+        ctx.claims.unmark(&host_ns, &recorded, &uid);
         state.replace_mm(record_intent(ctx, &state.mm, None).await?);
     }
 
@@ -138,11 +169,11 @@ pub(crate) async fn choose_and_claim(ctx: &Ctx, state: &mut State) -> Result<Flo
     }
     ctx.waits.reset(&obj);
     for candidate in ranking.candidates.iter().take(CLAIM_CANDIDATES) {
-        let host_name = candidate.name_any();
-        if !ctx.claims.try_mark(&ns, &host_name, &uid) {
+        let (host_ns, host_name) = (host_namespace(candidate)?, candidate.name_any());
+        if !ctx.claims.try_mark(&host_ns, &host_name, &uid) {
             continue;
         }
-        let claimed = claim_with_intent(ctx, state, &ns, candidate, &request).await;
+        let claimed = claim_with_intent(ctx, state, &host_ns, candidate, &request).await;
         match claimed {
             Ok(Some(host)) => {
                 let reused = choose::reserved_for(candidate, reuse_owner.as_deref(), now);
@@ -169,9 +200,9 @@ pub(crate) async fn choose_and_claim(ctx: &Ctx, state: &mut State) -> Result<Flo
                 state.host = Some(host);
                 return Ok(Flow::Continue);
             }
-            Ok(None) => ctx.claims.unmark(&ns, &host_name, &uid),
+            Ok(None) => ctx.claims.unmark(&host_ns, &host_name, &uid),
             Err(e) => {
-                ctx.claims.unmark(&ns, &host_name, &uid);
+                ctx.claims.unmark(&host_ns, &host_name, &uid);
                 return Err(e);
             }
         }
@@ -188,14 +219,16 @@ pub(crate) async fn reclaim(ctx: &Ctx, state: &mut State) -> Result<Flow> {
     if !still_claiming(ctx, state, &ns).await? {
         return Ok(Flow::Continue);
     }
-    let Some(host_name) = state.system_host.as_ref().map(ResourceExt::name_any) else {
+    let Some(system_host) = state.system_host.as_ref() else {
         return Ok(Flow::Continue);
     };
-    if !ctx.claims.try_mark(&ns, &host_name, &uid) {
+    let intent = crate::status::host_ref(&state.mm, system_host);
+    let (host_ns, host_name) = (host_namespace(system_host)?, system_host.name_any());
+    if !ctx.claims.try_mark(&host_ns, &host_name, &uid) {
         return Ok(Flow::Done(Action::requeue(retry_delay())));
     }
-    state.replace_mm(record_intent(ctx, &state.mm, Some(&host_name)).await?);
-    let claimed = host_ops::reclaim(ctx, &state.mm, &ns, &host_name).await;
+    state.replace_mm(record_intent(ctx, &state.mm, Some(&intent)).await?);
+    let claimed = host_ops::reclaim(ctx, &state.mm, &host_ns, &host_name).await;
     match claimed {
         Ok(Claim::Won(host)) => {
             let note = format!(
@@ -211,13 +244,13 @@ pub(crate) async fn reclaim(ctx: &Ctx, state: &mut State) -> Result<Flow> {
             Ok(Flow::Continue)
         }
         Ok(Claim::Lost) => {
-            ctx.claims.unmark(&ns, &host_name, &uid);
+            ctx.claims.unmark(&host_ns, &host_name, &uid);
             state.replace_mm(record_intent(ctx, &state.mm, None).await?);
             state.system_host = None;
             Ok(Flow::Continue)
         }
         Err(e) => {
-            ctx.claims.unmark(&ns, &host_name, &uid);
+            ctx.claims.unmark(&host_ns, &host_name, &uid);
             Err(e)
         }
     }
@@ -253,13 +286,13 @@ fn retry_delay() -> Duration {
 async fn claim_with_intent(
     ctx: &Ctx,
     state: &mut State,
-    ns: &str,
+    host_ns: &str,
     candidate: &MaasHost,
     request: &HostRequest,
 ) -> Result<Option<MaasHost>> {
     let host = candidate.name_any();
     let deploy = host_ops::deploy_with_claim(&state.mm, state.machine.as_ref());
-    let consumer = consumer_ref(&state.mm).ok_or(Error::MissingMetadata("name or uid"))?;
+    let consumer = consumer_ref(&state.mm, host_ns).ok_or(Error::MissingMetadata("name or uid"))?;
     let mut expected = candidate.clone();
     host_ops::mark_claimed(&mut expected, &state.mm, &consumer, deploy.as_ref());
     let intended = intended_status(
@@ -272,7 +305,7 @@ async fn claim_with_intent(
     );
     let before = owned_status(&state.mm);
     state.replace_mm(apply_owned(ctx, &state.mm, &intended, RECORDING_HOST).await?);
-    match host_ops::claim(ctx, &state.mm, ns, &host, request, deploy.as_ref()).await? {
+    match host_ops::claim(ctx, &state.mm, host_ns, &host, request, deploy.as_ref()).await? {
         Claim::Won(h) => Ok(Some(*h)),
         Claim::Lost => {
             let restored = MaasMachineStatus {
@@ -300,7 +333,16 @@ async fn no_host(
     ranking: &choose::Ranking<'_>,
     obj: &ObjectRef<MaasMachine>,
 ) -> Result<Flow> {
-    let (reason, message) = choose::no_host_explanation(request, ranking);
+    let (reason, mut message) = choose::no_host_explanation(request, ranking);
+    if let Some(pool) = &request.resource_pool
+        && let Some(inventory) = crate::on_demand::import_pool(ctx, pool).await?
+    {
+        use std::fmt::Write as _;
+        let _ = write!(
+            message,
+            "; MAAS pool {pool} is imported on demand by MaasInventory {inventory}"
+        );
+    }
     let conditions = vec![
         NewCondition::new(cond::PAUSED, ConditionStatus::False, reasons::NOT_PAUSED),
         NewCondition::new(cond::HOST_ASSOCIATED, ConditionStatus::False, reason).message(&message),

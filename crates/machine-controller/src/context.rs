@@ -5,8 +5,8 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use capmaas_api::MaasHost;
 use capmaas_api::capi::{Cluster, Machine};
+use capmaas_api::{MaasHost, MaasInventory};
 use capmaas_runtime::controller::Events;
 use capmaas_runtime::controller::workload::WorkloadClients;
 use capmaas_runtime::{BackoffConfig, ObjectBackoff};
@@ -14,6 +14,7 @@ use kube::Client;
 use kube::runtime::reflector::Store;
 
 use crate::BINARY;
+use crate::choose::Claimable;
 use crate::own_writes::HostWrites;
 
 /// Shared by every reconcile of one leadership term.
@@ -27,6 +28,12 @@ pub struct Ctx {
     pub sync_period: Duration,
     /// Cache of every watched MaasHost.
     pub hosts: Store<MaasHost>,
+    /// Cache of every watched MaasInventory (whose `spec.claimNamespaces` opens its hosts to
+    /// other namespaces).
+    pub inventories: Store<MaasInventory>,
+    /// Pools asked for that no inventory imports are imported into this namespace, by an
+    /// inventory open to every namespace (`None`: not at all).
+    pub on_demand_inventories: Option<String>,
     /// Cache of every watched CAPI Machine (without managed fields).
     pub machines: Store<Machine>,
     /// Cache of every watched CAPI Cluster (without managed fields).
@@ -52,6 +59,8 @@ pub struct Ctx {
 pub struct Caches {
     /// MaasHosts.
     pub hosts: Store<MaasHost>,
+    /// MaasInventories.
+    pub inventories: Store<MaasInventory>,
     /// CAPI Machines.
     pub machines: Store<Machine>,
     /// CAPI Clusters.
@@ -70,7 +79,11 @@ impl std::fmt::Debug for Ctx {
 
 impl Ctx {
     /// The context of one leadership term, choosing from the MaasHosts in `hosts`.
-    pub fn new(term: &capmaas_runtime::Context, caches: Caches) -> Self {
+    pub fn new(
+        term: &capmaas_runtime::Context,
+        caches: Caches,
+        on_demand_inventories: Option<String>,
+    ) -> Self {
         let client = term.clients.api.clone();
         Self {
             events: Events::new(client.clone(), BINARY),
@@ -79,6 +92,8 @@ impl Ctx {
             field_manager: term.settings.field_manager.clone(),
             sync_period: term.settings.sync_period,
             hosts: caches.hosts,
+            inventories: caches.inventories,
+            on_demand_inventories,
             machines: caches.machines,
             clusters: caches.clusters,
             waits: ObjectBackoff::new(wait_backoff()),
@@ -101,6 +116,12 @@ pub fn wait_backoff() -> BackoffConfig {
 }
 
 impl Ctx {
+    /// Which hosts the machines of `namespace` may claim ([`Claimable`]).
+    pub fn claimable_namespaces(&self, namespace: &str) -> Claimable {
+        let inventories = self.inventories.state();
+        Claimable::new(namespace, inventories.iter().map(AsRef::as_ref))
+    }
+
     /// Whether this process already linked the Node of the machine with `uid`.
     pub fn is_linked(&self, uid: &str) -> bool {
         self.linked
@@ -173,15 +194,14 @@ impl ClaimTracker {
         }
     }
 
-    /// Hosts of `namespace` marked by machines other than `uid`.
-    pub fn marked_by_others(&self, namespace: &str, uid: &str) -> BTreeSet<String> {
+    /// Hosts (`namespace/name`, as [`crate::choose::host_key`]) marked by machines other
+    /// than `uid`.
+    pub fn marked_by_others(&self, uid: &str) -> BTreeSet<String> {
         let now = Instant::now();
         self.lock()
             .iter()
-            .filter(|((ns, _), (holder, at))| {
-                ns == namespace && holder != uid && now.duration_since(*at) < CLAIM_MARK_TTL
-            })
-            .map(|((_, host), _)| host.clone())
+            .filter(|(_, (holder, at))| holder != uid && now.duration_since(*at) < CLAIM_MARK_TTL)
+            .map(|((ns, host), _)| format!("{ns}/{host}"))
             .collect()
     }
 }
@@ -198,10 +218,13 @@ mod tests {
         assert!(!t.try_mark("ns", "h1", "b"));
         assert!(t.try_mark("other", "h1", "b"), "namespaces are separate");
         assert_eq!(
-            t.marked_by_others("ns", "b"),
-            BTreeSet::from(["h1".to_owned()])
+            t.marked_by_others("b"),
+            BTreeSet::from(["ns/h1".to_owned()])
         );
-        assert!(t.marked_by_others("ns", "a").is_empty());
+        assert_eq!(
+            t.marked_by_others("a"),
+            BTreeSet::from(["other/h1".to_owned()])
+        );
         t.unmark("ns", "h1", "b");
         assert!(!t.try_mark("ns", "h1", "b"), "only the holder unmarks");
         t.unmark("ns", "h1", "a");

@@ -152,12 +152,9 @@ fn decide_apply(obs: &Observed<'_>) -> Step {
         }
         return Step::ChooseHost;
     };
-    let recorded = mm
-        .status
-        .as_ref()
-        .and_then(|s| s.host_ref.as_ref())
-        .map(|r| r.name.as_str());
-    if recorded != Some(host.name_any().as_str()) {
+    if mm.status.as_ref().and_then(|s| s.host_ref.as_ref())
+        != Some(&crate::status::host_ref(mm, host))
+    {
         return Step::RecordHost;
     }
     if host.spec.provisioning.is_none() {
@@ -389,6 +386,7 @@ pub fn host_request(
         host_selector: mm.spec.host_selector.clone(),
         reuse_owner_uid,
         busy_hosts: std::collections::BTreeSet::new(),
+        namespace: mm.metadata.namespace.clone(),
     }
 }
 

@@ -1,6 +1,6 @@
 use super::*;
 use crate::test_support::{claimed, cluster, deleting, host, maas_machine, machine};
-use capmaas_api::common::LocalObjectReference;
+use capmaas_api::common::{HostReference, LocalObjectReference};
 use capmaas_api::host::HostProvisioning;
 use capmaas_api::machine::MaasMachineStatus;
 
@@ -19,7 +19,7 @@ fn provisioning() -> HostProvisioning {
 
 fn recorded(mut mm: MaasMachine, host: &str) -> MaasMachine {
     mm.status = Some(MaasMachineStatus {
-        host_ref: Some(LocalObjectReference::new(host)),
+        host_ref: Some(HostReference::new(host, "ns", "ns")),
         ..MaasMachineStatus::default()
     });
     mm
@@ -368,7 +368,7 @@ fn data_claim(rendered: Option<&str>, message: &str) -> capmaas_api::MaasDataCla
         "m",
         capmaas_api::data::MaasDataClaimSpec {
             template: LocalObjectReference::new("t"),
-            host_ref: Some(LocalObjectReference::new("h1")),
+            host_ref: Some(HostReference::new("h1", "ns", "ns")),
         },
     );
     claim.metadata.finalizers = Some(vec![keys::FINALIZER_MAAS_MACHINE.to_owned()]);

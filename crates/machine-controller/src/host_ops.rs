@@ -104,7 +104,7 @@ pub async fn claim(
     request: &HostRequest,
     deploy: Option<&SecretKeyReference>,
 ) -> Result<Claim> {
-    let consumer = consumer_ref(mm).ok_or(Error::MissingMetadata("name or uid"))?;
+    let consumer = consumer_ref(mm, namespace).ok_or(Error::MissingMetadata("name or uid"))?;
     let now = jiff::Timestamp::now();
     let written = update_host(ctx, namespace, host, "claiming", |h| {
         if claimed_by(h, mm) || choose::exclusion(request, h, now).is_some() {
@@ -140,7 +140,7 @@ pub fn mark_claimed(
 /// nobody holds the host (whatever its state: it is deployed for this very machine), under the
 /// resourceVersion of a fresh read.
 pub async fn reclaim(ctx: &Ctx, mm: &MaasMachine, namespace: &str, host: &str) -> Result<Claim> {
-    let consumer = consumer_ref(mm).ok_or(Error::MissingMetadata("name or uid"))?;
+    let consumer = consumer_ref(mm, namespace).ok_or(Error::MissingMetadata("name or uid"))?;
     let system_id = mm.spec.system_id.clone();
     let written = update_host(ctx, namespace, host, "claiming again", |h| {
         if claimed_by(h, mm)

@@ -25,6 +25,7 @@ mod deployed;
 pub mod error;
 pub mod host_ops;
 pub mod metrics_machines;
+pub mod on_demand;
 pub mod own_writes;
 mod release;
 pub mod reuse;
@@ -39,7 +40,7 @@ mod test_support;
 use std::sync::Arc;
 
 use capmaas_api::capi::{Cluster, Machine};
-use capmaas_api::{MaasDataClaim, MaasHost, MaasMachine};
+use capmaas_api::{MaasDataClaim, MaasHost, MaasInventory, MaasMachine};
 use capmaas_runtime::controller::{
     self as kit, ReconcilerSettings, ready_when, scoped, without_managed_fields,
 };
@@ -77,10 +78,19 @@ pub async fn start(common: CommonArgs, args: ControllerArgs) -> Result<(), BoxEr
 /// Watches MaasMachines; MaasHosts through a reflector whose cache is also the list hosts are
 /// chosen from; Machines and Clusters (see [`watch`]). Ready once the MaasMachine and MaasHost
 /// caches are filled.
-pub async fn run(term: capmaas_runtime::Context, _args: ControllerArgs) -> Result<(), BoxError> {
+pub async fn run(term: capmaas_runtime::Context, args: ControllerArgs) -> Result<(), BoxError> {
     let ns = term.settings.namespace.as_deref();
     let watch = &term.clients.watch;
     let wc = watcher::Config::default();
+    // Inventories: which other namespaces' hosts a machine may claim, and whether a pool is
+    // imported at all. A change wakes nothing by itself: waiting machines retry on backoff.
+    let (inventories, inventory_writer) = reflector::store::<MaasInventory>();
+    let inventory_stream = reflector::reflector(
+        inventory_writer,
+        watcher(scoped::<MaasInventory>(watch, ns), wc.clone()),
+    )
+    .default_backoff()
+    .touched_objects();
     let (hosts, host_writer) = reflector::store::<MaasHost>();
     let host_stream = reflector::reflector(
         host_writer,
@@ -121,15 +131,19 @@ pub async fn run(term: capmaas_runtime::Context, _args: ControllerArgs) -> Resul
         &term,
         Caches {
             hosts: hosts.clone(),
+            inventories: inventories.clone(),
             machines: machine_cache.clone(),
             clusters: cluster_cache.clone(),
         },
+        args.on_demand_namespace(ns),
     ));
     let (host_waiters, cluster_members) = (machines.clone(), machines.clone());
+    let host_inventories = inventories.clone();
     let controller = Controller::for_stream(machine_stream, machines.clone())
         .watches_stream(host_stream, move |host| {
-            watch::map_host(&host_waiters, &host)
+            watch::map_host(&host_waiters, &host_inventories, &host)
         })
+        .watches_stream(inventory_stream, |_| std::iter::empty())
         // A data claim's rendering (or its failure) wakes its machine.
         .owns(scoped::<MaasDataClaim>(watch, ns), wc.clone())
         .watches_stream(capi_machines, |machine| watch::map_machine(&machine))
@@ -142,6 +156,7 @@ pub async fn run(term: capmaas_runtime::Context, _args: ControllerArgs) -> Resul
     let ready = ready_when(&term.health, &term.cancel, async move {
         machines.wait_until_ready().await.is_ok()
             && hosts.wait_until_ready().await.is_ok()
+            && inventories.wait_until_ready().await.is_ok()
             && machine_cache.wait_until_ready().await.is_ok()
             && cluster_cache.wait_until_ready().await.is_ok()
     });

@@ -8,14 +8,15 @@ use crate::context::Ctx;
 use crate::decide::Step;
 use crate::error::Result;
 use crate::host_ops::{self, Mutation};
-use crate::state::{Flow, State, namespace, write_status};
+use crate::state::{Flow, State, host_namespace, namespace, write_status};
 use crate::status::{claimed_by, step_conditions};
 
 /// Clears `consumerRef` (setting the reservation, if any) on the released host.
 pub(crate) async fn release_host(ctx: &Ctx, state: &mut State) -> Result<Flow> {
-    let Some(name) = state.host.as_ref().map(ResourceExt::name_any) else {
+    let Some(host) = state.host.as_ref() else {
         return Ok(Flow::Continue);
     };
+    let (host_ns, name) = (host_namespace(host)?, host.name_any());
     let ns = namespace(&state.mm)?;
     let cluster_deleting = state
         .cluster
@@ -40,7 +41,7 @@ pub(crate) async fn release_host(ctx: &Ctx, state: &mut State) -> Result<Flow> {
     )
     .await?;
     let mm = state.mm.clone();
-    host_ops::update_host(ctx, &ns, &name, "releasing the claim", |h| {
+    host_ops::update_host(ctx, &host_ns, &name, "releasing the claim", |h| {
         if !claimed_by(h, &mm) {
             return Mutation::Keep;
         }

@@ -52,6 +52,12 @@ pub fn namespace(mm: &MaasMachine) -> Result<String> {
     mm.namespace().ok_or(Error::MissingMetadata("namespace"))
 }
 
+/// The namespace of `host` (always set on objects read from the API server); another than its
+/// machine's when an inventory admits claims from other namespaces.
+pub fn host_namespace(host: &MaasHost) -> Result<String> {
+    host.namespace().ok_or(Error::MissingMetadata("namespace"))
+}
+
 /// The MaasMachine API of `mm`'s namespace.
 pub fn mm_api(ctx: &Ctx, mm: &MaasMachine) -> Result<Api<MaasMachine>> {
     Ok(Api::namespaced(ctx.client.clone(), &namespace(mm)?))
@@ -104,12 +110,12 @@ impl State {
         let host = find_host(ctx, &mm, &ns).await?;
         let (data_claim, data) = observe_data(ctx, &mm, &ns).await?;
         let system_host = match (&host, &mm.spec.system_id) {
-            (None, Some(system_id)) => ctx
-                .hosts
-                .find(|h| {
-                    h.namespace().as_deref() == Some(ns.as_str()) && h.spec.system_id == *system_id
-                })
-                .map(|h| h.as_ref().clone()),
+            (None, Some(system_id)) => {
+                let claimable = ctx.claimable_namespaces(&ns);
+                ctx.hosts
+                    .find(|h| h.spec.system_id == *system_id && claimable.admits_host(h))
+                    .map(|h| h.as_ref().clone())
+            }
             _ => None,
         };
         Ok(Self {
@@ -160,28 +166,32 @@ impl State {
 /// could claim a second host or release twice. At 200 machines the fresh read of every
 /// reconcile was the API server's most frequent request (about 11 per machine).
 pub async fn find_host(ctx: &Ctx, mm: &MaasMachine, ns: &str) -> Result<Option<MaasHost>> {
-    let recorded = mm.status.as_ref().and_then(|s| s.host_ref.as_ref());
-    let in_namespace = |h: &MaasHost| h.namespace().as_deref() == Some(ns);
-    let recorded_in_cache = recorded.and_then(|r| {
-        ctx.hosts
-            .find(|h| in_namespace(h) && h.metadata.name.as_deref() == Some(r.name.as_str()))
-    });
+    // (namespace, name): the host may sit in another namespace (an inventory admitting ours).
+    let recorded = mm
+        .status
+        .as_ref()
+        .and_then(|s| s.host_ref.as_ref())
+        .map(|r| (r.namespace_or(ns).to_owned(), r.name.clone()));
+    let recorded_in_cache = recorded
+        .as_ref()
+        .and_then(|(host_ns, name)| ctx.hosts.get(&ObjectRef::new(name).within(host_ns)));
+    // UIDs are unique in the whole cluster: a host claimed by ours is ours in any namespace.
     let cached = recorded_in_cache
         .filter(|h| claimed_by(h, mm))
-        .or_else(|| ctx.hosts.find(|h| in_namespace(h) && claimed_by(h, mm)));
+        .or_else(|| ctx.hosts.find(|h| claimed_by(h, mm)));
     if let Some(host) = cached
         .as_ref()
         .filter(|h| ctx.host_writes.cache_is_current(h))
     {
         return Ok(Some(host.as_ref().clone()));
     }
-    let api: Api<MaasHost> = Api::namespaced(ctx.client.clone(), ns);
-    let cached = cached.map(|h| h.name_any());
-    for name in recorded.map(|r| r.name.clone()).into_iter().chain(cached) {
+    let cached = cached.and_then(|h| Some((h.namespace()?, h.name_any())));
+    for (host_ns, name) in recorded.into_iter().chain(cached) {
+        let api: Api<MaasHost> = Api::namespaced(ctx.client.clone(), &host_ns);
         let host = api
             .get_opt(&name)
             .await
-            .map_err(Error::kube(format!("reading host {name}")))?;
+            .map_err(Error::kube(format!("reading host {host_ns}/{name}")))?;
         if let Some(host) = host.filter(|h| claimed_by(h, mm)) {
             return Ok(Some(host));
         }

@@ -2,8 +2,8 @@
 //! the providerID and the machine addresses.
 
 use capmaas_api::common::{
-    ConsumerReference, Initialization, LocalObjectReference, MachineAddress, MachineAddressType,
-    SecretKeyReference,
+    ConsumerReference, HostReference, Initialization, LocalObjectReference, MachineAddress,
+    MachineAddressType, SecretKeyReference,
 };
 use capmaas_api::conditions::{self as cond, reasons};
 use capmaas_api::host::{HostProvisioning, PowerState};
@@ -32,14 +32,24 @@ pub fn provider_id(zone: Option<&str>, system_id: &str) -> String {
     format!("maas:///{}/{system_id}", zone.unwrap_or_default())
 }
 
-/// The consumer reference naming `mm` (needs its UID).
-pub fn consumer_ref(mm: &MaasMachine) -> Option<ConsumerReference> {
+/// The consumer reference naming `mm` (needs its UID) on a host in `host_namespace`: the
+/// machine's namespace is written when it is not the host's.
+pub fn consumer_ref(mm: &MaasMachine, host_namespace: &str) -> Option<ConsumerReference> {
+    let own = mm.metadata.namespace.as_deref().unwrap_or(host_namespace);
     Some(ConsumerReference {
         api_version: MaasMachine::api_version(&()).into_owned(),
         kind: MaasMachine::kind(&()).into_owned(),
         name: mm.metadata.name.clone()?,
         uid: mm.metadata.uid.clone()?,
+        namespace: (own != host_namespace).then(|| own.to_owned()),
     })
+}
+
+/// `status.hostRef` of `mm` for `host`.
+pub fn host_ref(mm: &MaasMachine, host: &MaasHost) -> HostReference {
+    let host_ns = host.namespace().unwrap_or_default();
+    let own = mm.metadata.namespace.as_deref().unwrap_or(host_ns.as_str());
+    HostReference::new(host.name_any(), &host_ns, own)
 }
 
 /// Whether `host` is claimed by `mm` (same UID: a re-created machine with the same name is
@@ -261,7 +271,7 @@ pub fn next_status(
     };
     if let Some(host) = host {
         let host_status = host.status.clone().unwrap_or_default();
-        status.host_ref = Some(LocalObjectReference::new(host.name_any()));
+        status.host_ref = Some(host_ref(mm, host));
         status.system_id = Some(host.spec.system_id.clone());
         status
             .machine_state
@@ -289,8 +299,8 @@ pub fn next_status(
 /// the next step as usual.
 pub fn intended_status(obs: &Observed<'_>, now: &Time) -> MaasMachineStatus {
     let mut mm = obs.maas_machine.clone();
-    mm.status.get_or_insert_with(Default::default).host_ref =
-        obs.host.map(|h| LocalObjectReference::new(h.name_any()));
+    let intended = obs.host.map(|h| host_ref(&mm, h));
+    mm.status.get_or_insert_with(Default::default).host_ref = intended;
     let step = decide(&Observed {
         maas_machine: &mm,
         ..*obs

@@ -90,7 +90,8 @@ pub(crate) fn host(name: &str, state: Option<ProvisioningState>) -> MaasHost {
 }
 
 pub(crate) fn claimed(mut h: MaasHost, mm: &MaasMachine) -> MaasHost {
-    h.spec.consumer_ref = consumer_ref(mm);
+    let host_ns = h.metadata.namespace.clone().unwrap_or_default();
+    h.spec.consumer_ref = consumer_ref(mm, &host_ns);
     h
 }
 

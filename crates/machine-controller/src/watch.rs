@@ -10,7 +10,7 @@
 use capmaas_api::capi::{Cluster, Machine};
 use capmaas_api::conditions::{self as cond, reasons};
 use capmaas_api::host::ProvisioningState;
-use capmaas_api::{MaasHost, MaasMachine, keys};
+use capmaas_api::{MaasHost, MaasInventory, MaasMachine, keys};
 use capmaas_runtime::controller::predicate_hash;
 use capmaas_runtime::trace_context::Relation;
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -58,24 +58,37 @@ pub fn cluster_change(cluster: &Cluster) -> Option<u64> {
     )))
 }
 
-/// A host maps to its consumer; a free, available host wakes the machines waiting for one.
-pub fn map_host(machines: &Store<MaasMachine>, host: &MaasHost) -> Vec<ObjectRef<MaasMachine>> {
+/// A host maps to its consumer; a free, available host wakes the machines waiting for one in
+/// the namespaces that may claim it (its own, and those its inventory admits).
+pub fn map_host(
+    machines: &Store<MaasMachine>,
+    inventories: &Store<MaasInventory>,
+    host: &MaasHost,
+) -> Vec<ObjectRef<MaasMachine>> {
     let Some(namespace) = host.namespace() else {
         return Vec::new();
     };
     if let Some(consumer) = &host.spec.consumer_ref {
         if consumer.kind == MaasMachine::kind(&()) {
-            return vec![ObjectRef::new(&consumer.name).within(&namespace)];
+            return vec![ObjectRef::new(&consumer.name).within(consumer.namespace_or(&namespace))];
         }
         return Vec::new();
     }
+    let inventory = host
+        .labels()
+        .get(keys::LABEL_HOST_INVENTORY)
+        .and_then(|name| inventories.get(&ObjectRef::new(name).within(&namespace)));
+    let may_claim = |m: &MaasMachine| {
+        let machine_ns = m.metadata.namespace.as_deref().unwrap_or_default();
+        machine_ns == namespace || inventory.as_ref().is_some_and(|inv| inv.admits(machine_ns))
+    };
     let available = host.status.as_ref().and_then(|s| s.provisioning_state)
         == Some(ProvisioningState::Available);
     // A free host also wakes the machine whose `spec.systemID` names it (moved here by
     // clusterctl, its host imported again), whatever the host's state.
     machines
         .state_filter(|m| {
-            m.namespace().as_deref() == Some(namespace.as_str())
+            may_claim(m)
                 && (m.spec.system_id.as_deref() == Some(host.spec.system_id.as_str())
                     || (available && waiting_for_host(m)))
         })

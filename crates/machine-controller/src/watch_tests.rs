@@ -14,6 +14,20 @@ fn store_with(objects: Vec<MaasMachine>) -> Store<MaasMachine> {
     reader
 }
 
+fn no_inventories() -> Store<MaasInventory> {
+    inventories(Vec::new())
+}
+
+fn inventories(objects: Vec<MaasInventory>) -> Store<MaasInventory> {
+    let (reader, mut writer) = reflector::store();
+    writer.apply_watcher_event(&watcher::Event::Init);
+    for o in objects {
+        writer.apply_watcher_event(&watcher::Event::InitApply(o));
+    }
+    writer.apply_watcher_event(&watcher::Event::InitDone);
+    reader
+}
+
 fn host_associated(mut mm: MaasMachine, status: &str, reason: &str) -> MaasMachine {
     mm.status = Some(MaasMachineStatus {
         conditions: Some(vec![Condition {
@@ -58,7 +72,7 @@ fn a_claimed_host_wakes_its_consumer_only() {
     let store = store_with(vec![waiting]);
     let owner = maas_machine("m1");
     let h = claimed(host("h1", Some(ProvisioningState::Available)), &owner);
-    assert_eq!(map_host(&store, &h), refs(&["m1"]));
+    assert_eq!(map_host(&store, &no_inventories(), &h), refs(&["m1"]));
     let mut foreign = host("h2", Some(ProvisioningState::Available));
     foreign.spec.consumer_ref = claimed(host("x", None), &owner)
         .spec
@@ -67,7 +81,10 @@ fn a_claimed_host_wakes_its_consumer_only() {
             c.kind = "Other".into();
             c
         });
-    assert!(map_host(&store, &foreign).is_empty(), "not a MaasMachine");
+    assert!(
+        map_host(&store, &no_inventories(), &foreign).is_empty(),
+        "not a MaasMachine"
+    );
 }
 
 #[test]
@@ -96,13 +113,19 @@ fn a_free_available_host_wakes_the_machines_waiting_for_one() {
         ),
     ]);
     let free = host("h1", Some(ProvisioningState::Available));
-    assert_eq!(sorted(map_host(&store, &free)), refs(&["none", "zone"]));
+    assert_eq!(
+        sorted(map_host(&store, &no_inventories(), &free)),
+        refs(&["none", "zone"])
+    );
     for state in [None, Some(ProvisioningState::Deployed)] {
-        assert!(map_host(&store, &host("h2", state)).is_empty(), "{state:?}");
+        assert!(
+            map_host(&store, &no_inventories(), &host("h2", state)).is_empty(),
+            "{state:?}"
+        );
     }
     let mut no_namespace = free;
     no_namespace.metadata.namespace = None;
-    assert!(map_host(&store, &no_namespace).is_empty());
+    assert!(map_host(&store, &no_inventories(), &no_namespace).is_empty());
 }
 
 #[test]
@@ -137,8 +160,18 @@ fn a_free_host_wakes_the_machine_that_names_its_system_id_whatever_its_state() {
     moved.spec.system_id = Some("sys-h1".into());
     let store = store_with(vec![moved, maas_machine("other")]);
     let deployed = host("h1", Some(ProvisioningState::Deployed));
-    assert_eq!(map_host(&store, &deployed), refs(&["moved"]));
-    assert!(map_host(&store, &host("h2", Some(ProvisioningState::Deployed))).is_empty());
+    assert_eq!(
+        map_host(&store, &no_inventories(), &deployed),
+        refs(&["moved"])
+    );
+    assert!(
+        map_host(
+            &store,
+            &no_inventories(),
+            &host("h2", Some(ProvisioningState::Deployed))
+        )
+        .is_empty()
+    );
 }
 
 #[test]
@@ -191,4 +224,54 @@ fn provisioning_reconciles_join_the_trace_later_ones_link_to_it() {
     });
     assert_eq!(trace_relation(&ready), Relation::Link);
     assert_eq!(trace_relation(&deleting(mm)), Relation::Link);
+}
+
+#[test]
+fn a_host_of_an_open_inventory_wakes_waiting_machines_of_admitted_namespaces() {
+    let waiting = |name: &str, ns: &str| {
+        in_namespace(
+            host_associated(maas_machine(name), "False", reasons::NO_HOST_AVAILABLE),
+            ns,
+        )
+    };
+    let store = store_with(vec![waiting("a", "team-a"), waiting("b", "team-b")]);
+    let mut inv = MaasInventory::new(
+        "shared",
+        capmaas_api::MaasInventorySpec {
+            resource_pool: "p".into(),
+            zones: None,
+            tags: None,
+            sync_interval_seconds: 30,
+            host_labels: None,
+            claim_namespaces: Some(capmaas_api::inventory::ClaimNamespaces {
+                names: Some(vec!["team-a".into()]),
+                name_matches: None,
+            }),
+        },
+    );
+    inv.metadata.namespace = Some("sys".into());
+    let mut free = host("h1", Some(ProvisioningState::Available));
+    free.metadata.namespace = Some("sys".into());
+    free.labels_mut()
+        .insert(keys::LABEL_HOST_INVENTORY.into(), "shared".into());
+    assert_eq!(
+        map_host(&store, &inventories(vec![inv]), &free),
+        vec![ObjectRef::new("a").within("team-a")]
+    );
+    assert!(
+        map_host(&store, &no_inventories(), &free).is_empty(),
+        "its inventory unknown: nobody else may claim it"
+    );
+    let mut claimed_across = free;
+    claimed_across.spec.consumer_ref = claimed(host("x", None), &maas_machine("m9"))
+        .spec
+        .consumer_ref
+        .map(|mut c| {
+            c.namespace = Some("team-a".into());
+            c
+        });
+    assert_eq!(
+        map_host(&store, &no_inventories(), &claimed_across),
+        vec![ObjectRef::new("m9").within("team-a")]
+    );
 }

@@ -161,3 +161,164 @@ async fn contention_never_claims_a_host_twice_and_no_host_is_reported() {
     })
     .await;
 }
+
+/// An inventory open to other namespaces (decision record 0003): two namespaces race for its
+/// last host and exactly one wins; a namespace it does not admit is never given its hosts; a
+/// released host wakes the waiting machine of the other namespace; a pool nobody imports is
+/// imported on demand, open to all.
+#[tokio::test]
+async fn hosts_of_an_open_inventory_are_claimed_across_namespaces_exactly_once() {
+    let env = TestEnv::without_controller_manager().await.unwrap();
+    let client = env.client();
+    let _a = start_controller(&env, None, 10).await;
+    let _b = start_controller(&env, None, 10).await;
+    let shared = env.create_namespace("mc-shared").await.unwrap();
+    let _gateway = start_gateway(&client, &shared);
+    // Generated names: team-a is admitted by name, team-b by the pattern.
+    let mut teams = Vec::new();
+    for team in ["mc-team-a", "mc-team-b"] {
+        let ns = env.create_namespace(team).await.unwrap();
+        create_cluster(&client, &ns, true, false).await;
+        teams.push(ns);
+    }
+    let inventories = |ns: &str| -> kube::Api<capmaas_api::MaasInventory> {
+        kube::Api::namespaced(client.clone(), ns)
+    };
+    inventories(&shared)
+        .create(
+            &kube::api::PostParams::default(),
+            &serde_json::from_value(json!({
+                "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "MaasInventory",
+                "metadata": {"name": "shared", "namespace": shared},
+                "spec": {"resourcePool": "default",
+                         "claimNamespaces": {"names": [teams[0]], "nameMatches": "mc-team-[b]-.+"}}
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    let imported = |name: &'static str| {
+        let client = client.clone();
+        let shared = shared.clone();
+        async move {
+            create_host(&client, &shared, name, "az1", 8, 16384).await;
+            kube::Api::<capmaas_api::MaasHost>::namespaced(client, &shared)
+                .patch(
+                    name,
+                    &kube::api::PatchParams::default(),
+                    &kube::api::Patch::Merge(json!({"metadata": {"labels": {
+                        capmaas_api::keys::LABEL_HOST_INVENTORY: "shared"
+                    }}})),
+                )
+                .await
+                .unwrap();
+        }
+    };
+    imported("last").await;
+    let (_, _) = tokio::join!(
+        create_machine_pair(&client, &teams[0], "m", Some("b"), None, json!({})),
+        create_machine_pair(&client, &teams[1], "m", Some("b"), None, json!({})),
+    );
+    let holder = eventually("one claim across namespaces", 30, || async {
+        hosts(&client, &shared).await[0].spec.consumer_ref.clone()
+    })
+    .await;
+    let winner = holder
+        .namespace
+        .clone()
+        .expect("the consumer's namespace is recorded");
+    let loser = teams.iter().find(|t| **t != winner).unwrap().clone();
+    let winner_mm = get_mm(&client, &winner, "m").await.unwrap();
+    assert_eq!(holder.uid, winner_mm.uid().unwrap());
+    let host_ref = winner_mm.status.unwrap().host_ref.unwrap();
+    assert_eq!(
+        (host_ref.name.as_str(), host_ref.namespace.as_deref()),
+        ("last", Some(shared.as_str()))
+    );
+    eventually("the loser's NoHostAvailable", 30, || async {
+        get_mm(&client, &loser, "m").await.filter(|m| {
+            condition(m, cond::HOST_ASSOCIATED)
+                .is_some_and(|c| c.reason == reasons::NO_HOST_AVAILABLE)
+        })
+    })
+    .await;
+    eventually("the winner's deployment", 30, || async {
+        let host = hosts(&client, &shared).await.pop()?;
+        (host.status?.provisioning_state == Some(capmaas_api::host::ProvisioningState::Deployed))
+            .then_some(())
+    })
+    .await;
+
+    // A namespace the inventory does not admit: a free host of it is never proposed.
+    let outsider = env.create_namespace("mc-outsider").await.unwrap();
+    create_cluster(&client, &outsider, true, false).await;
+    imported("spare").await;
+    create_machine_pair(&client, &outsider, "m", Some("b"), None, json!({})).await;
+    let waiting = eventually("the outsider's NoHostAvailable", 30, || async {
+        get_mm(&client, &outsider, "m").await.filter(|m| {
+            condition(m, cond::HOST_ASSOCIATED)
+                .is_some_and(|c| c.reason == reasons::NO_HOST_AVAILABLE)
+        })
+    })
+    .await;
+    let message = &condition(&waiting, cond::HOST_ASSOCIATED).unwrap().message;
+    assert!(
+        message.starts_with("no MaasHost this namespace may claim"),
+        "{message}"
+    );
+    // The loser, admitted, takes the spare host instead (woken by the host's creation).
+    eventually("the loser's claim of the spare host", 30, || async {
+        let mm = get_mm(&client, &loser, "m").await?;
+        (mm.status?.host_ref?.name == "spare").then_some(())
+    })
+    .await;
+    let spare = hosts(&client, &shared)
+        .await
+        .into_iter()
+        .find(|h| h.name_any() == "spare")
+        .unwrap();
+    assert_eq!(
+        spare.spec.consumer_ref.unwrap().namespace.as_deref(),
+        Some(loser.as_str())
+    );
+    assert!(
+        get_mm(&client, &outsider, "m")
+            .await
+            .unwrap()
+            .status
+            .unwrap()
+            .host_ref
+            .is_none()
+    );
+
+    // A pool that no inventory imports is imported on demand, open to every namespace (in the
+    // pod's namespace; outside a pod, `default`).
+    create_machine_pair(
+        &client,
+        &outsider,
+        "gpu",
+        Some("b"),
+        None,
+        json!({"resourcePool": "gpu-pool"}),
+    )
+    .await;
+    let on_demand = eventually("the on-demand inventory", 30, || async {
+        inventories("default")
+            .get_opt("pool-gpu-pool")
+            .await
+            .unwrap()
+    })
+    .await;
+    assert_eq!(on_demand.spec.resource_pool, "gpu-pool");
+    assert!(on_demand.admits(&outsider) && on_demand.admits("anyone"));
+    let message = eventually("the gpu machine's message naming it", 30, || async {
+        let mm = get_mm(&client, &outsider, "gpu").await?;
+        let message = condition(&mm, cond::HOST_ASSOCIATED)?.message.clone();
+        message.contains("imported on demand").then_some(message)
+    })
+    .await;
+    assert!(
+        message.contains("MaasInventory default/pool-gpu-pool"),
+        "{message}"
+    );
+}
