@@ -14,7 +14,7 @@ fn claim() -> MaasDataClaim {
         "m1",
         MaasDataClaimSpec {
             template: LocalObjectReference::new("t"),
-            host_ref: Some(LocalObjectReference::new("h1")),
+            host_ref: Some(capmaas_api::common::HostReference::new("h1", "ns", "ns")),
         },
     );
     c.metadata.finalizers = Some(vec![keys::FINALIZER_MAAS_DATA_CLAIM.to_owned()]);

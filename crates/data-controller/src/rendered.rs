@@ -32,7 +32,8 @@ struct Related {
 async fn related(ctx: &Ctx, claim: &MaasDataClaim, ns: &str) -> Result<Related> {
     let mut out = Related::default();
     if let Some(host) = &claim.spec.host_ref {
-        out.host = Api::<MaasHost>::namespaced(ctx.client.clone(), ns)
+        // The host may sit in another namespace (an inventory open to the claim's).
+        out.host = Api::<MaasHost>::namespaced(ctx.client.clone(), host.namespace_or(ns))
             .get_opt(&host.name)
             .await
             .map_err(Error::kube("read MaasHost"))?;

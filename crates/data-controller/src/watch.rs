@@ -36,14 +36,19 @@ pub fn map_template(
 /// The claims rendering for a host that are not rendered yet (a rendered claim never changes,
 /// so host status churn costs nothing).
 pub fn map_host(claims: &Store<MaasDataClaim>, host: &MaasHost) -> Vec<ObjectRef<MaasDataClaim>> {
-    let ns = host.namespace();
+    let Some(ns) = host.namespace() else {
+        return Vec::new();
+    };
     let name = host.name_any();
     claims
         .state()
         .iter()
         .filter(|c| {
-            c.namespace() == ns
-                && c.spec.host_ref.as_ref().is_some_and(|h| h.name == name)
+            let claim_ns = c.namespace().unwrap_or_default();
+            c.spec
+                .host_ref
+                .as_ref()
+                .is_some_and(|h| h.name == name && h.namespace_or(&claim_ns) == ns)
                 && crate::decide::recorded_data(c).is_none()
         })
         .map(|c| ObjectRef::from_obj(c.as_ref()))

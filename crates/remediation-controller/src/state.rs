@@ -171,13 +171,15 @@ impl State {
                 .map_err(Error::kube(format!("reading MaasMachine {name}")))?,
             None => None,
         };
-        let host_name = maas_machine
+        let host_ref = maas_machine
             .as_ref()
             .and_then(|m| m.status.as_ref())
             .and_then(|s| s.host_ref.as_ref())
-            .map(|r| r.name.clone())
-            .filter(|n| !n.is_empty());
-        let hosts: Api<MaasHost> = Api::namespaced(ctx.client.clone(), &ns);
+            .filter(|r| !r.name.is_empty());
+        let host_name = host_ref.map(|r| r.name.clone());
+        // The host may sit in another namespace (an inventory open to the machine's).
+        let host_ns = host_ref.map_or(ns.as_str(), |r| r.namespace_or(&ns));
+        let hosts: Api<MaasHost> = Api::namespaced(ctx.client.clone(), host_ns);
         let host = match &host_name {
             Some(name) => hosts
                 .get_opt(name)

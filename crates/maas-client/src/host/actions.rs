@@ -135,11 +135,17 @@ impl Run<'_> {
         Ok(())
     }
 
+    /// A Secret of the deployment request: in the consumer's namespace, which is not the
+    /// host's when the host's inventory admits claims from other namespaces.
     pub(super) async fn secret_value(&self, reference: &SecretKeyReference) -> Result<Vec<u8>> {
-        let api: Api<Secret> = Api::namespaced(
-            self.gw.kube.clone(),
-            &self.host.namespace().unwrap_or_default(),
-        );
+        let host_namespace = self.host.namespace().unwrap_or_default();
+        let namespace = self
+            .host
+            .spec
+            .consumer_ref
+            .as_ref()
+            .map_or(host_namespace.as_str(), |c| c.namespace_or(&host_namespace));
+        let api: Api<Secret> = Api::namespaced(self.gw.kube.clone(), namespace);
         let secret = api
             .get(&reference.name)
             .await

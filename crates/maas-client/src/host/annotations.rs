@@ -58,21 +58,39 @@ pub enum RebootState {
     },
 }
 
+/// The consumer a machine is allocated for, as its annotations name it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Consumer<'a> {
+    /// Kind of the consumer.
+    pub kind: &'a str,
+    /// Its namespace when not the host's.
+    pub namespace: Option<&'a str>,
+    /// Its name.
+    pub name: &'a str,
+    /// Its UID.
+    pub uid: &'a str,
+}
+
 /// The workload annotations a machine allocated for `host` must carry.
 pub fn desired_machine_annotations(
     installation: &str,
     host_namespace: &str,
     host_name: &str,
-    consumer: Option<(&str, &str, &str)>,
+    consumer: Option<Consumer<'_>>,
     release: Option<&ReleasePolicy>,
 ) -> BTreeMap<String, String> {
     let mut out = BTreeMap::from([
         (INSTALLATION.to_owned(), installation.to_owned()),
         (HOST.to_owned(), format!("{host_namespace}/{host_name}")),
     ]);
-    if let Some((kind, name, uid)) = consumer {
-        out.insert(CONSUMER.to_owned(), format!("{kind}/{name}"));
-        out.insert(CONSUMER_UID.to_owned(), uid.to_owned());
+    if let Some(c) = consumer {
+        // `Kind/name` as before; `Kind/namespace/name` for a consumer of another namespace.
+        let named = match c.namespace {
+            Some(ns) => format!("{}/{ns}/{}", c.kind, c.name),
+            None => format!("{}/{}", c.kind, c.name),
+        };
+        out.insert(CONSUMER.to_owned(), named);
+        out.insert(CONSUMER_UID.to_owned(), c.uid.to_owned());
     }
     let policy = release.cloned().unwrap_or_default();
     out.insert(RELEASE_ERASE.to_owned(), format!("{:?}", policy.erase));
@@ -246,7 +264,12 @@ mod tests {
             "capmaas-x",
             "ns",
             "h1",
-            Some(("MaasMachine", "m1", "uid-1")),
+            Some(Consumer {
+                kind: "MaasMachine",
+                namespace: None,
+                name: "m1",
+                uid: "uid-1",
+            }),
             Some(&policy),
         );
         for key in a.keys() {
@@ -254,6 +277,14 @@ mod tests {
         }
         assert_eq!(a[HOST], "ns/h1");
         assert_eq!(a[CONSUMER], "MaasMachine/m1");
+        let across = Consumer {
+            kind: "MaasMachine",
+            namespace: Some("team-a"),
+            name: "m1",
+            uid: "uid-1",
+        };
+        let b = desired_machine_annotations("capmaas-x", "ns", "h1", Some(across), None);
+        assert_eq!(b[CONSUMER], "MaasMachine/team-a/m1");
         let release = release_request(&a, None, "bye".into());
         assert!(release.erase && release.quick_erase && !release.force);
         let full = ReleasePolicy {

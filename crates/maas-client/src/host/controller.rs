@@ -85,7 +85,12 @@ pub fn host_facts(
             installation,
             &host.namespace().unwrap_or_default(),
             &host.name_any(),
-            consumer.map(|c| (c.kind.as_str(), c.name.as_str(), c.uid.as_str())),
+            consumer.map(|c| ann::Consumer {
+                kind: &c.kind,
+                namespace: c.namespace.as_deref(),
+                name: &c.name,
+                uid: &c.uid,
+            }),
             provisioning.and_then(|p| p.release_policy.as_ref()),
         ),
         static_addresses: annotations

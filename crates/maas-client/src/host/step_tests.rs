@@ -575,6 +575,7 @@ fn traced_host(claimed: bool, state: Option<ProvisioningState>) -> MaasHost {
             kind: "MaasMachine".into(),
             name: "m".into(),
             uid: "u".into(),
+            namespace: None,
         });
     }
     host.status = state.map(|s| capmaas_api::host::MaasHostStatus {

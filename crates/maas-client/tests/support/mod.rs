@@ -221,6 +221,7 @@ fn consumer_ref(consumer: &str) -> ConsumerReference {
         kind: "MaasMachine".into(),
         name: consumer.into(),
         uid: format!("uid-{consumer}"),
+        namespace: None,
     }
 }
 
