@@ -171,7 +171,7 @@ fn dispatch(
         Kind::MaasMachine => run.with(validate::maas_machine),
         Kind::MaasMachineTemplate => run.with(validate::maas_machine_template),
         Kind::MaasInventory => run.with(|r| validate::maas_inventory(r, lookups)),
-        Kind::MaasHost => run.with(validate::maas_host),
+        Kind::MaasHost => run.with(|r| validate::maas_host(r, lookups)),
         Kind::MaasDNSRecord => run.with(validate::maas_dns_record),
         Kind::MaasDataTemplate => run.with(|r| validate::maas_data_template(r, lookups)),
         Kind::MaasDataClaim => run.with(validate::maas_data_claim),

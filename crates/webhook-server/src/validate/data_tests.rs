@@ -288,7 +288,7 @@ fn an_update_does_not_judge_the_immutable_data_again() {
 fn claim(host: Option<&str>) -> MaasDataClaim {
     let mut claim: MaasDataClaim =
         serde_json::from_value(with_namespace(example("MaasDataClaim"))).unwrap();
-    claim.spec.host_ref = host.map(capmaas_api::common::LocalObjectReference::new);
+    claim.spec.host_ref = host.map(|h| capmaas_api::common::HostReference::new(h, "ns", "ns"));
     claim
 }
 

@@ -10,9 +10,11 @@
 use std::collections::BTreeSet;
 
 use capmaas_api::MaasInventory;
+use capmaas_api::inventory::ClaimNamespaces;
 use capmaas_api::keys::{
     LABEL_HOST_ARCH, LABEL_HOST_INVENTORY, LABEL_HOST_POOL, LABEL_HOST_TAG_PREFIX, LABEL_HOST_ZONE,
 };
+use capmaas_api::names::dns_label_problem;
 
 use super::selector::{label_map, unique};
 use super::{Lookups, Request, key_of};
@@ -46,6 +48,9 @@ pub(crate) fn maas_inventory(req: &Request<'_, MaasInventory>, lookups: &dyn Loo
             );
         }
     }
+    if let Some(claim) = &inventory.spec.claim_namespaces {
+        claim_namespaces(claim, &spec.child("claimNamespaces"), &mut v);
+    }
     if inventory.spec.sync_interval_seconds < LOW_SYNC_INTERVAL_SECONDS {
         v.warn(
             &spec.child("syncIntervalSeconds"),
@@ -78,6 +83,25 @@ pub(crate) fn maas_inventory(req: &Request<'_, MaasInventory>, lookups: &dyn Loo
         }
     }
     v
+}
+
+fn claim_namespaces(claim: &ClaimNamespaces, path: &FieldPath, v: &mut Verdict) {
+    if let Some(names) = &claim.names {
+        let names_path = path.child("names");
+        unique(names, &names_path, v);
+        for (i, name) in names.iter().enumerate() {
+            if let Some(problem) = dns_label_problem(name) {
+                v.invalid(&names_path.index(i), name, problem);
+            }
+        }
+    }
+    if let (Some(pattern), Err(e)) = (&claim.name_matches, claim.name_pattern()) {
+        v.invalid(
+            &path.child("nameMatches"),
+            pattern,
+            format!("not a regular expression: {e}"),
+        );
+    }
 }
 
 fn reserved_label(key: &str) -> bool {
@@ -169,6 +193,30 @@ mod tests {
             .allowed()
         );
         assert!(check(&inventory("team-b", "inv", "dev", &[]), vec![existing]).allowed());
+    }
+
+    #[test]
+    fn claim_namespaces_are_namespace_names_and_a_regular_expression() {
+        let mut i = inventory("ns", "inv", "prod", &[]);
+        i.spec.claim_namespaces = Some(ClaimNamespaces {
+            names: Some(vec!["team-a".into(), "Team_B".into(), "team-a".into()]),
+            name_matches: Some("team-(".into()),
+        });
+        let v = check(&i, Vec::new());
+        let paths: Vec<&str> = v.errors.iter().map(|e| e.path.as_str()).collect();
+        assert_eq!(
+            paths,
+            [
+                "spec.claimNamespaces.names[2]",
+                "spec.claimNamespaces.names[1]",
+                "spec.claimNamespaces.nameMatches"
+            ],
+            "{:?}",
+            v.errors
+        );
+        assert!(v.errors[2].to_string().contains("not a regular expression"));
+        i.spec.claim_namespaces = Some(ClaimNamespaces::all());
+        assert!(check(&i, Vec::new()).allowed());
     }
 
     #[test]

@@ -140,8 +140,9 @@ mod tests {
         assert!(maas_machine(&update(&old, &new)).allowed());
 
         old.status = Some(MaasMachineStatus {
-            host_ref: Some(LocalObjectReference {
+            host_ref: Some(capmaas_api::common::HostReference {
                 name: "host-7".into(),
+                namespace: None,
             }),
             ..MaasMachineStatus::default()
         });
