@@ -429,6 +429,13 @@ async fn the_rbac_of_deploy_base_is_minimal() {
         expect("create", kind, tenant, &[]);
         expect("delete", kind, tenant, &[]);
     }
+    // Pools imported on demand: an inventory created in the provider's namespace only.
+    expect(
+        "create",
+        "maasinventories",
+        "capmaas-system",
+        &["machine-controller"],
+    );
     expect("patch", "maasmachines", tenant, &["machine-controller"]);
     // Secrets: nobody enumerates them; only data-controller writes (rendered data); the
     // webhook server reads none. Who can `get` is in docs/rbac.md (the kubeconfig readers).

@@ -12,9 +12,10 @@
 //! join requires; no request of any of the nine processes is refused by the RBAC clusterctl
 //! installed; deleting the cluster releases every server and removes the DNS record. Not yet:
 //! a workload control plane that KCP can reach (the first machine stays Provisioned, the
-//! scale to 3 + 3, the upgrade and the scaling, `docs/e2e.md`), and a cluster that needs no
-//! MaasInventory (the scenario creates one per pool in the cluster's namespace until the
-//! installation-wide inventory lands).
+//! scale to 3 + 3, the upgrade and the scaling, `docs/e2e.md`). Nothing but what clusterctl
+//! printed is created: the pool the template names is imported on demand into the
+//! installation's namespace, open to every namespace, and the cluster's machines claim its hosts
+//! from `default` (decision record 0003).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::time::Duration;
@@ -23,11 +24,12 @@ mod common;
 
 use capmaas_e2e::first_day::{self, Steps, UserShell};
 use capmaas_e2e::installed::Installation;
-use capmaas_e2e::{apply, dynamic_api, wait_for};
+use capmaas_e2e::{dynamic_api, wait_for};
 use capmaas_testenv::{TestEnv, cache_dir};
+use kube::ResourceExt;
 use kube::api::ListParams;
 use maas_sim::{NodeStatus, SimConfig, Timings};
-use serde_json::{Value, json};
+use serde_json::json;
 
 const NAMESPACE: &str = "default";
 const CLUSTER: &str = "t-cluster";
@@ -43,21 +45,26 @@ async fn list(
     version: &str,
     kind: &str,
 ) -> Vec<kube::api::DynamicObject> {
-    dynamic_api(client, NAMESPACE, group, version, kind)
+    list_in(client, NAMESPACE, group, version, kind).await
+}
+
+/// Where clusterctl installed the provider, and where pools are imported on demand.
+const INSTALLATION_NAMESPACE: &str = "capmaas-system";
+
+async fn list_in(
+    client: &kube::Client,
+    namespace: &str,
+    group: &str,
+    version: &str,
+    kind: &str,
+) -> Vec<kube::api::DynamicObject> {
+    dynamic_api(client, namespace, group, version, kind)
         .await
         .unwrap()
         .list(&ListParams::default())
         .await
         .unwrap()
         .items
-}
-
-fn inventory(name: &str, pool: &str) -> Value {
-    json!({
-        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "MaasInventory",
-        "metadata": {"name": name, "namespace": NAMESPACE},
-        "spec": {"resourcePool": pool, "syncIntervalSeconds": 10}
-    })
 }
 
 #[tokio::test]
@@ -137,13 +144,6 @@ async fn a_capmaas_users_first_day_runs_unchanged_through_clusterctl() {
     let client = management.client();
 
     steps.step("clusterctl generate cluster t-cluster | kubectl apply -f -");
-    // Interim, until hosts need no object of ours: the two pools' servers imported here.
-    for (name, pool) in [
-        ("controllers", first_day::CONTROL_PLANE_POOL),
-        ("workers", first_day::WORKER_POOL),
-    ] {
-        apply(&client, &inventory(name, pool)).await.unwrap();
-    }
     let mut generate = args(generate);
     assert_eq!(generate[..3], ["generate", "cluster", CLUSTER]);
     generate.extend(["--target-namespace", NAMESPACE]);
@@ -223,6 +223,54 @@ async fn a_capmaas_users_first_day_runs_unchanged_through_clusterctl() {
     .await
     .unwrap_or_else(|e| panic!("{}", fail(&e.to_string())));
 
+    // Its host came from the inventory imported on demand for the README's control-plane pool,
+    // in the installation's namespace, claimed from the cluster's.
+    let inventories = list_in(
+        &client,
+        INSTALLATION_NAMESPACE,
+        "infrastructure.cluster.x-k8s.io",
+        "v1beta1",
+        "MaasInventory",
+    )
+    .await;
+    let on_demand = inventories
+        .iter()
+        .find(|i| i.data["spec"]["resourcePool"] == first_day::CONTROL_PLANE_POOL)
+        .unwrap_or_else(|| panic!("no inventory of the control-plane pool: {inventories:#?}"));
+    assert_eq!(
+        on_demand
+            .labels()
+            .get("maas.cluster.x-k8s.io/imported-on-demand"),
+        Some(&"true".to_owned())
+    );
+    let hosts = list_in(
+        &client,
+        INSTALLATION_NAMESPACE,
+        "infrastructure.cluster.x-k8s.io",
+        "v1beta1",
+        "MaasHost",
+    )
+    .await;
+    let host = hosts
+        .iter()
+        .find(|h| h.data["spec"]["systemID"] == deployed.system_id.as_str())
+        .unwrap_or_else(|| panic!("no host of {}: {hosts:#?}", deployed.system_id));
+    assert_eq!(
+        host.data["spec"]["consumerRef"]["namespace"], NAMESPACE,
+        "{host:#?}"
+    );
+    assert!(
+        list(
+            &client,
+            "infrastructure.cluster.x-k8s.io",
+            "v1beta1",
+            "MaasInventory"
+        )
+        .await
+        .is_empty(),
+        "nothing of ours was created in the cluster's namespace"
+    );
+
     // Workers wait for the control plane (kubeadm join needs it): nothing of theirs deployed.
     let worker_servers = state
         .machines()
@@ -244,14 +292,7 @@ async fn a_capmaas_users_first_day_runs_unchanged_through_clusterctl() {
         metrics.lines().any(|l| l == "capmaas_maas_plain_http 1"),
         "{metrics}"
     );
-    for inventory in list(
-        &client,
-        "infrastructure.cluster.x-k8s.io",
-        "v1beta1",
-        "MaasInventory",
-    )
-    .await
-    {
+    for inventory in &inventories {
         let secure = inventory.data["status"]["conditions"]
             .as_array()
             .into_iter()

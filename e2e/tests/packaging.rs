@@ -396,6 +396,20 @@ fn a_capmaas_variables_file_generates_every_flavor_unchanged() {
 /// maas-client's settings in rendered components: the flags that take a value (but the
 /// base's addresses and key file) and the environment variables set by value (but leader
 /// election).
+/// The `--import-pools-on-demand` value machine-controller's Deployment gets.
+fn import_pools_on_demand(docs: &[Value]) -> Option<String> {
+    let deployment = docs
+        .iter()
+        .find(|d| d["kind"] == "Deployment" && name_of(d) == "capmaas-machine-controller")
+        .expect("machine-controller's Deployment");
+    deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+        .as_array()?
+        .iter()
+        .filter_map(|a| a.as_str()?.strip_prefix("--import-pools-on-demand="))
+        .map(ToOwned::to_owned)
+        .next()
+}
+
 fn maas_client_settings(docs: &[Value]) -> BTreeMap<String, String> {
     let deployment = docs
         .iter()
@@ -519,13 +533,14 @@ async fn argocd_and_clusterctl_output_pass_server_side_dry_runs() {
             ("RUST_LOG", "info"),
         ])
     );
+    assert_eq!(import_pools_on_demand(&docs).as_deref(), Some("true"));
     let path = repo.dir.path().join("components.yaml");
     std::fs::write(&path, &components).unwrap();
     dry_run(&env, &path, false);
 
     // Each of them is a clusterctl variable.
     let configured = Repository::render(&format!(
-        "{CAPMAAS_VARIABLES}MAAS_ALLOW_INSECURE_HTTP: \"false\"\nMAAS_CA_CERT_B64: Y2E=\nCAPMAAS_INSTALLATION_ID: lab-1\nMAAS_RATE_LIMIT: \"50\"\nCAPMAAS_LOG_LEVEL: debug\n"
+        "{CAPMAAS_VARIABLES}MAAS_ALLOW_INSECURE_HTTP: \"false\"\nMAAS_CA_CERT_B64: Y2E=\nCAPMAAS_INSTALLATION_ID: lab-1\nMAAS_RATE_LIMIT: \"50\"\nCAPMAAS_LOG_LEVEL: debug\nMAAS_IMPORT_POOLS_ON_DEMAND: \"false\"\n"
     ));
     let docs = documents(&configured.clusterctl(&[
         "generate",
@@ -548,6 +563,7 @@ async fn argocd_and_clusterctl_output_pass_server_side_dry_runs() {
             ("RUST_LOG", "debug"),
         ])
     );
+    assert_eq!(import_pools_on_demand(&docs).as_deref(), Some("false"));
 
     for flavor in FLAVORS {
         let generated = repo.generate_cluster(flavor, &[]);
