@@ -1,6 +1,7 @@
 //! The remediation-controller end to end: a MachineHealthCheck over the workers remediates
 //! through a MaasRemediationTemplate. A worker whose kubelet goes silent is power-cycled in
-//! MAAS (once, even though remediation-controller is SIGKILLed while the server is off), comes
+//! MAAS (once, even though remediation-controller and maas-client are SIGKILLed while the
+//! server is off; its Node fenced only once MAAS reports it off), comes
 //! back with its Node's labels, and is never replaced. A worker that never comes back is
 //! handed to its MachineSet after `retryLimit` reboots: replaced on another server, its own
 //! server marked unhealthy and never chosen again, nothing leaked.
@@ -57,6 +58,61 @@ async fn a_running_worker(h: &Harness, ns: &str) -> (String, String, String) {
             .to_owned(),
         provider_id.rsplit('/').next().unwrap().to_owned(),
     )
+}
+
+/// What [`watch_fence_order`] saw.
+#[derive(Debug, Default)]
+struct FenceOrder {
+    /// When (ms after the start) the Node carried the out-of-service taint while MAAS still
+    /// reported the server on and never powered it off: must never happen.
+    tainted_before_off: Option<u128>,
+    /// The taint seen while MAAS reported the server off.
+    tainted_while_off: bool,
+}
+
+fn out_of_service(node: &Node) -> bool {
+    node.spec
+        .as_ref()
+        .and_then(|s| s.taints.as_ref())
+        .is_some_and(|t| {
+            t.iter()
+                .any(|t| t.key == "node.kubernetes.io/out-of-service")
+        })
+}
+
+/// Samples the Node, then MAAS's power state, every 20 ms until the server was powered on
+/// again. The Node is read first: a taint seen there and a server then still on with its
+/// power-on count unchanged can only mean the taint came before the power-off.
+async fn watch_fence_order(
+    sim: maas_sim::SimHandle,
+    system_id: String,
+    nodes: Api<Node>,
+    node: String,
+    power_ons_before: u64,
+) -> FenceOrder {
+    let started = std::time::Instant::now();
+    let mut seen = FenceOrder::default();
+    let mut seen_off = false;
+    while started.elapsed() < LONG {
+        let tainted = nodes
+            .get_opt(&node)
+            .await
+            .ok()
+            .flatten()
+            .is_some_and(|n| out_of_service(&n));
+        let server = sim.machine(&system_id).unwrap();
+        let off = server.power_state == PowerState::Off;
+        seen_off |= off;
+        if tainted && !off && !seen_off && server.power_on_count == power_ons_before {
+            seen.tainted_before_off = Some(started.elapsed().as_millis());
+        }
+        seen.tainted_while_off |= tainted && off;
+        if server.power_on_count > power_ons_before {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    seen
 }
 
 async fn machine_names(h: &Harness, ns: &str) -> BTreeSet<String> {
@@ -117,7 +173,17 @@ async fn a_silent_worker_is_rebooted_once_and_comes_back_with_its_labels() {
         panic!("{e}\n{}\n{}", describe_rollout(&h, &ns).await, h.logs(40));
     }
 
-    // remediation-controller is SIGKILLed while the server is held off.
+    // The fence's order, watched from outside: MAAS's power state and the Node's taint.
+    let order = tokio::spawn(watch_fence_order(
+        h.sim.state(),
+        system_id.clone(),
+        nodes.clone(),
+        node.clone(),
+        server.power_on_count,
+    ));
+
+    // remediation-controller and maas-client are SIGKILLed while the server is held off,
+    // between MAAS's power-off and the fence.
     wait_for("the server to be powered off", LONG, POLL, || async {
         let server = h.sim.state().machine(&system_id).unwrap();
         Ok((server.power_state == PowerState::Off).then_some(()))
@@ -127,6 +193,7 @@ async fn a_silent_worker_is_rebooted_once_and_comes_back_with_its_labels() {
     h.restart_controller("remediation-controller")
         .await
         .unwrap();
+    h.restart_controller("maas-client").await.unwrap();
 
     wait_for(
         "the Node back, Ready, with its labels and no fence",
@@ -177,6 +244,15 @@ async fn a_silent_worker_is_rebooted_once_and_comes_back_with_its_labels() {
         server_after.power_on_count,
         server.power_on_count + 1,
         "exactly one power cycle"
+    );
+    let order = order.await.unwrap();
+    assert_eq!(
+        order.tainted_before_off, None,
+        "the Node was fenced while its server ran"
+    );
+    assert!(
+        order.tainted_while_off,
+        "the Node was fenced while its server was off"
     );
     assert_eq!(server_after.power_state, PowerState::On);
     assert_eq!(server_after.status, NodeStatus::Deployed);

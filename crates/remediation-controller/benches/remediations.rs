@@ -179,10 +179,10 @@ async fn main() {
                 errors.push(format!("ERROR: {host} saw {cycle:?} power-offs/ons"));
             }
         }
-        if !counts.unfenced_at_off.is_empty() {
+        if !counts.fenced_before_off.is_empty() {
             errors.push(format!(
-                "ERROR: powered off unfenced: {:?}",
-                counts.unfenced_at_off
+                "ERROR: fenced while the server still ran: {:?}",
+                counts.fenced_before_off
             ));
         }
     }

@@ -189,23 +189,27 @@ fn running(s: &State, host: &MaasHost, now: Timestamp) -> Step {
     if timed_out(r, since, now) {
         return on_timeout(s, host);
     }
-    // The fence always goes on before the request: a host holding our request means the Node
-    // was fenced, and a workload API that went down with the server does not stop us.
+    // The Node is backed up before the server goes down (its labels are read from the
+    // workload API, which may go down with it).
     if !s.holds(host) {
         match &s.node {
             NodeView::Unreachable { .. } => return Step::WorkloadUnreachable,
             NodeView::Present(_) if backup(r).is_none() => return Step::BackupNode,
-            NodeView::Present(node) if needs_fence(node, s.fence, since) => {
-                return Step::Fence(s.fence);
-            }
             _ => {}
         }
         return Step::RequestReboot;
     }
-    if powered_off(host) {
-        Step::MarkWaiting
-    } else {
-        Step::WaitForPowerOff
+    if !powered_off(host) {
+        return Step::WaitForPowerOff;
+    }
+    // Fenced only once MAAS reports the server off, as Kubernetes' non-graceful node shutdown
+    // requires: a server still running (partitioned, not dead) would otherwise have its pods
+    // force-deleted and its volumes detached while it still writes to them. A workload API
+    // that went down with the server cannot be fenced through, and need not be: nothing can
+    // move the Node's pods while it is unreachable, and the reboot goes on.
+    match &s.node {
+        NodeView::Present(node) if needs_fence(node, s.fence, since) => Step::Fence(s.fence),
+        _ => Step::MarkWaiting,
     }
 }
 

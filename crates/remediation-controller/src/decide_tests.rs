@@ -159,34 +159,40 @@ fn a_new_remediation_backs_the_node_up_then_begins_attempt_one() {
 }
 
 #[test]
-fn running_fences_then_requests_then_waits_for_the_power_off() {
+fn running_requests_then_waits_for_the_power_off_then_fences() {
     let s = state().backed_up().at(Running, 1, T0);
-    assert_eq!(decide(&s, t(T0 + 1)), Step::Fence(FenceMode::Taint));
-    let s = fenced_running();
-    assert_eq!(decide(&s, t(T0 + 1)), Step::RequestReboot);
+    assert_eq!(
+        decide(&s, t(T0 + 1)),
+        Step::RequestReboot,
+        "never fenced while the server may run"
+    );
     let s = s.requested();
     assert_eq!(decide(&s, t(T0 + 1)), Step::WaitForPowerOff);
-    let mut off_without_ack = s;
-    off_without_ack
-        .host_mut()
-        .status
-        .as_mut()
-        .unwrap()
-        .power_state = Some(PowerState::Off);
+    let mut s = s;
+    s.host_mut().status.as_mut().unwrap().power_state = Some(PowerState::Off);
     assert_eq!(
-        decide(&off_without_ack, t(T0 + 1)),
+        decide(&s, t(T0 + 1)),
         Step::WaitForPowerOff,
         "off, but the gateway has not taken the request yet"
     );
+    let off = state().backed_up().at(Running, 1, T0).requested().off();
+    assert_eq!(decide(&off, t(T0 + 1)), Step::Fence(FenceMode::Taint));
     assert_eq!(
         decide(&fenced_running().requested().off(), t(T0 + 1)),
         Step::MarkWaiting
+    );
+    let mut unreachable = off;
+    unreachable.node = NodeView::Unreachable { gone: false };
+    assert_eq!(
+        decide(&unreachable, t(T0 + 1)),
+        Step::MarkWaiting,
+        "a workload API down with the server does not hold the server off"
     );
 }
 
 #[test]
 fn an_operators_out_of_service_taint_counts_as_fenced() {
-    let mut s = state().backed_up().at(Running, 1, T0);
+    let mut s = state().backed_up().at(Running, 1, T0).requested().off();
     let mut node = tainted(&s);
     node.metadata
         .annotations
@@ -194,26 +200,26 @@ fn an_operators_out_of_service_taint_counts_as_fenced() {
         .unwrap()
         .remove(crate::keys::ANNOTATION_FENCED_BY);
     s = s.with_node(node);
-    assert_eq!(decide(&s, t(T0 + 1)), Step::RequestReboot);
+    assert_eq!(decide(&s, t(T0 + 1)), Step::MarkWaiting);
 }
 
 #[test]
 fn delete_fence_deletes_the_old_node_only() {
-    let mut s = state().backed_up().at(Running, 1, T0);
+    let mut s = state().backed_up().at(Running, 1, T0).requested().off();
     s.fence = FenceMode::Delete;
     assert_eq!(decide(&s, t(T0 + 1)), Step::Fence(FenceMode::Delete));
     let recreated = s.with_node(node(T0 + 1, Some(T0 + 1)));
     assert_eq!(
         decide(&recreated, t(T0 + 2)),
-        Step::RequestReboot,
+        Step::MarkWaiting,
         "the kubelet's new Node stays"
     );
     let mut s = recreated;
     s.node = NodeView::Absent("n1".into());
-    assert_eq!(decide(&s, t(T0 + 2)), Step::RequestReboot);
-    let mut s = state().backed_up().at(Running, 1, T0);
+    assert_eq!(decide(&s, t(T0 + 2)), Step::MarkWaiting);
+    let mut s = state().backed_up().at(Running, 1, T0).requested().off();
     s.fence = FenceMode::None;
-    assert_eq!(decide(&s, t(T0 + 1)), Step::RequestReboot);
+    assert_eq!(decide(&s, t(T0 + 1)), Step::MarkWaiting);
 }
 
 #[test]

@@ -43,6 +43,16 @@ impl World {
         match step {
             Step::BackupNode => self.s = std::mem::replace(&mut self.s, state()).backed_up(),
             Step::Fence(_) => {
+                let power = self
+                    .s
+                    .host
+                    .as_ref()
+                    .unwrap()
+                    .status
+                    .as_ref()
+                    .unwrap()
+                    .power_state;
+                assert_eq!(power, Some(PowerState::Off), "fenced while the server runs");
                 let node = tainted(self.s.node().unwrap());
                 self.s.node = NodeView::Present(Box::new(node));
             }
@@ -141,8 +151,8 @@ fn the_whole_walk_makes_exactly_one_power_cycle_and_restores_the_node() {
     let expected_prefix = [
         Step::BackupNode,
         Step::BeginAttempt { attempt: 1 },
-        Step::Fence(FenceMode::Taint),
         Step::RequestReboot,
+        Step::Fence(FenceMode::Taint),
         Step::MarkWaiting,
         Step::ReleaseHost("h1".into()),
         Step::RestoreNode,

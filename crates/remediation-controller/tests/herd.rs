@@ -109,7 +109,8 @@ async fn twenty_unhealthy_at_once_are_all_served() {
     gateway.hold_off.store(true, Ordering::SeqCst);
     create_herd_remediations(&client, &herd, RETRY_LIMIT, 600).await;
 
-    // Attempt 1 has begun for every one: Node fenced, request on the host, server still on.
+    // Attempt 1 has begun for every one: request on the host, server still on, so no Node
+    // fenced yet (the fence waits for MAAS to report the server off).
     let started = all_remediations(&client, &ns, "every remediation on attempt 1", 30, |r| {
         in_progress(r, WAITING_FOR_POWER_OFF)
     })
@@ -121,7 +122,11 @@ async fn twenty_unhealthy_at_once_are_all_served() {
     let nodes: Api<Node> = Api::all(client.clone());
     for i in 0..N {
         let node = nodes.get(&herd.node(i)).await.unwrap();
-        assert!(has_out_of_service(&node), "{} fenced", herd.node(i));
+        assert!(
+            !has_out_of_service(&node),
+            "{} fenced while on",
+            herd.node(i)
+        );
     }
 
     // Every server off and held off: each remediation waits for its Node, still on attempt 1.
@@ -170,9 +175,17 @@ async fn twenty_unhealthy_at_once_are_all_served() {
             assert_eq!(cycle, (1, 1), "{host}: exactly one power cycle");
         }
         assert!(
-            counts.unfenced_at_off.is_empty(),
-            "powered off unfenced: {:?}",
-            counts.unfenced_at_off
+            counts.fenced_before_off.is_empty(),
+            "fenced while the server still ran: {:?}",
+            counts.fenced_before_off
+        );
+        let mut fenced_while_off = counts.fenced_while_off.clone();
+        fenced_while_off.sort();
+        fenced_while_off.dedup();
+        assert_eq!(
+            fenced_while_off.len(),
+            N,
+            "every Node fenced while its server was off"
         );
     }
     for i in 0..N {

@@ -77,8 +77,12 @@ async fn reboot_restore_delete_and_kill() {
     assert_restored(&client, &ok).await;
     assert!(!requested(&host(&client, &ok).await));
     assert!(
-        gw_ok.fenced_at_off.load(Ordering::SeqCst),
-        "fenced before the power-off"
+        !gw_ok.fenced_before_off.load(Ordering::SeqCst),
+        "never fenced while the server ran"
+    );
+    assert!(
+        gw_ok.fenced_at_on.load(Ordering::SeqCst),
+        "fenced while the server was off"
     );
     // Settled: nothing more happens while CAPI has not deleted the object.
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -102,7 +106,9 @@ async fn reboot_restore_delete_and_kill() {
         (requested(&h) && off).then_some(())
     })
     .await;
-    assert!(has_out_of_service(&node(&client, &deleted).await));
+    // Off, but the gateway never confirmed it took the request: not fenced, since MAAS's
+    // word that the server is off is what a fence waits for.
+    assert!(!has_out_of_service(&node(&client, &deleted).await));
     Api::<MaasRemediation>::namespaced(client.clone(), &deleted)
         .delete(MACHINE, &DeleteParams::default())
         .await
@@ -166,6 +172,10 @@ async fn reboot_restore_delete_and_kill() {
         (1, 1),
         "still exactly one power cycle"
     );
+    // The controller died between the request and the power-off: its successor fences only
+    // once the server is off.
+    assert!(!gw_kill.fenced_before_off.load(Ordering::SeqCst));
+    assert!(gw_kill.fenced_at_on.load(Ordering::SeqCst));
     assert_restored(&client, &killed).await;
 }
 

@@ -111,7 +111,7 @@ async fn main() -> Result<(), capmaas_e2e::Error> {
         .until_power_cycle(&server.hostname, server.power_on_count);
     let headline = format!(
         "act 2: the kubelet on {} ({victim}) went silent. The MachineHealthCheck notices, \
-         remediation-controller fences the Node and asks maas-client for a power cycle",
+         remediation-controller asks maas-client for a power cycle and fences the Node once MAAS reports the server off",
         server.hostname
     );
     let silence = harness.kubelets().clone();

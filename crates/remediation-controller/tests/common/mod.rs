@@ -342,8 +342,12 @@ pub async fn events(client: &Client, ns: &str, reason: &str) -> Vec<Event> {
 pub struct FakeGateway {
     pub offs: Arc<AtomicU32>,
     pub ons: Arc<AtomicU32>,
-    /// The Node carried the out-of-service taint at every power-off.
-    pub fenced_at_off: Arc<AtomicBool>,
+    /// The Node carried the out-of-service taint when a power-off came: fenced while the
+    /// server still ran, which must never happen.
+    pub fenced_before_off: Arc<AtomicBool>,
+    /// The Node carried the out-of-service taint when the server was powered on again: it
+    /// was fenced while off.
+    pub fenced_at_on: Arc<AtomicBool>,
     pub stall: Arc<AtomicBool>,
     pub no_ack: Arc<AtomicBool>,
     task: tokio::task::JoinHandle<()>,
@@ -357,7 +361,8 @@ impl Drop for FakeGateway {
 
 pub fn start_gateway(client: &Client, ns: &str) -> FakeGateway {
     let (offs, ons) = (Arc::new(AtomicU32::new(0)), Arc::new(AtomicU32::new(0)));
-    let fenced_at_off = Arc::new(AtomicBool::new(true));
+    let fenced_before_off = Arc::new(AtomicBool::new(false));
+    let fenced_at_on = Arc::new(AtomicBool::new(false));
     let (stall, no_ack) = (
         Arc::new(AtomicBool::new(false)),
         Arc::new(AtomicBool::new(false)),
@@ -365,7 +370,8 @@ pub fn start_gateway(client: &Client, ns: &str) -> FakeGateway {
     FakeGateway {
         offs: offs.clone(),
         ons: ons.clone(),
-        fenced_at_off: fenced_at_off.clone(),
+        fenced_before_off: fenced_before_off.clone(),
+        fenced_at_on: fenced_at_on.clone(),
         stall: stall.clone(),
         no_ack: no_ack.clone(),
         task: tokio::spawn({
@@ -374,14 +380,17 @@ pub fn start_gateway(client: &Client, ns: &str) -> FakeGateway {
                 loop {
                     if !stall.load(Ordering::SeqCst) {
                         let acked = !no_ack.load(Ordering::SeqCst);
-                        if let Some(went_off) = step(&client, &ns, acked).await {
+                        if let Some((went_off, fenced)) = step(&client, &ns, acked).await {
                             if went_off {
                                 offs.fetch_add(1, Ordering::SeqCst);
-                                if !has_out_of_service(&node(&client, &ns).await) {
-                                    fenced_at_off.store(false, Ordering::SeqCst);
+                                if fenced {
+                                    fenced_before_off.store(true, Ordering::SeqCst);
                                 }
                             } else {
                                 ons.fetch_add(1, Ordering::SeqCst);
+                                if fenced {
+                                    fenced_at_on.store(true, Ordering::SeqCst);
+                                }
                             }
                         }
                     }
@@ -392,13 +401,16 @@ pub fn start_gateway(client: &Client, ns: &str) -> FakeGateway {
     }
 }
 
-/// One look at the host: `Some(true)` when it was powered off, `Some(false)` when on.
-async fn step(client: &Client, ns: &str, ack: bool) -> Option<bool> {
+/// One look at the host: `Some((true, fenced))` when it was powered off, `Some((false,
+/// fenced))` when on, with whether the Node carried the out-of-service taint right before.
+async fn step(client: &Client, ns: &str, ack: bool) -> Option<(bool, bool)> {
     let hosts: Api<MaasHost> = Api::namespaced(client.clone(), ns);
     let host = hosts.get_opt(HOST).await.ok()??;
     let on = host.status.as_ref()?.power_state == Some(capmaas_api::host::PowerState::On);
     let wanted = requested(&host);
+    let fenced = || async { has_out_of_service(&node(client, ns).await) };
     if wanted && on {
+        let fenced = fenced().await;
         if ack {
             let patch = json!({"metadata": {"annotations": {REBOOT_STATE: "off"}}});
             hosts
@@ -416,8 +428,9 @@ async fn step(client: &Client, ns: &str, ack: bool) -> Option<bool> {
             .await
             .ok()?;
         set_node_ready(client, &node_name(ns), "Unknown").await;
-        Some(true)
+        Some((true, fenced))
     } else if !wanted && !on {
+        let fenced = fenced().await;
         let patch = json!({"metadata": {"annotations": {REBOOT_STATE: null}}});
         hosts
             .patch(HOST, &params(), &Patch::Merge(patch))
@@ -426,7 +439,7 @@ async fn step(client: &Client, ns: &str, ack: bool) -> Option<bool> {
         power(&hosts, "on").await?;
         tokio::time::sleep(Duration::from_millis(1100)).await;
         set_node_ready(client, &node_name(ns), "True").await;
-        Some(false)
+        Some((false, fenced))
     } else {
         None
     }
@@ -531,8 +544,11 @@ pub struct HerdCounts {
     pub offs: BTreeMap<String, u32>,
     /// Power-ons by host.
     pub ons: BTreeMap<String, u32>,
-    /// Hosts powered off while their Node lacked the out-of-service taint.
-    pub unfenced_at_off: Vec<String>,
+    /// Hosts powered off while their Node already carried the out-of-service taint (fenced
+    /// while the server still ran).
+    pub fenced_before_off: Vec<String>,
+    /// Hosts powered on again while their Node carried the taint (fenced while off).
+    pub fenced_while_off: Vec<String>,
     /// The gateway's and kubelet's own requests by `(resource[/subresource], verb)`, every
     /// one sent (its periodic LIST of hosts left out).
     pub requests: BTreeMap<(&'static str, &'static str), u32>,
@@ -663,11 +679,13 @@ async fn transition(
         node_ready(client, node, "Unknown").await.ok()?;
         let mut counts = counts.lock().unwrap();
         *counts.offs.entry(host.to_owned()).or_default() += 1;
-        if !fenced {
-            counts.unfenced_at_off.push(host.to_owned());
+        if fenced {
+            counts.fenced_before_off.push(host.to_owned());
         }
     } else {
         tokio::time::sleep(delay).await;
+        count("nodes", "GET");
+        let fenced = has_out_of_service(&nodes.get(node).await.ok()?);
         count("maashosts", "PATCH");
         hosts
             .patch(host, &params(), &reboot_state(None))
@@ -680,12 +698,11 @@ async fn transition(
             .ok()?;
         count("nodes/status", "PATCH");
         node_ready(client, node, "True").await.ok()?;
-        *counts
-            .lock()
-            .unwrap()
-            .ons
-            .entry(host.to_owned())
-            .or_default() += 1;
+        let mut counts = counts.lock().unwrap();
+        *counts.ons.entry(host.to_owned()).or_default() += 1;
+        if fenced {
+            counts.fenced_while_off.push(host.to_owned());
+        }
     }
     Some(())
 }
