@@ -343,7 +343,11 @@ fn missing(s: &State) -> (&'static str, String) {
     {
         Some(host) => (
             reasons::HOST_MISSING,
-            format!("MaasHost {} not found", host.name),
+            format!(
+                "MaasHost {} not found, or not claimed by MaasMachine {mm} (its status.hostRef is \
+                 only the machine's intent; no other machine's server is rebooted)",
+                host.name
+            ),
         ),
         None => (
             reasons::HOST_MISSING,

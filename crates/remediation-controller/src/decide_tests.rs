@@ -96,7 +96,10 @@ fn anything_missing_is_failed_with_its_name() {
         decide(&s, t(T0)),
         Step::Missing {
             reason: reasons::HOST_MISSING,
-            message: "MaasHost h1 not found".into()
+            message:
+                "MaasHost h1 not found, or not claimed by MaasMachine mm1 (its status.hostRef \
+                      is only the machine's intent; no other machine's server is rebooted)"
+                    .into()
         }
     );
     s.maas_machine.as_mut().unwrap().status = None;

@@ -153,6 +153,8 @@ impl State {
             return Err(Error::MissingMetadata("uid"));
         }
         let (machine, owner_remediated) = read_machine(ctx, &ns, &remediation.name_any()).await?;
+        // A Machine re-created under the remediation's name is not the one it was made for.
+        let machine = machine.filter(|m| remediation_is_for(&remediation, m));
         let cluster = match cluster_name(&remediation, machine.as_ref()) {
             Some(name) => Api::<Cluster>::namespaced(ctx.client.clone(), &ns)
                 .get_opt(&name)
@@ -187,6 +189,9 @@ impl State {
                 .map_err(Error::kube(format!("reading MaasHost {name}")))?,
             None => None,
         };
+        // `status.hostRef` is only the machine's claim intent: a host claimed by anyone else
+        // (the intent was lost, or the host changed hands) is never power-cycled for it.
+        let host = host.filter(|h| maas_machine.as_ref().is_some_and(|mm| claimed_by(h, mm)));
         let mut state = Self {
             remediation,
             machine,
@@ -200,7 +205,11 @@ impl State {
             fence: ctx.fence,
             workload_error: None,
         };
-        state.held = held_elsewhere(ctx, &hosts, &state, host_name.as_deref()).await?;
+        let current = state
+            .host
+            .as_ref()
+            .map(|h| (h.namespace().unwrap_or_default(), h.name_any()));
+        state.held = held_elsewhere(ctx, &state, current.as_ref()).await?;
         if !settled(&state.remediation) {
             state.read_node(ctx, &ns).await;
         }
@@ -279,26 +288,113 @@ async fn hosts_synced(ctx: &Ctx) -> bool {
         .is_ok_and(|ready| ready.is_ok())
 }
 
-/// Hosts other than `current` that the cache shows with our reboot request, confirmed by a
-/// fresh read.
+/// Hosts other than `current` (`(namespace, name)`: the machine's host, when it is ours) that
+/// the cache shows with our reboot request, in any namespace (the key names our UID),
+/// confirmed by a fresh read.
 async fn held_elsewhere(
     ctx: &Ctx,
-    hosts: &Api<MaasHost>,
     state: &State,
-    current: Option<&str>,
+    current: Option<&(String, String)>,
 ) -> Result<Vec<MaasHost>> {
-    let ns = state.remediation.namespace();
     let mut out = Vec::new();
     let candidates = ctx.hosts.state().into_iter().filter(|h| {
-        h.namespace() == ns && Some(h.name_any().as_str()) != current && state.holds(h)
+        let key = (h.namespace().unwrap_or_default(), h.name_any());
+        Some(&key) != current && state.holds(h)
     });
     for cached in candidates {
-        let name = cached.name_any();
-        let fresh = hosts
+        let (ns, name) = (cached.namespace().unwrap_or_default(), cached.name_any());
+        let fresh = Api::<MaasHost>::namespaced(ctx.client.clone(), &ns)
             .get_opt(&name)
             .await
-            .map_err(Error::kube(format!("reading MaasHost {name}")))?;
+            .map_err(Error::kube(format!("reading MaasHost {ns}/{name}")))?;
         out.extend(fresh.filter(|h| state.holds(h)));
     }
     Ok(out)
+}
+
+/// Whether `host` is claimed by `mm`: its `consumerRef` names that MaasMachine incarnation
+/// (UID), in the machine's namespace.
+pub fn claimed_by(host: &MaasHost, mm: &MaasMachine) -> bool {
+    let host_ns = host.namespace().unwrap_or_default();
+    host.spec.consumer_ref.as_ref().is_some_and(|c| {
+        c.kind == <MaasMachine as kube::Resource>::kind(&())
+            && Some(c.uid.as_str()) == mm.metadata.uid.as_deref()
+            && Some(c.namespace_or(&host_ns)) == mm.metadata.namespace.as_deref()
+    })
+}
+
+/// Whether `remediation` was made for `machine`: CAPI's MachineHealthCheck gives it the
+/// Machine's name and an owner reference to it; a remediation owned by another Machine UID is
+/// for an earlier incarnation of that name. One without a Machine owner (made by hand) is taken
+/// by name.
+pub fn remediation_is_for(remediation: &MaasRemediation, machine: &Machine) -> bool {
+    let owners: Vec<_> = remediation
+        .owner_references()
+        .iter()
+        .filter(|o| o.kind == "Machine" && o.api_version.starts_with("cluster.x-k8s.io/"))
+        .collect();
+    owners.is_empty()
+        || owners
+            .iter()
+            .any(|o| Some(o.uid.as_str()) == machine.metadata.uid.as_deref())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fixtures::{host, maas_machine, machine, remediation};
+    use capmaas_api::common::ConsumerReference;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+
+    fn consumer(uid: &str, namespace: Option<&str>) -> ConsumerReference {
+        ConsumerReference {
+            api_version: "infrastructure.cluster.x-k8s.io/v1beta1".into(),
+            kind: "MaasMachine".into(),
+            name: "mm1".into(),
+            uid: uid.into(),
+            namespace: namespace.map(Into::into),
+        }
+    }
+
+    #[test]
+    fn only_a_host_claimed_by_this_maas_machine_is_its_host() {
+        let mut mm = maas_machine();
+        mm.metadata.uid = Some("mm-uid".into());
+        let mut h = host("h1", "on");
+        assert!(!claimed_by(&h, &mm), "an unclaimed host (an intent only)");
+        h.spec.consumer_ref = Some(consumer("other-uid", None));
+        assert!(!claimed_by(&h, &mm), "another machine's");
+        h.spec.consumer_ref = Some(consumer("mm-uid", None));
+        assert!(claimed_by(&h, &mm));
+        h.metadata.namespace = Some("capmaas-system".into());
+        assert!(
+            !claimed_by(&h, &mm),
+            "same UID written for another namespace cannot be this machine"
+        );
+        h.spec.consumer_ref = Some(consumer("mm-uid", Some("ns")));
+        assert!(claimed_by(&h, &mm), "claimed across namespaces");
+        let mut other_kind = consumer("mm-uid", Some("ns"));
+        other_kind.kind = "Other".into();
+        h.spec.consumer_ref = Some(other_kind);
+        assert!(!claimed_by(&h, &mm));
+    }
+
+    #[test]
+    fn a_remediation_owned_by_another_machine_incarnation_is_not_for_this_one() {
+        let mut m = machine();
+        m.metadata.uid = Some("machine-2".into());
+        let mut r = remediation();
+        assert!(remediation_is_for(&r, &m), "made by hand: by name");
+        let owner = |uid: &str| OwnerReference {
+            api_version: "cluster.x-k8s.io/v1beta2".into(),
+            kind: "Machine".into(),
+            name: "m1".into(),
+            uid: uid.into(),
+            ..OwnerReference::default()
+        };
+        r.metadata.owner_references = Some(vec![owner("machine-1")]);
+        assert!(!remediation_is_for(&r, &m));
+        r.metadata.owner_references = Some(vec![owner("machine-2")]);
+        assert!(remediation_is_for(&r, &m));
+    }
 }

@@ -224,3 +224,43 @@ async fn gives_up_after_the_last_attempt_times_out() {
     assert_eq!(events(&client, &ns, "RemediationFailed").await.len(), 1);
     assert_eq!(gateway.offs.load(Ordering::SeqCst), 0);
 }
+
+/// `status.hostRef` is only the machine's intent: a host claimed by another MaasMachine (the
+/// intent was lost, the host changed hands) is never power-cycled for this Machine.
+#[tokio::test]
+async fn a_host_claimed_by_another_machine_is_never_power_cycled() {
+    let env = TestEnv::without_controller_manager().await.unwrap();
+    let client = env.client();
+    let ns = env.create_namespace("rem-foreign").await.unwrap();
+    create_world(&env, &ns).await;
+    let patch = serde_json::json!({"spec": {"consumerRef": {"uid": "another-machine"}}});
+    Api::<capmaas_api::MaasHost>::namespaced(client.clone(), &ns)
+        .patch(
+            HOST,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(patch),
+        )
+        .await
+        .unwrap();
+    let gateway = start_gateway(&client, &ns);
+    let _controller = start_controller(&env).await;
+    create_remediation(&client, &ns, 2, 600).await;
+    let r = eventually("the remediation Failed, HostMissing", 30, || async {
+        get_remediation(&client, &ns)
+            .await
+            .filter(|r| r.status.as_ref().and_then(|s| s.phase) == Some(RemediationPhase::Failed))
+    })
+    .await;
+    let progress = condition(&r, "RemediationInProgress").unwrap();
+    assert_eq!(progress.reason, "HostMissing", "{progress:?}");
+    assert!(
+        progress.message.contains("not claimed by MaasMachine"),
+        "{progress:?}"
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(
+        !requested(&host(&client, &ns).await),
+        "no reboot request on it"
+    );
+    assert_eq!(gateway.offs.load(Ordering::SeqCst), 0);
+}

@@ -168,16 +168,17 @@ pub async fn create_machine(client: &Client, ns: &str, machine: &str, host: &str
         ns,
         &ApiResource::erase::<capmaas_api::MaasMachine>(&()),
     );
-    mm.create(
-        &post,
-        &parse(json!({
-            "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "MaasMachine",
-            "metadata": {"name": machine, "namespace": ns},
-            "spec": {"minCPU": 2, "minMemory": 4096, "image": "ubuntu/jammy"}
-        })),
-    )
-    .await
-    .unwrap();
+    let created = mm
+        .create(
+            &post,
+            &parse(json!({
+                "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "MaasMachine",
+                "metadata": {"name": machine, "namespace": ns},
+                "spec": {"minCPU": 2, "minMemory": 4096, "image": "ubuntu/jammy"}
+            })),
+        )
+        .await
+        .unwrap();
     mm.patch_status(
         machine,
         &params(),
@@ -192,7 +193,10 @@ pub async fn create_machine(client: &Client, ns: &str, machine: &str, host: &str
             &serde_json::from_value(json!({
                 "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "MaasHost",
                 "metadata": {"name": host, "namespace": ns},
-                "spec": {"systemID": format!("sys-{host}")}
+                "spec": {"systemID": format!("sys-{host}"), "consumerRef": {
+                    "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "MaasMachine",
+                    "name": machine, "uid": created.uid().unwrap()
+                }}
             }))
             .unwrap(),
         )
