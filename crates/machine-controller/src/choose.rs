@@ -1,6 +1,7 @@
 //! Choosing a MaasHost for a MaasMachine: a pure, deterministic ranking.
 //!
-//! Filters (all hard): not being deleted, not consumed, not missing, not marked unhealthy,
+//! Filters (all hard): not being deleted, not consumed, not missing, not marked unhealthy, no
+//! reboot request left on it,
 //! `Available` in MAAS, not reserved (unexpired) for another owner, `resourcePool`,
 //! failure domain (MAAS zone), `minCPU`, `minMemory` (MiB), `minDiskSize` (GiB), every tag,
 //! `hostSelector`.
@@ -119,6 +120,9 @@ pub enum Exclusion {
     Missing,
     /// Remediation gave up on it.
     Unhealthy,
+    /// A reboot request is left on it (a remediation of its previous machine): the server
+    /// may be powered off under its next one.
+    RebootRequested,
     /// MAAS does not report it ready for allocation.
     NotAvailable,
     /// Reserved for another owner's next machine (node reuse).
@@ -226,6 +230,13 @@ pub fn exclusion(
         .contains_key(keys::ANNOTATION_HOST_UNHEALTHY)
     {
         return Some(Exclusion::Unhealthy);
+    }
+    if host
+        .annotations()
+        .keys()
+        .any(|k| keys::is_reboot_annotation(k))
+    {
+        return Some(Exclusion::RebootRequested);
     }
     if status.provisioning_state != Some(ProvisioningState::Available) {
         return Some(Exclusion::NotAvailable);
@@ -345,6 +356,7 @@ fn describe(exclusion: Exclusion, request: &HostRequest) -> String {
         Exclusion::Consumed => "claimed by other machines".into(),
         Exclusion::Missing => "missing from MAAS".into(),
         Exclusion::Unhealthy => "marked unhealthy".into(),
+        Exclusion::RebootRequested => "with a reboot request left on them".into(),
         Exclusion::NotAvailable => "not Available in MAAS".into(),
         Exclusion::ReservedForOther => "reserved for another owner (node reuse)".into(),
         Exclusion::ResourcePool => format!(

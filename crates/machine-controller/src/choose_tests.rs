@@ -185,8 +185,20 @@ fn state_filters() {
     deleting.metadata.deletion_timestamp = Some(Time(now()));
     let mut no_status = host("no-status", "z1", 2, 4096);
     no_status.status = None;
+    let mut reboot_left = host("reboot-left", "z1", 2, 4096);
+    reboot_left.annotations_mut().insert(
+        format!("{}maasremediation-x", keys::ANNOTATION_REBOOT_PREFIX),
+        "ns/m".into(),
+    );
     let hosts = vec![
-        consumed, deploying, no_state, missing, unhealthy, deleting, no_status,
+        consumed,
+        deploying,
+        no_state,
+        missing,
+        unhealthy,
+        deleting,
+        no_status,
+        reboot_left,
     ];
     let r = rank_hosts(&request(), &hosts, now());
     assert!(r.candidates.is_empty());
@@ -195,6 +207,7 @@ fn state_filters() {
     assert_eq!(r.excluded.get(&Exclusion::Missing), Some(&1));
     assert_eq!(r.excluded.get(&Exclusion::Unhealthy), Some(&1));
     assert_eq!(r.excluded.get(&Exclusion::Deleting), Some(&1));
+    assert_eq!(r.excluded.get(&Exclusion::RebootRequested), Some(&1));
     assert!(!Exclusion::Consumed.is_constraint());
     assert!(Exclusion::Cpu.is_constraint());
 }

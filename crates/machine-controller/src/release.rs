@@ -47,6 +47,9 @@ pub(crate) async fn release_host(ctx: &Ctx, state: &mut State) -> Result<Flow> {
         }
         h.spec.consumer_ref = None;
         h.spec.reservation.clone_from(&reservation);
+        // A remediation's reboot request does not outlive the claim it was made under.
+        h.annotations_mut()
+            .retain(|k, _| !keys::is_reboot_annotation(k));
         match reservation
             .as_ref()
             .and_then(|r| crate::reuse::reuse_label_value(&r.owner))

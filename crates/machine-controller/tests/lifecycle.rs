@@ -88,6 +88,19 @@ async fn pause_and_node_reuse() {
     })
     .await;
 
+    // A remediation's reboot request left on the host (its MaasRemediation deleted without
+    // its finalizer's cleanup) goes with the claim: the next machine's server is not
+    // power-cycled for an old one.
+    let leftover = format!("{}maasremediation-gone", keys::ANNOTATION_REBOOT_PREFIX);
+    Api::<capmaas_api::MaasHost>::namespaced(client.clone(), &ns)
+        .patch(
+            "big",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"metadata": {"annotations": {&leftover: "ns/w1"}}})),
+        )
+        .await
+        .unwrap();
+
     // Deleting w1 leaves a reservation for the MachineDeployment.
     Api::<MaasMachine>::namespaced(client.clone(), &ns)
         .delete("w1", &DeleteParams::default())
@@ -99,6 +112,10 @@ async fn pause_and_node_reuse() {
     .await;
     let reserved = host(&client, &ns, "big").await;
     assert!(reserved.spec.consumer_ref.is_none());
+    assert!(
+        !reserved.annotations().contains_key(&leftover),
+        "the reboot request is cleared with the claim"
+    );
     let reservation = reserved.spec.reservation.clone().expect("a reservation");
     assert_eq!(reservation.owner.kind, "MachineDeployment");
     assert_eq!(reservation.owner.uid, md.uid().unwrap());
