@@ -30,6 +30,12 @@ pub const FINALIZER_MAAS_IP_POOL_RANGES: &str =
 /// `MaasIPPool`: the claim's `IPAddress` is deleted before the claim goes. It is the last
 /// finalizer removed: while a consumer's own finalizer is on the claim, the address stays.
 pub const FINALIZER_IP_ADDRESS_CLAIM: &str = "ipam.infrastructure.cluster.x-k8s.io/ipaddressclaim";
+/// Consumer finalizer data-controller puts on every CAPI `IPAddressClaim` it makes for a
+/// MaasDataClaim: deleting the claim by hand does not free a live server's address (an IPAM
+/// provider keeps an address while a consumer's finalizer is on its claim, as CAPM3, CAPV and
+/// OpenShift's consumers rely on). It goes only when the data claim is released, which
+/// machine-controller allows once MAAS has released the server.
+pub const FINALIZER_ADDRESS_IN_USE: &str = "maasdataclaim.infrastructure.cluster.x-k8s.io/address";
 /// Finalizer data-controller puts on every CAPI `IPAddress` it creates: the address is not
 /// released (its name, the allocation lock, stays taken) while its claim is alive; it is
 /// removed when the claim is gone or releases it.

@@ -87,6 +87,9 @@ pub async fn reconcile(claim: Arc<MaasDataClaim>, ctx: Arc<Ctx>) -> Result<Actio
         .map(|t| render::pools_of(&t.spec))
         .unwrap_or_default();
     let observed_addresses: BTreeMap<_, _> = addresses::observe(&ctx, &claim, &ns, &pools);
+    if claim.metadata.deletion_timestamp.is_none() && !paused {
+        addresses::protect(&ctx, &claim, &ns, &pools).await?;
+    }
     let data = recorded_data(&claim).and_then(|n| ctx.data.get(&ObjectRef::new(n).within(&ns)));
     let step = decide(&Observed {
         claim: &claim,

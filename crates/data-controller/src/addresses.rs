@@ -13,6 +13,7 @@ use capmaas_api::capi_ipam::{
 use capmaas_api::common::PoolReference;
 use capmaas_api::conditions as cond;
 use capmaas_api::{MaasDataClaim, MaasIPPool, keys};
+use capmaas_runtime::controller::finalizer;
 use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, PostParams, Preconditions};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
@@ -141,9 +142,51 @@ fn new_ip_claim(claim: &MaasDataClaim, pool: &PoolReference) -> Result<IPAddress
         name: Some(name),
         labels: Some(labels),
         owner_references: Some(vec![owner]),
+        finalizers: Some(vec![keys::FINALIZER_ADDRESS_IN_USE.to_owned()]),
         ..ObjectMeta::default()
     };
     Ok(ip_claim)
+}
+
+/// Puts the in-use finalizer on this data claim's IPAddressClaims that lack it (made by an
+/// earlier version), as the caches show them; one write per claim, once.
+pub async fn protect(
+    ctx: &Ctx,
+    claim: &MaasDataClaim,
+    ns: &str,
+    pools: &BTreeSet<PoolReference>,
+) -> Result<()> {
+    let api: Api<IPAddressClaim> = Api::namespaced(ctx.client.clone(), ns);
+    let name = claim.name_any();
+    for pool in pools {
+        let key = ObjectRef::new(&ip_claim_name(&name, pool)).within(ns);
+        let Some(ip_claim) = ctx.ip_claims.get(&key) else {
+            continue;
+        };
+        if ip_claim.metadata.deletion_timestamp.is_none()
+            && made_for(&ip_claim, claim)
+            && !finalizer::has(ip_claim.as_ref(), keys::FINALIZER_ADDRESS_IN_USE)
+        {
+            finalizer::add(
+                &api,
+                ip_claim.as_ref(),
+                keys::FINALIZER_ADDRESS_IN_USE,
+                &ctx.field_manager,
+            )
+            .await
+            .map_err(Error::Finalizer)?;
+        }
+    }
+    Ok(())
+}
+
+/// Whether `ip_claim` was made for this incarnation of `claim` (owner UID).
+fn made_for(ip_claim: &IPAddressClaim, claim: &MaasDataClaim) -> bool {
+    let uid = claim.uid();
+    ip_claim
+        .owner_references()
+        .iter()
+        .any(|o| o.kind == MaasDataClaim::kind(&()) && Some(&o.uid) == uid.as_ref())
 }
 
 /// Creates the IPAddressClaims of `missing` pools; one that exists already is fine.
@@ -172,16 +215,11 @@ pub async fn delete_all(ctx: &Ctx, claim: &MaasDataClaim, ns: &str) -> Result<()
     let api: Api<IPAddressClaim> = Api::namespaced(ctx.client.clone(), ns);
     let mine =
         ListParams::default().labels(&format!("{}={}", keys::LABEL_DATA_CLAIM, claim.name_any()));
-    let uid = claim.uid();
     let made = api
         .list(&mine)
         .await
         .map_err(Error::kube("list IPAddressClaims of the data claim"))?;
-    for ip_claim in made.items.iter().filter(|c| {
-        c.owner_references()
-            .iter()
-            .any(|o| o.kind == MaasDataClaim::kind(&()) && Some(&o.uid) == uid.as_ref())
-    }) {
+    for ip_claim in made.items.iter().filter(|c| made_for(c, claim)) {
         let params = DeleteParams {
             preconditions: Some(Preconditions {
                 uid: ip_claim.uid(),
@@ -193,6 +231,17 @@ pub async fn delete_all(ctx: &Ctx, claim: &MaasDataClaim, ns: &str) -> Result<()
             Ok(_) => {}
             Err(kube::Error::Api(e)) if matches!(e.code, 404 | 409) => {}
             Err(e) => return Err(Error::kube("delete IPAddressClaim")(e)),
+        }
+        // The server is released (the data claim is let go only then): the address may go.
+        if finalizer::has(ip_claim, keys::FINALIZER_ADDRESS_IN_USE) {
+            finalizer::remove(
+                &api,
+                ip_claim,
+                keys::FINALIZER_ADDRESS_IN_USE,
+                &ctx.field_manager,
+            )
+            .await
+            .map_err(Error::Finalizer)?;
         }
     }
     Ok(())

@@ -142,6 +142,20 @@ async fn claim(client: &Client, ns: &str, name: &str, template: &str, host: &str
         .unwrap();
 }
 
+/// What machine-controller does once MAAS released the server: its own finalizer off the
+/// data claim (data-controller's stays until it has cleaned up).
+async fn let_go(claims: &Api<MaasDataClaim>, name: &str) {
+    let claim = claims.get(name).await.unwrap();
+    capmaas_runtime::controller::finalizer::remove(
+        claims,
+        &claim,
+        keys::FINALIZER_MAAS_MACHINE,
+        "test",
+    )
+    .await
+    .unwrap();
+}
+
 fn condition<'a>(
     claim: &'a MaasDataClaim,
     type_: &str,
@@ -262,10 +276,37 @@ async fn claims_render_distinct_indexes_and_addresses_and_release_only_when_let_
     .await;
     assert!(waiting.to_lowercase().contains("exhausted"), "{waiting}");
 
+    // Deleting the IPAddressClaim of a live server (m1's) by hand frees nothing: it stays,
+    // terminating, with its address, until the data claim is released.
+    let ip_claims: Api<IPAddressClaim> = Api::namespaced(client.clone(), &ns);
+    let m1_claim = ip_claims.get("m1-prov").await.unwrap();
+    assert!(
+        m1_claim
+            .finalizers()
+            .contains(&keys::FINALIZER_ADDRESS_IN_USE.to_owned()),
+        "{:?}",
+        m1_claim.finalizers()
+    );
+    let m1_address = m1_claim.address_ref().unwrap().to_owned();
+    ip_claims
+        .delete("m1-prov", &DeleteParams::default())
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let terminating = ip_claims.get("m1-prov").await.unwrap();
+    assert!(terminating.metadata.deletion_timestamp.is_some());
+    assert!(
+        Api::<IPAddress>::namespaced(client.clone(), &ns)
+            .get_opt(&m1_address)
+            .await
+            .unwrap()
+            .is_some(),
+        "m1's address is kept"
+    );
+
     // Deleting m0 while machine-controller still holds it: nothing is released.
     claims.delete("m0", &DeleteParams::default()).await.unwrap();
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let ip_claims: Api<IPAddressClaim> = Api::namespaced(client.clone(), &ns);
     assert!(
         ip_claims.get_opt("m0-prov").await.unwrap().is_some(),
         "address kept while held"
@@ -281,14 +322,7 @@ async fn claims_render_distinct_indexes_and_addresses_and_release_only_when_let_
             .is_none()
     );
     // machine-controller lets go after the release: index and address are freed, m5 is served.
-    claims
-        .patch(
-            "m0",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"finalizers": null}})),
-        )
-        .await
-        .unwrap();
+    let_go(&claims, "m0").await;
     eventually("m0 gone with its data", || async {
         let gone = claims.get_opt("m0").await.unwrap().is_none()
             && ip_claims.get_opt("m0-prov").await.unwrap().is_none();
@@ -303,6 +337,23 @@ async fn claims_render_distinct_indexes_and_addresses_and_release_only_when_let_
     let distinct: BTreeSet<String> = all.items.iter().map(|a| a.spec.address.clone()).collect();
     assert_eq!(distinct.len(), all.items.len(), "no address twice");
     assert_eq!(all.items.len(), 5);
+    assert!(
+        all.items.iter().any(|a| a.name_any() == m1_address),
+        "m1's address still held while its server runs"
+    );
+    // m1's server released (machine-controller lets its data claim go): the address goes.
+    claims.delete("m1", &DeleteParams::default()).await.unwrap();
+    let_go(&claims, "m1").await;
+    eventually("m1's claim and address gone", || async {
+        let gone = ip_claims.get_opt("m1-prov").await.unwrap().is_none()
+            && Api::<IPAddress>::namespaced(client.clone(), &ns)
+                .get_opt(&m1_address)
+                .await
+                .unwrap()
+                .is_none();
+        gone.then_some(())
+    })
+    .await;
     assert!(data5.spec.index <= 5);
 
     // A template naming an interface the host lacks: the error names the field.

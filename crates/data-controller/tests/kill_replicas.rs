@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use capmaas_api::capi_ipam::{IPAddress, IPAddressClaim};
 use capmaas_api::{MaasData, MaasDataClaim, keys};
 use capmaas_testenv::TestEnv;
-use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, ListParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use serde_json::json;
 use tokio::process::{Child, Command};
@@ -216,14 +216,16 @@ async fn two_replicas_killed_repeatedly_never_give_anything_twice() {
             .delete(&name, &DeleteParams::default())
             .await
             .unwrap();
-        claims
-            .patch(
-                &name,
-                &PatchParams::default(),
-                &Patch::Merge(json!({"metadata": {"finalizers": null}})),
-            )
-            .await
-            .unwrap();
+        // machine-controller's finalizer only: data-controller's stays until it cleaned up.
+        let claim = claims.get(&name).await.unwrap();
+        capmaas_runtime::controller::finalizer::remove(
+            &claims,
+            &claim,
+            keys::FINALIZER_MAAS_MACHINE,
+            "test",
+        )
+        .await
+        .unwrap();
     }
     let left = capmaas_testenv::poll_until(
         Duration::from_secs(120),
