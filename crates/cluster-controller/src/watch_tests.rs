@@ -1,17 +1,11 @@
 use super::*;
 use crate::fixtures::{maas_cluster, machine};
 use capmaas_api::capi::{ClusterSpec, ContractObjectReference};
+use capmaas_runtime::controller::filled_store;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::runtime::{reflector, watcher};
 
 fn store_with(objects: Vec<MaasCluster>) -> Store<MaasCluster> {
-    let (reader, mut writer) = reflector::store();
-    writer.apply_watcher_event(&watcher::Event::Init);
-    for o in objects {
-        writer.apply_watcher_event(&watcher::Event::InitApply(o));
-    }
-    writer.apply_watcher_event(&watcher::Event::InitDone);
-    reader
+    filled_store(objects)
 }
 
 #[test]

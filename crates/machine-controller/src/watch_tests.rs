@@ -1,17 +1,11 @@
 use super::*;
 use crate::test_support::{claimed, cluster, deleting, host, maas_machine, machine};
 use capmaas_api::machine::MaasMachineStatus;
+use capmaas_runtime::controller::filled_store;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
-use kube::runtime::{reflector, watcher};
 
 fn store_with(objects: Vec<MaasMachine>) -> Store<MaasMachine> {
-    let (reader, mut writer) = reflector::store();
-    writer.apply_watcher_event(&watcher::Event::Init);
-    for o in objects {
-        writer.apply_watcher_event(&watcher::Event::InitApply(o));
-    }
-    writer.apply_watcher_event(&watcher::Event::InitDone);
-    reader
+    filled_store(objects)
 }
 
 fn no_inventories() -> Store<MaasInventory> {
@@ -19,13 +13,7 @@ fn no_inventories() -> Store<MaasInventory> {
 }
 
 fn inventories(objects: Vec<MaasInventory>) -> Store<MaasInventory> {
-    let (reader, mut writer) = reflector::store();
-    writer.apply_watcher_event(&watcher::Event::Init);
-    for o in objects {
-        writer.apply_watcher_event(&watcher::Event::InitApply(o));
-    }
-    writer.apply_watcher_event(&watcher::Event::InitDone);
-    reader
+    filled_store(objects)
 }
 
 fn host_associated(mut mm: MaasMachine, status: &str, reason: &str) -> MaasMachine {

@@ -39,6 +39,23 @@ pub fn predicate_hash(value: impl std::hash::Hash) -> u64 {
     hasher.finish()
 }
 
+/// A reflector store holding `objects` as after a watch's initial list: what the pure mappers
+/// and decisions read, for their tests and for tools that look at objects offline.
+pub fn filled_store<K>(objects: impl IntoIterator<Item = K>) -> kube::runtime::reflector::Store<K>
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Default + Eq + std::hash::Hash + Clone,
+{
+    use kube::runtime::watcher::Event;
+    let (reader, mut writer) = kube::runtime::reflector::store();
+    writer.apply_watcher_event(&Event::Init);
+    for object in objects {
+        writer.apply_watcher_event(&Event::InitApply(object));
+    }
+    writer.apply_watcher_event(&Event::InitDone);
+    reader
+}
+
 /// Drops an object's managed fields before a reflector stores it (`WatchStreamExt::modify`):
 /// no controller reads them, and they are most of a typical object's memory.
 pub fn without_managed_fields<K: Resource>(object: &mut K) {
