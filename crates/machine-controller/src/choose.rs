@@ -16,11 +16,12 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
+use capmaas_api::common::HostReference;
 use capmaas_api::common::{HostSelector, SelectorOperator};
 use capmaas_api::conditions::reasons;
 use capmaas_api::host::ProvisioningState;
 use capmaas_api::keys;
-use capmaas_api::{MaasHost, MaasInventory};
+use capmaas_api::{MaasHost, MaasInventory, MaasMachine};
 use kube::ResourceExt;
 
 /// What the machine asks for.
@@ -48,6 +49,14 @@ pub struct HostRequest {
     pub busy_hosts: BTreeSet<String>,
     /// The machine's namespace: its own hosts rank before equal hosts of other namespaces.
     pub namespace: Option<String>,
+}
+
+/// `status.hostRef` of `mm` for `host` (the namespace written only when it is not the
+/// machine's).
+pub fn host_ref(mm: &MaasMachine, host: &MaasHost) -> HostReference {
+    let host_ns = host.namespace().unwrap_or_default();
+    let own = mm.metadata.namespace.as_deref().unwrap_or(host_ns.as_str());
+    HostReference::new(host.name_any(), &host_ns, own)
 }
 
 /// `namespace/name` of a host: the key of [`HostRequest::busy_hosts`].

@@ -222,7 +222,7 @@ pub(crate) async fn reclaim(ctx: &Ctx, state: &mut State) -> Result<Flow> {
     let Some(system_host) = state.system_host.as_ref() else {
         return Ok(Flow::Continue);
     };
-    let intent = crate::status::host_ref(&state.mm, system_host);
+    let intent = crate::choose::host_ref(&state.mm, system_host);
     let (host_ns, host_name) = (host_namespace(system_host)?, system_host.name_any());
     if !ctx.claims.try_mark(&host_ns, &host_name, &uid) {
         return Ok(Flow::Done(Action::requeue(retry_delay())));

@@ -37,7 +37,7 @@ pub(crate) async fn create_claim(ctx: &Ctx, state: &mut State) -> Result<Flow> {
         &state.mm.name_any(),
         MaasDataClaimSpec {
             template: LocalObjectReference::new(template.name.clone()),
-            host_ref: Some(crate::status::host_ref(&state.mm, host)),
+            host_ref: Some(crate::choose::host_ref(&state.mm, host)),
         },
     );
     claim.metadata = ObjectMeta {

@@ -153,7 +153,7 @@ fn decide_apply(obs: &Observed<'_>) -> Step {
         return Step::ChooseHost;
     };
     if mm.status.as_ref().and_then(|s| s.host_ref.as_ref())
-        != Some(&crate::status::host_ref(mm, host))
+        != Some(&crate::choose::host_ref(mm, host))
     {
         return Step::RecordHost;
     }

@@ -2,8 +2,8 @@
 //! the providerID and the machine addresses.
 
 use capmaas_api::common::{
-    ConsumerReference, HostReference, Initialization, LocalObjectReference, MachineAddress,
-    MachineAddressType, SecretKeyReference,
+    ConsumerReference, Initialization, LocalObjectReference, MachineAddress, MachineAddressType,
+    SecretKeyReference,
 };
 use capmaas_api::conditions::{self as cond, reasons};
 use capmaas_api::host::{HostProvisioning, PowerState};
@@ -13,6 +13,7 @@ use capmaas_runtime::conditions::{ConditionStatus, NewCondition, set_condition, 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::{Resource, ResourceExt};
 
+use crate::choose::host_ref;
 use crate::decide::{Observed, Step, decide};
 
 /// Condition types this controller writes; others on the object belong to other controllers.
@@ -43,13 +44,6 @@ pub fn consumer_ref(mm: &MaasMachine, host_namespace: &str) -> Option<ConsumerRe
         uid: mm.metadata.uid.clone()?,
         namespace: (own != host_namespace).then(|| own.to_owned()),
     })
-}
-
-/// `status.hostRef` of `mm` for `host`.
-pub fn host_ref(mm: &MaasMachine, host: &MaasHost) -> HostReference {
-    let host_ns = host.namespace().unwrap_or_default();
-    let own = mm.metadata.namespace.as_deref().unwrap_or(host_ns.as_str());
-    HostReference::new(host.name_any(), &host_ns, own)
 }
 
 /// Whether `host` is claimed by `mm` (same UID: a re-created machine with the same name is
