@@ -133,17 +133,37 @@ impl MaasInventory {
     /// Whether MaasMachines of `namespace` may claim this inventory's hosts. An invalid
     /// `nameMatches` (the webhook refuses one) admits nobody through it.
     pub fn admits(&self, namespace: &str) -> bool {
-        if self.metadata.namespace.as_deref() == Some(namespace) {
-            return true;
+        self.admission().admits(namespace)
+    }
+
+    /// The inventory's admission rule with `nameMatches` compiled once, for callers that ask
+    /// about many namespaces.
+    pub fn admission(&self) -> Admission<'_> {
+        let claim = self.spec.claim_namespaces.as_ref();
+        Admission {
+            own: self.metadata.namespace.as_deref(),
+            names: claim.and_then(|c| c.names.as_deref()).unwrap_or_default(),
+            pattern: claim.and_then(|c| c.name_pattern().ok().flatten()),
         }
-        let Some(claim) = &self.spec.claim_namespaces else {
-            return false;
-        };
-        claim.names.iter().flatten().any(|n| n == namespace)
-            || claim
-                .name_pattern()
-                .ok()
-                .flatten()
+    }
+}
+
+/// Which namespaces may claim an inventory's hosts ([`MaasInventory::admission`]).
+#[derive(Debug, Clone)]
+pub struct Admission<'a> {
+    own: Option<&'a str>,
+    names: &'a [String],
+    pattern: Option<regex::Regex>,
+}
+
+impl Admission<'_> {
+    /// Whether MaasMachines of `namespace` may claim the inventory's hosts.
+    pub fn admits(&self, namespace: &str) -> bool {
+        self.own == Some(namespace)
+            || self.names.iter().any(|n| n == namespace)
+            || self
+                .pattern
+                .as_ref()
                 .is_some_and(|re| re.is_match(namespace))
     }
 }

@@ -78,9 +78,11 @@ pub fn map_host(
         .labels()
         .get(keys::LABEL_HOST_INVENTORY)
         .and_then(|name| inventories.get(&ObjectRef::new(name).within(&namespace)));
+    // Compiled once per host event, not once per waiting machine.
+    let admission = inventory.as_ref().map(|inv| inv.admission());
     let may_claim = |m: &MaasMachine| {
         let machine_ns = m.metadata.namespace.as_deref().unwrap_or_default();
-        machine_ns == namespace || inventory.as_ref().is_some_and(|inv| inv.admits(machine_ns))
+        machine_ns == namespace || admission.as_ref().is_some_and(|a| a.admits(machine_ns))
     };
     let available = host.status.as_ref().and_then(|s| s.provisioning_state)
         == Some(ProvisioningState::Available);
