@@ -121,7 +121,11 @@ impl UserShell {
     /// `kubectl <args>` against the management cluster, with `stdin` piped in.
     pub async fn kubectl(&self, args: &[&str], stdin: Option<&str>) -> Result<String> {
         let mut command = tokio::process::Command::new(kubectl());
-        command.arg("--kubeconfig").arg(&self.kubeconfig).args(args);
+        command
+            .arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .args(args)
+            .env("HOME", &self.repository);
         run(&format!("kubectl {}", args.join(" ")), &mut command, stdin).await
     }
 }

@@ -6,7 +6,7 @@
 
 use std::process::Command;
 
-use capmaas_testenv::{Process, TestEnv, WebhookServing, cache_dir, kubectl};
+use capmaas_testenv::{Process, TestEnv, WebhookServing, cache_dir};
 
 use crate::error::{Error, Result};
 use crate::harness::{CONTROLLERS, Harness};
@@ -26,9 +26,8 @@ pub struct Retired {
 /// `clusterctl init` puts on every provider's CRDs (ours ship with it; the test control plane
 /// installs CAPI's from the module, without it).
 fn label_crds_for_clusterctl(env: &TestEnv) -> Result<()> {
-    let out = Command::new(kubectl())
-        .arg("--kubeconfig")
-        .arg(env.kubeconfig_path())
+    let out = env
+        .kubectl()
         .args([
             "label",
             "crd",

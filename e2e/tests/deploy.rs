@@ -118,14 +118,9 @@ async fn every_overlay_is_accepted_by_a_server_side_dry_run() {
         .unwrap();
     for overlay in OVERLAYS {
         let path = repo_root().join("deploy/overlays").join(overlay);
-        let out = Command::new(kubectl())
-            .args([
-                "--kubeconfig",
-                &env.kubeconfig_path().display().to_string(),
-                "apply",
-                "--dry-run=server",
-                "-k",
-            ])
+        let out = env
+            .kubectl()
+            .args(["apply", "--dry-run=server", "-k"])
             .arg(&path)
             .output()
             .unwrap();
@@ -308,16 +303,13 @@ fn can_i(env: &TestEnv, component: &str, verb: &str, resource: &str, namespace: 
         Some((r, s)) => (r, Some(s)),
         None => (resource, None),
     };
-    let mut cmd = Command::new(kubectl());
-    cmd.args([
-        "--kubeconfig",
-        &env.kubeconfig_path().display().to_string(),
-        "auth",
-        "can-i",
-        verb,
-        resource,
-    ])
-    .args(["--as", &service_account(component), "-n", namespace]);
+    let mut cmd = env.kubectl();
+    cmd.args(["auth", "can-i", verb, resource]).args([
+        "--as",
+        &service_account(component),
+        "-n",
+        namespace,
+    ]);
     if let Some(sub) = subresource {
         cmd.arg(format!("--subresource={sub}"));
     }

@@ -450,10 +450,8 @@ fn settings(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
 }
 
 fn dry_run(env: &TestEnv, path: &Path, kustomization: bool) -> String {
-    let mut cmd = Command::new(kubectl());
-    cmd.arg("--kubeconfig")
-        .arg(env.kubeconfig_path())
-        .args(["apply", "--server-side", "--dry-run=server"])
+    let mut cmd = env.kubectl();
+    cmd.args(["apply", "--server-side", "--dry-run=server"])
         .arg(if kustomization { "-k" } else { "-f" })
         .arg(path);
     run(&mut cmd)
@@ -472,10 +470,7 @@ async fn argocd_and_clusterctl_output_pass_server_side_dry_runs() {
         .await
         .unwrap();
     for ns in ["argocd", "capmaas-system", "team-a"] {
-        run(Command::new(kubectl())
-            .arg("--kubeconfig")
-            .arg(env.kubeconfig_path())
-            .args(["create", "namespace", ns]));
+        run(env.kubectl().args(["create", "namespace", ns]));
     }
     for dir in ["applications", "applicationset", "health"] {
         let out = dry_run(&env, &argocd().join(dir), true);

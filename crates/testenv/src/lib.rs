@@ -138,6 +138,20 @@ impl TestEnv {
         &self.kubeconfig_path
     }
 
+    /// `kubectl --kubeconfig <admin> --cache-dir <this env's folder>`. The discovery cache is
+    /// this environment's own: kubectl's default cache is keyed by host and port, and a later
+    /// environment reusing a port would otherwise get an earlier one's resource list (a
+    /// category naming CRDs this API server never had).
+    pub fn kubectl(&self) -> std::process::Command {
+        let mut command = std::process::Command::new(kubectl());
+        command
+            .arg("--kubeconfig")
+            .arg(&self.kubeconfig_path)
+            .arg("--cache-dir")
+            .arg(self.dir().join("kubectl-cache"));
+        command
+    }
+
     /// An admin kubeconfig as YAML (e.g. for a `<cluster>-kubeconfig` Secret).
     pub fn kubeconfig_yaml(&self) -> Result<String> {
         std::fs::read_to_string(&self.kubeconfig_path).map_err(Error::io("reading the kubeconfig"))

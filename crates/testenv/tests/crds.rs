@@ -258,13 +258,12 @@ async fn kubectl_shows_printer_columns_and_the_cluster_api_category() {
             .await
             .unwrap();
     }
-    let kubectl = capmaas_testenv::kubectl();
     let run = |args: &[&str]| {
-        let output = std::process::Command::new(&kubectl)
-            .arg(format!("--kubeconfig={}", env.kubeconfig_path().display()))
+        let output = env
+            .kubectl()
             .args(args)
             .output()
-            .unwrap_or_else(|e| panic!("running {}: {e}", kubectl.display()));
+            .unwrap_or_else(|e| panic!("running kubectl: {e}"));
         assert!(
             output.status.success(),
             "kubectl {args:?}: {}",
