@@ -154,3 +154,19 @@ def test_deploy_failure_is_reported(sim, client):
     assert machine.status == NodeStatus.FAILED_DEPLOYMENT
     machine.release(wait=True, wait_interval=0.1)
     assert machine.status == NodeStatus.READY
+
+
+def test_region_erase_setting_applies_to_a_release_that_asks_for_none(sim, client):
+    assert client.maas.get_enable_disk_erasing_on_release() is False
+    client.maas.set_enable_disk_erasing_on_release(True)
+    try:
+        assert client.maas.get_enable_disk_erasing_on_release() is True
+        machine = client.machines.allocate(cpus=4, comment="erase setting")
+        machine.release(comment="no erase asked", wait=True, wait_interval=0.1)
+        assert machine.status == NodeStatus.READY
+        last = sim_machines(sim)[machine.system_id]["releases"][-1]
+        assert last["erase"] is True, last
+    finally:
+        client.maas.set_enable_disk_erasing_on_release(False)
+    with pytest.raises(Exception):
+        client.maas.get_config("no_such_setting")

@@ -404,6 +404,17 @@ impl SimHandle {
         self.with_world(|w| w.faults.fail_next_releases = n);
     }
 
+    /// Sets one of the region's configuration settings as an admin's `op=set_config` would
+    /// (`enable_disk_erasing_on_release`, `disk_erase_with_secure_erase`,
+    /// `disk_erase_with_quick_erase`); `false` when the simulator does not model `name`.
+    pub fn set_config(&self, name: &str, value: bool) -> bool {
+        self.with_world(|w| {
+            let known = w.settings.set(name, value);
+            w.dirty |= known;
+            known
+        })
+    }
+
     /// The next `n` erasures end in Failed disk erasing (15).
     pub fn fail_next_erases(&self, n: u32) {
         self.with_world(|w| w.faults.fail_next_erases = n);

@@ -177,6 +177,7 @@ fn base_world(cfg: &SimConfig, zones: &[String], pools: &[String]) -> World {
         timings: cfg.timings,
         seed: cfg.seed,
         faults: cfg.faults.clone(),
+        settings: crate::settings::Settings::default(),
         outage_until_ms: None,
         counts: BTreeMap::new(),
         effects: crate::faults::EffectCounts::default(),

@@ -34,6 +34,7 @@ mod render;
 pub mod routes;
 mod selection;
 mod server;
+mod settings;
 mod status;
 mod world;
 

@@ -65,6 +65,8 @@ pub enum Kind {
     BootResource,
     /// `/users/`
     Users,
+    /// `/maas/`: the region's configuration (`get_config`, `set_config`).
+    Settings,
 }
 
 /// A handler of the MAAS API.
@@ -356,6 +358,15 @@ pub const RESOURCES: &[ResourceDef] = &[
         anon: false,
         actions: &[READ, get("whoami")],
         kind: Kind::Users,
+    },
+    ResourceDef {
+        handler: "MaasHandler",
+        stat: "maas",
+        path: "maas/",
+        params: &[],
+        anon: false,
+        actions: &[get("get_config"), post("set_config")],
+        kind: Kind::Settings,
     },
 ];
 

@@ -17,6 +17,7 @@ use crate::model::{
     BootResource, DnsResource, Domain, IpRange, LinkMode, Machine, Outcome, PendingKind, Pool,
     PowerState, ReleaseResult, Subnet, Tag, Vlan, Zone,
 };
+use crate::settings::Settings;
 use crate::status::NodeStatus;
 
 /// Monotonic simulator clock (milliseconds since start).
@@ -93,6 +94,9 @@ pub(crate) struct World {
     pub(crate) seed: u64,
     #[serde(default)]
     pub(crate) faults: FaultConfig,
+    /// The region's configuration (`get_config`/`set_config`).
+    #[serde(default)]
+    pub(crate) settings: Settings,
     #[serde(skip)]
     pub(crate) outage_until_ms: Option<u64>,
     #[serde(skip)]

@@ -382,15 +382,29 @@ fn release(call: &mut Call<'_>) -> Result<Reply, ApiError> {
             status.name()
         )));
     }
+    let (erase, secure_erase, quick_erase) = call.world.settings.release_erase(
+        call.params.bool("erase")?,
+        optional_bool(call, "secure_erase")?,
+        optional_bool(call, "quick_erase")?,
+    );
     let flags = ReleaseFlags {
-        erase: call.params.bool("erase")?,
-        quick_erase: call.params.bool("quick_erase")?,
-        secure_erase: call.params.bool("secure_erase")?,
+        erase,
+        quick_erase,
+        secure_erase,
         force: call.params.bool("force")?,
     };
     let comment = call.params.get("comment").unwrap_or_default().to_owned();
     start_release(call.world, index, flags, &comment);
     Ok(machine_reply(call.world, index))
+}
+
+/// A boolean parameter that may be absent (MAAS then uses its configured default).
+fn optional_bool(call: &Call<'_>, key: &str) -> Result<Option<bool>, ApiError> {
+    if call.params.contains(key) {
+        call.params.bool(key).map(Some)
+    } else {
+        Ok(None)
+    }
 }
 
 fn abort(call: &mut Call<'_>) -> Result<Reply, ApiError> {

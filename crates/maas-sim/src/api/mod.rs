@@ -11,6 +11,7 @@ mod machines;
 mod machines_update;
 mod network;
 mod objects;
+mod settings;
 mod tags;
 
 use http::StatusCode;
@@ -81,6 +82,7 @@ pub(crate) fn dispatch(kind: Kind, action: &str, call: &mut Call<'_>) -> Result<
             network::dispatch(kind, action, call)
         }
         Kind::IpRanges | Kind::IpRange => ipranges::dispatch(kind, action, call),
+        Kind::Settings => settings::dispatch(action, call),
         _ => objects::dispatch(kind, action, call),
     }
 }
