@@ -215,7 +215,9 @@ pub struct MachineAddress {
 /// How MAAS wipes the disks when a machine is released.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub enum EraseMode {
-    /// Release without erasing (keeps data for node reuse; fastest).
+    /// No erase asked for (the default): MAAS decides by its own setting "Erase nodes' disks
+    /// prior to releasing" (`enable_disk_erasing_on_release`, with its secure/quick choice).
+    /// With that setting off the disks keep their data (node reuse; fastest).
     #[default]
     None,
     /// Quick erase: wipe the start and end of each disk.
@@ -226,10 +228,12 @@ pub enum EraseMode {
     Full,
 }
 
-/// What happens to the MAAS machine when it is released.
+/// What happens to the MAAS machine when it is released. It may be edited at any time before
+/// the release starts: the edited policy is recorded on the MAAS machine and used.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct ReleasePolicy {
-    /// Disk erasure on release.
+    /// Disk erasure on release. `None` (the default) asks for none, and MAAS then erases only
+    /// when its own "Erase nodes' disks prior to releasing" setting is on.
     #[serde(default)]
     pub erase: EraseMode,
     /// Force the release even when MAAS reports the machine busy.

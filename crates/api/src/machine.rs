@@ -129,7 +129,9 @@ pub struct MaasMachineSpec {
     /// MaasDataTemplate rendering per-machine metadata and network data.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub data_template: Option<LocalObjectReference>,
-    /// Disk erasure and force flag used when the machine is released.
+    /// Disk erasure and force flag used when the machine is released. Absent: no erase is asked
+    /// for, and MAAS's own erase-on-release setting decides. An edit takes effect at the release
+    /// (it is recorded on the MAAS machine while deployed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub release_policy: Option<ReleasePolicy>,
     /// User data Secret to deploy instead of the Machine's bootstrap data.

@@ -231,6 +231,96 @@ async fn releases_carry_the_erase_policy_through_failures_on_both_paths() {
     sim.shutdown().await;
 }
 
+/// A policy edited while deployed is the one the release uses, and with no policy MAAS's own
+/// erase-on-release setting decides (the gateway asks for no erase and MAAS enforces it).
+#[tokio::test]
+async fn an_edited_policy_and_the_maas_erase_setting_decide_the_release() {
+    let (env, client, ns) = api_server("edited").await;
+    let sim = instant_sim(4).await;
+    let state = sim.state();
+    let ids: Vec<String> = state
+        .machines()
+        .iter()
+        .take(2)
+        .map(|m| m.system_id.clone())
+        .collect();
+    let (edited, unset) = (ids[0].clone(), ids[1].clone());
+    for id in &ids {
+        state.add_tag(id, TAG).unwrap();
+    }
+    let gateway = start_in_process(&env, &sim, &ns, &[]).await;
+    create_tagged_inventory(&client, &ns, "inv").await;
+    create_user_data(&client, &ns, "user-data", "#cloud-config\n").await;
+    eventually("2 hosts imported", Duration::from_secs(30), || async {
+        (hosts(&client, &ns).await.len() == 2).then_some(())
+    })
+    .await;
+    request_deploy(&client, &ns, &edited, "m-edited").await;
+    request_deploy(&client, &ns, &unset, "m-unset").await;
+    for id in [&edited, &unset] {
+        eventually("deployed", Duration::from_secs(30), || async {
+            let h = host(&client, &ns, id).await;
+            (provisioning_state(&h).as_deref() == Some("Deployed")).then_some(())
+        })
+        .await;
+    }
+    let recorded = |id: &str| {
+        state
+            .machine(id)
+            .unwrap()
+            .owner_data
+            .get("capmaas.release-erase")
+            .cloned()
+    };
+    assert_eq!(recorded(&edited).as_deref(), Some("None"));
+
+    // The edit reaches the deployed machine's record (what the release and the sweeper read).
+    request_deploy_with_policy(&client, &ns, &edited, "m-edited", policy(EraseMode::Secure)).await;
+    eventually(
+        "edited policy recorded",
+        Duration::from_secs(30),
+        || async { (recorded(&edited).as_deref() == Some("Secure")).then_some(()) },
+    )
+    .await;
+    assert_eq!(
+        state.machine(&edited).unwrap().status,
+        NodeStatus::Deployed,
+        "recording the policy does not touch the deployment"
+    );
+
+    assert!(state.set_config("enable_disk_erasing_on_release", true));
+    for (id, consumer) in [(&edited, "m-edited"), (&unset, "m-unset")] {
+        clear_provisioning(&client, &ns, id, consumer).await;
+    }
+    let released = |id: String| {
+        let state = state.clone();
+        async move {
+            eventually("released", Duration::from_secs(60), || async {
+                let view = state.machine(&id).unwrap();
+                (view.status == NodeStatus::Ready).then_some(view)
+            })
+            .await
+        }
+    };
+    let edited_view = released(edited.clone()).await;
+    let last = edited_view.releases.last().unwrap();
+    assert!(
+        last.erase && last.secure_erase && !last.quick_erase,
+        "released with the edited policy: {:?}",
+        edited_view.releases
+    );
+    let unset_view = released(unset.clone()).await;
+    let last = unset_view.releases.last().unwrap();
+    assert!(
+        last.erase,
+        "MAAS's erase-on-release setting applies when no policy asks: {:?}",
+        unset_view.releases
+    );
+
+    gateway.stop().await;
+    sim.shutdown().await;
+}
+
 #[tokio::test]
 async fn a_machine_leaving_the_inventory_filter_stays_managed() {
     let (env, client, ns) = api_server("filter").await;

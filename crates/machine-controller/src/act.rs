@@ -118,6 +118,7 @@ pub async fn act(ctx: &Ctx, state: &mut State, step: Step) -> Result<Flow> {
         }
         Step::ReleaseData => data::release(ctx, state).await,
         Step::RequestDeployment => request_deployment(ctx, state).await,
+        Step::UpdateReleasePolicy => update_release_policy(ctx, state).await,
         Step::WaitForDeployment {
             reason,
             message,
@@ -182,6 +183,34 @@ async fn clear_provisioning(ctx: &Ctx, state: &mut State, step: &Step) -> Result
             &mm,
             "ReleaseRequested",
             &format!("release of host {name} requested"),
+        )
+        .await;
+    Ok(Flow::Continue)
+}
+
+/// Carries an edited `spec.releasePolicy` to the host's deployment request.
+async fn update_release_policy(ctx: &Ctx, state: &mut State) -> Result<Flow> {
+    let Some(host) = state.host.as_ref() else {
+        return Ok(Flow::Continue);
+    };
+    let (host_ns, name) = (host_namespace(host)?, host.name_any());
+    let mm = state.mm.clone();
+    state.host = host_ops::update_host(ctx, &host_ns, &name, "updating the release policy", |h| {
+        if !claimed_by(h, &mm) || !crate::decide::release_policy_edited(&mm, h) {
+            return Mutation::Keep;
+        }
+        if let Some(p) = h.spec.provisioning.as_mut() {
+            p.release_policy.clone_from(&mm.spec.release_policy);
+        }
+        Mutation::Write
+    })
+    .await?
+    .filter(|h| claimed_by(h, &mm));
+    ctx.events
+        .normal(
+            &mm,
+            "ReleasePolicyUpdated",
+            &format!("host {name} will be released with the edited spec.releasePolicy"),
         )
         .await;
     Ok(Flow::Continue)

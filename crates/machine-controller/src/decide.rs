@@ -64,6 +64,9 @@ pub enum Step {
     },
     /// Write `spec.provisioning` on the host.
     RequestDeployment,
+    /// `spec.releasePolicy` was edited after the deployment was requested: carry it to the
+    /// host's request, so the release uses it (the gateway records it on the MAAS machine).
+    UpdateReleasePolicy,
     /// The host is on its way; report progress.
     WaitForDeployment {
         /// Condition reason.
@@ -173,6 +176,9 @@ fn decide_apply(obs: &Observed<'_>) -> Step {
         }
         return Step::RequestDeployment;
     }
+    if release_policy_edited(mm, host) {
+        return Step::UpdateReleasePolicy;
+    }
     let status = host.status.clone().unwrap_or_default();
     let detail = status.status_message.clone().unwrap_or_default();
     let wait = |reason: &'static str, message: String, failed: bool| Step::WaitForDeployment {
@@ -273,6 +279,14 @@ fn decide_delete(obs: &Observed<'_>) -> Step {
             ),
         }
     }
+}
+
+/// Whether the host's deployment request carries another release policy than the machine's.
+pub fn release_policy_edited(mm: &MaasMachine, host: &MaasHost) -> bool {
+    host.spec
+        .provisioning
+        .as_ref()
+        .is_some_and(|p| p.release_policy != mm.spec.release_policy)
 }
 
 /// Whether the MaasDataClaim still carries our finalizer (we have not let it go yet).

@@ -244,6 +244,41 @@ fn deployed_with_provider_id_is_provisioned() {
 }
 
 #[test]
+fn an_edited_release_policy_is_carried_to_the_host_and_then_left_alone() {
+    use capmaas_api::common::{EraseMode, ReleasePolicy};
+    let mut mm = recorded(maas_machine("m"), "h1");
+    mm.spec.provider_id = Some("maas:///az1/sys-h1".into());
+    mm.spec.system_id = Some("sys-h1".into());
+    let mut h = claimed(host("h1", Some(ProvisioningState::Deployed)), &mm);
+    h.spec.provisioning = Some(provisioning());
+    let (m, c) = (machine("m", Some("boot")), cluster(true, false));
+    mm.spec.release_policy = Some(ReleasePolicy {
+        erase: EraseMode::Secure,
+        force: false,
+    });
+    assert_eq!(
+        decide_for(&mm, Some(&m), Some(&c), Some(&h)),
+        Step::UpdateReleasePolicy
+    );
+    if let Some(p) = h.spec.provisioning.as_mut() {
+        p.release_policy.clone_from(&mm.spec.release_policy);
+    }
+    assert_eq!(
+        decide_for(&mm, Some(&m), Some(&c), Some(&h)),
+        Step::Provisioned
+    );
+    let deleting = deleting(mm.clone());
+    if let Some(p) = h.spec.provisioning.as_mut() {
+        p.release_policy = None;
+    }
+    assert_eq!(
+        decide_for(&deleting, Some(&m), Some(&c), Some(&h)),
+        Step::ClearProvisioning,
+        "a deletion releases at once; an edit made while deleting is too late"
+    );
+}
+
+#[test]
 fn a_machine_moved_by_clusterctl_lets_go_without_releasing_its_host() {
     let mut mm = deleting(recorded(maas_machine("m"), "h1"));
     mm.metadata.annotations =

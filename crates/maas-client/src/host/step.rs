@@ -22,7 +22,9 @@ use capmaas_api::host::ProvisioningState;
 use capmaas_runtime::trace_context::Relation;
 use maas_api_client::{Machine, MachineStatus, PowerState};
 
-use super::annotations::{HOST, INSTALLATION, RebootState, StaticAddresses};
+use super::annotations::{
+    HOST, INSTALLATION, RELEASE_ERASE, RELEASE_FORCE, RebootState, StaticAddresses,
+};
 
 /// Poll delay for a machine MAAS is changing (deploying, releasing, powering).
 pub const POLL: Duration = Duration::from_secs(2);
@@ -217,7 +219,7 @@ fn deploy_path(host: &HostFacts, machine: &Machine, ours: bool) -> Step {
             }
         }
         MachineStatus::Deploying => wait(Wait::Deploying, Some(POLL)),
-        MachineStatus::Deployed => deployed(host),
+        MachineStatus::Deployed => deployed(host, machine),
         MachineStatus::FailedDeployment if ours => {
             if host.deploy_failures < host.max_deploy_retries {
                 Step::RetryDeployment
@@ -235,14 +237,26 @@ fn deploy_path(host: &HostFacts, machine: &Machine, ours: bool) -> Step {
     }
 }
 
-fn deployed(host: &HostFacts) -> Step {
+fn deployed(host: &HostFacts, machine: &Machine) -> Step {
     if host.reboot_requested {
         return Step::BeginReboot;
     }
     if host.deploy_failures > 0 {
         return Step::ResetFailures;
     }
+    // The release policy was edited after the deployment: record it, so the release (and the
+    // orphan sweep, which reads only the machine) uses the edited one.
+    if !release_policy_recorded(host, machine) {
+        return Step::SetAnnotations;
+    }
     wait(Wait::Deployed, None)
+}
+
+fn release_policy_recorded(host: &HostFacts, machine: &Machine) -> bool {
+    let current = machine.annotations();
+    [RELEASE_ERASE, RELEASE_FORCE]
+        .iter()
+        .all(|key| host.annotations.get(*key) == current.get(*key))
 }
 
 fn reboot_step(host: &HostFacts, machine: &Machine) -> Step {

@@ -631,3 +631,36 @@ fn a_provisioning_starts_later_only_behind_a_deep_maas_queue() {
         assert_eq!(starts_later(&step, deep), None, "{step:?}");
     }
 }
+
+#[test]
+fn a_release_policy_edited_after_deployment_is_recorded_on_the_machine() {
+    use capmaas_api::common::{EraseMode, ReleasePolicy};
+    let host = wanting();
+    let deployed = ours(machine(MachineStatus::Deployed, PowerState::On), &host);
+    let edited = HostFacts {
+        annotations: annotations::desired_machine_annotations(
+            "capmaas-t",
+            "ns",
+            "abc",
+            None,
+            Some(&ReleasePolicy {
+                erase: EraseMode::Secure,
+                force: false,
+            }),
+        ),
+        ..wanting()
+    };
+    assert_eq!(next_step(&edited, Some(&deployed)), Step::SetAnnotations);
+    let recorded = ours(deployed, &edited);
+    assert!(is_wait(
+        &next_step(&edited, Some(&recorded)),
+        Wait::Deployed
+    ));
+    // Other drift (a consumer annotation edited in MAAS) does not cost a call per resync.
+    let mut other = recorded;
+    other
+        .workload_annotations
+        .insert(annotations::HOST.to_owned(), "ns/elsewhere".into());
+    let step = next_step(&edited, Some(&other));
+    assert!(!matches!(step, Step::SetAnnotations), "{step:?}");
+}

@@ -28,12 +28,22 @@ pub(crate) fn maas_machine(req: &Request<'_, MaasMachine>) -> Verdict {
     v
 }
 
-/// MaasMachineTemplate: the machine spec it stamps out.
+/// What an explicit or implied `erase: None` means, said where a person writes the policy.
+const NO_ERASE_ASKED: &str = "no disk erase is asked for at release: MAAS erases only if its \
+    'Erase nodes' disks prior to releasing' setting is on, otherwise the next user of the server \
+    can read what this machine wrote";
+
+/// MaasMachineTemplate: the machine spec it stamps out. A template without a release policy is
+/// where a person decides for every machine, so the default is said there (not on each machine
+/// CAPI stamps out).
 pub(crate) fn maas_machine_template(req: &Request<'_, MaasMachineTemplate>) -> Verdict {
     let mut v = Verdict::ok();
     if let Some(template) = req.object {
         let spec = FieldPath::root("spec").child("template").child("spec");
         machine_spec(&template.spec.template.spec, &spec, &mut v);
+        if template.spec.template.spec.release_policy.is_none() {
+            v.warn(&spec.child("releasePolicy"), NO_ERASE_ASKED);
+        }
     }
     v
 }
@@ -63,11 +73,7 @@ fn machine_spec(spec: &MaasMachineSpec, path: &FieldPath, v: &mut Verdict) {
     }
     if let Some(policy) = &spec.release_policy {
         if policy.erase == EraseMode::None {
-            v.warn(
-                &path.child("releasePolicy").child("erase"),
-                "disks are not erased when the server is released; the next user of this server \
-                 can read what this machine wrote",
-            );
+            v.warn(&path.child("releasePolicy").child("erase"), NO_ERASE_ASKED);
         }
         if policy.force {
             v.warn(
@@ -189,5 +195,42 @@ mod tests {
         assert_eq!(v.errors[0].path.as_str(), "spec.tags[1]");
         assert_eq!(v.warnings.len(), 1);
         assert!(v.warnings[0].starts_with("spec.releasePolicy.erase: "));
+    }
+
+    #[test]
+    fn a_template_without_a_release_policy_says_what_maas_will_do() {
+        let spec = machine().spec;
+        let template: MaasMachineTemplate = serde_json::from_value(serde_json::json!({
+            "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
+            "kind": "MaasMachineTemplate",
+            "metadata": {"name": "t"},
+            "spec": {"template": {"spec": spec}}
+        }))
+        .unwrap();
+        let req = Request {
+            operation: Operation::Create,
+            namespace: "ns",
+            name: "t",
+            object: Some(&template),
+            old: None,
+        };
+        let v = maas_machine_template(&req);
+        assert!(v.allowed());
+        assert_eq!(v.warnings.len(), 1, "{:?}", v.warnings);
+        assert!(
+            v.warnings[0].starts_with("spec.template.spec.releasePolicy: no disk erase"),
+            "{}",
+            v.warnings[0]
+        );
+        let mut erased = template.clone();
+        erased.spec.template.spec.release_policy = Some(ReleasePolicy {
+            erase: EraseMode::Quick,
+            force: false,
+        });
+        let req = Request {
+            object: Some(&erased),
+            ..req
+        };
+        assert!(maas_machine_template(&req).warnings.is_empty());
     }
 }
