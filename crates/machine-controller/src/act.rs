@@ -169,6 +169,20 @@ async fn clear_provisioning(ctx: &Ctx, state: &mut State, step: &Step) -> Result
     let conditions = step_conditions(step, state.host.as_ref());
     write_status(ctx, state, conditions, false).await?;
     let mm = state.mm.clone();
+    // Only reached with the annotation when its Cluster runs unpaused (`moved_by_clusterctl`).
+    if keys::deleted_for_move(&mm.metadata) {
+        ctx.events
+            .warning(
+                &mm,
+                "MoveAnnotationIgnored",
+                &format!(
+                    "{} is set but the Cluster is not paused, as clusterctl move leaves it: \
+                     releasing host {name} as for any deletion",
+                    keys::ANNOTATION_DELETE_FOR_MOVE
+                ),
+            )
+            .await;
+    }
     state.host = host_ops::update_host(ctx, &host_ns, &name, "clearing provisioning", |h| {
         if !claimed_by(h, &mm) || h.spec.provisioning.is_none() {
             return Mutation::Keep;

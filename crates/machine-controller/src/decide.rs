@@ -251,7 +251,7 @@ fn decide_delete(obs: &Observed<'_>) -> Step {
     }
     // Moved to another management cluster by `clusterctl move`: the host, its MAAS machine and
     // the data stay as they are, for the copy in the target cluster.
-    if keys::deleted_for_move(&obs.maas_machine.metadata) {
+    if moved_by_clusterctl(obs) {
         return Step::RemoveFinalizer;
     }
     if is_paused(obs) {
@@ -279,6 +279,21 @@ fn decide_delete(obs: &Observed<'_>) -> Step {
             ),
         }
     }
+}
+
+/// Whether a deletion is `clusterctl move`'s: the annotation alone is not enough, since anyone
+/// who may annotate and delete a MaasMachine could set it and leave the server deployed with no
+/// owner. clusterctl pauses the Cluster before it deletes anything from the source and deletes
+/// the Cluster last, so a move's deletion always finds its Cluster paused. An annotated machine
+/// whose Cluster is not found is taken as moved too: releasing the servers of a cluster that
+/// now runs from another management cluster would be the worse mistake.
+pub fn moved_by_clusterctl(obs: &Observed<'_>) -> bool {
+    keys::deleted_for_move(&obs.maas_machine.metadata) && obs.cluster.is_none_or(Cluster::is_paused)
+}
+
+/// A deletion annotated for `clusterctl move` while its Cluster runs unpaused: not a move.
+pub fn move_annotation_ignored(obs: &Observed<'_>) -> bool {
+    keys::deleted_for_move(&obs.maas_machine.metadata) && !moved_by_clusterctl(obs)
 }
 
 /// Whether the host's deployment request carries another release policy than the machine's.

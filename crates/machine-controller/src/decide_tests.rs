@@ -297,6 +297,27 @@ fn a_machine_moved_by_clusterctl_lets_go_without_releasing_its_host() {
 }
 
 #[test]
+fn a_move_annotation_on_a_running_clusters_machine_does_not_skip_the_release() {
+    let mut mm = deleting(recorded(maas_machine("m"), "h1"));
+    mm.metadata.annotations =
+        Some([(keys::ANNOTATION_DELETE_FOR_MOVE.to_owned(), String::new())].into());
+    let mut h = claimed(host("h1", Some(ProvisioningState::Deployed)), &mm);
+    h.spec.provisioning = Some(provisioning());
+    let running = cluster(true, false);
+    let obs = Observed {
+        maas_machine: &mm,
+        machine: None,
+        cluster: Some(&running),
+        host: Some(&h),
+        data_claim: None,
+        data: None,
+        system_host: None,
+    };
+    assert!(move_annotation_ignored(&obs));
+    assert_eq!(decide(&obs), Step::ClearProvisioning);
+}
+
+#[test]
 fn delete_clears_request_waits_for_release_then_releases() {
     let mm = deleting(recorded(maas_machine("m"), "h1"));
     let mut h = claimed(host("h1", Some(ProvisioningState::Deployed)), &mm);
