@@ -88,6 +88,12 @@ use crate::common::{ConsumerReference, ReleasePolicy, SecretKeyReference};
         priority = 1
     ),
     printcolumn(
+        name = "Reason",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Provisioned\")].reason",
+        description = "Why the host is in its state (Unclaimed: allocated to this installation, claimed by no consumer)"
+    ),
+    printcolumn(
         name = "Age",
         type_ = "date",
         json_path = ".metadata.creationTimestamp"

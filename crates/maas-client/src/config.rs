@@ -98,6 +98,13 @@ pub struct GatewayArgs {
     #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = parse_duration)]
     pub orphan_grace_period: Duration,
 
+    /// Release an allocation of this installation that a MaasHost reports `Unclaimed` (allocated
+    /// by another MaasHost object, e.g. a management cluster this namespace was moved from, and
+    /// claimed by no consumer here) once it has been so this long. Unset: such allocations are
+    /// kept until claimed, and only reported (`capmaas_host_unclaimed_allocations`).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub release_unclaimed_after: Option<Duration>,
+
     /// Deployments retried after a Failed deployment before the host is left failed for its
     /// consumer to decide.
     #[arg(long, value_name = "N", default_value_t = 2)]
@@ -183,6 +190,8 @@ pub struct GatewayConfig {
     pub orphan_sweep_interval: Duration,
     /// Grace period before an unclaimed allocation is released.
     pub orphan_grace_period: Duration,
+    /// `--release-unclaimed-after`.
+    pub release_unclaimed_after: Option<Duration>,
     /// Interval of the batched observation of machines in flight.
     pub observe_interval: Duration,
     /// Deployment retries after a failure.
@@ -308,6 +317,7 @@ impl GatewayConfig {
             rate_limit: NonZeroU32::new(args.maas_rate_limit).unwrap_or(NonZeroU32::MIN),
             orphan_sweep_interval: args.orphan_sweep_interval,
             orphan_grace_period: args.orphan_grace_period,
+            release_unclaimed_after: args.release_unclaimed_after.filter(|d| !d.is_zero()),
             observe_interval: args.maas_observe_interval,
             deploy_retries: args.deploy_retries,
             insecure_http,

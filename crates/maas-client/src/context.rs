@@ -31,6 +31,8 @@ pub struct Settings {
     pub orphan_sweep_interval: Duration,
     /// Grace period before an unclaimed allocation is released.
     pub orphan_grace_period: Duration,
+    /// `--release-unclaimed-after`: hosts reporting `Unclaimed` this long are released.
+    pub release_unclaimed_after: Option<Duration>,
     /// Interval of the batched observation of machines in flight ([`crate::host::observe`]).
     pub observe_interval: Duration,
     /// Requeue of quiet hosts and DNS records (`--sync-period`).
@@ -94,6 +96,7 @@ impl Settings {
             deploy_retries: config.deploy_retries,
             orphan_sweep_interval: config.orphan_sweep_interval,
             orphan_grace_period: config.orphan_grace_period,
+            release_unclaimed_after: config.release_unclaimed_after,
             observe_interval: config.observe_interval,
             resync: runtime.sync_period,
             namespace: runtime.namespace.clone(),

@@ -21,6 +21,8 @@ use capmaas_api::MaasHost;
 use capmaas_api::conditions as cond;
 use capmaas_api::host::ProvisioningState;
 use capmaas_runtime::MetricsRegistry;
+
+use crate::host::status::REASON_UNCLAIMED;
 use capmaas_runtime::metrics::{Attached, TermSlot};
 use kube::ResourceExt;
 use kube::runtime::reflector::Store;
@@ -55,6 +57,9 @@ pub struct HostSummary {
     /// Per transitional state with at least one host that has a `Provisioned` condition: the
     /// largest age of that condition, in seconds.
     pub oldest_seconds: BTreeMap<&'static str, f64>,
+    /// Per namespace, hosts reporting `Unclaimed`: a server allocated to this installation and
+    /// deployed or held, that no consumer here claims (kept unless `--release-unclaimed-after`).
+    pub unclaimed: BTreeMap<String, i64>,
 }
 
 /// Counts `hosts` by namespace and state, and the oldest of each transitional state at `now`.
@@ -71,13 +76,19 @@ pub fn summarize<'a>(
             .counts
             .entry((host.namespace().unwrap_or_default(), label))
             .or_insert(0) += 1;
+        let provisioned = status
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|c| c.iter().find(|c| c.type_ == cond::PROVISIONED));
+        if provisioned.is_some_and(|c| c.reason == REASON_UNCLAIMED) {
+            *summary
+                .unclaimed
+                .entry(host.namespace().unwrap_or_default())
+                .or_insert(0) += 1;
+        }
         if !state.is_some_and(|s| TRANSITIONAL_STATES.contains(&s)) {
             continue;
         }
-        let since = status
-            .and_then(|s| s.conditions.as_ref())
-            .and_then(|c| c.iter().find(|c| c.type_ == cond::PROVISIONED))
-            .map(|c| c.last_transition_time.0);
+        let since = provisioned.map(|c| c.last_transition_time.0);
         if let Some(since) = since {
             // A clock behind the API server's gives a negative age: report 0, not a negative wait.
             let age = now.duration_since(since).as_secs_f64().max(0.0);
@@ -92,6 +103,11 @@ pub fn summarize<'a>(
 struct CountLabels {
     namespace: String,
     state: &'static str,
+}
+
+#[derive(Debug, EncodeLabelSet, Clone, Hash, PartialEq, Eq)]
+struct NamespaceLabels {
+    namespace: String,
 }
 
 #[derive(Debug, EncodeLabelSet, Clone, Hash, PartialEq, Eq)]
@@ -144,6 +160,19 @@ impl Collector for HostCollector {
             )?;
             for ((namespace, state), count) in summary.counts {
                 let labels = CountLabels { namespace, state };
+                ConstGauge::new(count).encode(family.encode_family(&labels)?)?;
+            }
+        }
+        {
+            let mut family = encoder.encode_descriptor(
+                "host_unclaimed_allocations",
+                "MaasHosts per namespace whose MAAS machine is allocated to this installation but \
+                 claimed by no consumer here (Provisioned reason Unclaimed)",
+                None,
+                MetricType::Gauge,
+            )?;
+            for (namespace, count) in summary.unclaimed {
+                let labels = NamespaceLabels { namespace };
                 ConstGauge::new(count).encode(family.encode_family(&labels)?)?;
             }
         }
@@ -220,6 +249,27 @@ mod tests {
             None,
             "a settled state has no oldest"
         );
+        assert!(summary.unclaimed.is_empty());
+    }
+
+    #[test]
+    fn counts_unclaimed_allocations_per_namespace() {
+        let mut unclaimed = host("a", "u1", Some("Deployed"), Some("2026-01-01T11:00:00Z"));
+        if let Some(c) = unclaimed
+            .status
+            .as_mut()
+            .and_then(|s| s.conditions.as_mut())
+            .and_then(|c| c.first_mut())
+        {
+            c.reason = REASON_UNCLAIMED.to_owned();
+        }
+        let hosts = [
+            unclaimed,
+            host("a", "h1", Some("Deployed"), Some("2026-01-01T11:00:00Z")),
+        ];
+        let summary = summarize(&hosts, now());
+        assert_eq!(summary.unclaimed.get("a"), Some(&1));
+        assert_eq!(summary.unclaimed.len(), 1);
     }
 
     #[test]

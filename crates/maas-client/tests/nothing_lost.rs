@@ -437,3 +437,87 @@ async fn a_machine_leaving_the_inventory_filter_stays_managed() {
     gateway.stop().await;
     sim.shutdown().await;
 }
+
+/// An allocation of ours that no consumer claims (its host deleted and imported again) is
+/// reported `Unclaimed`, and with `--release-unclaimed-after` released once it has been so that
+/// long, with the erase recorded on the machine. Claimed hosts are never released that way.
+#[tokio::test]
+async fn an_unclaimed_allocation_is_released_after_the_opted_in_period() {
+    let (env, client, ns) = api_server("unclaimed").await;
+    let sim = instant_sim(4).await;
+    let state = sim.state();
+    let id = state.machines()[0].system_id.clone();
+    state.add_tag(&id, TAG).unwrap();
+    // The orphan sweep must not be what releases it: its grace outlasts the test.
+    let gateway = start_in_process(
+        &env,
+        &sim,
+        &ns,
+        &["--release-unclaimed-after=4s", "--orphan-grace-period=600s"],
+    )
+    .await;
+    create_tagged_inventory(&client, &ns, "inv").await;
+    create_user_data(&client, &ns, "user-data", "#cloud-config\n").await;
+    eventually("host imported", Duration::from_secs(30), || async {
+        (hosts(&client, &ns).await.len() == 1).then_some(())
+    })
+    .await;
+    request_deploy_with_policy(&client, &ns, &id, "m-gone", policy(EraseMode::Quick)).await;
+    eventually("deployed", Duration::from_secs(30), || async {
+        let h = host(&client, &ns, &id).await;
+        (provisioning_state(&h).as_deref() == Some("Deployed")).then_some(())
+    })
+    .await;
+
+    let hosts_api = Api::<MaasHost>::namespaced(client.clone(), &ns);
+    let first_uid = host(&client, &ns, &id).await.metadata.uid;
+    hosts_api
+        .delete(&id, &DeleteParams::default())
+        .await
+        .unwrap();
+    let since = eventually(
+        "imported again, Unclaimed",
+        Duration::from_secs(30),
+        || async {
+            let h = hosts_api.get_opt(&id).await.unwrap()?;
+            if h.metadata.uid == first_uid {
+                return None;
+            }
+            let condition = h
+                .status?
+                .conditions?
+                .into_iter()
+                .find(|c| c.type_ == "Provisioned" && c.reason == "Unclaimed")?;
+            Some(condition.last_transition_time.0)
+        },
+    )
+    .await;
+    assert_eq!(
+        state.machine(&id).unwrap().status,
+        NodeStatus::Deployed,
+        "reported, not released at once"
+    );
+    let view = eventually(
+        "released after the period",
+        Duration::from_secs(30),
+        || async {
+            let view = state.machine(&id).unwrap();
+            (view.status == NodeStatus::Ready).then_some(view)
+        },
+    )
+    .await;
+    let waited = jiff::Timestamp::now().duration_since(since);
+    assert!(
+        waited.as_secs() >= 4,
+        "released {waited:?} after it was first reported Unclaimed"
+    );
+    let last = view.releases.last().unwrap();
+    assert!(
+        last.erase && last.quick_erase,
+        "released with the erase recorded on the machine: {:?}",
+        view.releases
+    );
+
+    gateway.stop().await;
+    sim.shutdown().await;
+}

@@ -50,6 +50,22 @@ pub fn recorded_allocation<'a>(
         .filter(|a| a.agent_name.as_deref() == Some(installation))
 }
 
+/// How long `host` has reported `Unclaimed`: since its `Provisioned` condition last moved,
+/// while that condition gives that reason.
+pub fn unclaimed_for(host: &MaasHost, now_unix: i64) -> Option<Duration> {
+    let condition = host
+        .status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == capmaas_api::conditions::PROVISIONED)?;
+    (condition.reason == super::status::REASON_UNCLAIMED).then(|| {
+        let since = condition.last_transition_time.0.as_second();
+        Duration::from_secs(u64::try_from(now_unix.saturating_sub(since)).unwrap_or(0))
+    })
+}
+
 /// The facts [`next_step`] needs, read from the host.
 pub fn host_facts(
     host: &MaasHost,
@@ -81,6 +97,8 @@ pub fn host_facts(
         max_deploy_retries: max_retries,
         hostname: provisioning.and_then(|p| p.hostname.clone()),
         original_hostname: annotations.get(ann::ORIGINAL_HOSTNAME).cloned(),
+        unclaimed_for: unclaimed_for(host, now_unix),
+        release_unclaimed_after: None,
         annotations: ann::desired_machine_annotations(
             installation,
             &host.namespace().unwrap_or_default(),
@@ -119,12 +137,15 @@ pub async fn reconcile(host: Arc<MaasHost>, gw: Arc<Gateway>) -> Result<Action> 
         return Ok(Action::requeue(CACHE_WAIT));
     };
     let settings = &gw.settings;
-    let facts = host_facts(
-        host,
-        &settings.installation_id,
-        settings.deploy_retries,
-        unix_now(),
-    );
+    let facts = HostFacts {
+        release_unclaimed_after: settings.release_unclaimed_after,
+        ..host_facts(
+            host,
+            &settings.installation_id,
+            settings.deploy_retries,
+            unix_now(),
+        )
+    };
     let allocation = host.status.as_ref().and_then(|s| s.allocation.clone());
     let mut run = Run {
         gw,

@@ -48,6 +48,10 @@ pub struct StatusInput<'a> {
     pub release_cleanup_pending: bool,
 }
 
+/// `Provisioned` reason of a host whose machine is allocated to this installation but claimed
+/// by no consumer here.
+pub const REASON_UNCLAIMED: &str = "Unclaimed";
+
 fn provisioned_condition(input: &StatusInput<'_>, state: ProvisioningState) -> NewCondition {
     use ConditionStatus::{False, True, Unknown};
     let (status, reason, message): (ConditionStatus, &str, String) = match (input.wait, state) {
@@ -86,7 +90,7 @@ fn provisioned_condition(input: &StatusInput<'_>, state: ProvisioningState) -> N
         ),
         (Wait::Unclaimed, _) => (
             Unknown,
-            "Unclaimed",
+            REASON_UNCLAIMED,
             "allocated to this installation by another MaasHost object (a management cluster \
              this namespace was moved from, or before this host was imported again); kept as \
              it is until its MaasMachine claims it again by system id and asks for its \

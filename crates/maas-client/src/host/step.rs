@@ -58,6 +58,11 @@ pub struct HostFacts {
     pub hostname: Option<String>,
     /// The MAAS hostname before the gateway renamed the machine (`maas.cluster.x-k8s.io/original-hostname`).
     pub original_hostname: Option<String>,
+    /// How long the host has reported its machine `Unclaimed` (an allocation of this
+    /// installation that no consumer here claims), when it does.
+    pub unclaimed_for: Option<Duration>,
+    /// `--release-unclaimed-after`: an unclaimed allocation is released after this long, if set.
+    pub release_unclaimed_after: Option<Duration>,
     /// Workload annotations the machine must carry while allocated to us.
     pub annotations: BTreeMap<String, String>,
     /// The static addresses recorded as linked on the machine (`None`: no record).
@@ -316,12 +321,27 @@ fn release_path(host: &HostFacts, machine: &Machine, ours: bool) -> Step {
             if host.allocation_known {
                 Step::Release
             } else {
-                wait(Wait::Unclaimed, None)
+                unclaimed(host)
             }
         }
         MachineStatus::Broken => wait(Wait::Broken, None),
         _ if machine.owner.is_some() => wait(Wait::HeldByOther, None),
         _ => wait(Wait::Unavailable, None),
+    }
+}
+
+/// An allocation of ours that no consumer here claims: kept, unless the operator opted in to
+/// releasing those left unclaimed longer than `release_unclaimed_after`. A host that is claimed
+/// (its consumer has not asked for the deployment yet) is never released by that rule.
+fn unclaimed(host: &HostFacts) -> Step {
+    let Some(after) = host.release_unclaimed_after.filter(|_| !host.consumed) else {
+        return wait(Wait::Unclaimed, None);
+    };
+    // The first report starts the clock; until it is written the host waits a full period.
+    let waited = host.unclaimed_for.unwrap_or_default();
+    match after.checked_sub(waited) {
+        Some(left) if !left.is_zero() => wait(Wait::Unclaimed, Some(left)),
+        _ => Step::Release,
     }
 }
 

@@ -33,6 +33,8 @@ fn wanting() -> HostFacts {
         max_deploy_retries: 2,
         hostname: Some("node-1".into()),
         original_hostname: None,
+        unclaimed_for: None,
+        release_unclaimed_after: None,
         annotations: annotations::desired_machine_annotations("capmaas-t", "ns", "abc", None, None),
         static_addresses: None,
     }
@@ -663,4 +665,60 @@ fn a_release_policy_edited_after_deployment_is_recorded_on_the_machine() {
         .insert(annotations::HOST.to_owned(), "ns/elsewhere".into());
     let step = next_step(&edited, Some(&other));
     assert!(!matches!(step, Step::SetAnnotations), "{step:?}");
+}
+
+#[test]
+fn an_unclaimed_allocation_is_released_only_after_the_opted_in_period_and_never_when_claimed() {
+    let deployed = |host: &HostFacts| ours(machine(MachineStatus::Deployed, PowerState::On), host);
+    let hour = Duration::from_secs(3600);
+    // Not opted in: kept for good, whatever its age.
+    let kept = HostFacts {
+        unclaimed_for: Some(100 * hour),
+        ..idle()
+    };
+    assert_eq!(
+        next_step(&kept, Some(&deployed(&kept))),
+        Step::Wait {
+            why: Wait::Unclaimed,
+            poll: None
+        }
+    );
+    // Opted in: waits out the rest of the period (the first report starts it), then releases.
+    let opted = HostFacts {
+        release_unclaimed_after: Some(24 * hour),
+        ..idle()
+    };
+    assert_eq!(
+        next_step(&opted, Some(&deployed(&opted))),
+        Step::Wait {
+            why: Wait::Unclaimed,
+            poll: Some(24 * hour)
+        },
+        "not reported yet: a full period"
+    );
+    let young = HostFacts {
+        unclaimed_for: Some(23 * hour),
+        ..opted.clone()
+    };
+    assert_eq!(
+        next_step(&young, Some(&deployed(&young))),
+        Step::Wait {
+            why: Wait::Unclaimed,
+            poll: Some(hour)
+        }
+    );
+    let old = HostFacts {
+        unclaimed_for: Some(24 * hour),
+        ..opted
+    };
+    assert_eq!(next_step(&old, Some(&deployed(&old))), Step::Release);
+    // Claimed again (its consumer has not asked for the deployment yet): never released.
+    let claimed = HostFacts {
+        consumed: true,
+        ..old
+    };
+    assert!(is_wait(
+        &next_step(&claimed, Some(&deployed(&claimed))),
+        Wait::Unclaimed
+    ));
 }
