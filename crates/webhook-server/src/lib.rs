@@ -9,10 +9,13 @@
 //! out); [`admit`] turns an AdmissionReview into a call to them and back; [`server`], [`tls`]
 //! and [`cache`] are the I/O. [`kinds`] is the table of kinds, paths and registration
 //! policies, from which [`manifests`] renders the webhook configurations in `deploy/`.
+//! [`cost`] estimates what decoding a review takes, so that [`server`] can refuse one that
+//! would not fit its memory budget before decoding it.
 
 pub mod admit;
 pub mod args;
 pub mod cache;
+pub mod cost;
 pub mod defaults;
 pub mod error;
 pub mod field;
@@ -121,20 +124,26 @@ pub async fn run(term: Context, serving: Option<Serving>) -> Result<(), BoxError
         serving.args.cert_reload_interval,
         term.cancel.clone(),
     ));
-    let admission = Arc::new(Admission::new(Arc::new(caches), serving.metrics));
+    let (limits, admission_limits) = serving.args.limits();
+    let admission = Arc::new(Admission::new(
+        Arc::new(caches),
+        serving.metrics,
+        admission_limits,
+    ));
     let acceptor = TlsAcceptor::from(serving.cert.server_config());
     let addr = serving.listener.local_addr().ok();
-    info!(?addr, "webhook server listening");
-    let handler = move |req| {
-        let admission = admission.clone();
-        async move { admission.handle(req).await }
-    };
-    let serve = capmaas_runtime::http::serve(
+    info!(
+        ?addr,
+        max_connections = limits.max_connections,
+        request_timeout = ?limits.request_timeout,
+        "webhook server listening"
+    );
+    let serve = server::serve(
         serving.listener,
-        Some(acceptor),
-        handler,
+        acceptor,
+        admission,
+        &limits,
         term.cancel.clone(),
-        "webhook",
     );
     tokio::join!(ready, serve);
     Ok(())
