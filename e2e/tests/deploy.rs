@@ -1,9 +1,10 @@
 //! `deploy/` against a real API server: every overlay renders with kubectl's kustomize and is
 //! accepted by a server-side dry run (with cert-manager's CRDs installed from its Go module);
-//! the overlays differ as `docs/install.md` says; the base hardens every Deployment.
+//! the overlays differ as `docs/install.md` says; the base hardens every Deployment; its
+//! NetworkPolicies isolate every pod and open only the ports `docs/install.md` lists.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::process::Command;
 
 use capmaas_testenv::{TestEnv, cache_dir, kubectl, repo_root};
@@ -137,7 +138,19 @@ async fn every_overlay_is_accepted_by_a_server_side_dry_run() {
                 )),
                 "{overlay}: {stdout}"
             );
+            assert!(
+                stdout.contains(&format!(
+                    "networkpolicy.networking.k8s.io/capmaas-{component} created (server dry run)"
+                )),
+                "{overlay}: {stdout}"
+            );
         }
+        assert!(
+            stdout.contains(
+                "networkpolicy.networking.k8s.io/capmaas-default-deny-ingress created (server dry run)"
+            ),
+            "{overlay}: {stdout}"
+        );
     }
 }
 
@@ -497,4 +510,235 @@ async fn the_rbac_of_deploy_base_is_minimal() {
         &["maas-client", "data-controller", "webhook-server"],
     );
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// A pod as a NetworkPolicy sees it: its namespace, its namespace's labels, its own labels.
+struct Peer {
+    namespace: &'static str,
+    namespace_labels: BTreeMap<String, String>,
+    labels: BTreeMap<String, String>,
+}
+
+impl Peer {
+    fn new(namespace: &'static str, labels: &[(&str, &str)]) -> Self {
+        Self {
+            namespace,
+            // The API server labels every namespace with its name.
+            namespace_labels: [(
+                "kubernetes.io/metadata.name".to_owned(),
+                namespace.to_owned(),
+            )]
+            .into(),
+            labels: labels
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+        }
+    }
+
+    fn component(component: &str) -> Self {
+        Self::new(
+            "capmaas-system",
+            &[
+                ("app.kubernetes.io/name", component),
+                ("app.kubernetes.io/part-of", "capmaas"),
+            ],
+        )
+    }
+}
+
+/// Whether a label selector selects `labels` (`{}` selects everything).
+fn selects(selector: &Value, labels: &BTreeMap<String, String>) -> bool {
+    let equal = selector["matchLabels"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .all(|(k, v)| labels.get(k).map(String::as_str) == v.as_str());
+    let expressions = selector["matchExpressions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .all(|e| {
+            let value = labels.get(e["key"].as_str().unwrap());
+            let values: Vec<&str> = e["values"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|v| v.as_str().unwrap())
+                .collect();
+            match e["operator"].as_str().unwrap() {
+                "In" => value.is_some_and(|v| values.contains(&v.as_str())),
+                "NotIn" => !value.is_some_and(|v| values.contains(&v.as_str())),
+                "Exists" => value.is_some(),
+                "DoesNotExist" => value.is_none(),
+                other => panic!("operator {other}"),
+            }
+        });
+    equal && expressions
+}
+
+/// The container ports `from` may connect to on a pod of `target` (its Deployment), by number,
+/// as NetworkPolicy's ingress rules decide; `None` when no policy isolates the pod (everything
+/// is allowed). A named port is looked up in the pod's containers.
+fn reachable(docs: &[Value], target: &Value, from: &Peer) -> Option<BTreeSet<i64>> {
+    let namespace = target["metadata"]["namespace"].as_str().unwrap();
+    let pod = &target["spec"]["template"];
+    let labels: BTreeMap<String, String> =
+        serde_json::from_value(pod["metadata"]["labels"].clone()).unwrap();
+    let named: BTreeMap<&str, i64> = pod["spec"]["containers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|c| c["ports"].as_array().into_iter().flatten())
+        .map(|p| {
+            (
+                p["name"].as_str().unwrap(),
+                p["containerPort"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    let isolating: Vec<&Value> = docs
+        .iter()
+        .filter(|d| {
+            d["kind"] == "NetworkPolicy"
+                && d["metadata"]["namespace"] == namespace
+                && selects(&d["spec"]["podSelector"], &labels)
+                && d["spec"]["policyTypes"]
+                    .as_array()
+                    .is_none_or(|t| t.iter().any(|t| t == "Ingress"))
+        })
+        .collect();
+    if isolating.is_empty() {
+        return None;
+    }
+    let mut ports = BTreeSet::new();
+    for rule in isolating
+        .iter()
+        .flat_map(|p| p["spec"]["ingress"].as_array().into_iter().flatten())
+    {
+        let admitted = match rule["from"].as_array() {
+            None => true,
+            Some(peers) if peers.is_empty() => true,
+            Some(peers) => peers.iter().any(|peer| {
+                assert!(peer["ipBlock"].is_null(), "an ipBlock peer: {peer}");
+                let namespace_ok = match peer.get("namespaceSelector") {
+                    Some(selector) => selects(selector, &from.namespace_labels),
+                    None => from.namespace == namespace,
+                };
+                let pod_ok = peer
+                    .get("podSelector")
+                    .is_none_or(|selector| selects(selector, &from.labels));
+                namespace_ok && pod_ok
+            }),
+        };
+        if !admitted {
+            continue;
+        }
+        let listed = rule["ports"].as_array().filter(|p| !p.is_empty());
+        let Some(listed) = listed else {
+            // Every port.
+            ports.extend(named.values().copied());
+            continue;
+        };
+        for port in listed {
+            assert_eq!(port["protocol"], "TCP", "{port}");
+            let number = match &port["port"] {
+                Value::String(name) => *named
+                    .get(name.as_str())
+                    .unwrap_or_else(|| panic!("no container port named {name}")),
+                other => other.as_i64().unwrap(),
+            };
+            ports.insert(number);
+        }
+    }
+    Some(ports)
+}
+
+#[test]
+fn every_pod_is_isolated_and_only_metrics_and_the_webhook_are_reachable() {
+    const METRICS: i64 = 8080;
+    const WEBHOOK: i64 = 9443;
+    let prometheus = Peer::new("monitoring", &[("app.kubernetes.io/name", "prometheus")]);
+    let tenant = Peer::new("team-a", &[("app", "anything")]);
+    let stranger = Peer::new("capmaas-system", &[("app", "debug")]);
+    for overlay in OVERLAYS {
+        let docs = render(overlay);
+        for deployment in docs.iter().filter(|d| d["kind"] == "Deployment") {
+            let name = deployment["metadata"]["name"]
+                .as_str()
+                .unwrap()
+                .trim_start_matches("capmaas-");
+            let at = format!("{overlay}/{name}");
+            let own = docs
+                .iter()
+                .find(|d| {
+                    d["kind"] == "NetworkPolicy"
+                        && d["metadata"]["name"] == format!("capmaas-{name}")
+                })
+                .unwrap_or_else(|| panic!("{at}: no NetworkPolicy of its own"));
+            let labels: BTreeMap<String, String> = serde_json::from_value(
+                deployment["spec"]["template"]["metadata"]["labels"].clone(),
+            )
+            .unwrap();
+            assert!(
+                selects(&own["spec"]["podSelector"], &labels),
+                "{at}: its policy selects other pods"
+            );
+
+            let open_to_all: BTreeSet<i64> = if name == "webhook-server" {
+                [WEBHOOK].into()
+            } else {
+                BTreeSet::new()
+            };
+            let from_monitoring: BTreeSet<i64> =
+                open_to_all.iter().copied().chain([METRICS]).collect();
+            assert_eq!(
+                reachable(&docs, deployment, &prometheus),
+                Some(from_monitoring),
+                "{at}: from the monitoring namespace"
+            );
+            for other in [&tenant, &stranger] {
+                assert_eq!(
+                    reachable(&docs, deployment, other).as_ref(),
+                    Some(&open_to_all),
+                    "{at}: from {:?} in {}",
+                    other.labels,
+                    other.namespace
+                );
+            }
+            for component in COMPONENTS {
+                assert_eq!(
+                    reachable(&docs, deployment, &Peer::component(component)).as_ref(),
+                    Some(&open_to_all),
+                    "{at}: from {component}"
+                );
+            }
+        }
+        // The gateway holding the MAAS key serves the controllers nothing (they reach it only
+        // through Kubernetes objects): no pod of the provider may connect to it on any port.
+        let gateway = docs
+            .iter()
+            .find(|d| d["kind"] == "Deployment" && d["metadata"]["name"] == "capmaas-maas-client")
+            .unwrap();
+        for component in COMPONENTS {
+            assert_eq!(
+                reachable(&docs, gateway, &Peer::component(component)),
+                Some(BTreeSet::new()),
+                "{overlay}: {component} -> maas-client"
+            );
+        }
+        // The same selection by a pod that appears later: the default deny isolates it.
+        let later = json!({
+            "metadata": {"namespace": "capmaas-system", "name": "capmaas-later"},
+            "spec": {"template": {
+                "metadata": {"labels": {"app.kubernetes.io/name": "later", "app.kubernetes.io/part-of": "capmaas"}},
+                "spec": {"containers": [{"name": "manager", "ports": [{"name": "metrics", "containerPort": 8080}]}]}
+            }}
+        });
+        assert_eq!(
+            reachable(&docs, &later, &prometheus),
+            Some(BTreeSet::new()),
+            "{overlay}: a Deployment without a policy of its own"
+        );
+    }
 }
