@@ -12,6 +12,7 @@ use std::time::Duration;
 use capmaas_api::MaasInventory;
 use capmaas_api::common::{EraseMode, ReleasePolicy};
 use capmaas_api::host::MaasHost;
+use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, PostParams};
 use maas_sim::{FaultConfig, MachineView, NodeStatus, OpFault, ReleaseResult, SimHandle};
 use support::*;
@@ -200,10 +201,8 @@ async fn releases_carry_the_erase_policy_through_failures_on_both_paths() {
     .await;
     refuse_releases_then_fail_one_erase(&state);
     let before = release_calls(&state);
-    Api::<MaasHost>::namespaced(client.clone(), &ns)
-        .delete(&orphan, &DeleteParams::default())
-        .await
-        .unwrap();
+    // Deleted for a move: its finalizer does not hold it for a release.
+    delete_host_for_move(&client, &ns, &orphan).await;
     after_refused_releases(&state, before).await;
     let view = eventually(
         "sweeper: erased and released",
@@ -438,7 +437,79 @@ async fn a_machine_leaving_the_inventory_filter_stays_managed() {
     sim.shutdown().await;
 }
 
-/// An allocation of ours that no consumer claims (its host deleted and imported again) is
+/// A deployed host that is deleted stays, terminating, until its server is released with the
+/// recorded erase; it goes only then (the MaasHost finalizer), with no orphan sweep needed.
+#[tokio::test]
+async fn a_deleted_host_goes_only_after_its_server_is_released() {
+    let (env, client, ns) = api_server("finalizer").await;
+    let sim = instant_sim(4).await;
+    let state = sim.state();
+    let id = state.machines()[0].system_id.clone();
+    state.add_tag(&id, TAG).unwrap();
+    let gateway = start_in_process(&env, &sim, &ns, &["--orphan-grace-period=600s"]).await;
+    create_tagged_inventory(&client, &ns, "inv").await;
+    create_user_data(&client, &ns, "user-data", "#cloud-config\n").await;
+    eventually("host imported", Duration::from_secs(30), || async {
+        (hosts(&client, &ns).await.len() == 1).then_some(())
+    })
+    .await;
+    let free = host(&client, &ns, &id).await;
+    assert!(
+        free.finalizers().is_empty(),
+        "a free host carries no finalizer"
+    );
+    request_deploy_with_policy(&client, &ns, &id, "m-1", policy(EraseMode::Quick)).await;
+    eventually("deployed", Duration::from_secs(30), || async {
+        let h = host(&client, &ns, &id).await;
+        (provisioning_state(&h).as_deref() == Some("Deployed")).then_some(())
+    })
+    .await;
+    let deployed = host(&client, &ns, &id).await;
+    assert!(
+        deployed
+            .finalizers()
+            .contains(&capmaas_api::keys::FINALIZER_MAAS_HOST.to_owned()),
+        "{:?}",
+        deployed.finalizers()
+    );
+
+    let hosts_api = Api::<MaasHost>::namespaced(client.clone(), &ns);
+    let first_uid = deployed.metadata.uid.clone();
+    hosts_api
+        .delete(&id, &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("released, then gone", Duration::from_secs(30), || async {
+        let gone = hosts_api
+            .get_opt(&id)
+            .await
+            .unwrap()
+            .is_none_or(|h| h.metadata.uid != first_uid);
+        if gone {
+            assert_eq!(
+                state.machine(&id).unwrap().status,
+                NodeStatus::Ready,
+                "the host went before its server was back"
+            );
+        }
+        gone.then_some(())
+    })
+    .await;
+    let view = state.machine(&id).unwrap();
+    let last = view.releases.last().unwrap();
+    assert!(last.erase && last.quick_erase, "{:?}", view.releases);
+    assert!(
+        !last.comment.contains("orphan sweep"),
+        "released by the host's deletion, not the sweep: {:?}",
+        view.releases
+    );
+
+    gateway.stop().await;
+    sim.shutdown().await;
+}
+
+/// An allocation of ours that no consumer claims (its host deleted for a move and imported
+/// again) is
 /// reported `Unclaimed`, and with `--release-unclaimed-after` released once it has been so that
 /// long, with the erase recorded on the machine. Claimed hosts are never released that way.
 #[tokio::test]
@@ -471,10 +542,8 @@ async fn an_unclaimed_allocation_is_released_after_the_opted_in_period() {
 
     let hosts_api = Api::<MaasHost>::namespaced(client.clone(), &ns);
     let first_uid = host(&client, &ns, &id).await.metadata.uid;
-    hosts_api
-        .delete(&id, &DeleteParams::default())
-        .await
-        .unwrap();
+    // Deleted for a move (so its finalizer does not release it) and imported again.
+    delete_host_for_move(&client, &ns, &id).await;
     let since = eventually(
         "imported again, Unclaimed",
         Duration::from_secs(30),

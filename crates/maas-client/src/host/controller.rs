@@ -20,6 +20,7 @@ use maas_api_client::{MaasError, Machine, MachineStatus};
 use tracing::{debug, info, warn};
 
 use super::annotations::{self as ann, RebootState};
+use super::finalizer::{self, Change, Deletion};
 use super::run::{Run, unix_now};
 use super::status::{Unmanaged, unmanaged_status};
 use super::step::{HostFacts, Step, Wait, next_step, starts_later};
@@ -75,10 +76,12 @@ pub fn host_facts(
 ) -> HostFacts {
     let spec = &host.spec;
     let annotations = host.annotations();
-    let consumer = spec.consumer_ref.as_ref();
+    // A host being deleted is claimed by nobody and asks for nothing: its server goes back.
+    let deleting = host.metadata.deletion_timestamp.is_some();
+    let consumer = spec.consumer_ref.as_ref().filter(|_| !deleting);
     let recorded = recorded_allocation(host, installation);
     let consumer_uid = consumer.map(|c| c.uid.as_str());
-    let provisioning = spec.provisioning.as_ref();
+    let provisioning = spec.provisioning.as_ref().filter(|_| !deleting);
     HostFacts {
         consumed: consumer.is_some(),
         provisioning: provisioning.is_some(),
@@ -174,6 +177,16 @@ async fn run_steps(run: &mut Run<'_>) -> Result<Action> {
     // The batched observation did not see the machine: only a direct read can tell whether it
     // is gone (404) or merely hidden from the list.
     // Likewise after a call whose answer was lost: MAAS may have carried it out.
+    let deletion = Deletion::of(host);
+    if deletion.deleting && !finalizer::present(host) {
+        // Deleted before it held anything (or by a version without the finalizer): nothing
+        // here can hold it for a release; the orphan sweep gives the server back.
+        return Ok(Action::await_change());
+    }
+    let change = finalizer::before_steps(finalizer::present(host), deletion, &run.facts);
+    if run.change_finalizer(change).await? || change == Change::Remove {
+        return Ok(Action::await_change());
+    }
     let unseen = gw.in_flight.take_unseen(&run.system_id);
     if run.machine.is_some() && (unseen || gw.cache.is_stale(&run.system_id)) {
         run.refresh().await?;
@@ -198,6 +211,12 @@ async fn run_steps(run: &mut Run<'_>) -> Result<Action> {
             .watch(&run.system_id, ObjectRef::from_obj(host));
     } else {
         gw.in_flight.forget(&run.system_id);
+    }
+    let present = finalizer::present(run.written.as_ref().unwrap_or(host));
+    let change = finalizer::after_steps(present, deletion, &run.facts, outcome.why);
+    if run.change_finalizer(change).await? {
+        gw.in_flight.forget(&run.system_id);
+        return Ok(Action::await_change());
     }
     let report_due = run.write_status(outcome.why).await?;
     let requeue = outcome.requeue_after(gw.settings.resync);

@@ -3,6 +3,7 @@
 mod actions;
 pub mod annotations;
 pub mod controller;
+pub mod finalizer;
 pub mod network;
 mod network_apply;
 pub mod network_plan;

@@ -106,7 +106,7 @@ impl Run<'_> {
     }
 
     /// Keeps the host as a write of this reconcile returned it.
-    fn wrote(&mut self, host: MaasHost) {
+    pub(super) fn wrote(&mut self, host: MaasHost) {
         let replaced = self.written.replace(host);
         if let Some(rv) = replaced.and_then(|h| h.metadata.resource_version) {
             self.replaced_versions.push(rv);

@@ -285,6 +285,21 @@ pub async fn clear_provisioning(
     .unwrap();
 }
 
+/// Deletes a host as `clusterctl move` does (annotated `delete-for-move` first): the gateway
+/// lets it go without releasing its server, which is left to whoever claims it next, or to the
+/// orphan sweep.
+pub async fn delete_host_for_move(client: &kube::Client, namespace: &str, host: &str) {
+    let api: Api<MaasHost> = Api::namespaced(client.clone(), namespace);
+    let patch = serde_json::json!({ "metadata": { "annotations": {
+        capmaas_api::keys::ANNOTATION_DELETE_FOR_MOVE: "" } } });
+    api.patch(host, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    api.delete(host, &kube::api::DeleteParams::default())
+        .await
+        .unwrap();
+}
+
 /// Drops the claim and the request (machine-controller deleting its machine).
 pub async fn release_request(client: &kube::Client, namespace: &str, host: &str) {
     let api: Api<MaasHost> = Api::namespaced(client.clone(), namespace);

@@ -30,9 +30,9 @@ pub(crate) fn maas_host(req: &Request<'_, MaasHost>, lookups: &dyn Lookups) -> V
                 v.forbidden(
                     &spec.child("consumerRef"),
                     format!(
-                        "the host is consumed by {}; delete that {} first so the server is \
-                             released in MAAS (a deleted host would leave it deployed with nobody \
-                             to release it)",
+                        "the host is consumed by {}; delete that {} first, which lets go of the \
+                             server (deleting the host releases its server in MAAS under a \
+                             running machine)",
                         describe(consumer),
                         consumer.kind
                     ),
