@@ -40,8 +40,8 @@ pub const DEFAULT_BUFFERED_BYTES: usize = 16 * 1024 * 1024;
 /// Default of `--max-decoding-bytes`: room for the largest realistic review
 /// ([`MAX_BODY_BYTES`] of short strings, about 62 MiB by [`cost::decode_cost`]); an ordinary
 /// one costs well under 1 MiB. With the buffered bytes and the connections' own buffers
-/// (64 × at most about 0.6 MiB) this keeps the server near 150 MiB at worst, under its
-/// 256 Mi limit.
+/// (64 × at most about 0.6 MiB), the worst case by this arithmetic is near 150 MiB, under the
+/// Deployment's 256 Mi limit.
 pub const DEFAULT_DECODING_BYTES: usize = 64 * 1024 * 1024;
 
 /// What reading and decoding reviews may hold.
