@@ -68,6 +68,16 @@ impl RetryPolicy {
 /// [`ConfigBuilder::max_response_bytes`] for a larger MAAS.
 pub const DEFAULT_MAX_RESPONSE_BYTES: u64 = 64 * 1024 * 1024;
 
+/// Default for [`Config::large_response_bytes`]: 4 MiB.
+///
+/// Answers up to this size are buffered side by side, one per request in flight; a larger one
+/// waits for its turn, so at most one is buffered at a time. What the client holds is then
+/// bounded by `max_concurrent_requests` × this + [`Config::max_response_bytes`] (8 × 4 MiB +
+/// 64 MiB for the gateway's defaults), not by `max_concurrent_requests` × 64 MiB, which would
+/// exceed the gateway's memory limit. Only machine listings of a few hundred machines come near
+/// it; every other answer is far smaller.
+pub const DEFAULT_LARGE_RESPONSE_BYTES: u64 = 4 * 1024 * 1024;
+
 /// How a configured CA bundle is used.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum CaMode {
@@ -108,6 +118,9 @@ pub struct Config {
     /// Largest answer body accepted, in bytes (default [`DEFAULT_MAX_RESPONSE_BYTES`]); a
     /// larger 2xx answer is [`MaasError::ResponseTooLarge`].
     pub max_response_bytes: u64,
+    /// Answers larger than this are buffered one at a time (default
+    /// [`DEFAULT_LARGE_RESPONSE_BYTES`]).
+    pub large_response_bytes: u64,
     /// TLS settings.
     pub tls: TlsOptions,
     /// `User-Agent` header.
@@ -128,6 +141,7 @@ impl Config {
             max_concurrent_requests: 16,
             retry: RetryPolicy::default(),
             max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
+            large_response_bytes: DEFAULT_LARGE_RESPONSE_BYTES,
             tls: TlsOptions::default(),
             user_agent: concat!("capmaas-maas-client/", env!("CARGO_PKG_VERSION")).to_owned(),
             observer: Arc::new(NoopObserver),
@@ -145,6 +159,7 @@ pub struct ConfigBuilder {
     max_concurrent_requests: usize,
     retry: RetryPolicy,
     max_response_bytes: u64,
+    large_response_bytes: u64,
     tls: TlsOptions,
     user_agent: String,
     observer: Arc<dyn RequestObserver>,
@@ -184,6 +199,14 @@ impl ConfigBuilder {
     #[must_use]
     pub fn max_response_bytes(mut self, limit: u64) -> Self {
         self.max_response_bytes = limit;
+        self
+    }
+
+    /// Sets the size above which answers are buffered one at a time (see
+    /// [`DEFAULT_LARGE_RESPONSE_BYTES`]).
+    #[must_use]
+    pub fn large_response_bytes(mut self, bytes: u64) -> Self {
+        self.large_response_bytes = bytes;
         self
     }
 
@@ -236,6 +259,7 @@ impl ConfigBuilder {
             max_concurrent_requests: self.max_concurrent_requests,
             retry: self.retry,
             max_response_bytes: self.max_response_bytes,
+            large_response_bytes: self.large_response_bytes,
             tls: self.tls,
             user_agent: self.user_agent,
             observer: self.observer,

@@ -43,7 +43,8 @@ mod transport;
 
 pub use auth::{ApiKey, ApiKeyError};
 pub use config::{
-    CaMode, Config, ConfigBuilder, DEFAULT_MAX_RESPONSE_BYTES, RetryPolicy, TlsOptions, api_root,
+    CaMode, Config, ConfigBuilder, DEFAULT_LARGE_RESPONSE_BYTES, DEFAULT_MAX_RESPONSE_BYTES,
+    RetryPolicy, TlsOptions, api_root,
 };
 pub use dns::{DnsResourceFilter, DnsResourceSpec, DomainSpec};
 pub use error::{ErrorContext, MAX_ERROR_BODY, MaasError, error_from_response};

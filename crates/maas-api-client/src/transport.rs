@@ -9,7 +9,7 @@ use bytes::{Bytes, BytesMut};
 use http::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE};
 use http::{HeaderValue, Method, StatusCode};
 use serde::de::DeserializeOwned;
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use url::Url;
 
 use crate::auth::{ApiKey, new_nonce, unix_timestamp};
@@ -33,6 +33,10 @@ struct Inner {
     api_key: ApiKey,
     retry: RetryPolicy,
     max_response_bytes: u64,
+    /// Answers above this size are read under [`Inner::large_answers`].
+    large_response_bytes: u64,
+    /// One permit: the large answer being buffered (then decoded) now.
+    large_answers: Arc<Semaphore>,
     limiter: Semaphore,
     observer: Arc<dyn RequestObserver>,
 }
@@ -181,6 +185,8 @@ impl MaasClient {
                 api_key: config.api_key,
                 retry: config.retry,
                 max_response_bytes: config.max_response_bytes,
+                large_response_bytes: config.large_response_bytes,
+                large_answers: Arc::new(Semaphore::new(1)),
                 limiter: Semaphore::new(config.max_concurrent_requests.max(1)),
                 observer: config.observer,
             }),
@@ -196,7 +202,8 @@ impl MaasClient {
     pub(crate) async fn json<T: DeserializeOwned>(&self, call: Call) -> Result<T, MaasError> {
         let name = call.name;
         let (_, body) = self.send(&call).await?;
-        decode(name, &body)
+        // Decoded while the body still holds its large-answer permit, if it has one.
+        decode(name, &body.bytes)
     }
 
     /// Sends a call whose answer body is irrelevant (DELETE → 204).
@@ -211,7 +218,7 @@ impl MaasClient {
     /// `http.response.status_code`, `http.request.resend_count`) are recorded into the current
     /// span, which the caller opens per call with those fields declared (the gateway's MAAS call
     /// span); under any other span they are dropped.
-    pub(crate) async fn send(&self, call: &Call) -> Result<(StatusCode, Bytes), MaasError> {
+    pub(crate) async fn send(&self, call: &Call) -> Result<(StatusCode, Body), MaasError> {
         let url = build_url(&self.inner.api_root, call)?;
         let span = tracing::Span::current();
         span.record("http.request.method", call.method.as_str());
@@ -260,7 +267,7 @@ impl MaasClient {
         call: &Call,
         url: &Url,
         number: u32,
-    ) -> Result<(StatusCode, Bytes), MaasError> {
+    ) -> Result<(StatusCode, Body), MaasError> {
         let _permit = self
             .inner
             .limiter
@@ -291,7 +298,7 @@ impl MaasClient {
         result
     }
 
-    async fn exchange(&self, call: &Call, url: &Url) -> Result<(StatusCode, Bytes), MaasError> {
+    async fn exchange(&self, call: &Call, url: &Url) -> Result<(StatusCode, Body), MaasError> {
         // A fresh nonce and timestamp per attempt: MAAS refuses replays (retries included).
         let mut authorization = HeaderValue::from_str(
             &self
@@ -322,7 +329,7 @@ impl MaasClient {
             // so the status still decides the error (and whether it is retried).
             let headers = response.headers().clone();
             let limit = self.inner.max_response_bytes.min(MAX_ERROR_READ);
-            let body = read_capped(&mut response, limit).await?;
+            let body = read_capped(&mut response, limit, None).await?;
             return Err(error_from_response(
                 call.context,
                 status,
@@ -341,9 +348,24 @@ impl MaasClient {
         if content_length.is_some_and(|n| n > limit) {
             return Err(too_large());
         }
-        let body = read_capped(&mut response, limit).await?;
+        let mut gate = LargeAnswerGate {
+            threshold: self.inner.large_response_bytes,
+            turns: &self.inner.large_answers,
+            permit: None,
+        };
+        // A declared large answer waits for its turn before any of it is read.
+        if content_length.is_some_and(|n| n > gate.threshold) {
+            gate.take_turn().await?;
+        }
+        let body = read_capped(&mut response, limit, Some(&mut gate)).await?;
         if body.complete {
-            Ok((status, body.bytes))
+            Ok((
+                status,
+                Body {
+                    bytes: body.bytes,
+                    _large: gate.permit,
+                },
+            ))
         } else {
             Err(too_large())
         }
@@ -353,6 +375,37 @@ impl MaasClient {
 /// Longest prefix of an error answer that is read: the error keeps [`crate::MAX_ERROR_BODY`]
 /// bytes of it, and a 400's JSON field errors are far smaller.
 const MAX_ERROR_READ: u64 = 64 * 1024;
+
+/// A 2xx answer's body, with the large-answer turn it was read under ([`LargeAnswerGate`]),
+/// held until the body is dropped (after it is decoded).
+#[derive(Debug)]
+pub(crate) struct Body {
+    pub(crate) bytes: Bytes,
+    _large: Option<OwnedSemaphorePermit>,
+}
+
+/// Large answers are buffered one at a time: one that is (or turns out, while streaming, to be)
+/// larger than `threshold` waits for the single permit of `turns` before it grows further. The
+/// holder only reads and decodes, never waits for another turn, so no two answers wait for each
+/// other.
+struct LargeAnswerGate<'a> {
+    threshold: u64,
+    turns: &'a Arc<Semaphore>,
+    permit: Option<OwnedSemaphorePermit>,
+}
+
+impl LargeAnswerGate<'_> {
+    async fn take_turn(&mut self) -> Result<(), MaasError> {
+        if self.permit.is_none() {
+            let permit = Arc::clone(self.turns)
+                .acquire_owned()
+                .await
+                .map_err(|_| MaasError::Config("large-answer gate closed".to_owned()))?;
+            self.permit = Some(permit);
+        }
+        Ok(())
+    }
+}
 
 /// A body read up to a limit.
 #[derive(Debug)]
@@ -368,6 +421,7 @@ struct CappedBody {
 async fn read_capped(
     response: &mut reqwest::Response,
     limit: u64,
+    mut gate: Option<&mut LargeAnswerGate<'_>>,
 ) -> Result<CappedBody, MaasError> {
     let limit = usize::try_from(limit).unwrap_or(usize::MAX);
     let mut parts: Vec<Bytes> = Vec::new();
@@ -378,6 +432,11 @@ async fn read_capped(
         .await
         .map_err(|e| MaasError::from_reqwest(&e))?
     {
+        if let Some(gate) = gate.as_deref_mut()
+            && u64::try_from(total + chunk.len()).unwrap_or(u64::MAX) > gate.threshold
+        {
+            gate.take_turn().await?;
+        }
         let room = limit - total;
         if chunk.len() > room {
             parts.push(chunk.slice(..room));

@@ -301,3 +301,76 @@ async fn simulator_listing_over_a_small_limit_is_refused_and_fits_the_default() 
     assert_eq!(list.machines.len(), 20);
     assert!(list.is_complete());
 }
+
+/// Two large answers at once: the second waits for the first to be read and decoded before it
+/// grows past the threshold, so what the client buffers stays bounded whatever the concurrency.
+/// The first answer stalls half-way until the server has sent the whole second one and waited
+/// a while: without the turn-taking the second would be done first.
+#[tokio::test]
+async fn large_answers_are_buffered_one_at_a_time() {
+    let padded = |n: usize| {
+        let mut body = b"[".to_vec();
+        body.resize(n, b' ');
+        body.push(b']');
+        body
+    };
+    let second_sent = Arc::new(tokio::sync::Notify::new());
+    let order = Arc::new(AtomicUsize::new(0));
+    let sent = second_sent.clone();
+    let (url, requests) = fake_maas(move |mut stream| {
+        let sent = sent.clone();
+        let order = order.clone();
+        async move {
+            if order.fetch_add(1, Ordering::SeqCst) == 0 {
+                // The first answer: chunked, half of it, then the rest only after the second.
+                let _ = stream
+                    .write_all(head("200 OK", "transfer-encoding: chunked\r\n").as_bytes())
+                    .await;
+                let body = padded(8 * 1024);
+                let (first, rest) = body.split_at(4 * 1024);
+                for part in [first, rest] {
+                    let frame = format!("{:x}\r\n", part.len());
+                    let _ = stream.write_all(frame.as_bytes()).await;
+                    let _ = stream.write_all(part).await;
+                    let _ = stream.write_all(b"\r\n").await;
+                    if part.len() == first.len() {
+                        sent.notified().await;
+                        tokio::time::sleep(Duration::from_millis(300)).await;
+                    }
+                }
+                let _ = stream.write_all(b"0\r\n\r\n").await;
+                let _ = stream.shutdown().await;
+            } else {
+                answer(stream, "200 OK", &padded(8 * 1024)).await;
+                sent.notify_one();
+            }
+        }
+    })
+    .await;
+    let config = Config::builder(&url, ApiKey::parse("c:t:s").unwrap())
+        .large_response_bytes(1024)
+        .retry_policy(RetryPolicy::none())
+        .request_timeout(Duration::from_secs(20))
+        .build()
+        .unwrap();
+    let client = MaasClient::new(config).unwrap();
+    let finished = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let call = |name: &'static str| {
+        let (client, finished) = (client.clone(), finished.clone());
+        tokio::spawn(async move {
+            let machines = client.list_machines(&MachineFilter::new()).await.unwrap();
+            assert!(machines.is_empty());
+            finished.lock().unwrap().push(name);
+        })
+    };
+    let first = call("first");
+    while requests.load(Ordering::SeqCst) < 1 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // Let the first answer's head and first half reach the client.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let second = call("second");
+    first.await.unwrap();
+    second.await.unwrap();
+    assert_eq!(*finished.lock().unwrap(), ["first", "second"]);
+}
