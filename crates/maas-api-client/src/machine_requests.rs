@@ -166,8 +166,9 @@ impl AllocateRequest {
     }
 }
 
-/// Parameters of `POST /machines/{id}/?op=deploy`.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// Parameters of `POST /machines/{id}/?op=deploy`. Its `Debug` shows the user data's size
+/// only: cloud-init user data carries join tokens and certificates.
+#[derive(Clone, Default, PartialEq, Eq)]
 pub struct DeployRequest {
     /// `jammy`, `ubuntu/jammy`, or a custom image name (`NAME` or `custom/NAME`); MAAS
     /// ignores `osystem`, so the OS is chosen here only.
@@ -186,6 +187,26 @@ pub struct DeployRequest {
     /// instead of allocate + deploy); ignored for an Allocated machine. Also what makes a
     /// deploy sent on a stale view recognisable: a machine allocated this way carries it.
     pub agent_name: Option<String>,
+}
+
+impl std::fmt::Debug for DeployRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeployRequest")
+            .field("distro_series", &self.distro_series)
+            .field("hwe_kernel", &self.hwe_kernel)
+            .field(
+                "user_data",
+                &self
+                    .user_data
+                    .as_ref()
+                    .map(|d| format!("<{} bytes redacted>", d.len())),
+            )
+            .field("ephemeral_deploy", &self.ephemeral_deploy)
+            .field("enable_hw_sync", &self.enable_hw_sync)
+            .field("comment", &self.comment)
+            .field("agent_name", &self.agent_name)
+            .finish()
+    }
 }
 
 impl DeployRequest {
@@ -344,5 +365,18 @@ mod tests {
         for bad in ["", "cluster.x-k8s.io/cluster-name", "a b", "k=v"] {
             assert!(validate_annotation_key(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn debug_output_never_shows_user_data() {
+        let request = DeployRequest {
+            distro_series: Some("jammy".into()),
+            user_data: Some(b"#cloud-config\njoin-token: s3cr3t\n".to_vec()),
+            ..DeployRequest::default()
+        };
+        let shown = format!("{request:?}");
+        assert!(!shown.contains("s3cr3t"), "{shown}");
+        assert!(shown.contains("bytes redacted"), "{shown}");
+        assert!(shown.contains("jammy"), "{shown}");
     }
 }
