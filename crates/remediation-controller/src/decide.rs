@@ -31,6 +31,8 @@ pub mod reason {
     pub const MAAS_MACHINE_MISSING: &str = "MaasMachineMissing";
     /// The Machine is annotated `cluster.x-k8s.io/skip-remediation`.
     pub const SKIPPED: &str = "RemediationSkipped";
+    /// The workload cluster's API does not answer, and the step needs its Node.
+    pub const WORKLOAD_UNREACHABLE: &str = "WorkloadUnreachable";
 }
 
 /// The next step.
@@ -49,7 +51,9 @@ pub enum Step {
         /// What is missing.
         message: String,
     },
-    /// The workload cluster did not answer and the next step needs its Node: retry later.
+    /// The workload cluster did not answer and the next step needs its Node: retry later, for
+    /// at most the strategy's `timeoutSeconds` ([`workload_patience_spent`]); then the step
+    /// goes on without the Node.
     WorkloadUnreachable,
     /// Record the Node's labels and annotations on the remediation before touching it.
     BackupNode,
@@ -95,7 +99,7 @@ pub enum Step {
 pub fn decide(s: &State, now: Timestamp) -> Step {
     let r = &s.remediation;
     if r.metadata.deletion_timestamp.is_some() {
-        return decide_delete(s);
+        return decide_delete(s, now);
     }
     if !finalizer::has(r, FINALIZER_MAAS_REMEDIATION) {
         return Step::AddFinalizer;
@@ -128,8 +132,8 @@ pub fn decide(s: &State, now: Timestamp) -> Step {
         return Step::Missing { reason, message };
     };
     match phase(r) {
-        None => start(s),
-        Some(RemediationPhase::Failed) if attempt(r).is_none() => start(s),
+        None => start(s, now),
+        Some(RemediationPhase::Failed) if attempt(r).is_none() => start(s, now),
         Some(RemediationPhase::Failed) => Step::Resume,
         Some(RemediationPhase::Running) => running(s, host, now),
         Some(RemediationPhase::Waiting) => waiting(s, host, now),
@@ -139,7 +143,7 @@ pub fn decide(s: &State, now: Timestamp) -> Step {
 
 /// Deleting: never leave a server held off because the object went away, then give the Node
 /// back what it had, then let go.
-fn decide_delete(s: &State) -> Step {
+fn decide_delete(s: &State, now: Timestamp) -> Step {
     let r = &s.remediation;
     if !finalizer::has(r, FINALIZER_MAAS_REMEDIATION) {
         return Step::Done("being deleted; our finalizer is gone");
@@ -157,8 +161,13 @@ fn decide_delete(s: &State) -> Step {
         .as_ref()
         .is_some_and(|m| m.metadata.deletion_timestamp.is_none());
     if machine_stays && !settled(r) {
+        // The Node is given back what it had, unless its cluster stays unreachable for a whole
+        // timeout: a deletion must end.
+        let deleted = r.metadata.deletion_timestamp.as_ref().map_or(now, |t| t.0);
         match &s.node {
-            NodeView::Unreachable { gone: false } => return Step::WorkloadUnreachable,
+            NodeView::Unreachable { gone: false } if !timed_out(r, deleted, now) => {
+                return Step::WorkloadUnreachable;
+            }
             NodeView::Present(node)
                 if restore_patch(node, backup(r).as_ref(), s.uid()).is_some() =>
             {
@@ -171,9 +180,11 @@ fn decide_delete(s: &State) -> Step {
 }
 
 /// No attempt yet: back the Node up, then begin attempt 1.
-fn start(s: &State) -> Step {
+fn start(s: &State, now: Timestamp) -> Step {
     match &s.node {
-        NodeView::Unreachable { .. } => Step::WorkloadUnreachable,
+        NodeView::Unreachable { .. } if !workload_patience_spent(&s.remediation, now) => {
+            Step::WorkloadUnreachable
+        }
         NodeView::Present(_) if backup(&s.remediation).is_none() => Step::BackupNode,
         _ => Step::BeginAttempt { attempt: 1 },
     }
@@ -193,7 +204,9 @@ fn running(s: &State, host: &MaasHost, now: Timestamp) -> Step {
     // workload API, which may go down with it).
     if !s.holds(host) {
         match &s.node {
-            NodeView::Unreachable { .. } => return Step::WorkloadUnreachable,
+            NodeView::Unreachable { .. } if !workload_patience_spent(r, now) => {
+                return Step::WorkloadUnreachable;
+            }
             NodeView::Present(_) if backup(r).is_none() => return Step::BackupNode,
             _ => {}
         }
@@ -208,6 +221,8 @@ fn running(s: &State, host: &MaasHost, now: Timestamp) -> Step {
     // that went down with the server cannot be fenced through, and need not be: nothing can
     // move the Node's pods while it is unreachable, and the reboot goes on.
     match &s.node {
+        // Rebooted without a backup (the workload was unreachable): taken before the fence.
+        NodeView::Present(_) if backup(r).is_none() => Step::BackupNode,
         NodeView::Present(node) if needs_fence(node, s.fence, since) => Step::Fence(s.fence),
         _ => Step::MarkWaiting,
     }
@@ -251,6 +266,15 @@ fn on_timeout(s: &State, host: &MaasHost) -> Step {
         return Step::SetOwnerRemediated;
     }
     Step::GiveUp
+}
+
+/// Whether the workload cluster has been waited for long enough: the strategy's
+/// `timeoutSeconds` since the remediation was created. From then on the reboot goes on without
+/// the Node backup (nothing is fenced through an API that does not answer, so nothing needs
+/// restoring), since a cluster whose only control plane hung answers only after that reboot.
+pub fn workload_patience_spent(r: &MaasRemediation, now: Timestamp) -> bool {
+    let created = r.metadata.creation_timestamp.as_ref().map_or(now, |t| t.0);
+    timed_out(r, created, now)
 }
 
 /// Whether the attempt that started at `since` has run out of time at `now`.

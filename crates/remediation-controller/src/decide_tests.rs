@@ -428,3 +428,37 @@ fn requests_left_on_another_host_are_taken_back() {
     s.held = vec![old];
     assert_eq!(decide(&s, t(T0 + 5)), Step::ReleaseHost("h0".into()));
 }
+
+#[test]
+fn an_unreachable_workload_is_waited_for_one_timeout_then_the_reboot_goes_on_without_it() {
+    let mut s = state();
+    s.remediation.metadata.creation_timestamp = Some(time(T0));
+    s.node = NodeView::Unreachable { gone: false };
+    assert_eq!(decide(&s, t(T0 + 599)), Step::WorkloadUnreachable);
+    assert_eq!(
+        decide(&s, t(T0 + 600)),
+        Step::BeginAttempt { attempt: 1 },
+        "a cluster whose only control plane hung answers only after the reboot"
+    );
+    let mut running = state().at(Running, 1, T0 + 600);
+    running.remediation.metadata.creation_timestamp = Some(time(T0));
+    running.node = NodeView::Unreachable { gone: false };
+    assert_eq!(decide(&running, t(T0 + 601)), Step::RequestReboot);
+    // The API answers again once the server is off: the Node is backed up before the fence.
+    let mut off = running.requested().off();
+    off.node = state().node;
+    assert_eq!(decide(&off, t(T0 + 602)), Step::BackupNode);
+    assert_eq!(
+        decide(&off.backed_up(), t(T0 + 602)),
+        Step::Fence(FenceMode::Taint)
+    );
+}
+
+#[test]
+fn a_deletion_waits_one_timeout_for_the_workload_to_restore_the_node_then_ends() {
+    let mut s = fenced_running().deleting();
+    s.remediation.metadata.deletion_timestamp = Some(time(T0 + 10));
+    s.node = NodeView::Unreachable { gone: false };
+    assert_eq!(decide(&s, t(T0 + 609)), Step::WorkloadUnreachable);
+    assert_eq!(decide(&s, t(T0 + 610)), Step::RemoveFinalizer);
+}

@@ -51,6 +51,21 @@ pub fn next_status(s: &State, step: &Step, now: &Time) -> Option<MaasRemediation
             node_back(s),
         ),
         Step::WaitForNode => (Progress::Keep, node_back(s)),
+        Step::WorkloadUnreachable => (
+            Progress::Keep,
+            NewCondition::new(
+                cond::REMEDIATION_IN_PROGRESS,
+                ConditionStatus::True,
+                crate::decide::reason::WORKLOAD_UNREACHABLE,
+            )
+            .message(format!(
+                "the workload cluster's API does not answer, and {} is needed first; waited for \
+                 at most {}s (from the remediation's creation, or its deletion), then the reboot \
+                 goes on without it",
+                node_name(s),
+                s.remediation.spec.strategy.timeout_seconds
+            )),
+        ),
         Step::MarkRemediated => (
             Progress::Keep,
             NewCondition::new(cond::REMEDIATION_IN_PROGRESS, ConditionStatus::False, REASON_REMEDIATED)
