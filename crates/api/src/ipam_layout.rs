@@ -379,6 +379,28 @@ impl Builder {
                 ),
             ));
         }
+        let field = if range.subnet.is_some() {
+            "subnet"
+        } else {
+            "start"
+        };
+        if prefix == 0 {
+            return Err(LayoutError::invalid(
+                at(field),
+                network,
+                format!("{network} is every address; give the network the servers are on"),
+            ));
+        }
+        if let Some((block, what)) = unservable_block(family, first, last) {
+            return Err(LayoutError::invalid(
+                at(field),
+                from_u128(family, first),
+                format!(
+                    "{} takes in {block} ({what}), which no server can be given",
+                    span_text(family, first, last)
+                ),
+            ));
+        }
         let (gateway, gateway_field) = match (range.gateway.as_deref(), spec.gateway.as_deref()) {
             (Some(g), _) => (Some(g), at("gateway")),
             (None, Some(g)) => (Some(g), "spec.gateway".to_owned()),
@@ -497,6 +519,43 @@ impl Builder {
             out.insert(claim.clone(), ip);
         }
         Ok(out)
+    }
+}
+
+/// Special-purpose blocks no server's interface can carry: the unspecified network, loopback,
+/// link-local and multicast (RFC 6890). A range that takes in any of them is a mistake (the
+/// allocator would hand out `::1` from `::/0`).
+const UNSERVABLE_V4: [(&str, &str); 4] = [
+    ("0.0.0.0/8", "the unspecified network"),
+    ("127.0.0.0/8", "loopback"),
+    ("169.254.0.0/16", "link-local"),
+    ("224.0.0.0/4", "multicast"),
+];
+const UNSERVABLE_V6: [(&str, &str); 4] = [
+    ("::/128", "the unspecified address"),
+    ("::1/128", "loopback"),
+    ("fe80::/10", "link-local"),
+    ("ff00::/8", "multicast"),
+];
+
+/// The first special-purpose block `[first, last]` overlaps, with what it is.
+fn unservable_block(family: Family, first: u128, last: u128) -> Option<(IpNet, &'static str)> {
+    let blocks = match family {
+        Family::V4 => UNSERVABLE_V4,
+        Family::V6 => UNSERVABLE_V6,
+    };
+    blocks.iter().find_map(|(text, what)| {
+        let block: IpNet = text.parse().ok()?;
+        let (lo, hi) = (to_u128(block.network()), to_u128(block.broadcast()));
+        (first <= hi && lo <= last).then_some((block, *what))
+    })
+}
+
+fn span_text(family: Family, first: u128, last: u128) -> String {
+    if first == last {
+        from_u128(family, first).to_string()
+    } else {
+        format!("{}-{}", from_u128(family, first), from_u128(family, last))
     }
 }
 

@@ -203,9 +203,39 @@ fn ipv6_ranges_and_subnets() {
     assert_eq!(layout.positions(), 3 + 0xffff - 0x10 + 1);
     assert_eq!(layout.address_info(ip("fd00:2::20")).unwrap().prefix, 64);
 
-    // A huge range counts without overflow.
-    let huge = PoolLayout::from_spec(&spec(vec![subnet("::/0")])).unwrap();
-    assert_eq!(huge.positions(), u128::MAX);
+    // A huge range counts without overflow (all of global unicast, less its network address).
+    let huge = PoolLayout::from_spec(&spec(vec![subnet("2000::/3")])).unwrap();
+    assert_eq!(huge.positions(), (1u128 << 125) - 1);
+}
+
+#[test]
+fn no_range_takes_in_addresses_no_server_can_be_given() {
+    for (text, words) in [
+        ("::/0", "every address"),
+        ("0.0.0.0/0", "every address"),
+        ("0.0.0.0/24", "the unspecified network"),
+        ("127.0.0.0/24", "loopback"),
+        ("::1/128", "loopback"),
+        ("169.254.0.0/24", "link-local"),
+        ("fe80::/64", "link-local"),
+        ("224.0.0.0/24", "multicast"),
+        ("ff02::/64", "multicast"),
+    ] {
+        let e = PoolLayout::from_spec(&spec(vec![subnet(text)])).unwrap_err();
+        assert_eq!(e.field, "spec.pools[0].subnet", "{text}");
+        assert!(e.message.contains(words), "{text}: {}", e.message);
+    }
+    let mut s = spec(vec![range("127.0.0.2", "127.0.0.9")]);
+    s.prefix = Some(24);
+    let e = PoolLayout::from_spec(&s).unwrap_err();
+    assert_eq!(e.field, "spec.pools[0].start");
+    assert!(
+        e.message.contains("127.0.0.0/8 (loopback)"),
+        "{}",
+        e.message
+    );
+    // Next to them is fine.
+    PoolLayout::from_spec(&spec(vec![subnet("126.0.0.0/8"), subnet("169.253.0.0/16")])).unwrap();
 }
 
 #[test]

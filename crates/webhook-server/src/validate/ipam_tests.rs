@@ -320,7 +320,7 @@ fn same_namespace_overlap_is_rejected_naming_the_other_pool() {
     );
     assert!(create(&ranged("ns", "c", "10.0.6.1", "10.0.6.9"), &[&existing]).allowed());
     // Another family never overlaps.
-    let v6 = pool("ns", "d", json!({"pools": [{"subnet": "::/0"}]}));
+    let v6 = pool("ns", "d", json!({"pools": [{"subnet": "2000::/3"}]}));
     assert!(create(&v6, &[&existing]).allowed());
 }
 
@@ -440,4 +440,24 @@ fn overlap_walk_finds_every_meeting_range_once() {
     ];
     assert_eq!(overlapping(&mine, &theirs), [(2, 0), (0, 1)]);
     assert_eq!(overlapping(&mine, &[]), []);
+}
+
+#[test]
+fn a_pool_of_addresses_no_server_can_be_given_is_refused_naming_the_field() {
+    let v = create(
+        &pool("ns", "all", json!({"pools": [{"subnet": "::/0"}]})),
+        &[],
+    );
+    assert!(!v.allowed());
+    assert_eq!(v.errors[0].path.as_str(), "spec.pools[0].subnet");
+    assert!(
+        v.errors[0].detail.contains("every address"),
+        "{:?}",
+        v.errors
+    );
+    let v = create(
+        &pool("ns", "lo", json!({"pools": [{"subnet": "127.0.0.0/24"}]})),
+        &[],
+    );
+    assert!(v.errors[0].detail.contains("loopback"), "{:?}", v.errors);
 }
