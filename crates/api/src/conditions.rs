@@ -33,6 +33,9 @@ pub const DNS_RECORD_SYNCED: &str = "DNSRecordSynced";
 pub const ADDRESSES_ALLOCATED: &str = "AddressesAllocated";
 /// MaasIPPool: the pool definition is valid and allocations fit.
 pub const POOL_VALID: &str = "PoolValid";
+/// MaasIPPool: every address in use lies where the pool's layout hands addresses out. False
+/// (reason `AddressesStranded`) after an edit that cut ranges or excluded addresses in use.
+pub const ADDRESSES_IN_POOL: &str = "AddressesInPool";
 /// MaasIPPool with `spec.maasSubnet` (maas-client): the pool's ranges are reserved in MAAS.
 pub const MAAS_RANGES_RESERVED: &str = "MAASRangesReserved";
 /// MaasRemediation: the reboot attempt state.
@@ -105,6 +108,8 @@ pub mod reasons {
     pub const ALLOCATION_FAILED: &str = "AllocationFailed";
     /// The pool definition is invalid (overlaps, gateway outside subnet, ...).
     pub const INVALID_POOL: &str = "InvalidPool";
+    /// Addresses in use lie outside the pool's ranges or in its exclusions.
+    pub const ADDRESSES_STRANDED: &str = "AddressesStranded";
     /// Remediation is waiting for the server to power off.
     pub const WAITING_FOR_POWER_OFF: &str = "WaitingForPowerOff";
     /// Remediation is waiting for the Node to come back.

@@ -177,7 +177,7 @@ pub struct MaasIPPoolStatus {
     /// Generation of the spec last acted upon.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
-    /// `Ready`, `PoolValid`.
+    /// `Ready`, `PoolValid`, `AddressesInPool`, `Paused` (data-controller); `MAASRangesReserved` (maas-client).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 32), extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Option<Vec<Condition>>,

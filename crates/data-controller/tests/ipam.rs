@@ -358,8 +358,62 @@ async fn exhausted_then_served(client: &Client, ns: &str) {
     counts_become(client, ns, "small", 2, 0).await;
     check_never_twice(client, ns).await;
 
-    // Deleting the pool waits for its addresses.
+    // An exclusion over an address in use is accepted, and the pool says which address it
+    // strands (condition and Warning Event); lifting it clears the condition.
     let pools: Api<MaasIPPool> = Api::namespaced(client.clone(), ns);
+    let in_pool = |p: MaasIPPool| {
+        p.status?
+            .conditions?
+            .into_iter()
+            .find(|c| c.type_ == cond::ADDRESSES_IN_POOL)
+    };
+    let exclude = |list: Vec<String>| json!({"spec": {"exclusions": list}});
+    pools
+        .patch(
+            "small",
+            &PatchParams::default(),
+            &Patch::Merge(exclude(vec![b.spec.address.clone()])),
+        )
+        .await
+        .unwrap();
+    let stranded = eventually("AddressesStranded", || async {
+        in_pool(pools.get("small").await.unwrap()).filter(|c| c.status == "False")
+    })
+    .await;
+    assert_eq!(stranded.reason, "AddressesStranded");
+    assert!(
+        stranded.message.contains(&b.spec.address),
+        "{}",
+        stranded.message
+    );
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), ns);
+    eventually("a Warning Event on the pool", || async {
+        events
+            .list(&kube::api::ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .find(|e| {
+                e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("small")
+                    && e.reason.as_deref() == Some("AddressesStranded")
+            })
+    })
+    .await;
+    pools
+        .patch(
+            "small",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"exclusions": null}})),
+        )
+        .await
+        .unwrap();
+    eventually("AddressesInPool again", || async {
+        in_pool(pools.get("small").await.unwrap()).filter(|c| c.status == "True")
+    })
+    .await;
+
+    // Deleting the pool waits for its addresses.
     pools
         .delete("small", &DeleteParams::default())
         .await
@@ -514,6 +568,35 @@ async fn ipv6_and_invalid_pools(client: &Client, ns: &str) {
             .contains("spec.pools[1]: overlaps spec.pools[0]"),
         "{}",
         condition.message
+    );
+    // A claim on a pool that does not exist is told so by its condition and a Warning Event.
+    create_claim(client, ns, &claim_object("on-missing", "no-such-pool", &[])).await;
+    let condition = eventually("no such pool", || async {
+        ready(&claims.get("on-missing").await.unwrap()).cloned()
+    })
+    .await;
+    assert!(condition.message.contains("not found"), "{condition:?}");
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), ns);
+    let warned = eventually("a Warning Event on the claim", || async {
+        events
+            .list(&kube::api::ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .find(|e| {
+                e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("on-missing")
+                    && e.type_.as_deref() == Some("Warning")
+            })
+    })
+    .await;
+    assert!(
+        warned
+            .note
+            .as_deref()
+            .unwrap_or_default()
+            .contains("not found"),
+        "{warned:?}"
     );
     // Fixing the pool serves the claim.
     pools

@@ -102,8 +102,12 @@ pub async fn reconcile(claim: Arc<IPAddressClaim>, ctx: Arc<Ctx>) -> Result<Acti
                 continue;
             }
             ClaimStep::Fail { reason, message } => {
-                let condition = not_ready_condition(reason, message);
-                write_status(&api, &claim, None, condition, &ctx).await?;
+                let condition = not_ready_condition(reason, message.clone());
+                // Said once, when the claim's status first says it (a missing or invalid
+                // pool, one being deleted), not on every resync.
+                if write_status(&api, &claim, None, condition, &ctx).await? {
+                    ctx.events.warning(&claim, reason, &message).await;
+                }
                 Ok(Action::await_change())
             }
             ClaimStep::Bind { keep, extras } => {

@@ -371,6 +371,28 @@ impl UsageIndex {
     }
 
     /// In-use and free counts of `pool`, once its layout is known and valid.
+    /// Addresses in use that the pool's current layout would not hand out (outside its ranges,
+    /// excluded, a network/broadcast/gateway address), sorted; pre-allocated ones are where
+    /// they belong. Empty while the layout is invalid.
+    pub fn stranded(&self, pool: &PoolKey) -> Vec<IpAddr> {
+        let Some(usage) = self.pools.get(pool) else {
+            return Vec::new();
+        };
+        let Some((_, Ok(layout))) = &usage.layout else {
+            return Vec::new();
+        };
+        let mut out: Vec<IpAddr> = usage
+            .counts
+            .keys()
+            .copied()
+            .filter(|a| {
+                !layout.is_allocatable(*a) && !layout.pre_allocations().values().any(|p| p == a)
+            })
+            .collect();
+        out.sort_unstable_by_key(|a| (a.is_ipv6(), super::layout::to_u128(*a)));
+        out
+    }
+
     pub fn counts(&mut self, pool: &PoolKey) -> Option<PoolCounts> {
         let usage = self.pools.get_mut(pool)?;
         let in_use = usage.counts.len() as u128;

@@ -57,23 +57,27 @@ pub async fn reconcile(pool: Arc<MaasIPPool>, ctx: Arc<Ctx>) -> Result<Action> {
         PoolStep::WaitForAddresses(n) => Some(n),
         PoolStep::Status => None,
     };
-    let (layout, counts) = {
+    let (layout, counts, stranded) = {
         let mut index = ctx.index();
         let layout = index.layout(&pool);
-        (layout, index.counts(&key))
+        (layout, index.counts(&key), index.stranded(&key))
     };
-    let was_valid = pool
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_deref())
-        .and_then(|c| capmaas_runtime::get_condition(c, capmaas_api::conditions::POOL_VALID))
-        .map(|c| c.status == "True");
+    let condition_true = |type_: &str| {
+        pool.status
+            .as_ref()
+            .and_then(|s| s.conditions.as_deref())
+            .and_then(|c| capmaas_runtime::get_condition(c, type_))
+            .map(|c| c.status == "True")
+    };
+    let was_valid = condition_true(capmaas_api::conditions::POOL_VALID);
+    let was_in_pool = condition_true(capmaas_api::conditions::ADDRESSES_IN_POOL);
     let status = pool_status(
         &pool,
         PoolFacts {
             layout: &layout,
             counts,
             waiting_for,
+            stranded: &stranded,
         },
         &now(),
     );
@@ -83,6 +87,23 @@ pub async fn reconcile(pool: Arc<MaasIPPool>, ctx: Arc<Ctx>) -> Result<Action> {
     {
         ctx.events
             .warning(&pool, "InvalidPool", &e.to_string())
+            .await;
+    }
+    if !stranded.is_empty() && was_in_pool != Some(false) {
+        let message = status
+            .conditions
+            .as_deref()
+            .and_then(|c| {
+                capmaas_runtime::get_condition(c, capmaas_api::conditions::ADDRESSES_IN_POOL)
+            })
+            .map(|c| c.message.clone())
+            .unwrap_or_default();
+        ctx.events
+            .warning(
+                &pool,
+                capmaas_api::conditions::reasons::ADDRESSES_STRANDED,
+                &message,
+            )
             .await;
     }
     Ok(Action::await_change())

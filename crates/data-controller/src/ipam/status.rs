@@ -86,6 +86,45 @@ pub struct PoolFacts<'a> {
     pub counts: Option<PoolCounts>,
     /// Deleting and waiting for this many `IPAddress` objects to go.
     pub waiting_for: Option<usize>,
+    /// Addresses in use that the layout no longer hands out ([`super::UsageIndex::stranded`]).
+    pub stranded: &'a [std::net::IpAddr],
+}
+
+/// Stranded addresses named in the condition message; the count says how many more.
+const STRANDED_SHOWN: usize = 10;
+
+/// `AddressesInPool`: True, or False naming the stranded addresses (they stay with their
+/// claims until released, and are never handed out again).
+fn addresses_in_pool(stranded: &[std::net::IpAddr]) -> NewCondition {
+    if stranded.is_empty() {
+        return NewCondition::new(
+            cond::ADDRESSES_IN_POOL,
+            ConditionStatus::True,
+            cond::ADDRESSES_IN_POOL,
+        );
+    }
+    let shown: Vec<String> = stranded
+        .iter()
+        .take(STRANDED_SHOWN)
+        .map(ToString::to_string)
+        .collect();
+    let more = stranded.len().saturating_sub(STRANDED_SHOWN);
+    NewCondition::new(
+        cond::ADDRESSES_IN_POOL,
+        ConditionStatus::False,
+        reasons::ADDRESSES_STRANDED,
+    )
+    .message(format!(
+        "{} address(es) in use are outside the pool's ranges or excluded: {}{}; they stay with \
+         their claims until released and are not handed out again",
+        stranded.len(),
+        shown.join(", "),
+        if more > 0 {
+            format!(" and {more} more")
+        } else {
+            String::new()
+        }
+    ))
 }
 
 /// Reason of `PoolValid=True`.
@@ -100,7 +139,12 @@ pub fn saturating_i64(n: u128) -> i64 {
 
 /// The condition types this provider writes on a pool; other writers' conditions (maas-client's
 /// `MAASRangesReserved`) are neither sent nor compared: server-side apply keeps them theirs.
-pub const POOL_CONDITIONS: [&str; 3] = [cond::READY, cond::POOL_VALID, cond::PAUSED];
+pub const POOL_CONDITIONS: [&str; 4] = [
+    cond::READY,
+    cond::POOL_VALID,
+    cond::ADDRESSES_IN_POOL,
+    cond::PAUSED,
+];
 
 /// The part of `status` this provider owns: its fields and its conditions only.
 pub fn owned_pool_status(status: Option<&MaasIPPoolStatus>) -> MaasIPPoolStatus {
@@ -139,7 +183,8 @@ pub fn pool_status(pool: &MaasIPPool, facts: PoolFacts<'_>, now: &Time) -> MaasI
         (None, Ok(_)) => NewCondition::new(cond::READY, ConditionStatus::True, cond::READY),
     };
     let paused = NewCondition::new(cond::PAUSED, ConditionStatus::False, reasons::NOT_PAUSED);
-    for c in [ready, valid, paused] {
+    let in_pool = addresses_in_pool(facts.stranded);
+    for c in [ready, valid, in_pool, paused] {
         set_condition(&mut conditions, c.observed_generation(generation), now);
     }
     let mut status = MaasIPPoolStatus {

@@ -80,6 +80,7 @@ fn pool_status_counts_conditions_and_last_updated() {
     let mut p = pool("ns", "p", spec(vec![subnet("10.0.0.0/24")]));
     let layout = PoolLayout::from_spec(&p.spec).map(Arc::new);
     let facts = PoolFacts {
+        stranded: &[],
         layout: &layout,
         counts: Some(PoolCounts {
             in_use: 2,
@@ -106,6 +107,7 @@ fn pool_status_counts_conditions_and_last_updated() {
         [
             ("Ready", "True"),
             ("PoolValid", "True"),
+            ("AddressesInPool", "True"),
             ("Paused", "False")
         ]
     );
@@ -121,6 +123,7 @@ fn pool_status_counts_conditions_and_last_updated() {
     let bad = pool_status(
         &p,
         PoolFacts {
+            stranded: &[],
             layout: &invalid,
             counts: None,
             waiting_for: None,
@@ -141,6 +144,7 @@ fn pool_status_counts_conditions_and_last_updated() {
     let deleting = pool_status(
         &p,
         PoolFacts {
+            stranded: &[],
             layout: &layout,
             counts: Some(PoolCounts {
                 in_use: 1,
@@ -174,6 +178,7 @@ fn other_writers_pool_conditions_are_neither_sent_nor_compared() {
     let mut p = pool("ns", "p", spec(vec![subnet("10.0.0.0/24")]));
     let layout = PoolLayout::from_spec(&p.spec).map(Arc::new);
     let facts = PoolFacts {
+        stranded: &[],
         layout: &layout,
         counts: Some(PoolCounts {
             in_use: 0,
@@ -206,5 +211,49 @@ fn other_writers_pool_conditions_are_neither_sent_nor_compared() {
         "unchanged: no write"
     );
     let paused = paused_pool_status(&p, "x", &t(30));
-    assert_eq!(paused.conditions.as_ref().unwrap().len(), 3);
+    assert_eq!(paused.conditions.as_ref().unwrap().len(), 4);
+}
+
+#[test]
+fn addresses_left_outside_a_shrunk_pool_are_named() {
+    let p = pool("ns", "p", spec(vec![subnet("10.0.0.0/24")]));
+    let layout = PoolLayout::from_spec(&p.spec).map(Arc::new);
+    let stranded: Vec<std::net::IpAddr> = (1..=12)
+        .map(|i| format!("10.0.1.{i}").parse().unwrap())
+        .collect();
+    let status = pool_status(
+        &p,
+        PoolFacts {
+            stranded: &stranded,
+            layout: &layout,
+            counts: Some(PoolCounts {
+                in_use: 12,
+                free: 254,
+            }),
+            waiting_for: None,
+        },
+        &t(10),
+    );
+    let condition = status
+        .conditions
+        .unwrap()
+        .into_iter()
+        .find(|c| c.type_ == "AddressesInPool")
+        .unwrap();
+    assert_eq!(
+        (condition.status.as_str(), condition.reason.as_str()),
+        ("False", "AddressesStranded")
+    );
+    assert!(
+        condition.message.starts_with(
+            "12 address(es) in use are outside the pool's ranges or excluded: 10.0.1.1, 10.0.1.2,"
+        ),
+        "{}",
+        condition.message
+    );
+    assert!(
+        condition.message.contains("10.0.1.10 and 2 more"),
+        "{}",
+        condition.message
+    );
 }
