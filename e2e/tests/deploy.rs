@@ -742,3 +742,34 @@ fn every_pod_is_isolated_and_only_metrics_and_the_webhook_are_reachable() {
         );
     }
 }
+
+/// A controller that runs without leader election has nothing to keep two of its pods from
+/// acting at once, so its rollouts must not overlap them: every such Deployment, in any
+/// overlay, uses the Recreate strategy.
+#[test]
+fn controllers_without_leader_election_never_overlap_during_a_rollout() {
+    let mut seen = 0;
+    for overlay in OVERLAYS {
+        for doc in render(overlay) {
+            if doc["kind"] != "Deployment" {
+                continue;
+            }
+            let unelected = doc["spec"]["template"]["spec"]["containers"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .flat_map(|c| c["env"].as_array().into_iter().flatten())
+                .any(|e| e["name"] == "CAPMAAS_LEADER_ELECT" && e["value"] == "false");
+            if unelected {
+                seen += 1;
+                assert_eq!(
+                    doc["spec"]["strategy"]["type"], "Recreate",
+                    "{overlay}/{}: no leader election, so no overlapping rollout",
+                    doc["metadata"]["name"]
+                );
+                assert!(doc["spec"]["strategy"]["rollingUpdate"].is_null());
+            }
+        }
+    }
+    assert!(seen >= 5, "the dev overlay's controllers run without election");
+}

@@ -14,6 +14,14 @@
 //!
 //! [`observed_client`] wraps the election's Kubernetes client: it gives every request a timeout
 //! and feeds successful renewals of our Lease into the fence.
+//!
+//! It also judges another holder's Lease by this replica's own clock, as client-go does: the
+//! election library would count its expiry from the holder's `renewTime`, so a holder whose
+//! clock runs behind (more than the fence margin) would look expired while it still leads, and
+//! two replicas would act at once. Every answer that shows the Lease held by someone else has
+//! its `renewTime` replaced by when this replica first saw that version of the Lease (on the
+//! monotonic clock, expressed as a wall time): the Lease expires only once nothing changed on it
+//! for a whole lease duration as seen from here ([`ObservedRenewals`]).
 
 use std::future::Future;
 use std::sync::Arc;
@@ -222,6 +230,49 @@ fn held_by(lease: &Lease, identity: &str) -> bool {
     })
 }
 
+/// When this replica first saw each version of the Lease held by another identity.
+#[derive(Debug, Default)]
+struct ObservedRenewals {
+    /// `(resourceVersion, first seen)` of the latest foreign version seen.
+    latest: Option<(String, Instant)>,
+}
+
+impl ObservedRenewals {
+    /// `lease` with a foreign holder's `renewTime` replaced by when this replica first saw its
+    /// current version (`now_wall` at `now`); `None` when there is nothing to replace (held by
+    /// `identity`, released, or without a resourceVersion).
+    fn rewrite(
+        &mut self,
+        mut lease: Lease,
+        identity: &str,
+        now: Instant,
+        now_wall: jiff::Timestamp,
+    ) -> Option<Lease> {
+        let rv = lease.metadata.resource_version.clone()?;
+        let spec = lease.spec.as_mut()?;
+        let foreign = spec
+            .holder_identity
+            .as_deref()
+            .is_some_and(|h| !h.is_empty() && h != identity);
+        if !foreign || spec.renew_time.is_none() {
+            return None;
+        }
+        let first_seen = match &self.latest {
+            Some((seen_rv, at)) if *seen_rv == rv => *at,
+            _ => {
+                self.latest = Some((rv, now));
+                now
+            }
+        };
+        let age = jiff::SignedDuration::try_from(now.duration_since(first_seen)).ok()?;
+        let seen_at = now_wall.checked_sub(age).ok()?;
+        spec.renew_time = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(
+            seen_at,
+        ));
+        Some(lease)
+    }
+}
+
 async fn collect(body: Body) -> Result<Bytes, BoxError> {
     Ok(body.collect().await?.to_bytes())
 }
@@ -237,12 +288,14 @@ pub(crate) fn observed_client(
 ) -> Client {
     let namespace = inner.default_namespace().to_owned();
     let last_rv = Arc::new(std::sync::Mutex::new(None::<String>));
+    let observed = Arc::new(std::sync::Mutex::new(ObservedRenewals::default()));
     let service = tower::service_fn(move |request: Request<Body>| {
-        let (inner, fence, filter, last_rv) = (
+        let (inner, fence, filter, last_rv, observed) = (
             inner.clone(),
             fence.clone(),
             filter.clone(),
             last_rv.clone(),
+            observed.clone(),
         );
         async move {
             let ours = filter.is_our_lease(&request);
@@ -271,14 +324,26 @@ pub(crate) fn observed_client(
                 if !response.status().is_success() {
                     return Ok(response);
                 }
-                let (parts, body) = response.into_parts();
-                let body = collect(body).await?;
+                let (mut parts, body) = response.into_parts();
+                let mut body = collect(body).await?;
                 if let Ok(lease) = serde_json::from_slice::<Lease>(&body) {
                     if let Ok(mut rv) = last_rv.lock() {
                         rv.clone_from(&lease.metadata.resource_version);
                     }
                     if patch == Some(LeasePatch::Renew) && held_by(&lease, &filter.identity) {
                         fence.renewed(sent_at);
+                    }
+                    let rewritten = observed.lock().ok().and_then(|mut o| {
+                        o.rewrite(
+                            lease,
+                            &filter.identity,
+                            Instant::now(),
+                            jiff::Timestamp::now(),
+                        )
+                    });
+                    if let Some(json) = rewritten.and_then(|l| serde_json::to_vec(&l).ok()) {
+                        parts.headers.remove(http::header::CONTENT_LENGTH);
+                        body = Bytes::from(json);
                     }
                 }
                 Ok(Response::from_parts(parts, Body::from(body)))
@@ -291,11 +356,140 @@ pub(crate) fn observed_client(
     Client::new(service, namespace)
 }
 
+/// `inner` with every write (POST, PUT, PATCH, DELETE) refused once `fence` has lapsed: the
+/// client a leader's controllers use, so that a term that lost the Lease writes nothing more,
+/// even while it is still draining, and a write decided on a view from the lost term cannot
+/// land after another replica took over. Reads pass, so a draining reconcile can still finish
+/// quietly. The election's own client stays unfenced (it must acquire while fenced).
+pub fn fenced_client(inner: Client, fence: Fence) -> Client {
+    let namespace = inner.default_namespace().to_owned();
+    let service = tower::service_fn(move |request: Request<Body>| {
+        let (inner, fence) = (inner.clone(), fence.clone());
+        async move {
+            let writes = matches!(
+                *request.method(),
+                Method::POST | Method::PUT | Method::PATCH | Method::DELETE
+            );
+            if writes {
+                fence.check().map_err(BoxError::from)?;
+            }
+            inner.send(request).await.map_err(BoxError::from)
+        }
+    });
+    Client::new(service, namespace)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    #[tokio::test(start_paused = true)]
+    async fn a_fenced_client_refuses_writes_once_the_fence_lapses_and_lets_reads_pass() {
+        use k8s_openapi::api::core::v1::ConfigMap;
+        use kube::api::{Api, PostParams};
+        let sent = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let count = sent.clone();
+        let server = tower::service_fn(move |_request: Request<Body>| {
+            count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            async {
+                let body = br#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c"}}"#;
+                Ok::<_, std::convert::Infallible>(Response::new(Body::from(body.to_vec())))
+            }
+        });
+        let fence = Fence::new(25 * SECOND);
+        let api: Api<ConfigMap> = Api::namespaced(
+            fenced_client(Client::new(server, "ns"), fence.clone()),
+            "ns",
+        );
+        let cm: ConfigMap = serde_json::from_str(r#"{"metadata":{"name":"c"}}"#).unwrap();
+        let refused = api.create(&PostParams::default(), &cm).await.unwrap_err();
+        assert!(refused.to_string().contains("not leading"), "{refused}");
+        assert_eq!(
+            sent.load(std::sync::atomic::Ordering::SeqCst),
+            0,
+            "never sent"
+        );
+        api.get("c").await.unwrap();
+        fence.renewed(Instant::now());
+        api.create(&PostParams::default(), &cm).await.unwrap();
+        tokio::time::advance(25 * SECOND).await;
+        assert!(
+            api.delete("c", &kube::api::DeleteParams::default())
+                .await
+                .is_err(),
+            "lapsed"
+        );
+        assert_eq!(sent.load(std::sync::atomic::Ordering::SeqCst), 2);
+    }
+
     const SECOND: Duration = Duration::from_secs(1);
+
+    fn foreign(rv: &str, renew: &str) -> Lease {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "l", "resourceVersion": rv},
+            "spec": {"holderIdentity": "other", "renewTime": renew, "leaseDurationSeconds": 30}
+        }))
+        .unwrap()
+    }
+
+    fn renew_time(lease: &Lease) -> jiff::Timestamp {
+        lease.spec.as_ref().unwrap().renew_time.as_ref().unwrap().0
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_foreign_lease_ages_on_this_replicas_clock_not_the_holders() {
+        let mut observed = ObservedRenewals::default();
+        let wall: jiff::Timestamp = "2026-01-01T12:00:00Z".parse().unwrap();
+        // The holder's clock is an hour behind: its renewTime says it expired long ago.
+        let skewed = foreign("1", "2026-01-01T11:00:00.000000Z");
+        let seen = observed
+            .rewrite(skewed.clone(), "me", Instant::now(), wall)
+            .unwrap();
+        assert_eq!(
+            renew_time(&seen),
+            wall,
+            "first seen now: a whole duration to go"
+        );
+        tokio::time::advance(20 * SECOND).await;
+        let same = observed
+            .rewrite(
+                skewed,
+                "me",
+                Instant::now(),
+                wall + jiff::SignedDuration::from_secs(20),
+            )
+            .unwrap();
+        assert_eq!(
+            renew_time(&same),
+            wall,
+            "unchanged since: it ages from then"
+        );
+        // Renewed (a new version): the clock starts again, whatever time it claims.
+        let renewed = foreign("2", "2026-01-01T11:00:03.000000Z");
+        let later = wall + jiff::SignedDuration::from_secs(20);
+        let seen = observed
+            .rewrite(renewed, "me", Instant::now(), later)
+            .unwrap();
+        assert_eq!(renew_time(&seen), later);
+        // Our own Lease and a released one are left as they are.
+        assert!(
+            observed
+                .rewrite(
+                    foreign("3", "2026-01-01T11:00:00.000000Z"),
+                    "other",
+                    Instant::now(),
+                    wall
+                )
+                .is_none()
+        );
+        let mut released = foreign("4", "2026-01-01T11:00:00.000000Z");
+        released.spec.as_mut().unwrap().renew_time = None;
+        assert!(
+            observed
+                .rewrite(released, "me", Instant::now(), wall)
+                .is_none()
+        );
+    }
 
     #[tokio::test(start_paused = true)]
     async fn deadline_counts_from_the_send_time() {

@@ -348,15 +348,23 @@ impl Runtime {
         );
         let leader_gauge = reconcile_metrics.controller(&settings.binary);
         let on_change = move |leader: bool| leader_gauge.set_leader(leader);
-        let election = match &settings.leader_election {
-            Some(config) => leader::spawn_election(
-                clients.api.clone(),
-                config.clone(),
-                fence.clone(),
-                shutdown.clone(),
-                on_change,
-            )?,
-            None => leader::always_leader(shutdown.clone(), on_change),
+        let (election, clients) = match &settings.leader_election {
+            Some(config) => {
+                let election = leader::spawn_election(
+                    clients.api.clone(),
+                    config.clone(),
+                    fence.clone(),
+                    shutdown.clone(),
+                    on_change,
+                )?;
+                // The terms write only while the fence holds, also while they drain.
+                let fenced = KubeClients {
+                    api: crate::fence::fenced_client(clients.api, fence.clone()),
+                    watch: crate::fence::fenced_client(clients.watch, fence.clone()),
+                };
+                (election, fenced)
+            }
+            None => (leader::always_leader(shutdown.clone(), on_change), clients),
         };
         let admin_task = tokio::spawn(admin.serve(shutdown.clone()));
 

@@ -297,3 +297,62 @@ async fn stalled_renewal_fences_the_leader_before_a_standby_takes_over() {
             .unwrap();
     }
 }
+
+/// A holder whose clock runs an hour behind keeps renewing: its `renewTime` always looks long
+/// expired, yet nobody takes the Lease from it, since expiry is judged by when this replica saw
+/// the Lease last change. Once the holder stops renewing, the Lease is taken one lease duration
+/// later.
+#[tokio::test]
+async fn a_holder_with_a_skewed_clock_keeps_its_lease_while_it_renews() {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+    use kube::api::{Patch, PatchParams, PostParams};
+    let env = capmaas_testenv::TestEnv::api_server_only().await.unwrap();
+    let client = env.client();
+    let leases: Api<Lease> = Api::namespaced(client.clone(), NS);
+    let lease = "capmaas-skew-leader";
+    let an_hour_ago = || MicroTime(jiff::Timestamp::now() - jiff::SignedDuration::from_hours(1));
+    let mut held: Lease = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": lease},
+        "spec": {"holderIdentity": "skewed", "leaseDurationSeconds": 3}
+    }))
+    .unwrap();
+    if let Some(spec) = held.spec.as_mut() {
+        spec.renew_time = Some(an_hour_ago());
+        spec.acquire_time = Some(an_hour_ago());
+    }
+    leases.create(&PostParams::default(), &held).await.unwrap();
+    let renewing = CancellationToken::new();
+    let renewer = {
+        let (leases, renewing) = (leases.clone(), renewing.clone());
+        tokio::spawn(async move {
+            while !renewing.is_cancelled() {
+                let patch = serde_json::json!({"spec": {"renewTime": an_hour_ago()}});
+                leases
+                    .patch(lease, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await
+                    .unwrap();
+                tokio::time::sleep(Duration::from_millis(700)).await;
+            }
+        })
+    };
+
+    let (mut candidate, stop, changes) = start(client.clone(), lease, "candidate");
+    // Three lease durations of renewals stamped an hour in the past.
+    tokio::time::sleep(Duration::from_secs(9)).await;
+    assert!(
+        changes.lock().unwrap().is_empty(),
+        "took the Lease of a live holder: {:?}",
+        changes.lock().unwrap()
+    );
+    assert_eq!(holder(&leases, lease).await.as_deref(), Some("skewed"));
+
+    renewing.cancel();
+    renewer.await.unwrap();
+    wait_until(&mut candidate.leader, true, Duration::from_secs(15)).await;
+    assert_eq!(holder(&leases, lease).await.as_deref(), Some("candidate"));
+    stop.cancel();
+    tokio::time::timeout(Duration::from_secs(10), candidate.task)
+        .await
+        .unwrap()
+        .unwrap();
+}
