@@ -208,13 +208,18 @@ impl Harness {
         Ok(harness)
     }
 
-    /// Creates what `deploy/base` gives each binary (namespace, ServiceAccounts, RBAC) and
+    /// Creates what `deploy/base` gives each binary (namespace, ServiceAccounts, RBAC, the
+    /// admission policies) and
     /// writes a kubeconfig per binary holding a token of its ServiceAccount: every binary
     /// then runs with exactly its Deployment's permissions, so each scenario proves them
     /// sufficient.
     pub(crate) async fn grant_deploy_rbac(&self) -> Result<()> {
         let client = self.management.client();
-        let documents = deploy_base_rbac(&CONTROLLERS)?;
+        let mut documents = deploy_base_rbac(&CONTROLLERS)?;
+        // The API server's own admission policies, so every scenario runs under them too.
+        documents.extend(capmaas_testenv::objects::load_yaml_documents(
+            &capmaas_testenv::repo_root().join("deploy/base/admission-policies.yaml"),
+        )?);
         for document in &documents {
             apply(&client, document).await?;
         }

@@ -771,5 +771,98 @@ fn controllers_without_leader_election_never_overlap_during_a_rollout() {
             }
         }
     }
-    assert!(seen >= 5, "the dev overlay's controllers run without election");
+    assert!(
+        seen >= 5,
+        "the dev overlay's controllers run without election"
+    );
+}
+
+/// `deploy/base/admission-policies.yaml`, enforced by the API server itself: a tenant allowed
+/// by RBAC to create MaasHosts is refused, naming who may; maas-client's ServiceAccount and a
+/// cluster administrator are not.
+#[tokio::test]
+async fn only_the_gateway_and_cluster_administrators_create_maashosts() {
+    use capmaas_api::MaasHost;
+    let env = TestEnv::builder()
+        .capi_crds(false)
+        .controller_manager(false)
+        .start()
+        .await
+        .unwrap();
+    let admin = env.client();
+    let mut documents = capmaas_testenv::objects::deploy_base_rbac(&["maas-client"]).unwrap();
+    documents.extend(
+        capmaas_testenv::objects::load_yaml_documents(
+            &repo_root().join("deploy/base/admission-policies.yaml"),
+        )
+        .unwrap(),
+    );
+    let tenant = env.create_namespace("team").await.unwrap();
+    documents.push(json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+        "metadata": {"name": "host-maker", "namespace": tenant},
+        "rules": [{"apiGroups": ["infrastructure.cluster.x-k8s.io"], "resources": ["maashosts"],
+                   "verbs": ["create", "get"]}]
+    }));
+    documents.push(json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "metadata": {"name": "alice-makes-hosts", "namespace": tenant},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "host-maker"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "alice"}]
+    }));
+    for document in &documents {
+        capmaas_e2e::apply(&admin, document).await.unwrap();
+    }
+    let host = |name: &str| -> MaasHost {
+        serde_json::from_value(json!({
+            "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "MaasHost",
+            "metadata": {"name": name, "annotations": {"maas.cluster.x-k8s.io/hand-made": "true"}},
+            "spec": {"systemID": name}
+        }))
+        .unwrap()
+    };
+    let alice: Api<MaasHost> = Api::namespaced(
+        env.user_client("alice", &["system:authenticated"])
+            .await
+            .unwrap(),
+        &tenant,
+    );
+    // The policy takes effect once the API server has loaded it.
+    let mut refused = None;
+    for attempt in 0..50 {
+        match alice
+            .create(&PostParams::default(), &host(&format!("h{attempt}")))
+            .await
+        {
+            Err(kube::Error::Api(status)) if status.code == 403 => {
+                refused = Some(status);
+                break;
+            }
+            Err(e) => panic!("unexpected error: {e}"),
+            Ok(_) => tokio::time::sleep(std::time::Duration::from_millis(200)).await,
+        }
+    }
+    let refused = refused.expect("the policy never refused a tenant's MaasHost");
+    assert!(
+        refused
+            .message
+            .contains("MaasHosts are created by maas-client")
+            && refused.message.contains("alice"),
+        "{}",
+        refused.message
+    );
+    let gateway: Api<MaasHost> = Api::namespaced(
+        env.service_account_client("capmaas-system", "capmaas-maas-client")
+            .await
+            .unwrap(),
+        &tenant,
+    );
+    gateway
+        .create(&PostParams::default(), &host("imported"))
+        .await
+        .unwrap();
+    Api::<MaasHost>::namespaced(admin, &tenant)
+        .create(&PostParams::default(), &host("by-hand"))
+        .await
+        .unwrap();
 }
