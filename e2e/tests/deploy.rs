@@ -866,3 +866,121 @@ async fn only_the_gateway_and_cluster_administrators_create_maashosts() {
         .await
         .unwrap();
 }
+
+/// `deploy/base/admission-policies.yaml`: data-controller's ServiceAccount, whose RBAC allows
+/// create and patch on every Secret, can write only the Secrets its MaasData own; the MAAS
+/// credentials Secret can be neither rewritten nor read through a patch's answer.
+#[tokio::test]
+async fn data_controller_writes_only_the_secrets_it_renders() {
+    use k8s_openapi::api::core::v1::Secret;
+    use kube::api::{Patch, PatchParams};
+    let env = TestEnv::builder()
+        .capi_crds(false)
+        .controller_manager(false)
+        .start()
+        .await
+        .unwrap();
+    let admin = env.client();
+    let mut documents = capmaas_testenv::objects::deploy_base_rbac(&["data-controller"]).unwrap();
+    documents.extend(
+        capmaas_testenv::objects::load_yaml_documents(
+            &repo_root().join("deploy/base/admission-policies.yaml"),
+        )
+        .unwrap(),
+    );
+    for document in &documents {
+        capmaas_e2e::apply(&admin, document).await.unwrap();
+    }
+    let credentials: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "capmaas-manager-bootstrap-credentials"},
+        "stringData": {"MAAS_ENDPOINT": "https://maas.example:5443/MAAS", "MAAS_API_KEY": "a:b:c"}
+    }))
+    .unwrap();
+    Api::<Secret>::namespaced(admin.clone(), "capmaas-system")
+        .create(&PostParams::default(), &credentials)
+        .await
+        .unwrap();
+    let as_data_controller = env
+        .service_account_client("capmaas-system", "capmaas-data-controller")
+        .await
+        .unwrap();
+    let secrets = Api::<Secret>::namespaced(as_data_controller.clone(), "capmaas-system");
+    let rewrite = json!({"stringData": {"MAAS_ENDPOINT": "https://attacker.example/MAAS"}});
+    // The policy takes effect once the API server has loaded it.
+    let mut refused = None;
+    for _ in 0..50 {
+        match secrets
+            .patch(
+                "capmaas-manager-bootstrap-credentials",
+                &PatchParams::default(),
+                &Patch::Merge(&rewrite),
+            )
+            .await
+        {
+            Err(kube::Error::Api(status)) if status.code == 403 => {
+                refused = Some(status);
+                break;
+            }
+            Err(e) => panic!("unexpected error: {e}"),
+            Ok(_) => {
+                // Not loaded yet: put the endpoint back and try again.
+                let restore =
+                    json!({"stringData": {"MAAS_ENDPOINT": "https://maas.example:5443/MAAS"}});
+                Api::<Secret>::namespaced(admin.clone(), "capmaas-system")
+                    .patch(
+                        "capmaas-manager-bootstrap-credentials",
+                        &PatchParams::default(),
+                        &Patch::Merge(&restore),
+                    )
+                    .await
+                    .unwrap();
+                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            }
+        }
+    }
+    let refused = refused.expect("the policy never refused data-controller's patch");
+    assert!(
+        refused
+            .message
+            .contains("data-controller writes only the Secrets its MaasData own"),
+        "{}",
+        refused.message
+    );
+    // An empty patch answers with the whole object: refused too, so nothing is read.
+    let read = secrets
+        .patch(
+            "capmaas-manager-bootstrap-credentials",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({})),
+        )
+        .await;
+    assert!(
+        matches!(read, Err(kube::Error::Api(ref s)) if s.code == 403),
+        "{read:?}"
+    );
+    // A Secret of its own kind, owned by a MaasData: allowed.
+    let tenant = env.create_namespace("team").await.unwrap();
+    let rendered: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "m1-metadata", "ownerReferences": [{
+            "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "MaasData",
+            "name": "m1", "uid": "00000000-0000-0000-0000-000000000001", "controller": true}]},
+        "type": "infrastructure.cluster.x-k8s.io/secret",
+        "stringData": {"metaData": "local-hostname: m1"}
+    }))
+    .unwrap();
+    Api::<Secret>::namespaced(as_data_controller.clone(), &tenant)
+        .create(&PostParams::default(), &rendered)
+        .await
+        .unwrap();
+    // Any other Secret: refused.
+    let opaque: Secret =
+        serde_json::from_value(json!({"metadata": {"name": "other"}, "stringData": {"k": "v"}}))
+            .unwrap();
+    let other = Api::<Secret>::namespaced(as_data_controller, &tenant)
+        .create(&PostParams::default(), &opaque)
+        .await;
+    assert!(
+        matches!(other, Err(kube::Error::Api(ref s)) if s.code == 403),
+        "{other:?}"
+    );
+}
