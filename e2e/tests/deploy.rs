@@ -777,42 +777,75 @@ fn controllers_without_leader_election_never_overlap_during_a_rollout() {
     );
 }
 
-/// `deploy/base/admission-policies.yaml`, enforced by the API server itself: a tenant allowed
-/// by RBAC to create MaasHosts is refused, naming who may; maas-client's ServiceAccount and a
-/// cluster administrator are not.
-#[tokio::test]
-async fn only_the_gateway_and_cluster_administrators_create_maashosts() {
-    use capmaas_api::MaasHost;
+/// An API server with `components`' RBAC from `deploy/base`, its admission policies and
+/// `extra` documents applied.
+async fn under_the_admission_policies(components: &[&str], extra: Vec<Value>) -> TestEnv {
     let env = TestEnv::builder()
         .capi_crds(false)
         .controller_manager(false)
         .start()
         .await
         .unwrap();
-    let admin = env.client();
-    let mut documents = capmaas_testenv::objects::deploy_base_rbac(&["maas-client"]).unwrap();
+    let mut documents = capmaas_testenv::objects::deploy_base_rbac(components).unwrap();
     documents.extend(
         capmaas_testenv::objects::load_yaml_documents(
             &repo_root().join("deploy/base/admission-policies.yaml"),
         )
         .unwrap(),
     );
-    let tenant = env.create_namespace("team").await.unwrap();
-    documents.push(json!({
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-        "metadata": {"name": "host-maker", "namespace": tenant},
-        "rules": [{"apiGroups": ["infrastructure.cluster.x-k8s.io"], "resources": ["maashosts"],
-                   "verbs": ["create", "get"]}]
-    }));
-    documents.push(json!({
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-        "metadata": {"name": "alice-makes-hosts", "namespace": tenant},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "host-maker"},
-        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "alice"}]
-    }));
+    documents.extend(extra);
     for document in &documents {
-        capmaas_e2e::apply(&admin, document).await.unwrap();
+        capmaas_e2e::apply(&env.client(), document).await.unwrap();
     }
+    env
+}
+
+/// Repeats `attempt` until the API server refuses it with 403 (a policy takes effect once the
+/// API server has loaded it), and returns that refusal.
+async fn until_refused<F, Fut>(mut attempt: F) -> kube::core::Status
+where
+    F: FnMut(usize) -> Fut,
+    Fut: std::future::Future<Output = Result<(), kube::Error>>,
+{
+    for n in 0..50 {
+        match attempt(n).await {
+            Err(kube::Error::Api(status)) if status.code == 403 => return *status,
+            Err(e) => panic!("unexpected error: {e}"),
+            Ok(()) => tokio::time::sleep(std::time::Duration::from_millis(200)).await,
+        }
+    }
+    panic!("the policy never refused it");
+}
+
+/// `deploy/base/admission-policies.yaml`, enforced by the API server itself: a tenant allowed
+/// by RBAC to create MaasHosts is refused, naming who may; maas-client's ServiceAccount and a
+/// cluster administrator are not.
+#[tokio::test]
+async fn only_the_gateway_and_cluster_administrators_create_maashosts() {
+    use capmaas_api::MaasHost;
+    let tenant = "team-a";
+    let env = under_the_admission_policies(
+        &["maas-client"],
+        vec![
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": tenant}}),
+            json!({
+                "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+                "metadata": {"name": "host-maker", "namespace": tenant},
+                "rules": [{"apiGroups": ["infrastructure.cluster.x-k8s.io"],
+                           "resources": ["maashosts"], "verbs": ["create", "get"]}]
+            }),
+            json!({
+                "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                "metadata": {"name": "alice-makes-hosts", "namespace": tenant},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
+                            "name": "host-maker"},
+                "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User",
+                              "name": "alice"}]
+            }),
+        ],
+    )
+    .await;
+    let admin = env.client();
     let host = |name: &str| -> MaasHost {
         serde_json::from_value(json!({
             "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "MaasHost",
@@ -825,24 +858,18 @@ async fn only_the_gateway_and_cluster_administrators_create_maashosts() {
         env.user_client("alice", &["system:authenticated"])
             .await
             .unwrap(),
-        &tenant,
+        tenant,
     );
-    // The policy takes effect once the API server has loaded it.
-    let mut refused = None;
-    for attempt in 0..50 {
-        match alice
-            .create(&PostParams::default(), &host(&format!("h{attempt}")))
-            .await
-        {
-            Err(kube::Error::Api(status)) if status.code == 403 => {
-                refused = Some(status);
-                break;
-            }
-            Err(e) => panic!("unexpected error: {e}"),
-            Ok(_) => tokio::time::sleep(std::time::Duration::from_millis(200)).await,
+    let refused = until_refused(|n| {
+        let alice = alice.clone();
+        async move {
+            alice
+                .create(&PostParams::default(), &host(&format!("h{n}")))
+                .await
+                .map(drop)
         }
-    }
-    let refused = refused.expect("the policy never refused a tenant's MaasHost");
+    })
+    .await;
     assert!(
         refused
             .message
@@ -855,13 +882,13 @@ async fn only_the_gateway_and_cluster_administrators_create_maashosts() {
         env.service_account_client("capmaas-system", "capmaas-maas-client")
             .await
             .unwrap(),
-        &tenant,
+        tenant,
     );
     gateway
         .create(&PostParams::default(), &host("imported"))
         .await
         .unwrap();
-    Api::<MaasHost>::namespaced(admin, &tenant)
+    Api::<MaasHost>::namespaced(admin, tenant)
         .create(&PostParams::default(), &host("by-hand"))
         .await
         .unwrap();
@@ -874,23 +901,8 @@ async fn only_the_gateway_and_cluster_administrators_create_maashosts() {
 async fn data_controller_writes_only_the_secrets_it_renders() {
     use k8s_openapi::api::core::v1::Secret;
     use kube::api::{Patch, PatchParams};
-    let env = TestEnv::builder()
-        .capi_crds(false)
-        .controller_manager(false)
-        .start()
-        .await
-        .unwrap();
+    let env = under_the_admission_policies(&["data-controller"], Vec::new()).await;
     let admin = env.client();
-    let mut documents = capmaas_testenv::objects::deploy_base_rbac(&["data-controller"]).unwrap();
-    documents.extend(
-        capmaas_testenv::objects::load_yaml_documents(
-            &repo_root().join("deploy/base/admission-policies.yaml"),
-        )
-        .unwrap(),
-    );
-    for document in &documents {
-        capmaas_e2e::apply(&admin, document).await.unwrap();
-    }
     let credentials: Secret = serde_json::from_value(json!({
         "metadata": {"name": "capmaas-manager-bootstrap-credentials"},
         "stringData": {"MAAS_ENDPOINT": "https://maas.example:5443/MAAS", "MAAS_API_KEY": "a:b:c"}
@@ -906,39 +918,30 @@ async fn data_controller_writes_only_the_secrets_it_renders() {
         .unwrap();
     let secrets = Api::<Secret>::namespaced(as_data_controller.clone(), "capmaas-system");
     let rewrite = json!({"stringData": {"MAAS_ENDPOINT": "https://attacker.example/MAAS"}});
-    // The policy takes effect once the API server has loaded it.
-    let mut refused = None;
-    for _ in 0..50 {
-        match secrets
-            .patch(
-                "capmaas-manager-bootstrap-credentials",
-                &PatchParams::default(),
-                &Patch::Merge(&rewrite),
-            )
-            .await
-        {
-            Err(kube::Error::Api(status)) if status.code == 403 => {
-                refused = Some(status);
-                break;
-            }
-            Err(e) => panic!("unexpected error: {e}"),
-            Ok(_) => {
-                // Not loaded yet: put the endpoint back and try again.
-                let restore =
-                    json!({"stringData": {"MAAS_ENDPOINT": "https://maas.example:5443/MAAS"}});
-                Api::<Secret>::namespaced(admin.clone(), "capmaas-system")
-                    .patch(
-                        "capmaas-manager-bootstrap-credentials",
-                        &PatchParams::default(),
-                        &Patch::Merge(&restore),
-                    )
-                    .await
-                    .unwrap();
-                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-            }
+    let refused = until_refused(|_| {
+        let (secrets, admin, rewrite) = (secrets.clone(), admin.clone(), rewrite.clone());
+        async move {
+            secrets
+                .patch(
+                    "capmaas-manager-bootstrap-credentials",
+                    &PatchParams::default(),
+                    &Patch::Merge(&rewrite),
+                )
+                .await?;
+            // Not loaded yet: put the endpoint back before the next try.
+            let restore =
+                json!({"stringData": {"MAAS_ENDPOINT": "https://maas.example:5443/MAAS"}});
+            Api::<Secret>::namespaced(admin, "capmaas-system")
+                .patch(
+                    "capmaas-manager-bootstrap-credentials",
+                    &PatchParams::default(),
+                    &Patch::Merge(&restore),
+                )
+                .await
+                .map(drop)
         }
-    }
-    let refused = refused.expect("the policy never refused data-controller's patch");
+    })
+    .await;
     assert!(
         refused
             .message

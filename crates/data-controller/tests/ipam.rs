@@ -88,6 +88,28 @@ fn pool_spec(pools: Vec<IpPoolRange>) -> MaasIPPoolSpec {
     }
 }
 
+/// The first Warning Event about the object `name` of `ns`, once there is one.
+async fn warning_event(
+    client: &Client,
+    ns: &str,
+    name: &str,
+) -> k8s_openapi::api::events::v1::Event {
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), ns);
+    eventually("a Warning Event", || async {
+        events
+            .list(&kube::api::ListParams::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .find(|e| {
+                e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
+                    && e.type_.as_deref() == Some("Warning")
+            })
+    })
+    .await
+}
+
 async fn create_pool(client: &Client, ns: &str, name: &str, spec: MaasIPPoolSpec) {
     Api::<MaasIPPool>::namespaced(client.clone(), ns)
         .create(&PostParams::default(), &MaasIPPool::new(name, spec))
@@ -386,20 +408,8 @@ async fn exhausted_then_served(client: &Client, ns: &str) {
         "{}",
         stranded.message
     );
-    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), ns);
-    eventually("a Warning Event on the pool", || async {
-        events
-            .list(&kube::api::ListParams::default())
-            .await
-            .unwrap()
-            .items
-            .into_iter()
-            .find(|e| {
-                e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("small")
-                    && e.reason.as_deref() == Some("AddressesStranded")
-            })
-    })
-    .await;
+    let warned = warning_event(client, ns, "small").await;
+    assert_eq!(warned.reason.as_deref(), Some("AddressesStranded"));
     pools
         .patch(
             "small",
@@ -576,20 +586,7 @@ async fn ipv6_and_invalid_pools(client: &Client, ns: &str) {
     })
     .await;
     assert!(condition.message.contains("not found"), "{condition:?}");
-    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), ns);
-    let warned = eventually("a Warning Event on the claim", || async {
-        events
-            .list(&kube::api::ListParams::default())
-            .await
-            .unwrap()
-            .items
-            .into_iter()
-            .find(|e| {
-                e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("on-missing")
-                    && e.type_.as_deref() == Some("Warning")
-            })
-    })
-    .await;
+    let warned = warning_event(client, ns, "on-missing").await;
     assert!(
         warned
             .note

@@ -31,6 +31,58 @@ async fn create_tagged_inventory(client: &kube::Client, namespace: &str, name: &
     api.create(&PostParams::default(), &inv).await.unwrap();
 }
 
+/// An API server, a simulator, and `tagged` of its machines tagged into one inventory and
+/// imported as hosts by a gateway started with `flags`.
+struct World {
+    _env: capmaas_testenv::TestEnv,
+    client: kube::Client,
+    ns: String,
+    sim: maas_sim::RunningSim,
+    state: SimHandle,
+    ids: Vec<String>,
+    gateway: InProcess,
+}
+
+async fn imported(prefix: &str, tagged: usize, flags: &[&str]) -> World {
+    let (env, client, ns) = api_server(prefix).await;
+    let sim = instant_sim(4).await;
+    let state = sim.state();
+    let ids: Vec<String> = state
+        .machines()
+        .iter()
+        .take(tagged)
+        .map(|m| m.system_id.clone())
+        .collect();
+    for id in &ids {
+        state.add_tag(id, TAG).unwrap();
+    }
+    let gateway = start_in_process(&env, &sim, &ns, flags).await;
+    create_tagged_inventory(&client, &ns, "inv").await;
+    create_user_data(&client, &ns, "user-data", "#cloud-config\n").await;
+    eventually("hosts imported", Duration::from_secs(30), || async {
+        (hosts(&client, &ns).await.len() == tagged).then_some(())
+    })
+    .await;
+    World {
+        _env: env,
+        client,
+        ns,
+        sim,
+        state,
+        ids,
+        gateway,
+    }
+}
+
+/// Waits until the host of `id` reports `Deployed`.
+async fn deployed(client: &kube::Client, ns: &str, id: &str) {
+    eventually("deployed", Duration::from_secs(30), || async {
+        let h = host(client, ns, id).await;
+        (provisioning_state(&h).as_deref() == Some("Deployed")).then_some(())
+    })
+    .await;
+}
+
 fn policy(erase: EraseMode) -> ReleasePolicy {
     ReleasePolicy {
         erase,
@@ -115,35 +167,21 @@ fn assert_never_ready_unerased(state: &SimHandle, system_id: &str) -> MachineVie
 
 #[tokio::test]
 async fn releases_carry_the_erase_policy_through_failures_on_both_paths() {
-    let (env, client, ns) = api_server("erase").await;
-    let sim = instant_sim(4).await;
-    let state = sim.state();
-    let ids: Vec<String> = state
-        .machines()
-        .iter()
-        .take(2)
-        .map(|m| m.system_id.clone())
-        .collect();
+    let World {
+        _env,
+        client,
+        ns,
+        sim,
+        state,
+        ids,
+        gateway,
+    } = imported("erase", 2, &[]).await;
     let (normal, orphan) = (ids[0].clone(), ids[1].clone());
-    for id in &ids {
-        state.add_tag(id, TAG).unwrap();
-    }
-    let gateway = start_in_process(&env, &sim, &ns, &[]).await;
-    create_tagged_inventory(&client, &ns, "inv").await;
-    create_user_data(&client, &ns, "user-data", "#cloud-config\n").await;
-    eventually("2 hosts imported", Duration::from_secs(30), || async {
-        (hosts(&client, &ns).await.len() == 2).then_some(())
-    })
-    .await;
     for (id, consumer) in [(&normal, "m-normal"), (&orphan, "m-orphan")] {
         request_deploy_with_policy(&client, &ns, id, consumer, policy(EraseMode::Secure)).await;
     }
     for id in [&normal, &orphan] {
-        eventually("deployed", Duration::from_secs(30), || async {
-            let h = host(&client, &ns, id).await;
-            (provisioning_state(&h).as_deref() == Some("Deployed")).then_some(())
-        })
-        .await;
+        deployed(&client, &ns, id).await;
         let view = state.machine(id).unwrap();
         assert_eq!(
             view.owner_data
@@ -234,34 +272,20 @@ async fn releases_carry_the_erase_policy_through_failures_on_both_paths() {
 /// erase-on-release setting decides (the gateway asks for no erase and MAAS enforces it).
 #[tokio::test]
 async fn an_edited_policy_and_the_maas_erase_setting_decide_the_release() {
-    let (env, client, ns) = api_server("edited").await;
-    let sim = instant_sim(4).await;
-    let state = sim.state();
-    let ids: Vec<String> = state
-        .machines()
-        .iter()
-        .take(2)
-        .map(|m| m.system_id.clone())
-        .collect();
+    let World {
+        _env,
+        client,
+        ns,
+        sim,
+        state,
+        ids,
+        gateway,
+    } = imported("edited", 2, &[]).await;
     let (edited, unset) = (ids[0].clone(), ids[1].clone());
-    for id in &ids {
-        state.add_tag(id, TAG).unwrap();
-    }
-    let gateway = start_in_process(&env, &sim, &ns, &[]).await;
-    create_tagged_inventory(&client, &ns, "inv").await;
-    create_user_data(&client, &ns, "user-data", "#cloud-config\n").await;
-    eventually("2 hosts imported", Duration::from_secs(30), || async {
-        (hosts(&client, &ns).await.len() == 2).then_some(())
-    })
-    .await;
     request_deploy(&client, &ns, &edited, "m-edited").await;
     request_deploy(&client, &ns, &unset, "m-unset").await;
     for id in [&edited, &unset] {
-        eventually("deployed", Duration::from_secs(30), || async {
-            let h = host(&client, &ns, id).await;
-            (provisioning_state(&h).as_deref() == Some("Deployed")).then_some(())
-        })
-        .await;
+        deployed(&client, &ns, id).await;
     }
     let recorded = |id: &str| {
         state
@@ -322,34 +346,20 @@ async fn an_edited_policy_and_the_maas_erase_setting_decide_the_release() {
 
 #[tokio::test]
 async fn a_machine_leaving_the_inventory_filter_stays_managed() {
-    let (env, client, ns) = api_server("filter").await;
-    let sim = instant_sim(4).await;
-    let state = sim.state();
-    let ids: Vec<String> = state
-        .machines()
-        .iter()
-        .take(2)
-        .map(|m| m.system_id.clone())
-        .collect();
+    let World {
+        _env,
+        client,
+        ns,
+        sim,
+        state,
+        ids,
+        gateway,
+    } = imported("filter", 2, &[]).await;
     let (moved, deleted) = (ids[0].clone(), ids[1].clone());
-    for id in &ids {
-        state.add_tag(id, TAG).unwrap();
-    }
-    let gateway = start_in_process(&env, &sim, &ns, &[]).await;
-    create_tagged_inventory(&client, &ns, "inv").await;
-    create_user_data(&client, &ns, "user-data", "#cloud-config\n").await;
-    eventually("2 hosts imported", Duration::from_secs(30), || async {
-        (hosts(&client, &ns).await.len() == 2).then_some(())
-    })
-    .await;
     request_deploy_with_policy(&client, &ns, &moved, "m-moved", policy(EraseMode::Quick)).await;
     request_deploy(&client, &ns, &deleted, "m-deleted").await;
     for id in [&moved, &deleted] {
-        eventually("deployed", Duration::from_secs(30), || async {
-            let h = host(&client, &ns, id).await;
-            (provisioning_state(&h).as_deref() == Some("Deployed")).then_some(())
-        })
-        .await;
+        deployed(&client, &ns, id).await;
     }
 
     // Re-tagged in MAAS: no longer in the inventory's list, but it exists. The host stays
@@ -441,40 +451,33 @@ async fn a_machine_leaving_the_inventory_filter_stays_managed() {
 /// recorded erase; it goes only then (the MaasHost finalizer), with no orphan sweep needed.
 #[tokio::test]
 async fn a_deleted_host_goes_only_after_its_server_is_released() {
-    let (env, client, ns) = api_server("finalizer").await;
-    let sim = instant_sim(4).await;
-    let state = sim.state();
-    let id = state.machines()[0].system_id.clone();
-    state.add_tag(&id, TAG).unwrap();
-    let gateway = start_in_process(&env, &sim, &ns, &["--orphan-grace-period=600s"]).await;
-    create_tagged_inventory(&client, &ns, "inv").await;
-    create_user_data(&client, &ns, "user-data", "#cloud-config\n").await;
-    eventually("host imported", Duration::from_secs(30), || async {
-        (hosts(&client, &ns).await.len() == 1).then_some(())
-    })
-    .await;
+    let World {
+        _env,
+        client,
+        ns,
+        sim,
+        state,
+        ids,
+        gateway,
+    } = imported("finalizer", 1, &["--orphan-grace-period=600s"]).await;
+    let id = ids[0].clone();
     let free = host(&client, &ns, &id).await;
     assert!(
         free.finalizers().is_empty(),
         "a free host carries no finalizer"
     );
     request_deploy_with_policy(&client, &ns, &id, "m-1", policy(EraseMode::Quick)).await;
-    eventually("deployed", Duration::from_secs(30), || async {
-        let h = host(&client, &ns, &id).await;
-        (provisioning_state(&h).as_deref() == Some("Deployed")).then_some(())
-    })
-    .await;
-    let deployed = host(&client, &ns, &id).await;
+    deployed(&client, &ns, &id).await;
+    let held = host(&client, &ns, &id).await;
     assert!(
-        deployed
-            .finalizers()
+        held.finalizers()
             .contains(&capmaas_api::keys::FINALIZER_MAAS_HOST.to_owned()),
         "{:?}",
-        deployed.finalizers()
+        held.finalizers()
     );
 
     let hosts_api = Api::<MaasHost>::namespaced(client.clone(), &ns);
-    let first_uid = deployed.metadata.uid.clone();
+    let first_uid = held.metadata.uid.clone();
     hosts_api
         .delete(&id, &DeleteParams::default())
         .await
@@ -514,31 +517,24 @@ async fn a_deleted_host_goes_only_after_its_server_is_released() {
 /// long, with the erase recorded on the machine. Claimed hosts are never released that way.
 #[tokio::test]
 async fn an_unclaimed_allocation_is_released_after_the_opted_in_period() {
-    let (env, client, ns) = api_server("unclaimed").await;
-    let sim = instant_sim(4).await;
-    let state = sim.state();
-    let id = state.machines()[0].system_id.clone();
-    state.add_tag(&id, TAG).unwrap();
     // The orphan sweep must not be what releases it: its grace outlasts the test.
-    let gateway = start_in_process(
-        &env,
-        &sim,
-        &ns,
+    let World {
+        _env,
+        client,
+        ns,
+        sim,
+        state,
+        ids,
+        gateway,
+    } = imported(
+        "unclaimed",
+        1,
         &["--release-unclaimed-after=4s", "--orphan-grace-period=600s"],
     )
     .await;
-    create_tagged_inventory(&client, &ns, "inv").await;
-    create_user_data(&client, &ns, "user-data", "#cloud-config\n").await;
-    eventually("host imported", Duration::from_secs(30), || async {
-        (hosts(&client, &ns).await.len() == 1).then_some(())
-    })
-    .await;
+    let id = ids[0].clone();
     request_deploy_with_policy(&client, &ns, &id, "m-gone", policy(EraseMode::Quick)).await;
-    eventually("deployed", Duration::from_secs(30), || async {
-        let h = host(&client, &ns, &id).await;
-        (provisioning_state(&h).as_deref() == Some("Deployed")).then_some(())
-    })
-    .await;
+    deployed(&client, &ns, &id).await;
 
     let hosts_api = Api::<MaasHost>::namespaced(client.clone(), &ns);
     let first_uid = host(&client, &ns, &id).await.metadata.uid;
