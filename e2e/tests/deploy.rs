@@ -818,21 +818,22 @@ where
 }
 
 /// `deploy/base/admission-policies.yaml`, enforced by the API server itself: a tenant allowed
-/// by RBAC to create MaasHosts is refused, naming who may; maas-client's ServiceAccount and a
-/// cluster administrator are not.
+/// by RBAC to create MaasHosts and MaasDNSRecords is refused, naming who may; maas-client's
+/// (hosts) and cluster-controller's (records) ServiceAccounts and an administrator are not.
 #[tokio::test]
 async fn only_the_gateway_and_cluster_administrators_create_maashosts() {
-    use capmaas_api::MaasHost;
+    use capmaas_api::{MaasDNSRecord, MaasHost};
     let tenant = "team-a";
     let env = under_the_admission_policies(
-        &["maas-client"],
+        &["maas-client", "cluster-controller"],
         vec![
             json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": tenant}}),
             json!({
                 "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
                 "metadata": {"name": "host-maker", "namespace": tenant},
                 "rules": [{"apiGroups": ["infrastructure.cluster.x-k8s.io"],
-                           "resources": ["maashosts"], "verbs": ["create", "get"]}]
+                           "resources": ["maashosts", "maasdnsrecords"],
+                           "verbs": ["create", "get"]}]
             }),
             json!({
                 "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
@@ -888,8 +889,53 @@ async fn only_the_gateway_and_cluster_administrators_create_maashosts() {
         .create(&PostParams::default(), &host("imported"))
         .await
         .unwrap();
-    Api::<MaasHost>::namespaced(admin, tenant)
+    Api::<MaasHost>::namespaced(admin.clone(), tenant)
         .create(&PostParams::default(), &host("by-hand"))
+        .await
+        .unwrap();
+
+    let record = |name: &str| -> MaasDNSRecord {
+        serde_json::from_value(json!({
+            "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "MaasDNSRecord",
+            "metadata": {"name": name},
+            "spec": {"name": name, "domain": "maas", "addresses": ["10.0.0.1"]}
+        }))
+        .unwrap()
+    };
+    let alice_records: Api<MaasDNSRecord> = Api::namespaced(
+        env.user_client("alice", &["system:authenticated"])
+            .await
+            .unwrap(),
+        tenant,
+    );
+    let refused = until_refused(|n| {
+        let alice_records = alice_records.clone();
+        async move {
+            alice_records
+                .create(&PostParams::default(), &record(&format!("squat{n}")))
+                .await
+                .map(drop)
+        }
+    })
+    .await;
+    assert!(
+        refused
+            .message
+            .contains("MaasDNSRecords are created by cluster-controller"),
+        "{}",
+        refused.message
+    );
+    Api::<MaasDNSRecord>::namespaced(
+        env.service_account_client("capmaas-system", "capmaas-cluster-controller")
+            .await
+            .unwrap(),
+        tenant,
+    )
+    .create(&PostParams::default(), &record("api"))
+    .await
+    .unwrap();
+    Api::<MaasDNSRecord>::namespaced(admin, tenant)
+        .create(&PostParams::default(), &record("moved"))
         .await
         .unwrap();
 }
