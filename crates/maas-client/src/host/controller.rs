@@ -54,13 +54,9 @@ pub fn recorded_allocation<'a>(
 /// How long `host` has reported `Unclaimed`: since its `Provisioned` condition last moved,
 /// while that condition gives that reason.
 pub fn unclaimed_for(host: &MaasHost, now_unix: i64) -> Option<Duration> {
-    let condition = host
-        .status
-        .as_ref()?
-        .conditions
-        .as_ref()?
-        .iter()
-        .find(|c| c.type_ == capmaas_api::conditions::PROVISIONED)?;
+    let conditions = host.status.as_ref()?.conditions.as_deref()?;
+    let condition =
+        capmaas_runtime::get_condition(conditions, capmaas_api::conditions::PROVISIONED)?;
     (condition.reason == super::status::REASON_UNCLAIMED).then(|| {
         let since = condition.last_transition_time.0.as_second();
         Duration::from_secs(u64::try_from(now_unix.saturating_sub(since)).unwrap_or(0))
