@@ -19,7 +19,19 @@ pub(crate) async fn annotate(
     key: &str,
     value: Option<&str>,
 ) -> Result<()> {
-    let api: Api<MaasHost> = Api::namespaced(ctx.client.clone(), &namespace(&state.remediation)?);
+    // The host is written where it lives: an inventory open to the machine's namespace keeps
+    // its hosts in its own.
+    let host_namespace = match state
+        .host
+        .iter()
+        .chain(&state.held)
+        .find(|h| h.name_any() == name)
+        .and_then(ResourceExt::namespace)
+    {
+        Some(ns) => ns,
+        None => namespace(&state.remediation)?,
+    };
+    let api: Api<MaasHost> = Api::namespaced(ctx.client.clone(), &host_namespace);
     let patch = json!({"metadata": {"annotations": {key: value}}});
     let params = PatchParams {
         field_manager: Some(ctx.field_manager.clone()),

@@ -181,6 +181,32 @@ async fn reboot_restore_delete_and_kill() {
 
 /// One attempt of the schema's minimum 100 s that never sees the server off: the request is
 /// withdrawn, the host marked unhealthy, the Machine's `OwnerRemediated=False`.
+/// An inventory open to other namespaces keeps its hosts in its own (decision record 0003): the
+/// reboot request is written on the host where it lives, and the power cycle happens once.
+#[tokio::test]
+async fn a_host_in_another_namespace_is_power_cycled_where_it_lives() {
+    let env = TestEnv::without_controller_manager().await.unwrap();
+    let client = env.client();
+    let ns = env.create_namespace("rem-cross").await.unwrap();
+    let hosts_ns = env.create_namespace("rem-cross-hosts").await.unwrap();
+    create_cluster(&env, &ns).await;
+    create_machine_with_host_in(&client, &ns, &hosts_ns, MACHINE, HOST, &node_name(&ns)).await;
+    let _controller = start_controller(&env).await;
+    let gateway = start_gateway_in(&client, &hosts_ns, &ns);
+    create_remediation(&client, &ns, 2, 600).await;
+    wait_remediated(&client, &ns).await;
+    assert_restored(&client, &ns).await;
+    assert!(!requested(&host(&client, &hosts_ns).await));
+    assert_eq!(
+        (
+            gateway.offs.load(Ordering::SeqCst),
+            gateway.ons.load(Ordering::SeqCst)
+        ),
+        (1, 1),
+        "exactly one power cycle"
+    );
+}
+
 #[tokio::test]
 async fn gives_up_after_the_last_attempt_times_out() {
     let env = TestEnv::without_controller_manager().await.unwrap();

@@ -138,6 +138,19 @@ fn parse(v: Value) -> DynamicObject {
 /// the same name with its `hostRef`, deployed host `host` that is on, and the NotReady Node
 /// `node` with labels and annotations.
 pub async fn create_machine(client: &Client, ns: &str, machine: &str, host: &str, node: &str) {
+    create_machine_with_host_in(client, ns, ns, machine, host, node).await;
+}
+
+/// [`create_machine`] with the host in `host_ns` (an inventory open to `ns` keeps its hosts in
+/// its own namespace), claimed from `ns`.
+pub async fn create_machine_with_host_in(
+    client: &Client,
+    ns: &str,
+    host_ns: &str,
+    machine: &str,
+    host: &str,
+    node: &str,
+) {
     let post = PostParams::default();
     let machines = capi_api(client, ns, "Machine", "machines");
     machines
@@ -182,20 +195,20 @@ pub async fn create_machine(client: &Client, ns: &str, machine: &str, host: &str
     mm.patch_status(
         machine,
         &params(),
-        &Patch::Merge(json!({"status": {"hostRef": {"name": host}}})),
+        &Patch::Merge(json!({"status": {"hostRef": {"name": host, "namespace": host_ns}}})),
     )
     .await
     .unwrap();
-    let hosts: Api<MaasHost> = Api::namespaced(client.clone(), ns);
+    let hosts: Api<MaasHost> = Api::namespaced(client.clone(), host_ns);
     hosts
         .create(
             &post,
             &serde_json::from_value(json!({
                 "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "MaasHost",
-                "metadata": {"name": host, "namespace": ns},
+                "metadata": {"name": host, "namespace": host_ns},
                 "spec": {"systemID": format!("sys-{host}"), "consumerRef": {
                     "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "MaasMachine",
-                    "name": machine, "uid": created.uid().unwrap()
+                    "name": machine, "namespace": ns, "uid": created.uid().unwrap()
                 }}
             }))
             .unwrap(),
@@ -364,6 +377,11 @@ impl Drop for FakeGateway {
 }
 
 pub fn start_gateway(client: &Client, ns: &str) -> FakeGateway {
+    start_gateway_in(client, ns, ns)
+}
+
+/// [`start_gateway`] for the host in `host_ns` and the Node of the machine in `ns`.
+pub fn start_gateway_in(client: &Client, host_ns: &str, ns: &str) -> FakeGateway {
     let (offs, ons) = (Arc::new(AtomicU32::new(0)), Arc::new(AtomicU32::new(0)));
     let fenced_before_off = Arc::new(AtomicBool::new(false));
     let fenced_at_on = Arc::new(AtomicBool::new(false));
@@ -379,12 +397,13 @@ pub fn start_gateway(client: &Client, ns: &str) -> FakeGateway {
         stall: stall.clone(),
         no_ack: no_ack.clone(),
         task: tokio::spawn({
-            let (client, ns) = (client.clone(), ns.to_owned());
+            let (client, host_ns, ns) = (client.clone(), host_ns.to_owned(), ns.to_owned());
             async move {
                 loop {
                     if !stall.load(Ordering::SeqCst) {
                         let acked = !no_ack.load(Ordering::SeqCst);
-                        if let Some((went_off, fenced)) = step(&client, &ns, acked).await {
+                        if let Some((went_off, fenced)) = step(&client, &host_ns, &ns, acked).await
+                        {
                             if went_off {
                                 offs.fetch_add(1, Ordering::SeqCst);
                                 if fenced {
@@ -407,8 +426,8 @@ pub fn start_gateway(client: &Client, ns: &str) -> FakeGateway {
 
 /// One look at the host: `Some((true, fenced))` when it was powered off, `Some((false,
 /// fenced))` when on, with whether the Node carried the out-of-service taint right before.
-async fn step(client: &Client, ns: &str, ack: bool) -> Option<(bool, bool)> {
-    let hosts: Api<MaasHost> = Api::namespaced(client.clone(), ns);
+async fn step(client: &Client, host_ns: &str, ns: &str, ack: bool) -> Option<(bool, bool)> {
+    let hosts: Api<MaasHost> = Api::namespaced(client.clone(), host_ns);
     let host = hosts.get_opt(HOST).await.ok()??;
     let on = host.status.as_ref()?.power_state == Some(capmaas_api::host::PowerState::On);
     let wanted = requested(&host);
