@@ -39,6 +39,10 @@ pub struct Inventory {
     /// possibly on tagged VLANs (created when missing), with their IP ranges.
     #[serde(default)]
     pub subnets: Vec<SubnetSpec>,
+    /// The CIDR of fabric-0's subnet, where every generated NIC is linked, instead of
+    /// `10.20.0.0/16`; its gateway is its first address. A test world whose servers must be
+    /// reachable on the test machine gives a loopback range (`127.20.0.0/16`).
+    pub provisioning_subnet: Option<String>,
     /// Custom images an operator uploaded (`Uploaded` boot resources) besides the synced Ubuntu
     /// releases and `u-2204-0-k-1330-0`.
     #[serde(default)]
@@ -449,6 +453,17 @@ pub(crate) fn build_world(cfg: &SimConfig) -> Result<World, SimError> {
             .map(|p| p.display().to_string())
             .unwrap_or_default()
     };
+    if let Some(cidr) = &inv.provisioning_subnet {
+        let net: IpNet = cidr.parse().map_err(|e| SimError::Inventory {
+            path: inventory_path(),
+            message: format!("provisioning_subnet {cidr:?}: {e}"),
+        })?;
+        if let Some(subnet) = world.subnets.iter_mut().find(|s| s.id == 1) {
+            subnet.name = net.trunc().to_string();
+            subnet.cidr = net.trunc();
+            subnet.gateway_ip = net.hosts().next();
+        }
+    }
     for subnet in &inv.subnets {
         world
             .add_subnet(subnet)

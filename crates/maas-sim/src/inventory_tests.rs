@@ -126,3 +126,28 @@ fn yaml_inventory_adds_uploaded_images_deployable_by_name() {
         ("custom".to_owned(), "u-2204-0-k-1264-0".to_owned())
     );
 }
+
+#[test]
+fn yaml_inventory_moves_the_provisioning_subnet() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("inv.yaml");
+    std::fs::write(
+        &path,
+        "provisioning_subnet: 127.20.0.0/16\nmachines:\n  - hostname: a\n",
+    )
+    .unwrap();
+    let cfg = SimConfig {
+        inventory_file: Some(path.clone()),
+        ..SimConfig::default()
+    };
+    let world = build_world(&cfg).unwrap();
+    let subnet = world.subnets.iter().find(|s| s.id == 1).unwrap();
+    assert_eq!(subnet.cidr.to_string(), "127.20.0.0/16");
+    assert_eq!(subnet.gateway_ip, Some("127.20.0.1".parse().unwrap()));
+    assert_eq!(world.machines[0].interfaces[0].subnet_id, 1);
+    assert_eq!(world.free_ip(1), Some("127.20.0.11".parse().unwrap()));
+
+    std::fs::write(&path, "provisioning_subnet: nope\n").unwrap();
+    let error = build_world(&cfg).unwrap_err().to_string();
+    assert!(error.contains("provisioning_subnet"), "{error}");
+}
