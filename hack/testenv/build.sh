@@ -16,11 +16,11 @@ ETCD_VERSION="v3.6.16"
 CAPI_VERSION="v1.14.2"
 
 # The stamp changes whenever a pin, a wrapper module or this script changes.
-stamp="$(cat "$0" "$here"/{kube,etcd,capi}/go.{mod,sum} | sha256sum | cut -c1-16)"
+stamp="$(cat "$0" "$here"/{kube,etcd,capi,kubelet}/go.{mod,sum} "$here/kubelet/main.go" | sha256sum | cut -c1-16)"
 
 if [[ -f "$cache/stamp" && "$(cat "$cache/stamp")" == "$stamp" \
       && -x "$cache/bin/kube-apiserver" && -x "$cache/bin/kube-controller-manager" && -x "$cache/bin/kubectl" \
-      && -x "$cache/bin/etcd" && -x "$cache/bin/capi-manager" && -x "$cache/bin/capi-kubeadm-bootstrap-manager" \
+      && -x "$cache/bin/etcd" && -x "$cache/bin/kubelet-portforward" && -x "$cache/bin/capi-manager" && -x "$cache/bin/capi-kubeadm-bootstrap-manager" \
       && -x "$cache/bin/capi-kubeadm-control-plane-manager" && -d "$cache/capi-crds" && -d "$cache/capi-components" ]]; then
   echo "testenv: cache up to date in $cache (kube-apiserver $KUBE_VERSION, etcd $ETCD_VERSION, CAPI CRDs $CAPI_VERSION)"
   exit 0
@@ -48,6 +48,10 @@ done
 echo "testenv: building etcd $ETCD_VERSION"
 (cd "$here/etcd" && go build -trimpath -ldflags "-s -w" -o "$cache/bin/etcd.tmp" go.etcd.io/etcd/server/v3)
 mv "$cache/bin/etcd.tmp" "$cache/bin/etcd"
+
+echo "testenv: building kubelet-portforward (the kubelet's port-forward streaming, k8s.io/cri-streaming $KUBE_VERSION)"
+(cd "$here/kubelet" && go build -trimpath -ldflags "-s -w" -o "$cache/bin/kubelet-portforward.tmp" .)
+mv "$cache/bin/kubelet-portforward.tmp" "$cache/bin/kubelet-portforward"
 
 capi_pkg=sigs.k8s.io/cluster-api/version
 capi_ldflags="-s -w -X $capi_pkg.gitVersion=$CAPI_VERSION -X $capi_pkg.gitMajor=1 -X $capi_pkg.gitMinor=14 \
