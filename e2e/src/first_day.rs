@@ -45,14 +45,23 @@ pub const CONTROL_PLANE_POOL: &str = "resourcepool-controller";
 pub const WORKER_POOL: &str = "resourcepool-worker";
 /// The README's tag.
 pub const TAG: &str = "hello-world";
+/// The image a user uploads for the Kubernetes upgrade.
+pub const UPGRADE_IMAGE: &str = "u-2204-0-k-1332-0";
+/// Where a world's simulated servers' addresses are: a /16 of loopback addresses of the test
+/// machine, so the workload control planes booted on them (`crate::workload`) are reachable
+/// there; picked at random so that two worlds on one machine (a demo and a test run) do not
+/// share addresses and ports.
+pub fn server_subnet() -> String {
+    format!("127.{}.0.0/16", fastrand::u8(20..=250))
+}
 
 /// A simulator inventory: `control_planes` servers in the control-plane pool and `workers` in
-/// the worker pool, all tagged and big enough (8 cores, 16 GiB), over three zones; the image
-/// uploaded.
-pub fn maas_inventory(control_planes: usize, workers: usize) -> String {
+/// the worker pool, all tagged and big enough (8 cores, 16 GiB), over three zones, with
+/// addresses in `subnet`; the README's image and the upgrade's uploaded.
+pub fn maas_inventory(control_planes: usize, workers: usize, subnet: &str) -> String {
     use std::fmt::Write as _;
     let mut text = format!(
-        "zones: [z1, z2, z3]\npools: [{CONTROL_PLANE_POOL}, {WORKER_POOL}]\ntags: [{TAG}]\nimages:\n  - name: {IMAGE}\n    title: Ubuntu 22.04 with Kubernetes 1.26.4\nmachines:\n"
+        "provisioning_subnet: {subnet}\nzones: [z1, z2, z3]\npools: [{CONTROL_PLANE_POOL}, {WORKER_POOL}]\ntags: [{TAG}]\nimages:\n  - name: {IMAGE}\n    title: Ubuntu 22.04 with Kubernetes 1.26.4\n  - name: {UPGRADE_IMAGE}\n    title: Ubuntu 22.04 with Kubernetes 1.33.2\nmachines:\n"
     );
     let pools = std::iter::repeat_n(CONTROL_PLANE_POOL, control_planes)
         .chain(std::iter::repeat_n(WORKER_POOL, workers));
@@ -64,6 +73,139 @@ pub fn maas_inventory(control_planes: usize, workers: usize) -> String {
         );
     }
     text
+}
+
+/// The user's world before anything is installed: a management cluster (API server,
+/// controller-manager, cert-manager's CRDs), a MAAS whose servers sit in the README's pools
+/// ([`maas_inventory`], 2 s deployments), and those servers' first boots
+/// ([`crate::workload`]), whose hosts file is MAAS's DNS for the providers.
+#[derive(Debug)]
+pub struct UserWorld {
+    pub management: capmaas_testenv::TestEnv,
+    pub sim: maas_sim::RunningSim,
+    pub boots: crate::workload::FirstBoots,
+}
+
+impl UserWorld {
+    /// Starts it with files under `dir`.
+    pub async fn start(dir: &Path, control_planes: usize, workers: usize) -> Result<Self> {
+        let management = capmaas_testenv::TestEnv::builder()
+            .our_crds(false)
+            .capi_crds(false)
+            .crd_dir(cache_dir().join("cert-manager-crds"))
+            .start()
+            .await?;
+        let inventory_file = dir.join("maas-inventory.yaml");
+        std::fs::write(
+            &inventory_file,
+            maas_inventory(control_planes, workers, &server_subnet()),
+        )
+        .map_err(Error::io("writing the MAAS inventory"))?;
+        let sim = maas_sim::Simulator::start(maas_sim::SimConfig {
+            inventory_file: Some(inventory_file),
+            domain: DNS_DOMAIN.into(),
+            timings: maas_sim::Timings {
+                deploy: std::time::Duration::from_secs(2),
+                release: std::time::Duration::from_millis(500),
+                ..maas_sim::Timings::default()
+            },
+            ..maas_sim::SimConfig::default()
+        })
+        .await?;
+        let key = maas_api_client::ApiKey::parse(&sim.api_key()).map_err(|e| Error::Manifest {
+            name: "MAAS API key".into(),
+            message: e.to_string(),
+        })?;
+        let maas = maas_api_client::Config::builder(&sim.url(), key)
+            .build()
+            .and_then(maas_api_client::MaasClient::new)
+            .map_err(|e| Error::Manifest {
+                name: "MAAS client".into(),
+                message: e.to_string(),
+            })?;
+        let boots = crate::workload::FirstBoots::start(
+            sim.state(),
+            maas,
+            DNS_DOMAIN,
+            dir.join("servers"),
+            dir.join("hosts"),
+        );
+        Ok(Self {
+            management,
+            sim,
+            boots,
+        })
+    }
+}
+
+/// A Kubernetes upgrade as a user does it: for the control plane and each MachineDeployment
+/// of `cluster`, a copy of its MaasMachineTemplate with `image` (`<template>-<version>`), and
+/// the KubeadmControlPlane's and MachineDeployment's version and template changed with
+/// `kubectl patch`.
+pub async fn upgrade(
+    shell: &UserShell,
+    namespace: &str,
+    cluster: &str,
+    version: &str,
+    image: &str,
+) -> Result<()> {
+    let suffix = version.replace('.', "-");
+    let control_plane = format!("{cluster}-control-plane");
+    let workers = format!("{cluster}-md-0");
+    for template in [&control_plane, &workers] {
+        let json = shell
+            .kubectl(
+                &[
+                    "get",
+                    "maasmachinetemplate",
+                    template,
+                    "-n",
+                    namespace,
+                    "-o",
+                    "json",
+                ],
+                None,
+            )
+            .await?;
+        let mut upgraded: serde_json::Value =
+            serde_json::from_str(&json).map_err(|e| Error::Manifest {
+                name: template.clone(),
+                message: e.to_string(),
+            })?;
+        upgraded["metadata"] = serde_json::json!({"name": format!("{template}-{suffix}")});
+        upgraded["spec"]["template"]["spec"]["image"] = serde_json::json!(image);
+        shell
+            .kubectl(
+                &["apply", "-n", namespace, "-f", "-"],
+                Some(&upgraded.to_string()),
+            )
+            .await?;
+    }
+    let control_plane_patch = serde_json::json!({"spec": {"version": version, "machineTemplate":
+        {"spec": {"infrastructureRef": {"name": format!("{control_plane}-{suffix}")}}}}});
+    let workers_patch = serde_json::json!({"spec": {"template": {"spec": {"version": version,
+        "infrastructureRef": {"name": format!("{workers}-{suffix}")}}}}});
+    for (kind, name, patch) in [
+        ("kubeadmcontrolplane", &control_plane, control_plane_patch),
+        ("machinedeployment", &workers, workers_patch),
+    ] {
+        shell
+            .kubectl(
+                &[
+                    "patch",
+                    kind,
+                    name,
+                    "-n",
+                    namespace,
+                    "--type=merge",
+                    "-p",
+                    &patch.to_string(),
+                ],
+                None,
+            )
+            .await?;
+    }
+    Ok(())
 }
 
 /// The commands of the user's day, each with its own clean configuration folder (no home
@@ -165,6 +307,70 @@ async fn run(
             output: format!("{stdout}{}", String::from_utf8_lossy(&output.stderr)),
         })
     }
+}
+
+/// The kubeconfig Secret that KubeadmControlPlane generated for `cluster`, its server set to the
+/// first of the `addresses` MAAS's DNS serves for the endpoint and its serving certificate
+/// checked for the endpoint's name (`tls-server-name`): what reaching the cluster through MAAS's
+/// DNS amounts to from a shell that does not use it.
+pub async fn workload_kubeconfig(
+    management: &kube::Client,
+    namespace: &str,
+    cluster: &str,
+    addresses: &[std::net::IpAddr],
+) -> Result<kube::config::Kubeconfig> {
+    let secret_name = format!("{cluster}-kubeconfig");
+    let secret =
+        kube::Api::<k8s_openapi::api::core::v1::Secret>::namespaced(management.clone(), namespace)
+            .get(&secret_name)
+            .await
+            .map_err(Error::kube(format!("reading {secret_name}")))?;
+    let invalid = |message: String| Error::Manifest {
+        name: secret_name.clone(),
+        message,
+    };
+    let value = secret
+        .data
+        .as_ref()
+        .and_then(|d| d.get("value"))
+        .ok_or_else(|| invalid("no value".into()))?;
+    let mut kubeconfig: kube::config::Kubeconfig =
+        serde_saphyr::from_slice(&value.0).map_err(|e| invalid(e.to_string()))?;
+    let address = addresses
+        .first()
+        .ok_or_else(|| invalid("MAAS's DNS has no address for the endpoint".into()))?;
+    for named in &mut kubeconfig.clusters {
+        if let Some(cluster) = named.cluster.as_mut() {
+            let server = cluster.server.clone().unwrap_or_default();
+            let url = url::Url::parse(&server).map_err(|e| invalid(e.to_string()))?;
+            cluster.tls_server_name = url.host_str().map(str::to_owned);
+            cluster.server = Some(format!(
+                "https://{address}:{}",
+                url.port_or_known_default().unwrap_or(6443)
+            ));
+        }
+    }
+    Ok(kubeconfig)
+}
+
+/// A client of the workload cluster through [`workload_kubeconfig`].
+pub async fn workload_client(
+    management: &kube::Client,
+    namespace: &str,
+    cluster: &str,
+    addresses: &[std::net::IpAddr],
+) -> Result<kube::Client> {
+    let kubeconfig = workload_kubeconfig(management, namespace, cluster, addresses).await?;
+    let config = kube::Config::from_custom_kubeconfig(
+        kubeconfig,
+        &kube::config::KubeConfigOptions::default(),
+    )
+    .await
+    .map_err(|e| Error::Manifest {
+        name: format!("{cluster}-kubeconfig"),
+        message: e.to_string(),
+    })?;
+    kube::Client::try_from(config).map_err(Error::kube("building the workload client"))
 }
 
 /// Prints each step of a scenario with the time the one before took.

@@ -62,6 +62,30 @@ impl Silence {
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Silent>> {
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
+
+    /// What the kubelet of a deployed `server` posts now: `Some(true)` when it comes back
+    /// (booted again after the power cycle it waited for: it registers again and reports
+    /// Ready), `Some(false)` when it has just gone silent (its Node turns `Ready=Unknown`, as
+    /// the node lifecycle controller reports it), `None` otherwise.
+    pub fn next_post(&self, server: &maas_sim::MachineView) -> Option<bool> {
+        let mut silent = self.lock();
+        match silent.get_mut(&server.hostname)? {
+            Silent::UntilPowerCycle { power_ons, .. }
+                if server.power_on_count > *power_ons
+                    && server.power_state == maas_sim::PowerState::On =>
+            {
+                silent.remove(&server.hostname);
+                Some(true)
+            }
+            Silent::UntilPowerCycle { reported, .. } | Silent::Forever { reported }
+                if !*reported =>
+            {
+                *reported = true;
+                Some(false)
+            }
+            Silent::UntilPowerCycle { .. } | Silent::Forever { .. } => None,
+        }
+    }
 }
 
 /// Runs until `cancel` fires.
@@ -101,39 +125,20 @@ async fn sync_once(
         .collect();
     for server in &servers {
         let hostname = &server.hostname;
-        let silent = silence.lock().get(hostname).copied();
-        match silent {
-            Some(Silent::UntilPowerCycle { power_ons, .. })
-                if server.power_on_count > power_ons
-                    && server.power_state == maas_sim::PowerState::On =>
-            {
-                // Booted again: the kubelet registers (again, if the Node was deleted) and
-                // reports Ready.
-                silence.lock().remove(hostname);
+        match silence.next_post(server) {
+            // Booted again: the kubelet registers (again, if the Node was deleted) and
+            // reports Ready.
+            Some(true) => {
                 register(nodes, hostname, &server.ip_addresses, None).await?;
                 registered.insert(hostname.clone());
             }
-            Some(
-                Silent::UntilPowerCycle {
-                    reported: false, ..
-                }
-                | Silent::Forever { reported: false },
-            ) => {
-                report(nodes, hostname, &server.ip_addresses, false).await?;
-                if let Some(entry) = silence.lock().get_mut(hostname) {
-                    match entry {
-                        Silent::UntilPowerCycle { reported, .. } | Silent::Forever { reported } => {
-                            *reported = true;
-                        }
-                    }
-                }
-            }
-            None if !registered.contains(hostname) => {
+            Some(false) => report(nodes, hostname, &server.ip_addresses, false).await?,
+            None if !registered.contains(hostname) && !silence.is_silent(hostname) => {
                 register(nodes, hostname, &server.ip_addresses, None).await?;
                 registered.insert(hostname.clone());
             }
             // Silent and reported, or registered and healthy: nothing to post.
-            Some(_) | None => {}
+            None => {}
         }
     }
     let gone: Vec<String> = registered
@@ -188,6 +193,28 @@ async fn report(
     addresses: &[String],
     ready: bool,
 ) -> Result<()> {
+    let status = node_status(hostname, addresses, ready, KUBERNETES_VERSION);
+    nodes
+        .patch_status(
+            hostname,
+            &PatchParams::apply("kubelet-stand-in").force(),
+            &Patch::Apply(&status),
+        )
+        .await
+        .map_err(Error::kube(format!("reporting Node {hostname} Ready")))?;
+    Ok(())
+}
+
+/// A Node's status as a kubelet posts it (server-side apply body): its addresses (`InternalIP`
+/// each, and the hostname), Ready or (`ready` false) `Ready=Unknown` as the node lifecycle
+/// controller reports a Node whose kubelet stopped posting, the pressure conditions (CAPI's
+/// NodeHealthy needs them reported), the kubelet's port and the node info.
+pub(crate) fn node_status(
+    hostname: &str,
+    addresses: &[String],
+    ready: bool,
+    kubelet_version: &str,
+) -> serde_json::Value {
     let (ready_status, ready_reason, ready_message) = if ready {
         (
             "True",
@@ -203,43 +230,33 @@ async fn report(
     };
     let now =
         k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::now());
+    let condition = |kind: &str, status: &str, reason: &str, message: &str| {
+        json!({"type": kind, "status": status, "reason": reason, "message": message,
+               "lastHeartbeatTime": now, "lastTransitionTime": now})
+    };
     let mut node_addresses: Vec<serde_json::Value> = addresses
         .iter()
         .map(|ip| json!({"type": "InternalIP", "address": ip}))
         .collect();
     node_addresses.push(json!({"type": "Hostname", "address": hostname}));
-    let status = json!({
+    json!({
         "apiVersion": "v1",
         "kind": "Node",
         "status": {
             "addresses": node_addresses,
-            // CAPI's NodeHealthy needs the pressure conditions reported, not only Ready.
+            "daemonEndpoints": {"kubeletEndpoint": {"Port": crate::workload::KUBELET_PORT}},
             "conditions": [
-                {"type": "Ready", "status": ready_status, "reason": ready_reason,
-                 "message": ready_message,
-                 "lastHeartbeatTime": now, "lastTransitionTime": now},
-                {"type": "MemoryPressure", "status": "False", "reason": "KubeletHasSufficientMemory",
-                 "message": "", "lastHeartbeatTime": now, "lastTransitionTime": now},
-                {"type": "DiskPressure", "status": "False", "reason": "KubeletHasNoDiskPressure",
-                 "message": "", "lastHeartbeatTime": now, "lastTransitionTime": now},
-                {"type": "PIDPressure", "status": "False", "reason": "KubeletHasSufficientPID",
-                 "message": "", "lastHeartbeatTime": now, "lastTransitionTime": now}
+                condition("Ready", ready_status, ready_reason, ready_message),
+                condition("MemoryPressure", "False", "KubeletHasSufficientMemory", ""),
+                condition("DiskPressure", "False", "KubeletHasNoDiskPressure", ""),
+                condition("PIDPressure", "False", "KubeletHasSufficientPID", ""),
             ],
             "nodeInfo": {
                 "architecture": "amd64", "bootID": "", "containerRuntimeVersion": "containerd://2.0.0",
-                "kernelVersion": "6.8.0", "kubeProxyVersion": "", "kubeletVersion": KUBERNETES_VERSION,
+                "kernelVersion": "6.8.0", "kubeProxyVersion": "", "kubeletVersion": kubelet_version,
                 "machineID": hostname, "operatingSystem": "linux", "osImage": "Ubuntu 24.04 LTS",
                 "systemUUID": hostname
             }
         }
-    });
-    nodes
-        .patch_status(
-            hostname,
-            &PatchParams::apply("kubelet-stand-in").force(),
-            &Patch::Apply(&status),
-        )
-        .await
-        .map_err(Error::kube(format!("reporting Node {hostname} Ready")))?;
-    Ok(())
+    })
 }

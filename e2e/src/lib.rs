@@ -18,6 +18,7 @@ pub mod otlp;
 pub mod progress;
 mod starting;
 pub mod stopping;
+pub mod workload;
 
 pub use error::{Error, Result};
 pub use harness::{Harness, HarnessConfig, apply, dynamic_api, wait_for};

@@ -119,13 +119,13 @@ pub fn render(snap: &Snapshot, expected: usize, elapsed: Duration) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{:<28} {:<13} {:<22} {:<24} REMEDIATION",
+        "{:<30} {:<13} {:<22} {:<24} REMEDIATION",
         "MACHINE", "PHASE", "MAAS HOST", "PROVIDER ID"
     );
     for [name, phase, host, provider, remediation] in &snap.machines {
         let _ = writeln!(
             out,
-            "{name:<28} {phase:<13} {host:<22} {provider:<24} {remediation}"
+            "{name:<30} {phase:<13} {host:<22} {provider:<24} {remediation}"
         );
     }
     let servers: Vec<String> = snap

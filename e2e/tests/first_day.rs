@@ -5,30 +5,33 @@
 //! clusterctl installed (`capmaas_e2e::installed`: args, env, Secrets, ServiceAccount token);
 //! then `clusterctl generate cluster t-cluster ... | kubectl apply -f -`.
 //!
-//! What it shows today: the real KubeadmControlPlane asks for its first machine, the real
-//! kubeadm bootstrap provider renders its `kubeadm init` cloud-config, our controllers take a
-//! server of the README's pool and tag, and MAAS deploys it with that cloud-config under the
-//! control-plane endpoint's DNS name; the workers wait for the control plane, as kubeadm's
-//! join requires; no request of any of the nine processes is refused by the RBAC clusterctl
-//! installed; deleting the cluster releases every server and removes the DNS record. Not yet:
-//! a workload control plane that KCP can reach (the first machine stays Provisioned, the
-//! scale to 3 + 3, the upgrade and the scaling, `docs/e2e.md`). Nothing but what clusterctl
-//! printed is created: the pool the template names is imported on demand into the
-//! installation's namespace, open to every namespace, and the cluster's machines claim its hosts
-//! from `default` (decision record 0003).
+//! What it shows: the real KubeadmControlPlane asks for its first machine, the real kubeadm
+//! bootstrap provider renders its `kubeadm init` cloud-config, our controllers take a server of
+//! the README's pool and tag, and MAAS deploys it with that cloud-config under the
+//! control-plane endpoint's DNS name. The server's first boot does what kubeadm would with that
+//! user data (`capmaas_e2e::workload`: etcd and kube-apiserver from the cluster's CAs on the
+//! server's address, the Node and the static pods), so KCP reaches the workload control plane
+//! through the DNS record we publish in MAAS, scales to 3 (etcd members added and checked through
+//! pod port-forwarding), and the workers join with CABPK's bootstrap token. Then a Kubernetes
+//! upgrade as a user does it (new image and version on the KubeadmControlPlane and the
+//! MachineDeployment) rolls every machine, the workers scale 3 → 5 → 2, and deleting the cluster
+//! releases every server and removes the DNS record. No request of any of the nine processes is
+//! refused by the RBAC clusterctl installed. Nothing but what clusterctl printed is created: the
+//! pool the template names is imported on demand into the installation's namespace, open to
+//! every namespace, and the cluster's machines claim its hosts from `default` (decision record
+//! 0003).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::time::Duration;
 
 mod common;
 
-use capmaas_e2e::first_day::{self, Steps, UserShell};
+use capmaas_e2e::first_day::{self, Steps, UserShell, UserWorld};
 use capmaas_e2e::installed::Installation;
 use capmaas_e2e::{dynamic_api, wait_for};
-use capmaas_testenv::{TestEnv, cache_dir};
 use kube::ResourceExt;
 use kube::api::ListParams;
-use maas_sim::{NodeStatus, SimConfig, Timings};
+use maas_sim::NodeStatus;
 use serde_json::json;
 
 const NAMESPACE: &str = "default";
@@ -67,6 +70,81 @@ async fn list_in(
         .items
 }
 
+/// The Kubernetes version of the upgrade.
+const UPGRADED: &str = "v1.33.2";
+
+fn condition_status(object: &kube::api::DynamicObject, kind: &str) -> Option<String> {
+    object.data["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == kind)?["status"]
+        .as_str()
+        .map(str::to_owned)
+}
+
+/// Waits until exactly `control_planes` control-plane and `workers` worker Machines exist, all
+/// of `version`, Running with a Node, and the KubeadmControlPlane counts them ready and up to
+/// date. An error says what was seen last.
+async fn wait_for_machines(
+    client: &kube::Client,
+    version: &str,
+    control_planes: usize,
+    workers: usize,
+) -> Result<(), String> {
+    let mut last = String::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(420);
+    while tokio::time::Instant::now() < deadline {
+        let machines = list(client, "cluster.x-k8s.io", "v1beta2", "Machine").await;
+        let is_control_plane = |m: &kube::api::DynamicObject| {
+            m.labels().contains_key("cluster.x-k8s.io/control-plane")
+        };
+        let ready = |m: &&&kube::api::DynamicObject| {
+            m.data["spec"]["version"] == version
+                && m.data["status"]["phase"] == "Running"
+                && m.data["status"]["nodeRef"]["name"].is_string()
+                && m.metadata.deletion_timestamp.is_none()
+        };
+        let (cp, worker): (Vec<_>, Vec<_>) = machines.iter().partition(|m| is_control_plane(m));
+        let kcp = list(
+            client,
+            "controlplane.cluster.x-k8s.io",
+            "v1beta2",
+            "KubeadmControlPlane",
+        )
+        .await;
+        let kcp_status = kcp
+            .first()
+            .map(|k| k.data["status"].clone())
+            .unwrap_or_default();
+        let counted = |key: &str| usize::try_from(kcp_status[key].as_u64().unwrap_or(0)).unwrap();
+        if cp.len() == control_planes
+            && worker.len() == workers
+            && cp.iter().filter(ready).count() == control_planes
+            && worker.iter().filter(ready).count() == workers
+            && counted("readyReplicas") == control_planes
+            && counted("upToDateReplicas") == control_planes
+        {
+            return Ok(());
+        }
+        last = format!(
+            "machines: {:#?}\nKubeadmControlPlane status: {kcp_status:#?}",
+            machines
+                .iter()
+                .map(|m| (
+                    m.name_any(),
+                    m.data["spec"]["version"].clone(),
+                    m.data["status"]["phase"].clone(),
+                    m.data["status"]["nodeRef"]["name"].clone(),
+                ))
+                .collect::<Vec<_>>()
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    Err(format!(
+        "{control_planes} control-plane and {workers} worker Machines of {version} not all Running: {last}"
+    ))
+}
+
 #[tokio::test]
 async fn a_capmaas_users_first_day_runs_unchanged_through_clusterctl() {
     let mut steps = Steps::default();
@@ -77,27 +155,8 @@ async fn a_capmaas_users_first_day_runs_unchanged_through_clusterctl() {
         .prefix("capmaas-first-day-")
         .tempdir()
         .unwrap();
-    let management = TestEnv::builder()
-        .our_crds(false)
-        .capi_crds(false)
-        .crd_dir(cache_dir().join("cert-manager-crds"))
-        .start()
-        .await
-        .unwrap();
-    let inventory_file = dir.path().join("maas-inventory.yaml");
-    std::fs::write(&inventory_file, first_day::maas_inventory(4, 4)).unwrap();
-    let sim = maas_sim::Simulator::start(SimConfig {
-        inventory_file: Some(inventory_file),
-        domain: first_day::DNS_DOMAIN.into(),
-        timings: Timings {
-            deploy: Duration::from_secs(2),
-            release: Duration::from_millis(500),
-            ..Timings::default()
-        },
-        ..SimConfig::default()
-    })
-    .await
-    .unwrap();
+    let world = UserWorld::start(dir.path(), 4, 6).await.unwrap();
+    let (management, sim, boots) = (&world.management, &world.sim, &world.boots);
     let state = sim.state();
 
     steps.step("clusterctl init --core cluster-api --bootstrap kubeadm --control-plane kubeadm --infrastructure maas");
@@ -134,7 +193,12 @@ async fn a_capmaas_users_first_day_runs_unchanged_through_clusterctl() {
     shell.clusterctl(&args(init)).await.unwrap();
 
     steps.step("the nine installed Deployments started from what clusterctl installed");
-    let installation = Installation::start(&management, &dir.path().join("installed")).await;
+    let installation = Installation::start(
+        management,
+        &dir.path().join("installed"),
+        Some(&boots.hosts_file()),
+    )
+    .await;
     let installation = match installation {
         Ok(i) => i,
         Err(e) => panic!("starting the installed Deployments: {e}"),
@@ -212,7 +276,7 @@ async fn a_capmaas_users_first_day_runs_unchanged_through_clusterctl() {
         Duration::from_secs(60),
         Duration::from_millis(500),
         || async {
-            let served = common::maas_dns(&sim, &fqdn).await.unwrap_or_default();
+            let served = common::maas_dns(sim, &fqdn).await.unwrap_or_default();
             Ok(deployed
                 .ip_addresses
                 .iter()
@@ -271,13 +335,6 @@ async fn a_capmaas_users_first_day_runs_unchanged_through_clusterctl() {
         "nothing of ours was created in the cluster's namespace"
     );
 
-    // Workers wait for the control plane (kubeadm join needs it): nothing of theirs deployed.
-    let worker_servers = state
-        .machines()
-        .into_iter()
-        .filter(|m| m.pool == first_day::WORKER_POOL && m.status != NodeStatus::Ready)
-        .count();
-    assert_eq!(worker_servers, 0);
     // CAPMAAS's http:// endpoint is accepted, and the risk shown where an operator looks: the
     // gateway's gauge and every inventory's condition.
     let gateway = installation.process("maas-client").unwrap();
@@ -311,6 +368,183 @@ async fn a_capmaas_users_first_day_runs_unchanged_through_clusterctl() {
         "refused by the installed RBAC: {refused:#?}"
     );
 
+    steps
+        .step("the control plane initialised, KubeadmControlPlane scaled to 3, the workers joined");
+    let fail = |what: &str| -> String {
+        format!(
+            "{what}\nfirst boots: {:#?}\n{}",
+            boots.report(),
+            installation.logs(40)
+        )
+    };
+    wait_for_machines(&client, KUBERNETES, 3, 3)
+        .await
+        .unwrap_or_else(|e| panic!("{}", fail(&e)));
+    let kcp = &list(
+        &client,
+        "controlplane.cluster.x-k8s.io",
+        "v1beta2",
+        "KubeadmControlPlane",
+    )
+    .await[0];
+    for condition in [
+        "EtcdClusterHealthy",
+        "ControlPlaneComponentsHealthy",
+        "Available",
+    ] {
+        assert_eq!(
+            condition_status(kcp, condition).as_deref(),
+            Some("True"),
+            "KubeadmControlPlane {condition}: {:#?}",
+            kcp.data["status"]
+        );
+    }
+    let cluster = &list(&client, "cluster.x-k8s.io", "v1beta2", "Cluster").await[0];
+    assert_eq!(
+        condition_status(cluster, "Available").as_deref(),
+        Some("True"),
+        "{:#?}",
+        cluster.data["status"]
+    );
+    // The workload cluster, reached as the user reaches it: the kubeconfig KCP generated, the
+    // endpoint's name as MAAS's DNS serves it. Every Node carries its Machine's providerID.
+    let workload = first_day::workload_client(&client, NAMESPACE, CLUSTER, &boots.resolve(&fqdn))
+        .await
+        .unwrap();
+    let nodes = kube::Api::<k8s_openapi::api::core::v1::Node>::all(workload.clone())
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items;
+    let machines = list(&client, "cluster.x-k8s.io", "v1beta2", "Machine").await;
+    assert_eq!(
+        nodes.len(),
+        6,
+        "{:?}",
+        nodes.iter().map(ResourceExt::name_any).collect::<Vec<_>>()
+    );
+    for machine in &machines {
+        let node = machine.data["status"]["nodeRef"]["name"].as_str().unwrap();
+        let node = nodes.iter().find(|n| n.name_any() == node).unwrap();
+        assert_eq!(
+            node.spec.as_ref().and_then(|s| s.provider_id.as_deref()),
+            machine.data["spec"]["providerID"].as_str()
+        );
+    }
+    // The DNS record holds exactly the three control-plane servers.
+    let served = common::maas_dns(sim, &fqdn).await.unwrap();
+    assert_eq!(served.len(), 3, "{served:?}");
+
+    steps.step("Kubernetes upgrade: a new image and version on the KubeadmControlPlane and the MachineDeployment");
+    first_day::upgrade(
+        &shell,
+        NAMESPACE,
+        CLUSTER,
+        UPGRADED,
+        &format!("custom/{}", first_day::UPGRADE_IMAGE),
+    )
+    .await
+    .unwrap();
+    wait_for_machines(&client, UPGRADED, 3, 3)
+        .await
+        .unwrap_or_else(|e| panic!("{}", fail(&e)));
+    let upgraded_servers = state
+        .machines()
+        .into_iter()
+        .filter(|m| m.status == NodeStatus::Deployed)
+        .filter(|m| m.distro_series == first_day::UPGRADE_IMAGE)
+        .count();
+    assert_eq!(upgraded_servers, 6, "every server runs the new image");
+    // The workload's static pods are those of the three new control-plane nodes, none left
+    // over from a node that is gone.
+    let control_plane_nodes: std::collections::BTreeSet<String> =
+        list(&client, "cluster.x-k8s.io", "v1beta2", "Machine")
+            .await
+            .iter()
+            .filter(|m| m.labels().contains_key("cluster.x-k8s.io/control-plane"))
+            .filter_map(|m| {
+                m.data["status"]["nodeRef"]["name"]
+                    .as_str()
+                    .map(str::to_owned)
+            })
+            .collect();
+    // Through MAAS's DNS again: the record now holds the new servers.
+    let seen = std::sync::Mutex::new(String::new());
+    let pods = wait_for(
+        "the workload's static pods on the new control-plane nodes only",
+        Duration::from_secs(60),
+        Duration::from_millis(500),
+        || async {
+            let addresses = boots.resolve(&fqdn);
+            let listed =
+                match first_day::workload_client(&client, NAMESPACE, CLUSTER, &addresses).await {
+                    Ok(workload) => kube::Api::<k8s_openapi::api::core::v1::Pod>::namespaced(
+                        workload,
+                        "kube-system",
+                    )
+                    .list(&ListParams::default())
+                    .await
+                    .map_err(|e| e.to_string()),
+                    Err(e) => Err(e.to_string()),
+                };
+            let pods = match listed {
+                Ok(pods) => pods.items,
+                Err(e) => {
+                    *seen.lock().unwrap() = format!("{addresses:?}: {e}");
+                    return Ok(None);
+                }
+            };
+            let pod_nodes: std::collections::BTreeSet<String> = pods
+                .iter()
+                .filter_map(|p| p.spec.as_ref()?.node_name.clone())
+                .collect();
+            *seen.lock().unwrap() = format!("{addresses:?}: pods on {pod_nodes:?}");
+            Ok((pod_nodes == control_plane_nodes).then_some(pods))
+        },
+    )
+    .await
+    .unwrap_or_else(|e| {
+        panic!(
+            "{}",
+            fail(&format!(
+                "{e}; control-plane nodes {control_plane_nodes:?}, last seen {}",
+                seen.lock().unwrap()
+            ))
+        )
+    });
+    assert_eq!(
+        pods.len(),
+        12,
+        "{:?}",
+        pods.iter().map(ResourceExt::name_any).collect::<Vec<_>>()
+    );
+
+    for workers in [5, 2] {
+        steps.step(&format!("workers scaled to {workers}"));
+        shell
+            .kubectl(
+                &[
+                    "scale",
+                    "machinedeployment",
+                    &format!("{CLUSTER}-md-0"),
+                    "-n",
+                    NAMESPACE,
+                    &format!("--replicas={workers}"),
+                ],
+                None,
+            )
+            .await
+            .unwrap();
+        wait_for_machines(&client, UPGRADED, 3, workers)
+            .await
+            .unwrap_or_else(|e| panic!("{}", fail(&e)));
+    }
+    let refused = installation.forbidden_requests();
+    assert!(
+        refused.is_empty(),
+        "refused by the installed RBAC: {refused:#?}"
+    );
+
     steps.step("kubectl delete cluster t-cluster");
     shell
         .kubectl(
@@ -336,7 +570,7 @@ async fn a_capmaas_users_first_day_runs_unchanged_through_clusterctl() {
                 .into_iter()
                 .filter(|m| m.status != NodeStatus::Ready)
                 .count();
-            let record = common::maas_dns(&sim, &fqdn).await;
+            let record = common::maas_dns(sim, &fqdn).await;
             let clusters = list(&client, "cluster.x-k8s.io", "v1beta2", "Cluster")
                 .await
                 .len();

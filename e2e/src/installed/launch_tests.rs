@@ -144,7 +144,7 @@ fn a_missing_secret_key_is_an_error_naming_it() {
 }
 
 #[test]
-fn the_pod_script_stages_the_sources_mounts_parents_first_then_execs_the_program() {
+fn the_pod_script_stages_the_sources_mounts_parents_first_then_files_then_execs_the_program() {
     let script = crate::installed::pod_script(
         &[
             (
@@ -154,6 +154,7 @@ fn the_pod_script_stages_the_sources_mounts_parents_first_then_execs_the_program
             (PathBuf::from("/tmp/w/root/tmp"), "/tmp".to_owned()),
             (PathBuf::from("/tmp/w/it's"), "/etc/x".to_owned()),
         ],
+        &[(PathBuf::from("/tmp/w/hosts"), "/etc/hosts".to_owned())],
         Path::new("/tmp/clone/target/debug/maas-client"),
     );
     let stage = crate::installed::STAGE;
@@ -163,9 +164,11 @@ fn the_pod_script_stages_the_sources_mounts_parents_first_then_execs_the_program
          mkdir -p {stage}/0\nmount --bind '/tmp/w/sa' {stage}/0\n\
          mkdir -p {stage}/1\nmount --bind '/tmp/w/root/tmp' {stage}/1\n\
          mkdir -p {stage}/2\nmount --bind '/tmp/w/it'\\''s' {stage}/2\n\
+         touch {stage}/file-0\nmount --bind '/tmp/w/hosts' {stage}/file-0\n\
          mkdir -p '/var/run/secrets/kubernetes.io/serviceaccount'\nmount --bind {stage}/0 '/var/run/secrets/kubernetes.io/serviceaccount'\n\
          mkdir -p '/tmp'\nmount --bind {stage}/1 '/tmp'\n\
          mkdir -p '/etc/x'\nmount --bind {stage}/2 '/etc/x'\n\
+         [ -e '/etc/hosts' ] || touch '/etc/hosts'\nmount --bind {stage}/file-0 '/etc/hosts'\n\
          exec {stage}/bin/'maas-client' \"$@\"\n"
     );
     assert_eq!(script, expected);

@@ -77,7 +77,9 @@ pub struct Installation {
 impl Installation {
     /// Starts every provider Deployment of `env` as a process in `dir` (one folder each), once
     /// its certificates and Service routing are in place, and waits until each is ready.
-    pub async fn start(env: &TestEnv, dir: &Path) -> Result<Self> {
+    /// `hosts`, when given, is every process's `/etc/hosts` (the network's DNS, as a pod's
+    /// resolver would answer).
+    pub async fn start(env: &TestEnv, dir: &Path, hosts: Option<&Path>) -> Result<Self> {
         let client = env.client();
         let deployments = Api::<Deployment>::all(client.clone())
             .list(&ListParams::default().labels(PROVIDER_LABEL))
@@ -100,7 +102,7 @@ impl Installation {
         for (deployment, launch) in deployments.iter().zip(launches) {
             let namespace = deployment.metadata.namespace.clone().unwrap_or_default();
             let name = deployment.metadata.name.clone().unwrap_or_default();
-            running.push(start_one(env, &dir.join(&name), &namespace, launch).await?);
+            running.push(start_one(env, &dir.join(&name), &namespace, launch, hosts).await?);
         }
         for one in &mut running {
             if let Some(url) = one.launch.readiness_url.clone() {
@@ -181,8 +183,13 @@ pub const STAGE: &str = "/run/capmaas-e2e-pod";
 /// program's folder and each `(local folder, mount path)` source staged first, then each
 /// bind-mounted at its mount path in order (mount points are created on the host where
 /// missing, empty), then the program exec'd with the script's arguments, so the process's pid
-/// is the program's (`unshare` execs the shell without forking).
-pub fn pod_script(mounts: &[(PathBuf, String)], program: &Path) -> String {
+/// is the program's (`unshare` execs the shell without forking). `files` are single files
+/// mounted the same way (`/etc/hosts`, say).
+pub fn pod_script(
+    mounts: &[(PathBuf, String)],
+    files: &[(PathBuf, String)],
+    program: &Path,
+) -> String {
     use std::fmt::Write as _;
     let quote = |text: &str| format!("'{}'", text.replace('\'', r"'\''"));
     let mut script = format!("set -e\nmkdir -p {STAGE}\nmount -t tmpfs capmaas-e2e-pod {STAGE}\n");
@@ -203,6 +210,13 @@ pub fn pod_script(mounts: &[(PathBuf, String)], program: &Path) -> String {
             "mkdir -p {STAGE}/{index}\nmount --bind {source} {STAGE}/{index}\n"
         );
     }
+    for (index, (source, _)) in files.iter().enumerate() {
+        let source = quote(&source.display().to_string());
+        let _ = write!(
+            script,
+            "touch {STAGE}/file-{index}\nmount --bind {source} {STAGE}/file-{index}\n"
+        );
+    }
     for (index, (_, target)) in mounts.iter().enumerate() {
         let target = quote(target);
         let _ = write!(
@@ -210,11 +224,24 @@ pub fn pod_script(mounts: &[(PathBuf, String)], program: &Path) -> String {
             "mkdir -p {target}\nmount --bind {STAGE}/{index} {target}\n"
         );
     }
+    for (index, (_, target)) in files.iter().enumerate() {
+        let target = quote(target);
+        let _ = write!(
+            script,
+            "[ -e {target} ] || touch {target}\nmount --bind {STAGE}/file-{index} {target}\n"
+        );
+    }
     let _ = writeln!(script, "exec {STAGE}/bin/{} \"$@\"", quote(&program_name));
     script
 }
 
-async fn start_one(env: &TestEnv, dir: &Path, namespace: &str, launch: Launch) -> Result<Running> {
+async fn start_one(
+    env: &TestEnv,
+    dir: &Path,
+    namespace: &str,
+    launch: Launch,
+    hosts: Option<&Path>,
+) -> Result<Running> {
     let (program, path) = program_of_image(&launch.image)?;
     for (folder, _) in &launch.mounts {
         std::fs::create_dir_all(folder)
@@ -265,7 +292,11 @@ async fn start_one(env: &TestEnv, dir: &Path, namespace: &str, launch: Launch) -
     ]);
     let mut mounts = vec![(sa_dir, SERVICE_ACCOUNT_DIR.to_owned())];
     mounts.extend(launch.mounts.iter().cloned());
-    let script = pod_script(&mounts, &path);
+    let files: Vec<(PathBuf, String)> = hosts
+        .map(|h| (h.to_path_buf(), "/etc/hosts".to_owned()))
+        .into_iter()
+        .collect();
+    let script = pod_script(&mounts, &files, &path);
     let mut args: Vec<String> = [
         "--mount",
         "--propagation",
