@@ -421,6 +421,9 @@ async fn the_rbac_of_deploy_base_is_minimal() {
         tenant,
         &["data-controller"],
     );
+    // The installation-wide address lock (cluster-scoped): data-controller's alone.
+    expect("create", "maasipaddresslocks", tenant, &["data-controller"]);
+    expect("delete", "maasipaddresslocks", tenant, &["data-controller"]);
     // User objects: nobody creates or deletes them.
     for kind in [
         "maasclusters",

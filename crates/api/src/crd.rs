@@ -9,8 +9,8 @@ use kube::CustomResourceExt;
 use crate::error::Error;
 use crate::{
     MaasCluster, MaasClusterTemplate, MaasDNSRecord, MaasData, MaasDataClaim, MaasDataTemplate,
-    MaasHost, MaasIPPool, MaasInventory, MaasMachine, MaasMachineTemplate, MaasRemediation,
-    MaasRemediationTemplate,
+    MaasHost, MaasIPAddressLock, MaasIPPool, MaasInventory, MaasMachine, MaasMachineTemplate,
+    MaasRemediation, MaasRemediationTemplate,
 };
 
 /// Contract label: this provider implements CAPI contract v1beta2 with API version v1beta1.
@@ -44,6 +44,7 @@ pub fn all_crds() -> Vec<CustomResourceDefinition> {
         MaasDataClaim::crd(),
         MaasData::crd(),
         MaasIPPool::crd(),
+        MaasIPAddressLock::crd(),
         MaasRemediation::crd(),
         MaasRemediationTemplate::crd(),
     ];

@@ -40,6 +40,11 @@ pub const FINALIZER_ADDRESS_IN_USE: &str = "maasdataclaim.infrastructure.cluster
 /// released (its name, the allocation lock, stays taken) while its claim is alive; it is
 /// removed when the claim is gone or releases it.
 pub const FINALIZER_IP_ADDRESS: &str = "ipam.infrastructure.cluster.x-k8s.io/ipaddress";
+/// Finalizer data-controller puts on every `MaasIPAddressLock`: a lock deleted by hand keeps
+/// holding its address (terminating) until its `IPAddress` is released, so no other claim can
+/// take the address meanwhile.
+pub const FINALIZER_MAAS_IP_ADDRESS_LOCK: &str =
+    "maasipaddresslock.infrastructure.cluster.x-k8s.io";
 /// Finalizer on `MaasRemediation`: the host is powered back on before the object goes.
 pub const FINALIZER_MAAS_REMEDIATION: &str = "maasremediation.infrastructure.cluster.x-k8s.io";
 

@@ -1,8 +1,9 @@
 //! Custom resource types of the MAAS Cluster API provider.
 //!
 //! Group `infrastructure.cluster.x-k8s.io`, version `v1beta1`, 13 namespaced
-//! kinds. Their schemas, CEL validation rules, printer columns and CRD labels
-//! live here; [`crd::all_crds`] returns every CustomResourceDefinition, the
+//! kinds and one cluster-scoped kind ([`MaasIPAddressLock`], the installation-wide
+//! lock of an IP address). Their schemas, CEL validation rules, printer columns and
+//! CRD labels live here; [`crd::all_crds`] returns every CustomResourceDefinition, the
 //! `crdgen` binary writes them to `deploy/crds/` and `docs/crd-reference.md`.
 //!
 //! [`ipam_layout`] (with [`ipam_net`]) reads a MaasIPPool spec into its address
@@ -32,6 +33,7 @@ pub mod host;
 pub mod inventory;
 pub mod ipam;
 pub mod ipam_layout;
+pub mod ipam_lock;
 pub mod ipam_net;
 pub mod keys;
 pub mod machine;
@@ -52,6 +54,7 @@ pub use error::Error;
 pub use host::{MaasHost, MaasHostSpec, MaasHostStatus};
 pub use inventory::{MaasInventory, MaasInventorySpec, MaasInventoryStatus};
 pub use ipam::{MaasIPPool, MaasIPPoolSpec, MaasIPPoolStatus};
+pub use ipam_lock::{LockHolder, MaasIPAddressLock, MaasIPAddressLockSpec};
 pub use machine::{
     MaasMachine, MaasMachineSpec, MaasMachineStatus, MaasMachineTemplate, MaasMachineTemplateSpec,
 };

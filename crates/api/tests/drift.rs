@@ -27,8 +27,8 @@ fn generation_is_deterministic_and_complete() {
             .iter()
             .filter(|f| f.path.starts_with("deploy/crds"))
             .count(),
-        14,
-        "13 CRDs and their kustomization.yaml"
+        15,
+        "14 CRDs and their kustomization.yaml"
     );
     let kustomization = first
         .iter()
@@ -64,7 +64,7 @@ fn generation_is_deterministic_and_complete() {
 fn drift_check_reports_changed_and_stale_files() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
-    assert_eq!(capmaas_api::generate::write_files(root).unwrap().len(), 15);
+    assert_eq!(capmaas_api::generate::write_files(root).unwrap().len(), 16);
     assert!(drifted_files(root).unwrap().is_empty());
     let crd = root.join("deploy/crds/infrastructure.cluster.x-k8s.io_maashosts.yaml");
     std::fs::write(&crd, "edited").unwrap();

@@ -144,11 +144,12 @@ fn crd_names_labels_categories_and_columns() {
         // flect.Pluralize keeps words ending in "ata" (datum -> data) as they are.
         "maasdata",
         "maasippools",
+        "maasipaddresslocks",
         "maasremediations",
         "maasremediationtemplates",
     ];
     let crds = all_crds();
-    assert_eq!(crds.len(), 13);
+    assert_eq!(crds.len(), expected_plurals.len());
     for (crd, plural) in crds.iter().zip(expected_plurals) {
         let names = &crd.spec.names;
         let name = crd.metadata.name.as_deref().unwrap();
@@ -158,7 +159,17 @@ fn crd_names_labels_categories_and_columns() {
             crd_file_name(crd),
             format!("infrastructure.cluster.x-k8s.io_{plural}.yaml")
         );
-        assert_eq!(crd.spec.scope, "Namespaced", "{name}");
+        // The address lock is installation-wide; every other kind lives in a namespace.
+        let cluster_scoped = names.kind == "MaasIPAddressLock";
+        assert_eq!(
+            crd.spec.scope,
+            if cluster_scoped {
+                "Cluster"
+            } else {
+                "Namespaced"
+            },
+            "{name}"
+        );
         assert_eq!(crd.spec.versions.len(), 1, "{name}");
         let version = &crd.spec.versions[0];
         assert_eq!(version.name, "v1beta1");
@@ -196,7 +207,11 @@ fn crd_names_labels_categories_and_columns() {
             .as_ref()
             .and_then(|s| s.status.as_ref())
             .is_some();
-        assert_eq!(has_status, !is_template, "{name}: status subresource");
+        assert_eq!(
+            has_status,
+            !is_template && !cluster_scoped,
+            "{name}: status subresource"
+        );
     }
 }
 

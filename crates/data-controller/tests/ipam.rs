@@ -16,7 +16,7 @@ use capmaas_api::capi_ipam::{IPAddress, IPAddressClaim, IPAddressClaimSpec, IPPo
 use capmaas_api::conditions as cond;
 use capmaas_api::ipam::{AllocationStrategy, IpPoolRange};
 use capmaas_api::keys::{FINALIZER_IP_ADDRESS, FINALIZER_IP_ADDRESS_CLAIM, FINALIZER_MAAS_IP_POOL};
-use capmaas_api::{MaasIPPool, MaasIPPoolSpec};
+use capmaas_api::{MaasIPAddressLock, MaasIPPool, MaasIPPoolSpec};
 use capmaas_runtime::{BoxError, Runtime};
 use capmaas_testenv::TestEnv;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
@@ -322,6 +322,130 @@ async fn thirty_claims_two_replicas(client: &Client, ns: &str) {
                 .contains(&FINALIZER_IP_ADDRESS_CLAIM.to_owned())
         );
     }
+}
+
+/// Every address held across `namespaces`, checked for double booking across them too.
+async fn held_across(client: &Client, namespaces: &[&str]) -> BTreeMap<IpAddr, (String, String)> {
+    let mut held = BTreeMap::new();
+    for ns in namespaces {
+        for (claim, ip) in check_never_twice(client, ns).await {
+            if let Some(other) = held.insert(ip, ((*ns).to_owned(), claim.clone())) {
+                panic!("{ip} is held by {other:?} and by {ns}/{claim}");
+            }
+        }
+    }
+    held
+}
+
+/// The address locks of `prefix` (`10.60.0.`): address → (namespace, claim).
+async fn locks_of(client: &Client, prefix: &str) -> BTreeMap<IpAddr, (String, String)> {
+    Api::<MaasIPAddressLock>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|l| l.spec.address.starts_with(prefix))
+        .map(|l| {
+            (
+                l.spec.address.parse().unwrap(),
+                (l.spec.claim.namespace, l.spec.claim.name),
+            )
+        })
+        .collect()
+}
+
+/// Two pools in two namespaces over the same 12 addresses (sites that should not overlap, but
+/// do), 10 claims in each created at once and served by two replicas (one serving both
+/// namespaces, one the second only): never one address to two claims, whatever the namespace;
+/// each address held has one lock naming its claim; released addresses serve waiting claims of
+/// either namespace; a lock deleted by hand still holds; nothing is locked at the end.
+async fn overlapping_pools_in_two_namespaces(client: &Client, first: &str, second: &str) {
+    let sites = [first, second];
+    for ns in sites {
+        let mut spec = pool_spec(vec![range("10.60.0.1", "10.60.0.12")]);
+        spec.prefix = Some(24);
+        spec.name_prefix = "site".into();
+        create_pool(client, ns, "site", spec).await;
+    }
+    let claims: Vec<(&str, String)> = sites
+        .iter()
+        .flat_map(|ns| (0..10).map(move |i| (*ns, format!("c-{i}"))))
+        .collect();
+    futures::future::join_all(claims.iter().map(|(ns, name)| async move {
+        create_claim(client, ns, &claim_object(name, "site", &[])).await;
+    }))
+    .await;
+    // Checked over and over while the replicas race, not only at the end.
+    let held = eventually("12 addresses held across both namespaces", || async {
+        let held = held_across(client, &sites).await;
+        (held.len() == 12).then_some(held)
+    })
+    .await;
+    eventually("one lock per address held, naming its claim", || async {
+        (locks_of(client, "10.60.0.").await == held).then_some(())
+    })
+    .await;
+
+    // Three released (from the namespace with the most): their addresses go to waiting claims.
+    let busiest = if held.values().filter(|(ns, _)| ns == first).count() >= 6 {
+        first
+    } else {
+        second
+    };
+    let released: Vec<(IpAddr, String)> = held
+        .iter()
+        .filter(|(_, (ns, _))| ns == busiest)
+        .take(3)
+        .map(|(ip, (_, claim))| (*ip, claim.clone()))
+        .collect();
+    let api: Api<IPAddressClaim> = Api::namespaced(client.clone(), busiest);
+    for (_, claim) in &released {
+        api.delete(claim, &DeleteParams::default()).await.unwrap();
+    }
+    let again = eventually("12 addresses held again by the waiting claims", || async {
+        let held = held_across(client, &sites).await;
+        let renewed = released.iter().all(|(ip, claim)| {
+            held.get(ip)
+                .is_some_and(|(ns, c)| ns != busiest || c != claim)
+        });
+        (held.len() == 12 && renewed).then_some(held)
+    })
+    .await;
+    eventually("the locks follow the new holders", || async {
+        (locks_of(client, "10.60.0.").await == again).then_some(())
+    })
+    .await;
+
+    // A lock deleted by hand keeps holding (terminating, its finalizer on) while its claim
+    // holds the address: the waiting claims, woken by nothing, still cannot take it.
+    let (ip, holder) = again.iter().next().map(|(ip, h)| (*ip, h.clone())).unwrap();
+    let locks: Api<MaasIPAddressLock> = Api::all(client.clone());
+    let name = capmaas_api::ipam_lock::lock_name(ip);
+    locks.delete(&name, &DeleteParams::default()).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let terminating = locks.get(&name).await.unwrap();
+    assert!(terminating.metadata.deletion_timestamp.is_some());
+    assert_eq!(
+        (
+            terminating.spec.claim.namespace,
+            terminating.spec.claim.name
+        ),
+        holder
+    );
+    assert_eq!(held_across(client, &sites).await, again);
+
+    // Everything released: no lock is left.
+    for ns in sites {
+        Api::<IPAddressClaim>::namespaced(client.clone(), ns)
+            .delete_collection(&DeleteParams::default(), &ListParams::default())
+            .await
+            .unwrap();
+    }
+    eventually("no lock left", || async {
+        locks_of(client, "10.60.0.").await.is_empty().then_some(())
+    })
+    .await;
 }
 
 /// A full pool answers `PoolExhausted` naming the pool and the claim, and serves the claim as
@@ -676,14 +800,20 @@ async fn ipam_against_a_real_api_server() {
         env.create_namespace("ipam-v6").await.unwrap(),
         env.create_namespace("ipam-paused").await.unwrap(),
     );
+    let (site_a, site_b) = (
+        env.create_namespace("ipam-site-a").await.unwrap(),
+        env.create_namespace("ipam-site-b").await.unwrap(),
+    );
     let a = start_ipam(&env, &["--concurrency=4"]).await;
     let b = start_ipam(&env, &["--concurrency=4", &format!("--namespace={race}")]).await;
+    let c = start_ipam(&env, &["--concurrency=4", &format!("--namespace={site_b}")]).await;
     tokio::join!(
         thirty_claims_two_replicas(&client, &race),
         exhausted_then_served(&client, &exhausted),
         in_use_handshake(&client, &handshake),
         ipv6_and_invalid_pools(&client, &v6),
         paused_and_foreign_claims(&client, &paused),
+        overlapping_pools_in_two_namespaces(&client, &site_a, &site_b),
     );
-    tokio::join!(a.stop(), b.stop());
+    tokio::join!(a.stop(), b.stop(), c.stop());
 }

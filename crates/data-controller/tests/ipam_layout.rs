@@ -1,6 +1,6 @@
 //! The module layout rule of `docs/architecture.md` for the IPAM provider (`src/ipam`): no
-//! module imports one that imports it back; the reconcilers (`claim`, `pool`, `address`) are
-//! imported by no module; the pure modules import no I/O module.
+//! module imports one that imports it back; the reconcilers (`claim`, `pool`, `address`,
+//! `lock`) are imported by no module; the pure modules import no I/O module.
 #![allow(clippy::unwrap_used, clippy::panic)]
 
 use std::path::PathBuf;
@@ -21,8 +21,16 @@ fn reconcilers_on_top_and_pure_modules_below() {
     let graph = module_imports(&ipam()).unwrap();
     // The scanner sees the `super::` paths: the claim reconciler uses the context.
     assert!(graph["claim"].contains("context"), "{graph:?}");
-    let reconcilers = ["claim", "pool", "address"];
-    let io = ["claim", "pool", "address", "feed", "context"];
+    let reconcilers = ["claim", "pool", "address", "lock"];
+    let io = [
+        "claim",
+        "pool",
+        "address",
+        "lock",
+        "address_lock",
+        "feed",
+        "context",
+    ];
     for module in reconcilers.iter().chain(&io) {
         assert!(graph.contains_key(*module), "module {module} not found");
     }

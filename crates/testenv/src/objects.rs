@@ -7,7 +7,8 @@ use serde_json::Value;
 
 use crate::error::{Error, Result};
 
-/// The namespaced API of `apiVersion`/`kind` (discovered, so any served CRD works).
+/// The API of `apiVersion`/`kind` (discovered, so any served CRD works): in `namespace`, or
+/// cluster-wide for a cluster-scoped kind.
 pub async fn kind_api(
     client: &kube::Client,
     namespace: &str,
@@ -15,10 +16,16 @@ pub async fn kind_api(
     kind: &str,
 ) -> Result<Api<DynamicObject>> {
     let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
-    let (resource, _) = pinned_kind(client, &GroupVersionKind::gvk(group, version, kind))
-        .await
-        .map_err(Error::kube(format!("discovering {api_version} {kind}")))?;
-    Ok(Api::namespaced_with(client.clone(), namespace, &resource))
+    let (resource, capabilities) =
+        pinned_kind(client, &GroupVersionKind::gvk(group, version, kind))
+            .await
+            .map_err(Error::kube(format!("discovering {api_version} {kind}")))?;
+    Ok(match capabilities.scope {
+        kube::discovery::Scope::Cluster => Api::all_with(client.clone(), &resource),
+        kube::discovery::Scope::Namespaced => {
+            Api::namespaced_with(client.clone(), namespace, &resource)
+        }
+    })
 }
 
 /// Server-side applies `object` (namespaced when its metadata names a namespace, else

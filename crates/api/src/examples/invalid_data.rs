@@ -2,7 +2,9 @@
 
 use serde_json::{Value, json};
 
-use super::valid::{maas_data, maas_data_claim, maas_data_template, maas_ip_pool};
+use super::valid::{
+    maas_data, maas_data_claim, maas_data_template, maas_ip_address_lock, maas_ip_pool,
+};
 use super::{InvalidExample, merged, rejected_create as create, rejected_update as update};
 
 const REQUIRED: &str = "Required value";
@@ -12,7 +14,43 @@ pub(super) fn all() -> Vec<InvalidExample> {
     let mut cases = data_template();
     cases.extend(claim_and_data());
     cases.extend(ip_pool());
+    cases.extend(ip_lock());
     cases
+}
+
+/// Locks are named after their address; each case its own.
+fn ip_lock() -> Vec<InvalidExample> {
+    let l = maas_ip_address_lock();
+    vec![
+        create(
+            "10.20.0.101",
+            &l,
+            &json!({"spec": {"address": "10.20.0.999"}}),
+            "spec.address",
+            "spec.address must be an IP address",
+        ),
+        update(
+            "10.20.0.102",
+            &merged(&l, &json!({"spec": {"address": "10.20.0.102"}})),
+            &json!({"spec": {"address": "10.20.0.103"}}),
+            "spec.address",
+            "spec.address is immutable: a lock is released by deleting it",
+        ),
+        update(
+            "10.20.0.104",
+            &merged(&l, &json!({"spec": {"address": "10.20.0.104"}})),
+            &json!({"spec": {"claim": {"uid": "another-incarnation"}}}),
+            "spec.claim",
+            "spec.claim is immutable: a lock is released by deleting it",
+        ),
+        update(
+            "10.20.0.105",
+            &merged(&l, &json!({"spec": {"address": "10.20.0.105"}})),
+            &json!({"spec": {"pool": "elsewhere"}}),
+            "spec.pool",
+            "spec.pool is immutable",
+        ),
+    ]
 }
 
 /// A patch replacing the template's ethernets with `ethernet`.

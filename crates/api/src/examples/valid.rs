@@ -230,6 +230,24 @@ pub(crate) fn maas_ip_pool_ipv6() -> Value {
     )
 }
 
+/// The lock data-controller takes for the pre-allocated address of `maas_ip_pool`.
+pub(crate) fn maas_ip_address_lock() -> Value {
+    json!({
+        "apiVersion": API_VERSION,
+        "kind": "MaasIPAddressLock",
+        "metadata": {"name": "10.20.0.100"},
+        "spec": {
+            "address": "10.20.0.100",
+            "claim": {
+                "namespace": "prod",
+                "name": "prod-cp-x7k2p-provisioning",
+                "uid": "0b6f3c1e-8a54-4d2b-9a1e-5f7c3d2e1a90"
+            },
+            "pool": "prod-provisioning"
+        }
+    })
+}
+
 pub(crate) fn maas_ip_pool() -> Value {
     object(
         "MaasIPPool",
@@ -333,6 +351,11 @@ pub(super) fn all() -> Vec<Example> {
             name: "maasippool-ipv6",
             kind: "MaasIPPool",
             object: maas_ip_pool_ipv6(),
+        },
+        Example {
+            name: "maasipaddresslock",
+            kind: "MaasIPAddressLock",
+            object: maas_ip_address_lock(),
         },
         Example {
             name: "maasremediation",

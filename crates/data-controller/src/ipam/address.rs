@@ -2,7 +2,9 @@
 //! its claim lets it go — the claim is gone (also when the claim vanished before its address
 //! was created: garbage collection deletes the orphan, Metal3 IPAM issue #694), is a new claim
 //! of the same name, or is deleting with only our finalizer left. While the claim lives the
-//! address (and its name, the allocation lock) stays.
+//! address (and its name, the allocation lock) stays. Once the address is gone its
+//! installation-wide lock goes too, and a live address without one (older than the lock, or
+//! moved in) gets it.
 
 use std::sync::Arc;
 
@@ -13,6 +15,7 @@ use kube::runtime::controller::Action;
 use kube::{Api, ResourceExt};
 use tracing::{debug, info};
 
+use super::address_lock;
 use super::context::Ctx;
 use super::decide::{is_orphan, may_release_address};
 use super::error::{Error, Result};
@@ -57,12 +60,14 @@ pub async fn reconcile(address: Arc<IPAddress>, ctx: Arc<Ctx>) -> Result<Action>
     .await
     .map_err(Error::Finalizer)?;
     info!(claim = entry.claim, "address released");
+    address_lock::release_of(&ctx, &address).await?;
     Ok(Action::await_change())
 }
 
 /// Deletes a live address whose claim is gone (see [`is_orphan`]); the deletion then comes back
-/// here and releases the finalizer. The claim cache answers the common case (the claim is
-/// there); only an address whose claim the cache does not show costs a read.
+/// here and releases the finalizer. A live address whose claim holds it keeps its lock
+/// ([`address_lock::ensure`]). The claim cache answers the common case (the claim is there); only an
+/// address whose claim the cache does not show costs a read.
 async fn collect_orphan(
     address: &IPAddress,
     entry: &AddressEntry,
@@ -75,7 +80,8 @@ async fn collect_orphan(
     let cached = ctx
         .claims
         .get(&kube::runtime::reflector::ObjectRef::new(&entry.claim).within(ns));
-    if cached.is_some_and(|c| !is_orphan(entry, Some(&c))) {
+    if let Some(claim) = cached.filter(|c| !is_orphan(entry, Some(c))) {
+        address_lock::ensure(ctx, address, entry, &claim).await?;
         return Ok(Action::await_change());
     }
     let claim = Api::<IPAddressClaim>::namespaced(ctx.client.clone(), ns)
@@ -83,6 +89,9 @@ async fn collect_orphan(
         .await
         .map_err(Error::kube("get IPAddressClaim"))?;
     if !is_orphan(entry, claim.as_ref()) {
+        if let Some(claim) = &claim {
+            address_lock::ensure(ctx, address, entry, claim).await?;
+        }
         return Ok(Action::await_change());
     }
     let api: Api<IPAddress> = Api::namespaced(ctx.client.clone(), ns);

@@ -1,9 +1,10 @@
 //! The `IPAddressClaim` reconciler: observe the claim's pool, pause and addresses (caches and
 //! the usage index, no API lists), [`decide_claim`], and do the I/O of that step.
 //!
-//! Allocation creates an `IPAddress` named after the pool's `namePrefix` and the address: a
-//! second create of the same address, by another replica or a stale cache, answers `409` and
-//! the next free address is tried. Nothing else is needed for "never twice".
+//! Allocation takes the address's installation-wide lock ([`address_lock::acquire`]), then creates an
+//! `IPAddress` named after the pool's `namePrefix` and the address. A lock another claim holds,
+//! or a second create of the same address (another replica, a stale cache), means the next
+//! free address is tried. Releasing deletes the `IPAddress` first and the lock after it.
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -21,11 +22,13 @@ use kube::runtime::controller::Action;
 use kube::{Api, ResourceExt};
 use tracing::{debug, info};
 
+use super::address_lock::{self, Acquired};
 use super::context::Ctx;
 use super::decide::{
     ClaimStep, ClaimView, REASON_ALLOCATION_FAILED, REASON_POOL_EXHAUSTED, address_object,
     belongs_to, decide_claim,
 };
+use super::decide::{LockState, lock_state};
 use super::error::{Error, Result};
 use super::index::{AddressEntry, PoolKey};
 use super::layout::PoolLayout;
@@ -38,6 +41,8 @@ use super::status::{
 const MAX_ATTEMPTS: usize = 16;
 /// Backstop requeue of a claim waiting for a free address (a release wakes it sooner).
 const EXHAUSTED_RETRY: Duration = Duration::from_secs(300);
+/// Requeue of a claim that found no address but skipped some locked by other claims.
+const LOCKED_RETRY: Duration = Duration::from_secs(2);
 /// Requeue after `MAX_ATTEMPTS` lost races.
 const RACE_RETRY: Duration = Duration::from_millis(200);
 
@@ -178,8 +183,10 @@ async fn bind(
     Ok(Action::await_change())
 }
 
-/// Allocates an address to the claim: the pre-allocated one or the next free one, by creating
-/// its `IPAddress`.
+/// Allocates an address to the claim: the pre-allocated one or the next free one, by taking its
+/// lock and creating its `IPAddress`. Addresses found locked by another pool's claim are
+/// skipped now and guessed again next time (their lock may be gone by then: a lock's deletion
+/// wakes the waiting claims).
 async fn allocate(
     api: &Api<IPAddressClaim>,
     claim: &IPAddressClaim,
@@ -188,10 +195,52 @@ async fn allocate(
     pre_allocated: Option<IpAddr>,
     ctx: &Ctx,
 ) -> Result<Action> {
+    let mut locked_elsewhere = Vec::new();
+    let result = allocate_skipping(
+        api,
+        claim,
+        pool,
+        layout,
+        pre_allocated,
+        ctx,
+        &mut locked_elsewhere,
+    )
+    .await;
+    if locked_elsewhere.is_empty() {
+        return result;
+    }
+    let key = PoolKey::of(pool);
+    let mut index = ctx.index();
+    for addr in locked_elsewhere {
+        index.unreserve(&key, addr);
+    }
+    // A lock seen in the cache may be on its way out (released a moment ago): its deletion
+    // wakes waiting claims, but this claim's own waiting status may reach the cache after that
+    // wake, so look again soon rather than at the exhaustion backstop.
+    result.map(|action| {
+        if action == Action::requeue(EXHAUSTED_RETRY) {
+            Action::requeue(LOCKED_RETRY)
+        } else {
+            action
+        }
+    })
+}
+
+async fn allocate_skipping(
+    api: &Api<IPAddressClaim>,
+    claim: &IPAddressClaim,
+    pool: &MaasIPPool,
+    layout: &PoolLayout,
+    pre_allocated: Option<IpAddr>,
+    ctx: &Ctx,
+    locked_elsewhere: &mut Vec<IpAddr>,
+) -> Result<Action> {
     let ns = claim.namespace().unwrap_or_default();
     let key = PoolKey::of(pool);
     let addresses: Api<IPAddress> = Api::namespaced(ctx.client.clone(), &ns);
-    for _ in 0..MAX_ATTEMPTS {
+    let uid = claim.uid().ok_or(Error::MissingMetadata("uid"))?;
+    let mut attempts = 0;
+    while attempts < MAX_ATTEMPTS {
         let picked = {
             let mut index = ctx.index();
             match pre_allocated {
@@ -212,6 +261,31 @@ async fn allocate(
             return Err(Error::MissingMetadata("uid"));
         };
         let name = object.name_any();
+        // Locked by a claim of another pool (an overlap the webhook warned about), or one
+        // released a moment ago whose lock is not gone yet: the cache says so for free.
+        let free_here = !matches!(
+            lock_state(address_lock::cached(ctx, addr).as_deref(), &uid),
+            LockState::Theirs(_)
+        );
+        if free_here {
+            attempts += 1;
+        }
+        let held = free_here
+            && match address_lock::acquire(ctx, claim, &pool.name_any(), addr).await {
+                Ok(acquired) => acquired == Acquired::Held,
+                Err(e) => {
+                    ctx.index().unreserve(&key, addr);
+                    return Err(e);
+                }
+            };
+        if !held {
+            debug!(address = %addr, "address locked by another claim; trying the next");
+            locked_elsewhere.push(addr);
+            if pre_allocated.is_some() {
+                return unavailable(api, claim, pool, pre_allocated, ctx).await;
+            }
+            continue;
+        }
         match addresses.create(&PostParams::default(), &object).await {
             Ok(created) => {
                 ctx.index().note_created(&created);
@@ -239,6 +313,9 @@ async fn allocate(
                     return bind(api, claim, &entry, &[], ctx).await;
                 }
                 debug!(address = %addr, "address taken meanwhile; trying the next");
+                // Held by an address older than the locks (its lock comes with
+                // `address_lock::ensure`): this claim's lock must not stand in its way.
+                address_lock::release(ctx, addr, &uid).await?;
                 if pre_allocated.is_some() {
                     return unavailable(api, claim, pool, pre_allocated, ctx).await;
                 }
@@ -356,11 +433,9 @@ pub(crate) async fn release_address(ctx: &Ctx, claim: &IPAddressClaim, name: &st
         ..DeleteParams::default()
     };
     match api.delete(name, &params).await {
-        Ok(_) => {
-            info!(ipaddress = name, "address released");
-            Ok(())
-        }
-        Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Ok(()),
-        Err(e) => Err(Error::kube("delete IPAddress")(e)),
+        Ok(_) => info!(ipaddress = name, "address released"),
+        Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => {}
+        Err(e) => return Err(Error::kube("delete IPAddress")(e)),
     }
+    address_lock::release_of(ctx, &address).await
 }

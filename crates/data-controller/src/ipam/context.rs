@@ -2,9 +2,9 @@
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use capmaas_api::MaasIPPool;
 use capmaas_api::capi::Cluster;
 use capmaas_api::capi_ipam::{IPAddress, IPAddressClaim};
+use capmaas_api::{MaasIPAddressLock, MaasIPPool};
 use capmaas_runtime::controller::Events;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, ResourceExt};
@@ -32,8 +32,10 @@ pub struct Ctx {
     pub clusters: Store<Cluster>,
     /// Cache of `IPAddress`es.
     pub addresses: Store<IPAddress>,
-    /// One per watch (claims, addresses, pools, clusters): `true` once its cache holds the
-    /// first full list (for addresses: and the index too).
+    /// Cache of the installation-wide address locks (cluster-scoped, whatever `--namespace`).
+    pub locks: Store<MaasIPAddressLock>,
+    /// One per watch (claims, addresses, pools, clusters, locks): `true` once its cache holds
+    /// the first full list (for addresses: and the index too).
     pub synced: Vec<watch::Receiver<bool>>,
 }
 

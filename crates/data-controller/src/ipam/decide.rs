@@ -2,14 +2,15 @@
 //! from what was observed; and the `IPAddress` object an allocation creates.
 
 use std::net::IpAddr;
+use std::time::Duration;
 
-use capmaas_api::MaasIPPool;
 use capmaas_api::capi::Cluster;
 use capmaas_api::capi_ipam::{IPAddress, IPAddressClaim, IPAddressClaimReference, IPAddressSpec};
 use capmaas_api::keys::{
     ANNOTATION_PAUSED, FINALIZER_IP_ADDRESS, FINALIZER_IP_ADDRESS_CLAIM, FINALIZER_MAAS_IP_POOL,
     LABEL_CLUSTER_NAME,
 };
+use capmaas_api::{LockHolder, MaasIPAddressLock, MaasIPPool};
 use capmaas_runtime::controller::finalizer;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::{Resource, ResourceExt};
@@ -325,6 +326,51 @@ pub fn is_orphan(entry: &AddressEntry, claim: Option<&IPAddressClaim>) -> bool {
         return false;
     }
     claim.is_none_or(|c| !belongs_to(entry, c))
+}
+
+/// What the lock of an address says to the claim with UID `uid`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LockState {
+    /// No lock: the address is free installation-wide.
+    Free,
+    /// The claim holds it.
+    Ours,
+    /// Another claim (of any pool and namespace) holds it.
+    Theirs(LockHolder),
+}
+
+/// The [`LockState`] of `lock` for the claim `uid`.
+pub fn lock_state(lock: Option<&MaasIPAddressLock>, uid: &str) -> LockState {
+    match lock {
+        None => LockState::Free,
+        Some(l) if l.held_by(uid) => LockState::Ours,
+        Some(l) => LockState::Theirs(l.spec.claim.clone()),
+    }
+}
+
+/// What a lock needs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LockDecision {
+    /// Its claim holds an `IPAddress` of its address.
+    Keep,
+    /// Nothing holds it, but it may be an allocation between the lock and the create: look
+    /// again after this long.
+    Recheck(Duration),
+    /// Nothing has held it for `stale_after`: delete it (after a fresh read).
+    Sweep,
+}
+
+/// Whether a lock `age` old, whose claim is `holding` an `IPAddress` of its address or not,
+/// stays.
+pub fn decide_lock(holding: bool, age: Option<Duration>, stale_after: Duration) -> LockDecision {
+    if holding {
+        return LockDecision::Keep;
+    }
+    match age.map(|age| stale_after.checked_sub(age)) {
+        None => LockDecision::Recheck(stale_after),
+        Some(Some(left)) if !left.is_zero() => LockDecision::Recheck(left),
+        Some(_) => LockDecision::Sweep,
+    }
 }
 
 #[cfg(test)]

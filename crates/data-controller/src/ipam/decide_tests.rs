@@ -330,3 +330,50 @@ fn pools_get_a_finalizer_and_wait_for_their_addresses() {
     let p = with_finalizers(p, &[]);
     assert_eq!(decide_pool(&p, None, 0), PoolStep::Forget);
 }
+
+fn lock(address: &str, uid: &str) -> MaasIPAddressLock {
+    MaasIPAddressLock::for_address(
+        ip(address),
+        LockHolder {
+            namespace: "other".into(),
+            name: "c".into(),
+            uid: uid.into(),
+        },
+        "p",
+    )
+}
+
+#[test]
+fn a_lock_is_free_ours_or_another_claims() {
+    assert_eq!(lock_state(None, "u1"), LockState::Free);
+    assert_eq!(
+        lock_state(Some(&lock("10.0.0.5", "u1")), "u1"),
+        LockState::Ours
+    );
+    // Another incarnation of a claim of the same name is another holder.
+    let LockState::Theirs(holder) = lock_state(Some(&lock("10.0.0.5", "u2")), "u1") else {
+        panic!("another claim's lock");
+    };
+    assert_eq!(
+        (holder.namespace.as_str(), holder.uid.as_str()),
+        ("other", "u2")
+    );
+}
+
+#[test]
+fn a_lock_nothing_holds_goes_only_once_it_is_stale() {
+    let stale = Duration::from_secs(300);
+    assert_eq!(
+        decide_lock(true, Some(Duration::from_secs(9999)), stale),
+        LockDecision::Keep
+    );
+    assert_eq!(
+        decide_lock(false, Some(Duration::from_secs(100)), stale),
+        LockDecision::Recheck(Duration::from_secs(200))
+    );
+    assert_eq!(
+        decide_lock(false, None, stale),
+        LockDecision::Recheck(stale)
+    );
+    assert_eq!(decide_lock(false, Some(stale), stale), LockDecision::Sweep);
+}

@@ -23,6 +23,9 @@ pub enum Error {
     /// The object lacks metadata the API server always sets (namespace, uid).
     #[error("object has no {0}")]
     MissingMetadata(&'static str),
+    /// The address lock (named here) was created and deleted by others on every try.
+    #[error("MaasIPAddressLock {0} changed hands on every try")]
+    LockChurn(String),
 }
 
 impl Error {
@@ -39,7 +42,7 @@ impl Error {
                 ..
             } => s.code == 409,
             Self::Status(e) | Self::Finalizer(e) => e.is_conflict(),
-            Self::Kube { .. } | Self::MissingMetadata(_) => false,
+            Self::Kube { .. } | Self::MissingMetadata(_) | Self::LockChurn(_) => false,
         }
     }
 }
@@ -54,13 +57,16 @@ impl ErrorCategory for Error {
             Self::Status(_) => "status_write",
             Self::Finalizer(_) => "finalizer",
             Self::MissingMetadata(_) => "missing_metadata",
+            Self::LockChurn(_) => "lock_churn",
         }
     }
 
     fn requeue(&self) -> Requeue {
         match self {
             Self::MissingMetadata(_) => Requeue::InvalidSpec,
-            Self::Kube { .. } | Self::Status(_) | Self::Finalizer(_) => Requeue::Transient,
+            Self::Kube { .. } | Self::Status(_) | Self::Finalizer(_) | Self::LockChurn(_) => {
+                Requeue::Transient
+            }
         }
     }
 

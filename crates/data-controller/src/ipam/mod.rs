@@ -10,15 +10,20 @@
 //!   [`watch`] maps events to objects.
 //! - [`index`]: the per-process view of every pool's addresses, kept from the `IPAddress` watch.
 //! - I/O: [`claim`], [`pool`] and [`address`] reconcile `IPAddressClaim`s, `MaasIPPool`s and
-//!   `IPAddress`es; `feed` runs one watch per kind for all three.
+//!   `IPAddress`es, [`lock`] stale address locks ([`address_lock`] takes and lets go of
+//!   them); `feed` runs one watch per kind for all four.
 //!
-//! Uniqueness is the API server's: an `IPAddress` is named after the pool's `namePrefix` and
-//! the address, so a second create of an address fails whoever tries it (another replica, a
-//! stale cache, a restarted process). The index only makes the first guess right.
+//! Uniqueness is the API server's, twice over. An `IPAddress` is named after the pool's
+//! `namePrefix` and the address, so a second create of an address in one pool fails whoever
+//! tries it (another replica, a stale cache, a restarted process). And before it is created,
+//! the claim takes the address's `MaasIPAddressLock`, a cluster-scoped object named after the
+//! address alone, so two pools (of one namespace or two) cannot both hand it out. The index
+//! only makes the first guess right.
 //!
 //! [`run`] runs the three controllers for one leadership term.
 
 pub mod address;
+pub mod address_lock;
 pub mod allocator;
 pub mod claim;
 pub mod context;
@@ -26,6 +31,7 @@ pub mod decide;
 pub mod error;
 mod feed;
 pub mod index;
+pub mod lock;
 pub mod pool;
 pub mod status;
 pub mod watch;
@@ -41,9 +47,9 @@ pub use capmaas_api::ipam_net as net;
 use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use capmaas_api::MaasIPPool;
 use capmaas_api::capi::Cluster;
 use capmaas_api::capi_ipam::{IPAddress, IPAddressClaim};
+use capmaas_api::{MaasIPAddressLock, MaasIPPool};
 use capmaas_runtime::controller::{self as kit, Events, ReconcilerSettings, ready_when, scoped};
 use futures::channel::mpsc;
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -67,6 +73,8 @@ pub const CLAIM_CONTROLLER: &str = "ipaddressclaim";
 pub const POOL_CONTROLLER: &str = "maasippool";
 /// The `controller` label of the `IPAddress` controller.
 pub const ADDRESS_CONTROLLER: &str = "ipaddress";
+/// The `controller` label of the `MaasIPAddressLock` controller (stale locks).
+pub const LOCK_CONTROLLER: &str = "maasipaddresslock";
 /// Server-side watch timeout; below the idle timeouts of common load balancers.
 const WATCH_TIMEOUT_SECS: u32 = 200;
 
@@ -83,6 +91,7 @@ pub struct Ipam {
     addresses: Feed<IPAddress>,
     pools: Feed<MaasIPPool>,
     clusters: Feed<Cluster>,
+    locks: Feed<MaasIPAddressLock>,
 }
 
 impl std::fmt::Debug for Ipam {
@@ -102,7 +111,9 @@ impl Ipam {
         let claims = Feed::new(scoped::<IPAddressClaim>(watch, ns), wc.clone());
         let addresses = Feed::new(scoped::<IPAddress>(watch, ns), wc.clone());
         let pools = Feed::new(scoped::<MaasIPPool>(watch, ns), wc.clone());
-        let clusters = Feed::new(scoped::<Cluster>(watch, ns), wc);
+        let clusters = Feed::new(scoped::<Cluster>(watch, ns), wc.clone());
+        // The lock of an address is installation-wide, whatever namespace this replica serves.
+        let locks = Feed::new(kube::Api::all(watch.clone()), wc);
         let ctx = Arc::new(Ctx {
             client: term.clients.api.clone(),
             field_manager: term.settings.field_manager.clone(),
@@ -112,11 +123,13 @@ impl Ipam {
             pools: pools.store(),
             clusters: clusters.store(),
             addresses: addresses.store(),
+            locks: locks.store(),
             synced: vec![
                 claims.ready(),
                 addresses.ready(),
                 pools.ready(),
                 clusters.ready(),
+                locks.ready(),
             ],
         });
         Self {
@@ -126,6 +139,7 @@ impl Ipam {
             addresses,
             pools,
             clusters,
+            locks,
         }
     }
 
@@ -150,6 +164,7 @@ impl Ipam {
             mut addresses,
             mut pools,
             mut clusters,
+            mut locks,
         } = self;
         let (wake, woken) = mpsc::unbounded::<ObjectRef<IPAddressClaim>>();
         let (claim_store, pool_store) = (claims.store(), pools.store());
@@ -185,14 +200,32 @@ impl Ipam {
                 )
         };
         let address_controller = {
-            let index = ctx.index.clone();
-            Controller::for_stream(addresses.subscribe(), addresses.store()).watches_stream(
-                claims.subscribe(),
-                move |c| {
+            let (index, index_of_locks) = (ctx.index.clone(), ctx.index.clone());
+            Controller::for_stream(addresses.subscribe(), addresses.store())
+                .watches_stream(claims.subscribe(), move |c| {
                     let index = index.lock().unwrap_or_else(PoisonError::into_inner);
                     watch::claim_to_addresses(&index, &c)
-                },
-            )
+                })
+                .watches_stream(locks.subscribe(), move |l| {
+                    let index = index_of_locks
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner);
+                    watch::lock_to_addresses(&index, &l)
+                })
+        };
+
+        let lock_controller = Controller::for_stream(locks.subscribe(), locks.store())
+            .watches_stream(addresses.subscribe(), |a| watch::address_to_lock(&a));
+        // A lock let go: claims that found its address locked try again.
+        let lock_hook = {
+            let (claims, wake) = (claim_store.clone(), wake.clone());
+            move |event: &Event<MaasIPAddressLock>, _: &Store<MaasIPAddressLock>| {
+                if matches!(event, Event::Delete(_)) {
+                    for claim in watch::all_waiting_claims(&claims) {
+                        let _ = wake.unbounded_send(claim);
+                    }
+                }
+            }
         };
 
         let address_hook = {
@@ -226,13 +259,14 @@ impl Ipam {
             }
         };
         let cancel = &term.cancel;
-        // Boxed: seven futures side by side are large.
+        // Boxed: nine futures side by side are large.
         Box::pin(async {
             tokio::join!(
                 claims.run(cancel.clone(), |_, _| {}),
                 addresses.run(cancel.clone(), address_hook),
                 pools.run(cancel.clone(), |_, _| {}),
                 clusters.run(cancel.clone(), |_, _| {}),
+                locks.run(cancel.clone(), lock_hook),
                 kit::run(
                     claim_controller,
                     ReconcilerSettings::for_term(&term, CLAIM_CONTROLLER),
@@ -248,8 +282,14 @@ impl Ipam {
                 kit::run(
                     address_controller,
                     ReconcilerSettings::for_term(&term, ADDRESS_CONTROLLER),
-                    ctx,
+                    ctx.clone(),
                     address::reconcile,
+                ),
+                kit::run(
+                    lock_controller,
+                    ReconcilerSettings::for_term(&term, LOCK_CONTROLLER),
+                    ctx,
+                    lock::reconcile,
                 ),
             );
         })

@@ -1,10 +1,11 @@
 //! Which change of another object wakes which claim, pool or address: pure mappers over the
 //! caches, and the predicates that keep status-only changes from waking anything.
 
-use capmaas_api::MaasIPPool;
 use capmaas_api::capi::Cluster;
 use capmaas_api::capi_ipam::{IPAddress, IPAddressClaim};
+use capmaas_api::ipam_lock::lock_name;
 use capmaas_api::keys::ANNOTATION_PAUSED;
+use capmaas_api::{MaasIPAddressLock, MaasIPPool};
 use capmaas_runtime::controller::predicate_hash as hash_of;
 use kube::ResourceExt;
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -63,6 +64,28 @@ pub fn address_to_claim(address: &IPAddress) -> Option<ObjectRef<IPAddressClaim>
     let pool = PoolKey::of_address(address)?;
     let name = &address.spec.claim_ref.name;
     (!name.is_empty()).then(|| ObjectRef::new(name).within(&pool.namespace))
+}
+
+/// An `IPAddress` wakes the lock of its address (a deletion may leave it stale).
+pub fn address_to_lock(address: &IPAddress) -> Option<ObjectRef<MaasIPAddressLock>> {
+    PoolKey::of_address(address)?;
+    let ip: std::net::IpAddr = address.spec.address.parse().ok()?;
+    Some(ObjectRef::new(&lock_name(ip)))
+}
+
+/// A lock wakes the `IPAddress` of its claim and address: one deleted by hand (or swept while
+/// its claim was allocating) is taken again at once.
+pub fn lock_to_addresses(
+    index: &UsageIndex,
+    lock: &MaasIPAddressLock,
+) -> Vec<ObjectRef<IPAddress>> {
+    let claim = &lock.spec.claim;
+    index
+        .claim_addresses(&claim.namespace, &claim.name)
+        .into_iter()
+        .filter(|e| e.address.map(|a| a.to_string()).as_deref() == Some(lock.spec.address.as_str()))
+        .map(|e| ObjectRef::new(&e.name).within(&claim.namespace))
+        .collect()
 }
 
 /// An `IPAddress` wakes its pool (counts, deletion waiting for addresses).

@@ -63,16 +63,22 @@ fn releases_and_pool_changes_wake_waiting_claims_of_that_pool() {
 }
 
 #[test]
-fn addresses_wake_their_claim_and_pool() {
+fn addresses_wake_their_claim_pool_and_lock() {
     let a = address("ns", "p-10-0-0-1", "p", "c", "10.0.0.1", "uid-c");
     let c = address_to_claim(&a).unwrap();
     assert_eq!((c.name.as_str(), c.namespace.as_deref()), ("c", Some("ns")));
     let p = address_to_pool(&a).unwrap();
     assert_eq!((p.name.as_str(), p.namespace.as_deref()), ("p", Some("ns")));
+    let l = address_to_lock(&a).unwrap();
+    assert_eq!(
+        (l.name.as_str(), l.namespace),
+        (lock_name(a.spec.address.parse().unwrap()).as_str(), None)
+    );
     let mut foreign = a.clone();
     foreign.spec.pool_ref.kind = "InClusterIPPool".into();
     assert!(address_to_claim(&foreign).is_none());
     assert!(address_to_pool(&foreign).is_none());
+    assert!(address_to_lock(&foreign).is_none());
 }
 
 #[test]
@@ -123,4 +129,23 @@ fn deleting_claims_wake_their_addresses() {
         names(claim_to_addresses(&index, &deleting(c))),
         ["p-10-0-0-1"]
     );
+}
+
+#[test]
+fn a_lock_wakes_the_address_of_its_claim_only() {
+    let mut index = UsageIndex::new();
+    index.apply(&address("ns", "p-10-0-0-1", "p", "c", "10.0.0.1", "uid-c"));
+    index.apply(&address("ns", "p-10-0-0-2", "p", "c", "10.0.0.2", "uid-c"));
+    let holder = |ns: &str| capmaas_api::LockHolder {
+        namespace: ns.into(),
+        name: "c".into(),
+        uid: "uid-c".into(),
+    };
+    let lock =
+        |ns: &str, a: &str| MaasIPAddressLock::for_address(a.parse().unwrap(), holder(ns), "p");
+    let woken = lock_to_addresses(&index, &lock("ns", "10.0.0.1"));
+    assert_eq!(names(woken.clone()), ["p-10-0-0-1"]);
+    assert_eq!(woken[0].namespace.as_deref(), Some("ns"));
+    assert!(lock_to_addresses(&index, &lock("other", "10.0.0.1")).is_empty());
+    assert!(lock_to_addresses(&index, &lock("ns", "10.0.0.3")).is_empty());
 }

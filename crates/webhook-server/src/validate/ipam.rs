@@ -166,9 +166,10 @@ fn maas_subnet(pool: &MaasIPPool, layout: &PoolLayout, v: &mut Verdict) -> Optio
     Some(net)
 }
 
-/// Overlaps with every other pool. In one namespace two pools would hand out the same address
-/// twice; across namespaces only a shared MAAS subnet proves the addresses are the same ones
-/// (isolated sites may reuse private ranges), otherwise a person decides.
+/// Overlaps with every other pool. In one namespace two pools would compete for the same
+/// addresses; across namespaces a shared MAAS subnet proves it too, otherwise a warning says
+/// so. This judges from a cache: the address lock (data-controller) is what keeps two pools
+/// created at the same moment from handing out one address twice.
 fn other_pools(
     req: &Request<'_, MaasIPPool>,
     layout: &PoolLayout,
@@ -233,9 +234,9 @@ fn other_pools(
                 v.warn(
                     &pools.index(i),
                     format!(
-                        "{own} {overlap} in another namespace; that is only right if the two \
-                         pools serve isolated networks, otherwise they hand out the same \
-                         addresses twice"
+                        "{own} {overlap} in another namespace; the two pools share these \
+                         addresses (each goes to whichever claim takes its MaasIPAddressLock \
+                         first), so either may run out early"
                     ),
                 );
             }
