@@ -821,14 +821,15 @@ where
 }
 
 /// `deploy/base/admission-policies.yaml`, enforced by the API server itself: a tenant allowed
-/// by RBAC to create MaasHosts and MaasDNSRecords is refused, naming who may; maas-client's
-/// (hosts) and cluster-controller's (records) ServiceAccounts and an administrator are not.
+/// by RBAC to create MaasHosts, MaasDNSRecords and MaasIPAddressLocks is refused, naming who
+/// may; maas-client's (hosts), cluster-controller's (records) and data-controller's (locks)
+/// ServiceAccounts and an administrator are not.
 #[tokio::test]
 async fn only_the_gateway_and_cluster_administrators_create_maashosts() {
-    use capmaas_api::{MaasDNSRecord, MaasHost};
+    use capmaas_api::{MaasDNSRecord, MaasHost, MaasIPAddressLock};
     let tenant = "team-a";
     let env = under_the_admission_policies(
-        &["maas-client", "cluster-controller"],
+        &["maas-client", "cluster-controller", "data-controller"],
         vec![
             json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": tenant}}),
             json!({
@@ -843,6 +844,21 @@ async fn only_the_gateway_and_cluster_administrators_create_maashosts() {
                 "metadata": {"name": "alice-makes-hosts", "namespace": tenant},
                 "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role",
                             "name": "host-maker"},
+                "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User",
+                              "name": "alice"}]
+            }),
+            json!({
+                "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                "metadata": {"name": "lock-maker"},
+                "rules": [{"apiGroups": ["infrastructure.cluster.x-k8s.io"],
+                           "resources": ["maasipaddresslocks"],
+                           "verbs": ["create", "get"]}]
+            }),
+            json!({
+                "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                "metadata": {"name": "alice-makes-locks"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                            "name": "lock-maker"},
                 "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User",
                               "name": "alice"}]
             }),
@@ -937,8 +953,55 @@ async fn only_the_gateway_and_cluster_administrators_create_maashosts() {
     .create(&PostParams::default(), &record("api"))
     .await
     .unwrap();
-    Api::<MaasDNSRecord>::namespaced(admin, tenant)
+    Api::<MaasDNSRecord>::namespaced(admin.clone(), tenant)
         .create(&PostParams::default(), &record("moved"))
+        .await
+        .unwrap();
+
+    // Address locks: data-controller's, whatever RBAC gives a tenant.
+    let lock = |n: usize| -> MaasIPAddressLock {
+        MaasIPAddressLock::for_address(
+            std::net::IpAddr::from([10, 99, 0, u8::try_from(n % 250).unwrap() + 1]),
+            capmaas_api::LockHolder {
+                namespace: tenant.into(),
+                name: "claim".into(),
+                uid: format!("uid-{n}"),
+            },
+            "pool",
+        )
+    };
+    let alice_locks: Api<MaasIPAddressLock> = Api::all(
+        env.user_client("alice", &["system:authenticated"])
+            .await
+            .unwrap(),
+    );
+    let refused = until_refused(|n| {
+        let alice_locks = alice_locks.clone();
+        async move {
+            alice_locks
+                .create(&PostParams::default(), &lock(n))
+                .await
+                .map(drop)
+        }
+    })
+    .await;
+    assert!(
+        refused
+            .message
+            .contains("MaasIPAddressLocks are written by data-controller"),
+        "{}",
+        refused.message
+    );
+    Api::<MaasIPAddressLock>::all(
+        env.service_account_client("capmaas-system", "capmaas-data-controller")
+            .await
+            .unwrap(),
+    )
+    .create(&PostParams::default(), &lock(200))
+    .await
+    .unwrap();
+    Api::<MaasIPAddressLock>::all(admin)
+        .create(&PostParams::default(), &lock(201))
         .await
         .unwrap();
 }
