@@ -1,4 +1,5 @@
-//! Deleting a claim's MaasData (its Secrets follow by garbage collection).
+//! Deleting a claim's MaasData (their finalizer off; their Secrets follow by garbage
+//! collection).
 
 use capmaas_api::{MaasData, MaasDataClaim, keys};
 use kube::ResourceExt;
@@ -19,7 +20,7 @@ pub(crate) async fn delete_data(ctx: &Ctx, claim: &MaasDataClaim, ns: &str) -> R
         .await
         .map_err(Error::kube("list MaasData of the claim"))?;
     for data in made.items.iter().filter(|d| owned_by(d, claim)) {
-        delete_exact(&api, data).await?;
+        delete_exact(ctx, &api, data).await?;
     }
     Ok(())
 }

@@ -15,6 +15,7 @@ use capmaas_api::common::LocalObjectReference;
 use capmaas_api::data::MaasDataSpec;
 use capmaas_api::data_checks::maas_data_name;
 use capmaas_api::{MaasData, MaasDataClaim, keys};
+use capmaas_runtime::controller::finalizer;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, PostParams, Preconditions};
 use kube::{Resource, ResourceExt};
@@ -77,6 +78,9 @@ fn new_data(claim: &MaasDataClaim, index: i32) -> Result<MaasData> {
             .into(),
         ),
         owner_references: Some(vec![owner(claim)?]),
+        // Deleted by hand while its claim lives, it stays (terminating) and so does its index:
+        // a second server would otherwise be rendered the same index, hostname and addresses.
+        finalizers: Some(vec![keys::FINALIZER_MAAS_DATA.to_owned()]),
         ..ObjectMeta::default()
     };
     Ok(data)
@@ -103,7 +107,15 @@ pub async fn ensure(ctx: &Ctx, claim: &MaasDataClaim, ns: &str) -> Result<MaasDa
         .map(|r| r.name.as_str());
     if let Some((keep, extra)) = keep_one(made, recorded) {
         for d in extra {
-            delete_exact(&api, &d).await?;
+            delete_exact(ctx, &api, &d).await?;
+        }
+        // Made by a version without the finalizer: it gets it now.
+        if keep.metadata.deletion_timestamp.is_none()
+            && !finalizer::has(&keep, keys::FINALIZER_MAAS_DATA)
+        {
+            return finalizer::add(&api, &keep, keys::FINALIZER_MAAS_DATA, &ctx.field_manager)
+                .await
+                .map_err(Error::Finalizer);
         }
         return Ok(keep);
     }
@@ -171,7 +183,7 @@ pub async fn delete_unrecorded(
     let api: Api<MaasData> = Api::namespaced(ctx.client.clone(), ns);
     for d in extra {
         info!(data = %d.name_any(), kept = recorded, "deleting a second MaasData made for one claim");
-        delete_exact(&api, &d).await?;
+        delete_exact(ctx, &api, &d).await?;
     }
     Ok(())
 }
@@ -185,8 +197,19 @@ pub fn owned_by(data: &MaasData, claim: &MaasDataClaim) -> bool {
         .any(|o| o.kind == MaasDataClaim::kind(&()) && Some(&o.uid) == uid.as_ref())
 }
 
-/// Deletes exactly this object (uid + resourceVersion preconditions); gone already is fine.
-pub async fn delete_exact(api: &Api<MaasData>, data: &MaasData) -> Result<()> {
+/// Deletes exactly this object: the finalizer off, then a delete with a uid precondition;
+/// gone already is fine.
+pub async fn delete_exact(ctx: &Ctx, api: &Api<MaasData>, data: &MaasData) -> Result<()> {
+    let Some(data) = finalizer::remove(api, data, keys::FINALIZER_MAAS_DATA, &ctx.field_manager)
+        .await
+        .map_err(Error::Finalizer)?
+    else {
+        return Ok(());
+    };
+    if data.metadata.deletion_timestamp.is_some() {
+        // Deleted by hand earlier: the finalizer was all that kept it.
+        return Ok(());
+    }
     let params = DeleteParams {
         preconditions: Some(Preconditions {
             uid: data.uid(),

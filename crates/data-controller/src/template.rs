@@ -1,13 +1,14 @@
 //! The MaasDataTemplate reconciler: `status.indexes` rebuilt from the MaasData of the template
 //! (the API server's record of who holds which index), and a finalizer that keeps the template
 //! while any MaasData still uses it (deleting a template in use would leave claims unable to
-//! render again).
+//! render again). It also lets go of MaasData that are being deleted with no live claim left to
+//! release them (the claim's finalizer was removed by hand): [`orphaned`].
 
 use std::sync::Arc;
 
 use capmaas_api::conditions as cond;
 use capmaas_api::data::{IndexAllocation, MaasDataTemplateStatus};
-use capmaas_api::{MaasData, MaasDataTemplate, keys};
+use capmaas_api::{MaasData, MaasDataClaim, MaasDataTemplate, keys};
 use capmaas_runtime::conditions::{ConditionStatus, NewCondition, set_condition};
 use capmaas_runtime::controller::finalizer;
 use capmaas_runtime::status::{apply_status, now};
@@ -15,6 +16,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, ResourceExt};
+use tracing::info;
 
 use crate::context::Ctx;
 use crate::error::{Error, Result};
@@ -72,6 +74,48 @@ pub fn template_status(
     status
 }
 
+/// The MaasData being deleted whose claim no longer holds them: still carrying our finalizer
+/// (which only the claim's release removes), with an owner claim that `live_claim_uid` (the
+/// UID of the claim of that name now, if any) shows gone or re-created.
+pub fn orphaned(
+    data: &[Arc<MaasData>],
+    live_claim_uid: impl Fn(&str) -> Option<String>,
+) -> Vec<&MaasData> {
+    data.iter()
+        .map(AsRef::as_ref)
+        .filter(|d| {
+            d.metadata.deletion_timestamp.is_some()
+                && finalizer::has(*d, keys::FINALIZER_MAAS_DATA)
+                && claim_uid_of(d) != live_claim_uid(&d.spec.claim.name)
+        })
+        .collect()
+}
+
+fn claim_uid_of(data: &MaasData) -> Option<String> {
+    data.owner_references()
+        .iter()
+        .find(|o| o.kind == "MaasDataClaim")
+        .map(|o| o.uid.clone())
+}
+
+/// Removes our finalizer from an [`orphaned`] MaasData once the API server, not only the cache,
+/// shows its claim gone or re-created.
+async fn let_go_of_orphan(ctx: &Ctx, ns: &str, data: &MaasData) -> Result<()> {
+    let claim = Api::<MaasDataClaim>::namespaced(ctx.client.clone(), ns)
+        .get_opt(&data.spec.claim.name)
+        .await
+        .map_err(Error::kube("get MaasDataClaim"))?;
+    if claim.and_then(|c| c.uid()) == claim_uid_of(data) {
+        return Ok(());
+    }
+    let api: Api<MaasData> = Api::namespaced(ctx.client.clone(), ns);
+    finalizer::remove(&api, data, keys::FINALIZER_MAAS_DATA, &ctx.field_manager)
+        .await
+        .map_err(Error::Finalizer)?;
+    info!(data = %data.name_any(), claim = %data.spec.claim.name, "MaasData of a claim that is gone let go");
+    Ok(())
+}
+
 /// Reconciles one MaasDataTemplate.
 pub async fn reconcile(template: Arc<MaasDataTemplate>, ctx: Arc<Ctx>) -> Result<Action> {
     let ns = template
@@ -85,6 +129,14 @@ pub async fn reconcile(template: Arc<MaasDataTemplate>, ctx: Arc<Ctx>) -> Result
         .into_iter()
         .filter(|d| d.namespace().as_deref() == Some(ns.as_str()) && d.spec.template.name == name)
         .collect();
+    let live_claim_uid = |claim: &str| {
+        ctx.claims
+            .get(&ObjectRef::new(claim).within(&ns))
+            .and_then(|c| c.uid())
+    };
+    for orphan in orphaned(&data, live_claim_uid) {
+        let_go_of_orphan(&ctx, &ns, orphan).await?;
+    }
     let deleting = template.metadata.deletion_timestamp.is_some();
     let ours = finalizer::has(template.as_ref(), keys::FINALIZER_MAAS_DATA_TEMPLATE);
     if deleting && data.is_empty() {
@@ -153,6 +205,45 @@ mod tests {
 
     fn t(s: i64) -> Time {
         Time(jiff::Timestamp::from_second(s).unwrap())
+    }
+
+    fn owned(claim: &str, index: i32, uid: &str, deleting: bool, ours: bool) -> Arc<MaasData> {
+        let mut d = data(claim, index).as_ref().clone();
+        d.metadata.owner_references = Some(vec![
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+                kind: "MaasDataClaim".into(),
+                name: claim.into(),
+                uid: uid.into(),
+                api_version: capmaas_api::API_VERSION.into(),
+                ..Default::default()
+            },
+        ]);
+        if deleting {
+            d.metadata.deletion_timestamp = Some(t(1));
+        }
+        if ours {
+            d.metadata.finalizers = Some(vec![keys::FINALIZER_MAAS_DATA.into()]);
+        }
+        Arc::new(d)
+    }
+
+    #[test]
+    fn only_deleting_data_whose_claim_is_gone_or_re_created_are_let_go() {
+        let all = [
+            owned("live", 0, "u-live", true, true),
+            owned("gone", 1, "u-gone", true, true),
+            owned("again", 2, "u-old", true, true),
+            owned("gone-too", 3, "u-x", false, true),
+            owned("gone-also", 4, "u-y", true, false),
+        ];
+        let live = |claim: &str| match claim {
+            "live" => Some("u-live".to_owned()),
+            "again" => Some("u-new".to_owned()),
+            _ => None,
+        };
+        let names: Vec<i32> = orphaned(&all, live).iter().map(|d| d.spec.index).collect();
+        // Not deleting (garbage collection will) or without our finalizer: nothing to do.
+        assert_eq!(names, [1, 2]);
     }
 
     #[test]

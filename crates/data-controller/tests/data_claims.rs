@@ -341,11 +341,35 @@ async fn claims_render_distinct_indexes_and_addresses_and_release_only_when_let_
         all.items.iter().any(|a| a.name_any() == m1_address),
         "m1's address still held while its server runs"
     );
-    // m1's server released (machine-controller lets its data claim go): the address goes.
+    // m1's MaasData deleted by hand while its server runs: it stays (terminating, its
+    // finalizer on), and so do its index and its Secrets.
+    let data_api: Api<MaasData> = Api::namespaced(client.clone(), &ns);
+    let m1_data = claims
+        .get("m1")
+        .await
+        .unwrap()
+        .status
+        .unwrap()
+        .rendered_data
+        .unwrap()
+        .name;
+    data_api
+        .delete(&m1_data, &DeleteParams::default())
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let kept = data_api.get(&m1_data).await.unwrap();
+    assert!(kept.metadata.deletion_timestamp.is_some());
+    assert_eq!(kept.finalizers(), [keys::FINALIZER_MAAS_DATA]);
+    let (still, _, _) = rendered(&client, &ns, "m1").await;
+    assert_eq!(still.name_any(), m1_data);
+    // m1's server released (machine-controller lets its data claim go): the address goes, and
+    // the MaasData with it.
     claims.delete("m1", &DeleteParams::default()).await.unwrap();
     let_go(&claims, "m1").await;
-    eventually("m1's claim and address gone", || async {
+    eventually("m1's claim, address and data gone", || async {
         let gone = ip_claims.get_opt("m1-prov").await.unwrap().is_none()
+            && data_api.get_opt(&m1_data).await.unwrap().is_none()
             && Api::<IPAddress>::namespaced(client.clone(), &ns)
                 .get_opt(&m1_address)
                 .await
