@@ -6,6 +6,7 @@
 mod api;
 pub mod bench;
 pub mod capi;
+pub mod cert_manager;
 pub mod chaos;
 pub mod error;
 pub mod first_day;

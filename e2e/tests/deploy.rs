@@ -39,6 +39,53 @@ fn render(overlay: &str) -> Vec<Value> {
     docs.into_iter().filter(|d| !d.is_null()).collect()
 }
 
+/// A renewal of the webhook's serving certificate, issued as cert-manager issues the shipped
+/// manifests: the CA injector hands the API server the new `ca.crt` at once, while
+/// webhook-server keeps serving the old certificate until the kubelet refreshes the mounted
+/// Secret. Both must verify against the new bundle, or every admission call fails meanwhile
+/// (a self-signed serving certificate, its own CA, fails this). Checked in every overlay.
+#[test]
+fn a_serving_certificate_renewal_keeps_the_old_certificate_trusted() {
+    use capmaas_e2e::cert_manager::{CertManager, trusted};
+    for overlay in ["dev", "staging", "production"] {
+        let docs = render(overlay);
+        let serving = docs
+            .iter()
+            .find(|d| {
+                d["kind"] == "Certificate"
+                    && d["spec"]["secretName"] == "capmaas-webhook-service-cert"
+            })
+            .unwrap_or_else(|| panic!("{overlay}: no serving Certificate"));
+        let namespace = serving["metadata"]["namespace"].as_str().unwrap();
+        let name = serving["metadata"]["name"].as_str().unwrap();
+        let service_name = serving["spec"]["dnsNames"][0].as_str().unwrap();
+        // The webhook configurations take their CA from this very Certificate.
+        let injected_from = format!("{namespace}/{name}");
+        assert!(
+            docs.iter()
+                .filter(|d| d["kind"] == "ValidatingWebhookConfiguration"
+                    || d["kind"] == "MutatingWebhookConfiguration")
+                .all(
+                    |d| d["metadata"]["annotations"]["cert-manager.io/inject-ca-from"]
+                        == injected_from.as_str()
+                ),
+            "{overlay}: every webhook configuration injects the CA of {injected_from}"
+        );
+        let mut cert_manager = CertManager::from_documents(&docs);
+        let first = cert_manager.issue(namespace, name).unwrap();
+        trusted(&first.ca_pem, &first.cert_pem, service_name).unwrap();
+        let renewed = cert_manager.issue(namespace, name).unwrap();
+        assert_ne!(
+            renewed.cert_pem, first.cert_pem,
+            "a renewal is a new certificate"
+        );
+        trusted(&renewed.ca_pem, &renewed.cert_pem, service_name).unwrap();
+        trusted(&renewed.ca_pem, &first.cert_pem, service_name).unwrap_or_else(|e| {
+            panic!("{overlay}: the certificate still served after a renewal is refused: {e}")
+        });
+    }
+}
+
 /// Per Deployment: replicas, args, env (name -> value) and the resources of `manager`.
 struct Rendered {
     replicas: i64,

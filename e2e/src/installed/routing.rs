@@ -1,6 +1,7 @@
 //! What the management cluster's infrastructure would do for the installed providers, done
-//! here by the test: cert-manager's issuing (a Secret for each Certificate, signed by one CA,
-//! that CA given to every webhook client as cainjector would), and the Service routing a pod
+//! here by the test: cert-manager's issuing (a Secret for each Certificate, signed as its
+//! Issuer says, `crate::cert_manager`; each webhook client given the CA of the Certificate it
+//! names in `cert-manager.io/inject-ca-from`, as cainjector would), and the Service routing a pod
 //! network would give (each admission and conversion webhook that names a Service pointed at
 //! the local port of the process behind it, over `https://127.0.0.1`, which the issued
 //! certificates also name).
@@ -8,7 +9,6 @@
 use std::collections::BTreeMap;
 
 use base64::Engine as _;
-use capmaas_testenv::Authority;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Secret, Service};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -17,65 +17,122 @@ use serde_json::{Value, json};
 
 use super::PROVIDER_LABEL;
 use super::launch::Launch;
+use crate::cert_manager::{CertManager, Issued as IssuedPair};
 use crate::error::{Error, Result};
 
 /// Field manager of what this module writes.
 const MANAGER: &str = "e2e-cluster-infrastructure";
 
-/// The CA that signed every issued certificate.
-#[derive(Debug, Clone)]
+/// The `ca.crt` of every issued Certificate, by `namespace/name` (what the CA injector reads
+/// for `cert-manager.io/inject-ca-from`).
+#[derive(Debug, Clone, Default)]
 pub struct Issued {
-    /// PEM of the CA, the `caBundle` of every routed webhook.
-    pub ca_pem: String,
+    /// PEM of each Certificate's CA.
+    pub ca_by_certificate: BTreeMap<String, String>,
 }
 
-/// Writes the Secret of every cert-manager Certificate in the cluster, as cert-manager would:
-/// `tls.crt`, `tls.key` and `ca.crt`, for `localhost` and `127.0.0.1` (where the webhooks are
-/// routed), signed by one fresh CA.
-pub async fn issue_certificates(client: &kube::Client) -> Result<Issued> {
-    let authority = Authority::new("e2e-cert-manager-ca")?;
-    let resource = ApiResource {
+impl Issued {
+    /// The `caBundle` for an object annotated `inject-ca-from` (or, without the annotation, the
+    /// one CA every Certificate shares, if they do).
+    fn ca_for(&self, inject_ca_from: Option<&str>) -> Option<&String> {
+        if let Some(from) = inject_ca_from {
+            return self.ca_by_certificate.get(from);
+        }
+        let mut all = self.ca_by_certificate.values();
+        let first = all.next()?;
+        all.all(|ca| ca == first).then_some(first)
+    }
+}
+
+/// The cert-manager kinds, as the API server serves them.
+fn cert_manager_resource(kind: &str, plural: &str) -> ApiResource {
+    ApiResource {
         group: "cert-manager.io".into(),
         version: "v1".into(),
         api_version: "cert-manager.io/v1".into(),
-        kind: "Certificate".into(),
-        plural: "certificates".into(),
-    };
-    let certificates = Api::<DynamicObject>::all_with(client.clone(), &resource)
-        .list(&ListParams::default())
-        .await
-        .map_err(Error::kube("listing the Certificates"))?;
-    for certificate in certificates.items {
-        let namespace = certificate.metadata.namespace.clone().unwrap_or_default();
-        let Some(secret_name) = certificate.data["spec"]["secretName"].as_str() else {
-            continue;
-        };
-        let pair = authority.serving_cert()?;
-        let secret: Secret = serde_json::from_value(json!({
-            "apiVersion": "v1", "kind": "Secret",
-            "metadata": {"name": secret_name, "namespace": namespace,
-                         "annotations": {"cert-manager.io/certificate-name": certificate.metadata.name}},
-            "type": "kubernetes.io/tls",
-            "stringData": {"tls.crt": pair.cert_pem, "tls.key": pair.key_pem, "ca.crt": authority.cert_pem()}
-        }))
-        .map_err(|e| Error::Manifest {
-            name: secret_name.to_owned(),
-            message: e.to_string(),
-        })?;
-        Api::<Secret>::namespaced(client.clone(), &namespace)
-            .patch(
-                secret_name,
-                &PatchParams::apply(MANAGER).force(),
-                &Patch::Apply(&secret),
-            )
-            .await
-            .map_err(Error::kube(format!(
-                "writing Secret {namespace}/{secret_name}"
-            )))?;
+        kind: kind.into(),
+        plural: plural.into(),
     }
-    Ok(Issued {
-        ca_pem: authority.cert_pem().to_owned(),
-    })
+}
+
+/// Writes the Secret of every cert-manager Certificate in the cluster, as cert-manager would
+/// from its Issuer (`crate::cert_manager`): `tls.crt`, `tls.key` and `ca.crt`, serving
+/// certificates also naming `localhost` and `127.0.0.1` (where the webhooks are routed).
+pub async fn issue_certificates(client: &kube::Client) -> Result<Issued> {
+    let mut documents = Vec::new();
+    for (kind, plural) in [("Issuer", "issuers"), ("Certificate", "certificates")] {
+        let listed =
+            Api::<DynamicObject>::all_with(client.clone(), &cert_manager_resource(kind, plural))
+                .list(&ListParams::default())
+                .await
+                .map_err(Error::kube(format!("listing the {plural}")))?;
+        for mut object in listed.items {
+            object.types = Some(kube::core::TypeMeta {
+                api_version: "cert-manager.io/v1".into(),
+                kind: kind.into(),
+            });
+            documents.push(serde_json::to_value(&object).map_err(|e| Error::Manifest {
+                name: kind.to_owned(),
+                message: e.to_string(),
+            })?);
+        }
+    }
+    let mut cert_manager = CertManager::from_documents(&documents).serving_locally();
+    let mut issued = Issued::default();
+    for (namespace, name) in cert_manager.certificates() {
+        // A CA is issued once, when the first certificate it signs needs it.
+        let pair = match cert_manager.issued(&namespace, &name) {
+            Some(pair) => pair.clone(),
+            None => cert_manager.issue(&namespace, &name)?,
+        };
+        write_secret(client, &documents, &namespace, &name, &pair).await?;
+        issued
+            .ca_by_certificate
+            .insert(format!("{namespace}/{name}"), pair.ca_pem);
+    }
+    Ok(issued)
+}
+
+async fn write_secret(
+    client: &kube::Client,
+    documents: &[Value],
+    namespace: &str,
+    name: &str,
+    pair: &IssuedPair,
+) -> Result<()> {
+    let Some(secret_name) = documents
+        .iter()
+        .find(|d| {
+            d["kind"] == "Certificate"
+                && d["metadata"]["namespace"] == namespace
+                && d["metadata"]["name"] == name
+        })
+        .and_then(|d| d["spec"]["secretName"].as_str())
+    else {
+        return Ok(());
+    };
+    let secret: Secret = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": secret_name, "namespace": namespace,
+                     "annotations": {"cert-manager.io/certificate-name": name}},
+        "type": "kubernetes.io/tls",
+        "stringData": {"tls.crt": pair.cert_pem, "tls.key": pair.key_pem, "ca.crt": pair.ca_pem}
+    }))
+    .map_err(|e| Error::Manifest {
+        name: secret_name.to_owned(),
+        message: e.to_string(),
+    })?;
+    Api::<Secret>::namespaced(client.clone(), namespace)
+        .patch(
+            secret_name,
+            &PatchParams::apply(MANAGER).force(),
+            &Patch::Apply(&secret),
+        )
+        .await
+        .map_err(Error::kube(format!(
+            "writing Secret {namespace}/{secret_name}"
+        )))?;
+    Ok(())
 }
 
 /// `(namespace, service, port)` → the local port of the process behind it.
@@ -199,13 +256,14 @@ pub async fn route_webhooks(
         .map_err(Error::kube("listing the provider Services"))?
         .items;
     let routes = routes(&services, deployments, launches);
-    let ca = base64::engine::general_purpose::STANDARD.encode(&issued.ca_pem);
-    let point_at_process = |client_config: &mut Value| -> bool {
+    let point_at_process = |client_config: &mut Value, ca: Option<&String>| -> bool {
         let Some(url) = url_for(&routes, client_config) else {
             return false;
         };
         client_config["url"] = json!(url);
-        client_config["caBundle"] = json!(ca);
+        if let Some(ca) = ca {
+            client_config["caBundle"] = json!(base64::engine::general_purpose::STANDARD.encode(ca));
+        }
         if let Some(map) = client_config.as_object_mut() {
             map.remove("service");
         }
@@ -218,17 +276,25 @@ pub async fn route_webhooks(
             .await
             .map_err(Error::kube(format!("listing {}", resource.plural)))?;
         for mut object in objects.items {
+            let ca = issued.ca_for(
+                object
+                    .metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get("cert-manager.io/inject-ca-from"))
+                    .map(String::as_str),
+            );
             let changed = match pointer {
                 Some(pointer) => object
                     .data
                     .pointer_mut(pointer)
-                    .is_some_and(&point_at_process),
+                    .is_some_and(|c| point_at_process(c, ca)),
                 None => object.data["webhooks"]
                     .as_array_mut()
                     .into_iter()
                     .flatten()
                     .filter_map(|w| w.get_mut("clientConfig"))
-                    .map(&point_at_process)
+                    .map(|c| point_at_process(c, ca))
                     .fold(false, |any, one| any | one),
             };
             if changed {
