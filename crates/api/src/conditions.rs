@@ -90,6 +90,9 @@ pub mod reasons {
     /// MAAS has a DNS resource of this FQDN that this provider did not create; it is left
     /// alone.
     pub const DNS_NAME_TAKEN: &str = "DNSNameTaken";
+    /// The record's domain is not among the installation's `--dns-domains`; nothing is
+    /// published in MAAS.
+    pub const DNS_DOMAIN_NOT_ALLOWED: &str = "DNSDomainNotAllowed";
     /// The workload API server does not answer yet (CAPMAAS name).
     pub const API_SERVER_NOT_READY: &str = "APIServerNotReady";
     /// Reconciliation is paused by the Cluster or an annotation.

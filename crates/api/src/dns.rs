@@ -117,6 +117,45 @@ pub struct MaasDNSRecordStatus {
     pub conditions: Option<Vec<Condition>>,
 }
 
+/// The MAAS DNS domains an installation may publish names in (maas-client's
+/// `--dns-domains`): names compared without case and without a trailing dot; an empty list
+/// allows every domain the MAAS key writes.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AllowedDomains(Vec<String>);
+
+fn normalized(domain: &str) -> String {
+    domain.trim().trim_end_matches('.').to_ascii_lowercase()
+}
+
+impl AllowedDomains {
+    /// The domains of a comma-separated list (`maas, example.com`); blanks are dropped.
+    pub fn parse(list: &str) -> Self {
+        let mut domains: Vec<String> = list
+            .split(',')
+            .map(normalized)
+            .filter(|d| !d.is_empty())
+            .collect();
+        domains.sort();
+        domains.dedup();
+        Self(domains)
+    }
+
+    /// Whether a record may be published in `domain`.
+    pub fn allows(&self, domain: &str) -> bool {
+        self.0.is_empty() || self.0.contains(&normalized(domain))
+    }
+
+    /// Whether every domain is allowed (no list was given).
+    pub fn is_any(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The list, for messages: `maas, example.com`.
+    pub fn describe(&self) -> String {
+        self.0.join(", ")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -130,5 +169,18 @@ mod tests {
             ttl: None,
         };
         assert_eq!(spec.fqdn(), "prod.maas");
+    }
+
+    #[test]
+    fn allowed_domains_ignore_case_blanks_and_a_trailing_dot() {
+        let any = AllowedDomains::parse(" , ");
+        assert!(any.is_any() && any.allows("anything.example"));
+        let some = AllowedDomains::parse("maas, Example.com.,maas");
+        assert!(!some.is_any());
+        assert_eq!(some.describe(), "example.com, maas");
+        assert!(some.allows("MAAS."));
+        assert!(some.allows("example.com"));
+        assert!(!some.allows("corp.example.com"));
+        assert!(!some.allows("evil"));
     }
 }

@@ -8,6 +8,7 @@ use std::num::NonZeroU32;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use capmaas_api::dns::AllowedDomains;
 use capmaas_runtime::flags::{leader_namespace_from_env, parse_duration};
 use maas_api_client::{ApiKey, Config as MaasConfig, RetryPolicy};
 
@@ -109,6 +110,17 @@ pub struct GatewayArgs {
     /// consumer to decide.
     #[arg(long, value_name = "N", default_value_t = 2)]
     pub deploy_retries: u32,
+
+    /// The MAAS DNS domains MaasDNSRecords may publish names in, comma-separated
+    /// (`maas,example.com`). A record in another domain is refused (`DNSDomainNotAllowed`) and
+    /// nothing is written to MAAS. Empty: every domain the MAAS key writes.
+    #[arg(
+        long,
+        env = "CAPMAAS_DNS_DOMAINS",
+        value_name = "DOMAINS",
+        default_value = ""
+    )]
+    pub dns_domains: String,
 }
 
 /// Why the gateway cannot start. The messages name the variable and show an example; they
@@ -198,6 +210,8 @@ pub struct GatewayConfig {
     pub deploy_retries: u32,
     /// The endpoint is `http://` and `--maas-allow-insecure-http` accepted it.
     pub insecure_http: bool,
+    /// `--dns-domains`.
+    pub dns_domains: AllowedDomains,
 }
 
 /// Where the key and the endpoint come from; separated from the process environment so the
@@ -321,6 +335,7 @@ impl GatewayConfig {
             observe_interval: args.maas_observe_interval,
             deploy_retries: args.deploy_retries,
             insecure_http,
+            dns_domains: AllowedDomains::parse(&args.dns_domains),
         })
     }
 }

@@ -43,6 +43,8 @@ pub struct Settings {
     pub proofs: crate::ownership::Proofs,
     /// How MAAS is reached, said on every inventory.
     pub transport: crate::inventory::status::Transport,
+    /// `--dns-domains`: where MaasDNSRecords may publish names.
+    pub dns_domains: capmaas_api::dns::AllowedDomains,
 }
 
 /// Shared state of the reconcilers; cheap to clone through `Arc`.
@@ -97,6 +99,7 @@ impl Settings {
             orphan_sweep_interval: config.orphan_sweep_interval,
             orphan_grace_period: config.orphan_grace_period,
             release_unclaimed_after: config.release_unclaimed_after,
+            dns_domains: config.dns_domains.clone(),
             observe_interval: config.observe_interval,
             resync: runtime.sync_period,
             namespace: runtime.namespace.clone(),

@@ -226,6 +226,17 @@ pub async fn reconcile(record: Arc<MaasDNSRecord>, gw: Arc<Gateway>) -> Result<A
 async fn apply(record: &MaasDNSRecord, gw: &Gateway, api: &Api<MaasDNSRecord>) -> Result<Action> {
     let wanted = wanted_addresses(record.spec.addresses.as_deref())?;
     let fqdn = record.spec.fqdn();
+    let allowed = &gw.settings.dns_domains;
+    if !allowed.allows(&record.spec.domain) {
+        // Whoever may create MaasClusters chooses the domain; the key may write many.
+        let message = format!(
+            "domain {:?} is not one this installation publishes in (--dns-domains: {}); nothing is written to MAAS",
+            record.spec.domain,
+            allowed.describe()
+        );
+        refuse(record, gw, api, reasons::DNS_DOMAIN_NOT_ALLOWED, &message).await?;
+        return Ok(Action::requeue(gw.settings.resync));
+    }
     let owned = Owned::of(record, &gw.settings.proofs);
     if owned.id.is_none() && !owned.creating {
         let records = gw.dns_records.state();

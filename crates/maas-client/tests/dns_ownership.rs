@@ -1,6 +1,7 @@
 //! DNS names have one owner: two MaasDNSRecords for `prod.maas` in two namespaces (two Clusters
 //! named `prod`) never flip the MAAS record between them, deleting the younger one deletes
-//! nothing, and a DNS resource made by hand in MAAS is never taken over or deleted.
+//! nothing, a DNS resource made by hand in MAAS is never taken over or deleted, and a domain
+//! outside `--dns-domains` is refused without a MAAS call.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod support;
@@ -86,7 +87,7 @@ async fn one_owner_per_dns_name() {
         }
     };
     // Every namespace: the gateway must see both records to know which one is older.
-    let gateway = start_in_process(&env, &sim, "", &[]).await;
+    let gateway = start_in_process(&env, &sim, "", &["--dns-domains=maas,example.com"]).await;
     let (a, b): (Api<MaasDNSRecord>, Api<MaasDNSRecord>) = (
         Api::namespaced(client.clone(), &team_a),
         Api::namespaced(client.clone(), &team_b),
@@ -157,6 +158,31 @@ async fn one_owner_per_dns_name() {
     let hand = lookup("hand.maas").await;
     assert_eq!(hand.len(), 1, "still there");
     assert_eq!(hand[0].ips(), ips(&["192.0.2.10"]), "untouched");
+
+    // A domain the installation does not publish in: refused, nothing written to MAAS, and its
+    // deletion touches nothing either.
+    let mut squat = record("squat", "www", &["10.0.0.3"]);
+    squat.spec.domain = "corp".into();
+    a.create(&PostParams::default(), &squat).await.unwrap();
+    let message = synced_reason(&a, "squat", "DNSDomainNotAllowed").await;
+    assert!(
+        message.contains("\"corp\"") && message.contains("example.com, maas"),
+        "{message}"
+    );
+    warning(&client, &team_a, "DNSDomainNotAllowed").await;
+    let named_www = maas
+        .list_dns_resources(&DnsResourceFilter {
+            name: Some("www".into()),
+            ..DnsResourceFilter::default()
+        })
+        .await
+        .unwrap();
+    assert!(named_www.is_empty(), "nothing published: {named_www:?}");
+    a.delete("squat", &DeleteParams::default()).await.unwrap();
+    eventually("the refused record's object gone", WAIT, || async {
+        a.get_opt("squat").await.unwrap().is_none().then_some(())
+    })
+    .await;
 
     // The owner's deletion removes its MAAS record.
     a.delete("prod", &DeleteParams::default()).await.unwrap();
