@@ -66,6 +66,7 @@ use crate::keys::FINALIZER_MAAS_IP_ADDRESS_LOCK;
 #[serde(rename_all = "camelCase")]
 pub struct MaasIPAddressLockSpec {
     /// The address, in its canonical form; the object's name is [`lock_name`] of it.
+    #[schemars(length(max = 45))]
     #[x_kube(validation = Rule::new("isIP(self)").message("spec.address must be an IP address"))]
     #[x_kube(validation = Rule::new("self == oldSelf").message("spec.address is immutable: a lock is released by deleting it").reason(Reason::FieldValueForbidden))]
     pub address: String,
@@ -73,6 +74,7 @@ pub struct MaasIPAddressLockSpec {
     #[x_kube(validation = Rule::new("self == oldSelf").message("spec.claim is immutable: a lock is released by deleting it").reason(Reason::FieldValueForbidden))]
     pub claim: LockHolder,
     /// The MaasIPPool (in the claim's namespace) the address was allocated from.
+    #[schemars(length(max = 253))]
     #[x_kube(validation = Rule::new("self == oldSelf").message("spec.pool is immutable").reason(Reason::FieldValueForbidden))]
     pub pool: String,
 }
@@ -82,10 +84,13 @@ pub struct MaasIPAddressLockSpec {
 #[serde(rename_all = "camelCase")]
 pub struct LockHolder {
     /// Namespace of the claim.
+    #[schemars(length(max = 63))]
     pub namespace: String,
     /// Name of the claim.
+    #[schemars(length(max = 253))]
     pub name: String,
     /// UID of the claim: a new claim of the same name is another holder.
+    #[schemars(length(max = 128))]
     pub uid: String,
 }
 

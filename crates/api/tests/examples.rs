@@ -47,6 +47,7 @@ fn typed_round_trip(kind: &str, value: &Value) -> Result<Value, serde_json::Erro
         "MaasDataClaim" => round_trip::<MaasDataClaim>(value),
         "MaasData" => round_trip::<MaasData>(value),
         "MaasIPPool" => round_trip::<MaasIPPool>(value),
+        "MaasIPAddressLock" => round_trip::<MaasIPAddressLock>(value),
         "MaasRemediation" => round_trip::<MaasRemediation>(value),
         "MaasRemediationTemplate" => round_trip::<MaasRemediationTemplate>(value),
         other => panic!("unknown kind {other}"),
