@@ -867,6 +867,19 @@ where
     panic!("the policy never refused it");
 }
 
+/// Creates `object(n)` through `api`, n = 0, 1, …, until the API server refuses one with 403,
+/// and returns that refusal.
+async fn creation_refused<K>(api: &Api<K>, object: impl Fn(usize) -> K) -> kube::core::Status
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    until_refused(|n| {
+        let (api, object) = (api.clone(), object(n));
+        async move { api.create(&PostParams::default(), &object).await.map(drop) }
+    })
+    .await
+}
+
 /// `deploy/base/admission-policies.yaml`, enforced by the API server itself: a tenant allowed
 /// by RBAC to create MaasHosts, MaasDNSRecords and MaasIPAddressLocks is refused, naming who
 /// may; maas-client's (hosts), cluster-controller's (records) and data-controller's (locks)
@@ -927,16 +940,7 @@ async fn only_the_gateway_and_cluster_administrators_create_maashosts() {
             .unwrap(),
         tenant,
     );
-    let refused = until_refused(|n| {
-        let alice = alice.clone();
-        async move {
-            alice
-                .create(&PostParams::default(), &host(&format!("h{n}")))
-                .await
-                .map(drop)
-        }
-    })
-    .await;
+    let refused = creation_refused(&alice, |n| host(&format!("h{n}"))).await;
     assert!(
         refused
             .message
@@ -974,16 +978,7 @@ async fn only_the_gateway_and_cluster_administrators_create_maashosts() {
             .unwrap(),
         tenant,
     );
-    let refused = until_refused(|n| {
-        let alice_records = alice_records.clone();
-        async move {
-            alice_records
-                .create(&PostParams::default(), &record(&format!("squat{n}")))
-                .await
-                .map(drop)
-        }
-    })
-    .await;
+    let refused = creation_refused(&alice_records, |n| record(&format!("squat{n}"))).await;
     assert!(
         refused
             .message
@@ -1022,16 +1017,7 @@ async fn only_the_gateway_and_cluster_administrators_create_maashosts() {
             .await
             .unwrap(),
     );
-    let refused = until_refused(|n| {
-        let alice_locks = alice_locks.clone();
-        async move {
-            alice_locks
-                .create(&PostParams::default(), &lock(n))
-                .await
-                .map(drop)
-        }
-    })
-    .await;
+    let refused = creation_refused(&alice_locks, lock).await;
     assert!(
         refused
             .message
