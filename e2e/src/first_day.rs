@@ -112,20 +112,9 @@ impl UserWorld {
             ..maas_sim::SimConfig::default()
         })
         .await?;
-        let key = maas_api_client::ApiKey::parse(&sim.api_key()).map_err(|e| Error::Manifest {
-            name: "MAAS API key".into(),
-            message: e.to_string(),
-        })?;
-        let maas = maas_api_client::Config::builder(&sim.url(), key)
-            .build()
-            .and_then(maas_api_client::MaasClient::new)
-            .map_err(|e| Error::Manifest {
-                name: "MAAS client".into(),
-                message: e.to_string(),
-            })?;
         let boots = crate::workload::FirstBoots::start(
             sim.state(),
-            maas,
+            sim_client(&sim)?,
             DNS_DOMAIN,
             dir.join("servers"),
             dir.join("hosts"),
@@ -313,6 +302,21 @@ async fn run(
 /// first of the `addresses` MAAS's DNS serves for the endpoint and its serving certificate
 /// checked for the endpoint's name (`tls-server-name`): what reaching the cluster through MAAS's
 /// DNS amounts to from a shell that does not use it.
+/// A MAAS API client of the simulator's user (a third-party client's view of it).
+pub fn sim_client(sim: &maas_sim::RunningSim) -> Result<maas_api_client::MaasClient> {
+    let key = maas_api_client::ApiKey::parse(&sim.api_key()).map_err(|e| Error::Manifest {
+        name: "MAAS API key".into(),
+        message: e.to_string(),
+    })?;
+    maas_api_client::Config::builder(&sim.url(), key)
+        .build()
+        .and_then(maas_api_client::MaasClient::new)
+        .map_err(|e| Error::Manifest {
+            name: "MAAS client".into(),
+            message: e.to_string(),
+        })
+}
+
 pub async fn workload_kubeconfig(
     management: &kube::Client,
     namespace: &str,
@@ -329,13 +333,12 @@ pub async fn workload_kubeconfig(
         name: secret_name.clone(),
         message,
     };
-    let value = secret
-        .data
-        .as_ref()
-        .and_then(|d| d.get("value"))
-        .ok_or_else(|| invalid("no value".into()))?;
-    let mut kubeconfig: kube::config::Kubeconfig =
-        serde_saphyr::from_slice(&value.0).map_err(|e| invalid(e.to_string()))?;
+    // Read as our controllers read it.
+    let mut kubeconfig = capmaas_runtime::controller::workload::kubeconfig_from_secret(
+        &secret,
+        &format!("{namespace}/{secret_name}"),
+    )
+    .map_err(|e| invalid(e.to_string()))?;
     let address = addresses
         .first()
         .ok_or_else(|| invalid("MAAS's DNS has no address for the endpoint".into()))?;

@@ -19,13 +19,7 @@ pub fn maas_client(h: &Harness) -> maas_api_client::MaasClient {
 
 /// A MAAS API client of `sim`.
 pub fn sim_client(sim: &maas_sim::RunningSim) -> maas_api_client::MaasClient {
-    let key = maas_api_client::ApiKey::parse(&sim.api_key()).unwrap();
-    maas_api_client::MaasClient::new(
-        maas_api_client::Config::builder(&sim.url(), key)
-            .build()
-            .unwrap(),
-    )
-    .unwrap()
+    capmaas_e2e::first_day::sim_client(sim).unwrap()
 }
 
 /// The addresses MAAS serves for `fqdn`, through the MAAS API (None: no such record).
