@@ -559,6 +559,19 @@ async fn argocd_and_clusterctl_output_pass_server_side_dry_runs() {
             ("RUST_LOG", "debug"),
         ])
     );
+    // The webhook refuses the other domains with the same list.
+    let webhook = docs
+        .iter()
+        .find(|d| d["kind"] == "Deployment" && name_of(d) == "capmaas-webhook-server")
+        .unwrap();
+    assert!(
+        webhook["spec"]["template"]["spec"]["containers"][0]["env"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["name"] == "CAPMAAS_DNS_DOMAINS" && e["value"] == "maas,example.com"),
+        "{webhook}"
+    );
     assert_eq!(import_pools_on_demand(&docs).as_deref(), Some("false"));
 
     for flavor in FLAVORS {

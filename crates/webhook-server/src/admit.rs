@@ -166,13 +166,13 @@ fn dispatch(
 ) -> std::result::Result<Verdict, serde_json::Error> {
     let run = Run { request, operation };
     match kind {
-        Kind::MaasCluster => run.with(validate::maas_cluster),
-        Kind::MaasClusterTemplate => run.with(validate::maas_cluster_template),
+        Kind::MaasCluster => run.with(|r| validate::maas_cluster(r, lookups)),
+        Kind::MaasClusterTemplate => run.with(|r| validate::maas_cluster_template(r, lookups)),
         Kind::MaasMachine => run.with(validate::maas_machine),
         Kind::MaasMachineTemplate => run.with(validate::maas_machine_template),
         Kind::MaasInventory => run.with(|r| validate::maas_inventory(r, lookups)),
         Kind::MaasHost => run.with(|r| validate::maas_host(r, lookups)),
-        Kind::MaasDNSRecord => run.with(validate::maas_dns_record),
+        Kind::MaasDNSRecord => run.with(|r| validate::maas_dns_record(r, lookups)),
         Kind::MaasDataTemplate => run.with(|r| validate::maas_data_template(r, lookups)),
         Kind::MaasDataClaim => run.with(validate::maas_data_claim),
         Kind::MaasData => run.with(validate::maas_data),

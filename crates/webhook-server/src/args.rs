@@ -51,6 +51,17 @@ pub struct WebhookArgs {
     /// that alone needs more is refused with 413.
     #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_DECODING_BYTES, value_parser = parse_bytes)]
     pub max_decoding_bytes: usize,
+
+    /// The MAAS DNS domains a MaasCluster's `spec.dnsDomain` and a MaasDNSRecord's
+    /// `spec.domain` may name, comma-separated; the same list as maas-client's (which publishes
+    /// nowhere else). Empty: any domain.
+    #[arg(
+        long,
+        env = "CAPMAAS_DNS_DOMAINS",
+        value_name = "DOMAINS",
+        default_value = ""
+    )]
+    pub dns_domains: String,
 }
 
 impl WebhookArgs {

@@ -8,6 +8,7 @@
 
 use std::sync::Arc;
 
+use capmaas_api::dns::AllowedDomains;
 use capmaas_api::{MaasIPPool, MaasInventory};
 use capmaas_runtime::controller::scoped;
 use futures::StreamExt;
@@ -23,14 +24,25 @@ use crate::validate::Lookups;
 pub struct Caches {
     pools: Store<MaasIPPool>,
     inventories: Store<MaasInventory>,
+    dns_domains: AllowedDomains,
 }
 
 impl Caches {
-    /// Starts the reflectors (in the background until `cancel`) and returns their stores.
-    pub fn start(client: &Client, namespace: Option<&str>, cancel: &CancellationToken) -> Self {
+    /// Starts the reflectors (in the background until `cancel`) and returns their stores, with
+    /// the installation's allowed DNS domains beside them.
+    pub fn start(
+        client: &Client,
+        namespace: Option<&str>,
+        dns_domains: AllowedDomains,
+        cancel: &CancellationToken,
+    ) -> Self {
         let pools = reflect::<MaasIPPool>(client, namespace, cancel);
         let inventories = reflect::<MaasInventory>(client, namespace, cancel);
-        Self { pools, inventories }
+        Self {
+            pools,
+            inventories,
+            dns_domains,
+        }
     }
 
     /// Resolves once every cache holds its initial list.
@@ -47,6 +59,10 @@ impl Lookups for Caches {
 
     fn inventories(&self) -> Vec<Arc<MaasInventory>> {
         self.inventories.state()
+    }
+
+    fn dns_domains(&self) -> &AllowedDomains {
+        &self.dns_domains
     }
 }
 

@@ -29,6 +29,7 @@ pub mod validate;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use capmaas_api::dns::AllowedDomains;
 use capmaas_runtime::{BoxError, CommonArgs, Context, Runtime};
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
@@ -107,6 +108,7 @@ pub async fn run(term: Context, serving: Option<Serving>) -> Result<(), BoxError
     let caches = Caches::start(
         &term.clients.watch,
         term.settings.namespace.as_deref(),
+        AllowedDomains::parse(&serving.args.dns_domains),
         &term.cancel,
     );
     let ready = {

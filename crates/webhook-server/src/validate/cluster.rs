@@ -3,35 +3,49 @@
 use capmaas_api::cluster::MaasClusterSpec;
 use capmaas_api::{MaasCluster, MaasClusterTemplate, MaasDNSRecord};
 
-use super::Request;
 use super::selector::unique;
+use super::{Lookups, Request};
 use crate::field::{FieldPath, Verdict};
 use capmaas_api::names::host_problem;
 
 /// TTLs below this make MAAS's DNS (bind) reload and resolvers ask again almost constantly.
 const LOW_TTL_SECONDS: i32 = 30;
 
-/// MaasCluster: the DNS domain and endpoint host must be names a resolver accepts.
-pub(crate) fn maas_cluster(req: &Request<'_, MaasCluster>) -> Verdict {
+/// MaasCluster: the DNS domain and endpoint host must be names a resolver accepts, and the
+/// domain one the installation publishes in.
+pub(crate) fn maas_cluster(req: &Request<'_, MaasCluster>, lookups: &dyn Lookups) -> Verdict {
     let mut v = Verdict::ok();
     if let Some(cluster) = req.object {
-        cluster_spec(&cluster.spec, &FieldPath::root("spec"), &mut v);
+        let path = FieldPath::root("spec");
+        cluster_spec(&cluster.spec, &path, &mut v);
+        allowed_domain(
+            &cluster.spec.dns_domain,
+            &path.child("dnsDomain"),
+            lookups,
+            &mut v,
+        );
     }
     v
 }
 
 /// MaasClusterTemplate: the cluster spec it stamps out.
-pub(crate) fn maas_cluster_template(req: &Request<'_, MaasClusterTemplate>) -> Verdict {
+pub(crate) fn maas_cluster_template(
+    req: &Request<'_, MaasClusterTemplate>,
+    lookups: &dyn Lookups,
+) -> Verdict {
     let mut v = Verdict::ok();
     if let Some(template) = req.object {
         let path = FieldPath::root("spec").child("template").child("spec");
-        cluster_spec(&template.spec.template.spec, &path, &mut v);
+        let spec = &template.spec.template.spec;
+        cluster_spec(spec, &path, &mut v);
+        allowed_domain(&spec.dns_domain, &path.child("dnsDomain"), lookups, &mut v);
     }
     v
 }
 
-/// MaasDNSRecord (written by cluster-controller): a resolvable name, no address twice.
-pub(crate) fn maas_dns_record(req: &Request<'_, MaasDNSRecord>) -> Verdict {
+/// MaasDNSRecord (written by cluster-controller): a resolvable name in an allowed domain, no
+/// address twice.
+pub(crate) fn maas_dns_record(req: &Request<'_, MaasDNSRecord>, lookups: &dyn Lookups) -> Verdict {
     let mut v = Verdict::ok();
     let Some(record) = req.object else {
         return v;
@@ -40,6 +54,7 @@ pub(crate) fn maas_dns_record(req: &Request<'_, MaasDNSRecord>) -> Verdict {
     if let Some(problem) = host_problem(&record.spec.fqdn()) {
         v.invalid(&spec.child("name"), record.spec.fqdn(), problem);
     }
+    allowed_domain(&record.spec.domain, &spec.child("domain"), lookups, &mut v);
     if let Some(addresses) = &record.spec.addresses {
         unique(addresses, &spec.child("addresses"), &mut v);
     }
@@ -73,6 +88,23 @@ fn cluster_spec(spec: &MaasClusterSpec, path: &FieldPath, v: &mut Verdict) {
     }
 }
 
+/// A domain outside the installation's `--dns-domains`: whoever may create the object would
+/// otherwise have the MAAS key publish a name in any domain it writes.
+fn allowed_domain(domain: &str, path: &FieldPath, lookups: &dyn Lookups, v: &mut Verdict) {
+    let allowed = lookups.dns_domains();
+    if !allowed.allows(domain) {
+        v.invalid(
+            path,
+            domain,
+            format!(
+                "not a MAAS DNS domain this installation publishes in ({}); ask the platform \
+                 team to add it to --dns-domains (clusterctl variable MAAS_DNS_DOMAINS)",
+                allowed.describe()
+            ),
+        );
+    }
+}
+
 fn low_ttl(ttl: i32) -> String {
     format!(
         "a TTL of {ttl}s makes resolvers query MAAS DNS almost constantly; 30s or more is usual"
@@ -83,7 +115,7 @@ fn low_ttl(ttl: i32) -> String {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use crate::validate::Operation;
+    use crate::validate::{Operation, StaticLookups};
 
     fn create<K>(object: &K) -> Request<'_, K> {
         Request {
@@ -105,7 +137,7 @@ mod tests {
         }))
         .unwrap();
         let cluster = MaasCluster::new("c", spec);
-        let v = maas_cluster(&create(&cluster));
+        let v = maas_cluster(&create(&cluster), &StaticLookups::default());
         let paths: Vec<&str> = v.errors.iter().map(|e| e.path.as_str()).collect();
         assert_eq!(
             paths,
@@ -130,7 +162,10 @@ mod tests {
             "t",
             serde_json::from_value(serde_json::json!({"template": {"spec": spec}})).unwrap(),
         );
-        assert_eq!(maas_cluster_template(&create(&template)), Verdict::ok());
+        assert_eq!(
+            maas_cluster_template(&create(&template), &StaticLookups::default()),
+            Verdict::ok()
+        );
     }
 
     #[test]
@@ -141,7 +176,40 @@ mod tests {
             "spec": {"name": "c1", "domain": "maas", "addresses": ["10.0.0.1", "10.0.0.1"]}
         }))
         .unwrap();
-        let v = maas_dns_record(&create(&record));
+        let v = maas_dns_record(&create(&record), &StaticLookups::default());
         assert_eq!(v.errors[0].path.as_str(), "spec.addresses[1]");
+    }
+
+    #[test]
+    fn a_domain_outside_the_installation_list_is_refused_naming_the_field() {
+        let lookups = StaticLookups {
+            dns_domains: capmaas_api::dns::AllowedDomains::parse("maas,example.com"),
+            ..StaticLookups::default()
+        };
+        let cluster = |domain: &str| {
+            MaasCluster::new(
+                "c",
+                serde_json::from_value(serde_json::json!({"dnsDomain": domain})).unwrap(),
+            )
+        };
+        assert_eq!(
+            maas_cluster(&create(&cluster("Example.com.")), &lookups),
+            Verdict::ok()
+        );
+        let refused = maas_cluster(&create(&cluster("corp")), &lookups);
+        assert_eq!(refused.errors[0].path.as_str(), "spec.dnsDomain");
+        assert!(
+            refused.errors[0].to_string().contains("example.com, maas"),
+            "{}",
+            refused.errors[0]
+        );
+        let record: MaasDNSRecord = serde_json::from_value(serde_json::json!({
+            "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "MaasDNSRecord",
+            "metadata": {"name": "r"},
+            "spec": {"name": "www", "domain": "corp", "addresses": ["10.0.0.1"]}
+        }))
+        .unwrap();
+        let v = maas_dns_record(&create(&record), &lookups);
+        assert_eq!(v.errors[0].path.as_str(), "spec.domain");
     }
 }

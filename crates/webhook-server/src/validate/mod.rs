@@ -17,6 +17,7 @@ mod selector;
 
 use std::sync::Arc;
 
+use capmaas_api::dns::AllowedDomains;
 use capmaas_api::{MaasIPPool, MaasInventory};
 
 pub(crate) use cluster::{maas_cluster, maas_cluster_template, maas_dns_record};
@@ -67,6 +68,8 @@ pub trait Lookups: Send + Sync {
     fn ip_pools(&self) -> Vec<Arc<MaasIPPool>>;
     /// Every MaasInventory in the cluster.
     fn inventories(&self) -> Vec<Arc<MaasInventory>>;
+    /// The MAAS DNS domains the installation publishes in (`--dns-domains`).
+    fn dns_domains(&self) -> &AllowedDomains;
 }
 
 /// Fixed lists of objects, for tests and for tools that validate offline.
@@ -76,6 +79,8 @@ pub struct StaticLookups {
     pub pools: Vec<Arc<MaasIPPool>>,
     /// MaasInventories.
     pub inventories: Vec<Arc<MaasInventory>>,
+    /// The allowed DNS domains (default: any).
+    pub dns_domains: AllowedDomains,
 }
 
 impl Lookups for StaticLookups {
@@ -85,6 +90,10 @@ impl Lookups for StaticLookups {
 
     fn inventories(&self) -> Vec<Arc<MaasInventory>> {
         self.inventories.clone()
+    }
+
+    fn dns_domains(&self) -> &AllowedDomains {
+        &self.dns_domains
     }
 }
 
