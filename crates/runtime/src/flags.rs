@@ -79,8 +79,14 @@ pub struct CommonArgs {
     )]
     pub sync_period: Duration,
 
-    /// Only watch objects in this namespace. Empty (the default) watches all namespaces.
-    #[arg(long, value_name = "NAMESPACE", default_value = "")]
+    /// Only watch objects in this namespace. Empty (the default) watches all namespaces. The
+    /// namespaced install (deploy/components/namespaced) sets it with its RBAC.
+    #[arg(
+        long,
+        env = "CAPMAAS_WATCH_NAMESPACE",
+        value_name = "NAMESPACE",
+        default_value = ""
+    )]
     pub namespace: String,
 
     /// Number of objects reconciled in parallel. Defaults to a value chosen per binary.
