@@ -9,11 +9,12 @@ use capmaas_testenv::objects::deploy_base_rbac;
 use capmaas_testenv::{Process, TestEnv, WebhookServing, repo_root};
 use kube::api::DynamicObject;
 use maas_sim::{RunningSim, SimConfig, Timings};
-use serde_json::Value;
+use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 pub use crate::api::{apply, dynamic_api, wait_for};
 use crate::error::{Error, Result};
+use crate::overlay::Access;
 use crate::{capi, kubelet};
 
 /// Our binaries, in start order: the webhook server first, so every write of the others is
@@ -55,6 +56,10 @@ pub struct HarnessConfig {
     pub audit_log: bool,
     /// Extra environment of all our binaries ([`HarnessConfig::binary_env`]).
     pub binary_env: Vec<(String, String)>,
+    /// Run our binaries with the access of `deploy/overlays/<overlay>` as it renders (its
+    /// RBAC, admission policies and watched namespaces, which are created first) instead of
+    /// `deploy/base`'s files: `production` is the namespaced install.
+    pub access_from_overlay: Option<String>,
 }
 
 impl Default for HarnessConfig {
@@ -71,6 +76,7 @@ impl Default for HarnessConfig {
             our_controllers: true,
             audit_log: false,
             binary_env: Vec::new(),
+            access_from_overlay: None,
         }
     }
 }
@@ -89,6 +95,8 @@ pub struct Harness {
     pub(crate) log_filter: String,
     pub(crate) gateway_args: Vec<String>,
     pub(crate) binary_env: Vec<(String, String)>,
+    /// Where our access comes from: `deploy/base`'s files, or an overlay's rendering.
+    pub(crate) access: Access,
     pub(crate) restarts: u64,
     dir: tempfile::TempDir,
     cancel: CancellationToken,
@@ -188,6 +196,7 @@ impl Harness {
             log_filter: config.log_filter,
             gateway_args: config.gateway_args,
             binary_env: config.binary_env,
+            access: Access::of(config.access_from_overlay.as_deref())?,
             restarts: 0,
             dir,
             cancel,
@@ -208,18 +217,32 @@ impl Harness {
         Ok(harness)
     }
 
-    /// Creates what `deploy/base` gives each binary (namespace, ServiceAccounts, RBAC, the
-    /// admission policies) and
+    /// Creates what `deploy/base` (or the overlay of [`HarnessConfig::access_from_overlay`])
+    /// gives each binary (namespaces, ServiceAccounts, RBAC, the admission policies) and
     /// writes a kubeconfig per binary holding a token of its ServiceAccount: every binary
     /// then runs with exactly its Deployment's permissions, so each scenario proves them
     /// sufficient.
     pub(crate) async fn grant_deploy_rbac(&self) -> Result<()> {
         let client = self.management.client();
-        let mut documents = deploy_base_rbac(&CONTROLLERS)?;
-        // The API server's own admission policies, so every scenario runs under them too.
-        documents.extend(capmaas_testenv::objects::load_yaml_documents(
-            &capmaas_testenv::repo_root().join("deploy/base/admission-policies.yaml"),
-        )?);
+        let documents = match &self.access {
+            Access::Base => {
+                let mut documents = deploy_base_rbac(&CONTROLLERS)?;
+                // The API server's own admission policies, so every scenario runs under them too.
+                documents.extend(capmaas_testenv::objects::load_yaml_documents(
+                    &capmaas_testenv::repo_root().join("deploy/base/admission-policies.yaml"),
+                )?);
+                documents
+            }
+            Access::Overlay(access) => {
+                let mut documents: Vec<Value> = access
+                    .served_namespaces()
+                    .into_iter()
+                    .map(|ns| json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}))
+                    .collect();
+                documents.extend(access.documents.iter().cloned());
+                documents
+            }
+        };
         for document in &documents {
             apply(&client, document).await?;
         }
@@ -232,6 +255,11 @@ impl Harness {
                 .map_err(Error::io(format!("writing the kubeconfig of {name}")))?;
         }
         Ok(())
+    }
+
+    /// The namespace `binary` watches (`--namespace`), if the access it runs with names one.
+    pub fn watch_namespace(&self, binary: &str) -> Option<&str> {
+        self.access.watch_namespace(binary)
     }
 
     /// The kubeconfig a binary runs with: its ServiceAccount's token.

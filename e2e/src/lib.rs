@@ -16,6 +16,7 @@ pub mod kubelet;
 pub mod moving;
 pub mod objects;
 pub mod otlp;
+pub mod overlay;
 pub mod progress;
 mod starting;
 pub mod stopping;

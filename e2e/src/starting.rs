@@ -99,6 +99,10 @@ impl Harness {
             // The simulator serves plain http on loopback; the gateway refuses that unless told.
             env.push(("MAAS_ALLOW_INSECURE_HTTP", "true"));
         }
+        // As the overlay's Deployment sets it (deploy/components/namespaced).
+        if let Some(namespace) = self.access.watch_namespace(name) {
+            env.push(("CAPMAAS_WATCH_NAMESPACE", namespace));
+        }
         for (key, value) in &self.binary_env {
             env.push((key, value));
         }

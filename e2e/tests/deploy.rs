@@ -5,9 +5,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::process::Command;
 
-use capmaas_testenv::{TestEnv, cache_dir, kubectl, repo_root};
+use capmaas_e2e::overlay::{OverlayAccess, render_overlay};
+use capmaas_testenv::{TestEnv, cache_dir, repo_root};
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
@@ -22,21 +22,38 @@ const COMPONENTS: [&str; 6] = [
     "webhook-server",
 ];
 
+/// Who may `get` Secrets (the kubeconfig and user-data readers of docs/rbac.md).
+const SECRET_READERS: [&str; 4] = [
+    "maas-client",
+    "cluster-controller",
+    "machine-controller",
+    "remediation-controller",
+];
+/// Who holds Leases in the provider's namespace (leader election; the gateway's host bindings).
+const LEASE_HOLDERS: [&str; 5] = [
+    "maas-client",
+    "cluster-controller",
+    "machine-controller",
+    "data-controller",
+    "remediation-controller",
+];
+
+/// Creates the namespaces `names` (a dry run or a RoleBinding needs its namespace to exist).
+async fn create_namespaces(env: &TestEnv, names: impl IntoIterator<Item = impl AsRef<str>>) {
+    let namespaces: Api<Namespace> = Api::all(env.client());
+    for name in names {
+        namespaces
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(json!({"metadata": {"name": name.as_ref()}})).unwrap(),
+            )
+            .await
+            .unwrap();
+    }
+}
+
 fn render(overlay: &str) -> Vec<Value> {
-    let path = repo_root().join("deploy/overlays").join(overlay);
-    let out = Command::new(kubectl())
-        .arg("kustomize")
-        .arg(&path)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "kustomize {overlay}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let docs: Vec<Value> =
-        serde_saphyr::from_multiple(&String::from_utf8(out.stdout).unwrap()).unwrap();
-    docs.into_iter().filter(|d| !d.is_null()).collect()
+    render_overlay(overlay).unwrap()
 }
 
 /// A renewal of the webhook's serving certificate, issued as cert-manager issues the shipped
@@ -155,15 +172,15 @@ async fn every_overlay_is_accepted_by_a_server_side_dry_run() {
     env.install_crd_dir(&cache_dir().join("cert-manager-crds"))
         .await
         .unwrap();
-    // A dry run creates nothing, so the namespace the objects go into must exist.
-    let namespaces: Api<Namespace> = Api::all(env.client());
-    namespaces
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({"metadata": {"name": "capmaas-system"}})).unwrap(),
-        )
-        .await
-        .unwrap();
+    // A dry run creates nothing, so the namespaces the objects go into must exist: the
+    // provider's, and the one a namespaced overlay serves (docs/install.md creates it first).
+    let mut needed = vec!["capmaas-system".to_owned()];
+    for overlay in OVERLAYS {
+        needed.extend(OverlayAccess::from_rendering(&render(overlay)).served_namespaces());
+    }
+    needed.sort();
+    needed.dedup();
+    create_namespaces(&env, needed).await;
     for overlay in OVERLAYS {
         let path = repo_root().join("deploy/overlays").join(overlay);
         let out = env
@@ -316,6 +333,22 @@ fn the_overlays_differ_as_documented() {
             "only machine-controller is scaled on its own"
         );
     }
+    // Production serves one namespace (deploy/components/namespaced), not the provider's own;
+    // dev and staging watch all. The webhook answers for every namespace everywhere.
+    for (overlay, rendered, served) in [
+        ("dev", &dev, None),
+        ("staging", &staging, None),
+        ("production", &production, Some("capmaas-clusters")),
+    ] {
+        for (name, d) in rendered {
+            let expected = served.filter(|_| name != "webhook-server");
+            assert_eq!(
+                d.env.get("CAPMAAS_WATCH_NAMESPACE").map(String::as_str),
+                expected,
+                "{overlay}/{name}"
+            );
+        }
+    }
     assert_eq!(
         production["machine-controller"].resources["limits"]["memory"],
         "1Gi"
@@ -358,30 +391,36 @@ fn service_account(component: &str) -> String {
     format!("system:serviceaccount:capmaas-system:capmaas-{component}")
 }
 
-fn can_i(env: &TestEnv, component: &str, verb: &str, resource: &str, namespace: &str) -> bool {
-    let (resource, subresource) = match resource.split_once('/') {
-        Some((r, s)) => (r, Some(s)),
-        None => (resource, None),
-    };
-    let mut cmd = env.kubectl();
-    cmd.args(["auth", "can-i", verb, resource]).args([
-        "--as",
-        &service_account(component),
-        "-n",
-        namespace,
-    ]);
-    if let Some(sub) = subresource {
-        cmd.arg(format!("--subresource={sub}"));
-    }
-    let out = cmd.output().unwrap();
+/// `kubectl auth can-i <question> --as <component's ServiceAccount> -n <namespace>`.
+fn ask(env: &TestEnv, component: &str, question: &[String], namespace: &str) -> bool {
+    let out = env
+        .kubectl()
+        .args(["auth", "can-i"])
+        .args(question)
+        .args(["--as", &service_account(component), "-n", namespace])
+        .output()
+        .unwrap();
     match String::from_utf8_lossy(&out.stdout).trim() {
         "yes" => true,
         "no" => false,
         other => panic!(
-            "can-i {verb} {resource}: {other:?} {}",
+            "can-i {question:?}: {other:?} {}",
             String::from_utf8_lossy(&out.stderr)
         ),
     }
+}
+
+/// Whether `component` may `verb` the `resource` (`kind` or `kind/subresource`) in `namespace`.
+fn can_i(env: &TestEnv, component: &str, verb: &str, resource: &str, namespace: &str) -> bool {
+    let mut question = vec![verb.to_owned()];
+    match resource.split_once('/') {
+        Some((resource, subresource)) => {
+            question.push(resource.to_owned());
+            question.push(format!("--subresource={subresource}"));
+        }
+        None => question.push(resource.to_owned()),
+    }
+    ask(env, component, &question, namespace)
 }
 
 /// Which components may do `verb` on `resource` in namespace `ns`.
@@ -392,14 +431,19 @@ fn allowed(env: &TestEnv, verb: &str, resource: &str, ns: &str) -> Vec<&'static 
         .collect()
 }
 
-#[tokio::test]
-async fn the_rbac_of_deploy_base_is_minimal() {
-    let env = TestEnv::builder()
+/// An API server with our CRDs and CAPI's, to ask `kubectl auth can-i` in.
+async fn rbac_env() -> TestEnv {
+    TestEnv::builder()
         .capi_crds(true)
         .controller_manager(false)
         .start()
         .await
-        .unwrap();
+        .unwrap()
+}
+
+#[tokio::test]
+async fn the_rbac_of_deploy_base_is_minimal() {
+    let env = rbac_env().await;
     let documents = capmaas_testenv::objects::deploy_base_rbac(&COMPONENTS).unwrap();
     for document in &documents {
         capmaas_e2e::apply(&env.client(), document).await.unwrap();
@@ -498,17 +542,10 @@ async fn the_rbac_of_deploy_base_is_minimal() {
     expect("watch", "secrets", tenant, &[]);
     expect("delete", "secrets", tenant, &[]);
     expect("create", "secrets", tenant, &["data-controller"]);
-    expect(
-        "get",
-        "secrets",
-        tenant,
-        &[
-            "maas-client",
-            "cluster-controller",
-            "machine-controller",
-            "remediation-controller",
-        ],
-    );
+    expect("get", "secrets", tenant, &SECRET_READERS);
+    // Cluster-wide, the readers reach the provider's namespace too, the MAAS credentials
+    // Secret included: what the namespaced install (production) takes away.
+    expect("get", "secrets", "capmaas-system", &SECRET_READERS);
     // Nothing outside the provider's lane: RBAC, CRDs, webhooks, workloads, CAPI specs.
     for (verb, resource) in [
         ("create", "clusterroles.rbac.authorization.k8s.io"),
@@ -531,13 +568,7 @@ async fn the_rbac_of_deploy_base_is_minimal() {
         "create",
         "leases.coordination.k8s.io",
         "capmaas-system",
-        &[
-            "maas-client",
-            "cluster-controller",
-            "machine-controller",
-            "data-controller",
-            "remediation-controller",
-        ],
+        &LEASE_HOLDERS,
     );
     expect(
         "delete",
@@ -558,6 +589,91 @@ async fn the_rbac_of_deploy_base_is_minimal() {
         "maasippools",
         tenant,
         &["maas-client", "data-controller", "webhook-server"],
+    );
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// The MAAS credentials as the production overlay (the namespaced install,
+/// `deploy/components/namespaced`) leaves them: its RBAC applied to a real API server, asked
+/// with `kubectl auth can-i --as` each ServiceAccount. No ServiceAccount of the provider may
+/// read, change or delete the Secret (maas-client gets it from the kubelet as environment),
+/// nor any Secret of `capmaas-system` or of a namespace it does not serve; in the served
+/// namespace each keeps what it needs (the scenario
+/// `a_namespaced_install_serves_its_namespace_and_nothing_else` runs them with these rights).
+#[tokio::test]
+async fn under_the_production_overlay_no_service_account_reaches_the_maas_credentials() {
+    let env = rbac_env().await;
+    let access = OverlayAccess::from_rendering(&render("production"));
+    let served = access.served_namespaces();
+    assert_eq!(
+        served,
+        ["capmaas-clusters"],
+        "production serves one namespace"
+    );
+    let served = served[0].as_str();
+    create_namespaces(&env, [served, "team-a"]).await;
+    for document in &access.documents {
+        capmaas_e2e::apply(&env.client(), document).await.unwrap();
+    }
+    let credentials = "capmaas-manager-bootstrap-credentials";
+    let mut failures = Vec::new();
+    for verb in ["get", "list", "watch", "patch", "update", "delete"] {
+        let question = [verb.to_owned(), format!("secrets/{credentials}")];
+        let got: Vec<&str> = COMPONENTS
+            .into_iter()
+            .filter(|c| ask(&env, c, &question, "capmaas-system"))
+            .collect();
+        if !got.is_empty() {
+            failures.push(format!("{verb} secret {credentials}: {got:?}"));
+        }
+    }
+    let mut expect = |verb: &str, resource: &str, ns: &str, who: &[&str]| {
+        let got = allowed(&env, verb, resource, ns);
+        if got != who {
+            failures.push(format!(
+                "{verb} {resource} in {ns}: expected {who:?}, got {got:?}"
+            ));
+        }
+    };
+    for ns in ["capmaas-system", "team-a"] {
+        for verb in ["get", "create", "patch", "update"] {
+            expect(verb, "secrets", ns, &[]);
+        }
+        // Nor anything of the provider's kinds outside the served namespace.
+        expect("list", "maashosts", ns, &[]);
+        expect("patch", "maasmachines", ns, &[]);
+    }
+    // In the served namespace, the rights of deploy/base.
+    expect("get", "secrets", served, &SECRET_READERS);
+    expect("create", "secrets", served, &["data-controller"]);
+    expect("create", "maashosts", served, &["maas-client"]);
+    expect(
+        "patch",
+        "maasmachines/status",
+        served,
+        &["machine-controller"],
+    );
+    expect("create", "maasinventories", served, &["machine-controller"]);
+    expect(
+        "list",
+        "maasippools",
+        served,
+        &["maas-client", "data-controller", "webhook-server"],
+    );
+    // What stays cluster-wide: the address locks (cluster-scoped) and the webhook's caches.
+    expect(
+        "create",
+        "maasipaddresslocks",
+        "team-a",
+        &["data-controller"],
+    );
+    expect("list", "maasippools", "team-a", &["webhook-server"]);
+    // Leader election and the gateway's host bindings, in the provider's namespace.
+    expect(
+        "create",
+        "leases.coordination.k8s.io",
+        "capmaas-system",
+        &LEASE_HOLDERS,
     );
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

@@ -189,6 +189,59 @@ fn the_applicationset_generates_exactly_the_applications() {
     }
 }
 
+/// Argo CD refuses to sync an object its AppProject does not admit: a namespaced one outside
+/// the project's destinations, a cluster-scoped kind outside `clusterResourceWhitelist`.
+/// Every object of every overlay must be admitted (every namespaced object of `deploy/` names
+/// its namespace, so one without is cluster-scoped).
+#[test]
+fn the_argocd_project_admits_every_object_of_every_overlay() {
+    let project = kustomize(&argocd().join("project"))
+        .into_iter()
+        .find(|d| d["kind"] == "AppProject")
+        .unwrap();
+    let destinations: BTreeSet<String> = project["spec"]["destinations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["namespace"].as_str().unwrap().to_owned())
+        .collect();
+    let cluster_kinds: BTreeSet<(String, String)> = project["spec"]["clusterResourceWhitelist"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| {
+            (
+                k["group"].as_str().unwrap().to_owned(),
+                k["kind"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    let mut refused = Vec::new();
+    for overlay in ["dev", "staging", "production"] {
+        for doc in kustomize(&repo_root().join("deploy/overlays").join(overlay)) {
+            let kind = doc["kind"].as_str().unwrap().to_owned();
+            let group = doc["apiVersion"]
+                .as_str()
+                .unwrap()
+                .rsplit_once('/')
+                .map_or("", |(group, _)| group)
+                .to_owned();
+            let admitted = match doc["metadata"]["namespace"].as_str() {
+                Some(ns) => destinations.contains(ns),
+                None => cluster_kinds.contains(&(group.clone(), kind.clone())),
+            };
+            if !admitted {
+                refused.push(format!(
+                    "{overlay}: {group}/{kind} {} in {:?}",
+                    name_of(&doc),
+                    doc["metadata"]["namespace"]
+                ));
+            }
+        }
+    }
+    assert!(refused.is_empty(), "{}", refused.join("\n"));
+}
+
 fn wave(doc: &Value) -> i64 {
     doc["metadata"]["annotations"]["argocd.argoproj.io/sync-wave"]
         .as_str()

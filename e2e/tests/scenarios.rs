@@ -9,8 +9,9 @@ use std::time::Duration;
 
 use capmaas_e2e::{ClusterSpec, Harness, HarnessConfig, apply, kubeconfig_secret, wait_for};
 use common::{
-    LONG, ONE_AT_A_TIME, POLL, assert_no_double_claims, capi, claimed_hosts, declare,
-    describe_rollout, in_use, infra, maas_dns, running_machines, sim_counts, wait_running,
+    LONG, ONE_AT_A_TIME, POLL, api, assert_no_double_claims, capi, claimed_hosts, declare,
+    describe_rollout, in_use, infra, list_infra, maas_dns, running_machines, sim_counts,
+    wait_running,
 };
 use k8s_openapi::api::core::v1::{Event, Node};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
@@ -155,16 +156,7 @@ async fn story_cluster_scales_down_and_is_deleted_without_leaks() {
     assert_no_double_claims(&h, &ns).await;
 
     // Deleting the Cluster releases every server and deletes the DNS record.
-    capi(&h, &ns, "Cluster")
-        .await
-        .delete("story", &DeleteParams::default())
-        .await
-        .unwrap();
-    wait_for("every server released", LONG, POLL, || async {
-        Ok((in_use(&h) == 0).then_some(()))
-    })
-    .await
-    .unwrap_or_else(|e| panic!("{e}: {:?}\n{}", sim_counts(&h), h.logs(30)));
+    delete_cluster_and_wait_released(&h, &ns, "story").await;
     wait_for("the DNS record to be deleted", LONG, POLL, || async {
         Ok(records
             .get_opt("story")
@@ -236,6 +228,20 @@ async fn image_change_with_node_reuse_reimages_the_same_servers() {
     );
     assert_no_double_claims(&h, &ns).await;
     common::assert_rbac_sufficient(&h);
+}
+
+/// Deletes the Cluster `name` and waits until no server of the simulator is in use.
+async fn delete_cluster_and_wait_released(h: &Harness, ns: &str, name: &str) {
+    capi(h, ns, "Cluster")
+        .await
+        .delete(name, &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_for("every server released", LONG, POLL, || async {
+        Ok((in_use(h) == 0).then_some(()))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}: {:?}\n{}", sim_counts(h), h.logs(30)));
 }
 
 async fn worker_system_ids(h: &Harness, ns: &str) -> BTreeSet<String> {
@@ -352,5 +358,101 @@ async fn paused_clusters_are_left_alone_and_impossible_requests_say_so() {
     )
     .await
     .unwrap_or_else(|e| panic!("no Warning event for {name} ({e}); condition was {condition}"));
+    common::assert_rbac_sufficient(&h);
+}
+
+/// The production overlay's namespaced install (`deploy/components/namespaced`): each
+/// controller holds its rights in the served namespace only (and so reaches no Secret of
+/// `capmaas-system`, the MAAS credentials among them). A cluster there is provisioned, its
+/// workers get addresses from a pool (address locks: data-controller's one cluster-wide right),
+/// and it is deleted with every server released, with no request refused by RBAC. A cluster in
+/// another namespace is left alone.
+#[tokio::test]
+async fn a_namespaced_install_serves_its_namespace_and_nothing_else() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let mut h = Harness::start(HarnessConfig {
+        access_from_overlay: Some("production".into()),
+        ..HarnessConfig::default()
+    })
+    .await
+    .unwrap();
+    let served = h
+        .watch_namespace("machine-controller")
+        .expect("production serves one namespace")
+        .to_owned();
+    for controller in [
+        "maas-client",
+        "cluster-controller",
+        "data-controller",
+        "remediation-controller",
+    ] {
+        assert_eq!(h.watch_namespace(controller), Some(served.as_str()));
+    }
+    assert_eq!(h.watch_namespace("webhook-server"), None);
+    assert_ne!(served, "capmaas-system");
+
+    let mut spec = ClusterSpec::story(&served);
+    spec.control_plane = 1;
+    spec.workers = 2;
+    spec.worker_addresses = Some(capmaas_e2e::WorkerAddresses::in_default_subnet(4));
+    declare(&h, &spec).await;
+
+    // Another namespace: a cluster with no inventory of its own, which pools imported on demand
+    // would otherwise serve.
+    let elsewhere = h.management.create_namespace("elsewhere").await.unwrap();
+    let mut other = ClusterSpec::story(&elsewhere);
+    other.name = "elsewhere".into();
+    other.control_plane = 1;
+    other.workers = 0;
+    let kubeconfig = h.workload.kubeconfig_yaml().unwrap();
+    apply(
+        &h.management.client(),
+        &kubeconfig_secret(&other.name, &elsewhere, &kubeconfig),
+    )
+    .await
+    .unwrap();
+    for object in other.objects() {
+        if object["kind"] != "MaasInventory" {
+            apply(&h.management.client(), &object).await.unwrap();
+        }
+    }
+
+    let running = wait_running(&mut h, &served, 3).await;
+    assert_eq!(running.len(), 3);
+    let addresses = api(
+        &h.management.client(),
+        &served,
+        "ipam.cluster.x-k8s.io",
+        "v1beta2",
+        "IPAddress",
+    )
+    .await
+    .list(&ListParams::default())
+    .await
+    .unwrap()
+    .items;
+    assert_eq!(addresses.len(), 2, "one address per worker");
+    assert_no_double_claims(&h, &served).await;
+
+    // Nothing of ours touched the other namespace: no status, no host, no inventory.
+    for kind in ["MaasCluster", "MaasMachine"] {
+        for object in list_infra(&h, &elsewhere, kind).await {
+            assert!(
+                object.data["status"].is_null() && object.metadata.finalizers.is_none(),
+                "{kind} {:?} in {elsewhere} was reconciled: {}",
+                object.metadata.name,
+                object.data
+            );
+        }
+    }
+    for kind in ["MaasHost", "MaasInventory"] {
+        assert!(
+            list_infra(&h, &elsewhere, kind).await.is_empty(),
+            "{kind} in {elsewhere}"
+        );
+    }
+
+    delete_cluster_and_wait_released(&h, &served, "story").await;
+    h.ensure_running().unwrap();
     common::assert_rbac_sufficient(&h);
 }
