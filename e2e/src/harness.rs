@@ -104,9 +104,20 @@ pub struct Harness {
     pub(crate) webhook: WebhookServing,
     /// Management clusters this one replaced (`clusterctl move`), with their processes, kept
     /// until the harness goes.
-    pub(crate) retired: Vec<crate::moving::Retired>,
+    pub(crate) retired: Vec<Retired>,
     /// The metrics port of each of our binaries, as last started (a restart takes a new one).
     pub(crate) metrics_ports: std::sync::Mutex<std::collections::BTreeMap<&'static str, u16>>,
+}
+
+/// A management cluster replaced by a move, with the processes that ran against it.
+#[derive(Debug)]
+pub struct Retired {
+    /// Its API server.
+    pub env: TestEnv,
+    /// Its CAPI core manager.
+    pub capi: Process,
+    /// Our binaries that ran against it (stopped by [`Harness::retire_source`], `clusterctl move` in `moving.rs`).
+    pub controllers: Vec<Process>,
 }
 
 /// The namespace of the provider's Deployments in `deploy/`.

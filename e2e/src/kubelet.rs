@@ -20,6 +20,10 @@ use tokio_util::sync::CancellationToken;
 use crate::error::{Error, Result};
 use crate::objects::KUBERNETES_VERSION;
 
+/// The kubelet's port, which each Node reports (where `kubelet-portforward` listens on each
+/// workload node's address).
+pub const KUBELET_PORT: u16 = 10250;
+
 const POLL: Duration = Duration::from_millis(250);
 
 /// Kubelets that have gone silent, by hostname; shared between the stand-in and a test.
@@ -244,7 +248,7 @@ pub(crate) fn node_status(
         "kind": "Node",
         "status": {
             "addresses": node_addresses,
-            "daemonEndpoints": {"kubeletEndpoint": {"Port": crate::workload::KUBELET_PORT}},
+            "daemonEndpoints": {"kubeletEndpoint": {"Port": KUBELET_PORT}},
             "conditions": [
                 condition("Ready", ready_status, ready_reason, ready_message),
                 condition("MemoryPressure", "False", "KubeletHasSufficientMemory", ""),

@@ -6,21 +6,10 @@
 
 use std::process::Command;
 
-use capmaas_testenv::{Process, TestEnv, WebhookServing, cache_dir};
+use capmaas_testenv::{TestEnv, WebhookServing, cache_dir};
 
 use crate::error::{Error, Result};
-use crate::harness::{CONTROLLERS, Harness};
-
-/// A management cluster replaced by a move, with the processes that ran against it.
-#[derive(Debug)]
-pub struct Retired {
-    /// Its API server.
-    pub env: TestEnv,
-    /// Its CAPI core manager.
-    pub capi: Process,
-    /// Our binaries that ran against it (stopped by [`Harness::retire_source`]).
-    pub controllers: Vec<Process>,
-}
+use crate::harness::{CONTROLLERS, Harness, Retired};
 
 /// clusterctl finds the kinds to move by the `clusterctl.cluster.x-k8s.io` CRD label, which
 /// `clusterctl init` puts on every provider's CRDs (ours ship with it; the test control plane

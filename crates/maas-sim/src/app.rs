@@ -1,105 +1,25 @@
 //! One HTTP request through the MAAS front door: URL, body, op, auth, faults, handler.
 
-use std::collections::BTreeMap;
-use std::path::PathBuf;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
-use http::{HeaderValue, Method, Request, Response, StatusCode, header};
-use http_body_util::{BodyExt, Full, Limited};
+use http::{HeaderValue, Method, Request, StatusCode, header};
+use http_body_util::{BodyExt, Limited};
 use rand::Rng;
-use serde_json::Value;
 
 use crate::api::{self, Call, Caller, Reply};
-use crate::auth::{self, AuthRequest, NonceStore, Strictness};
-use crate::config::ApiKey;
-use crate::error::{ApiError, ErrorBody};
+use crate::auth::{self, AuthRequest, Strictness};
+use crate::error::ApiError;
 use crate::faults;
 use crate::params::{Params, parse_body, parse_urlencoded};
+use crate::respond::{HttpResponse, error_response, reply_response};
 use crate::routes::{self, RouteMatch};
-use crate::world::World;
+use crate::shared::Shared;
 
 /// Largest request body accepted (boot resource uploads are not simulated).
 const MAX_BODY: usize = 16 * 1024 * 1024;
 const API_ROOT: &str = "/MAAS/api/2.0/";
-
-/// State shared by every connection.
-#[derive(Debug)]
-pub(crate) struct Shared {
-    pub(crate) world: Mutex<World>,
-    pub(crate) keys: Vec<ApiKey>,
-    pub(crate) strict_auth: bool,
-    pub(crate) auth_window: Duration,
-    pub(crate) nonces: Mutex<NonceStore>,
-    pub(crate) scheme: &'static str,
-    pub(crate) state_file: Option<PathBuf>,
-    pub(crate) api_hash: String,
-}
-
-impl Shared {
-    /// Locks the world; a poisoned lock (a panicking holder) still yields the data.
-    pub(crate) fn lock(&self) -> MutexGuard<'_, World> {
-        self.world
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-}
-
-pub(crate) type HttpResponse = Response<Full<Bytes>>;
-
-fn respond(status: StatusCode, content_type: Option<&'static str>, body: Bytes) -> HttpResponse {
-    let mut response = Response::new(Full::new(body));
-    *response.status_mut() = status;
-    if let Some(ct) = content_type {
-        response
-            .headers_mut()
-            .insert(header::CONTENT_TYPE, HeaderValue::from_static(ct));
-    }
-    response
-}
-
-pub(crate) fn json_response(status: StatusCode, value: &Value) -> HttpResponse {
-    let body = serde_json::to_vec(value).unwrap_or_default();
-    respond(
-        status,
-        Some("application/json; charset=utf-8"),
-        Bytes::from(body),
-    )
-}
-
-pub(crate) fn error_response(error: ApiError) -> HttpResponse {
-    let mut response = match error.body {
-        ErrorBody::Text(text) => respond(
-            error.status,
-            Some("text/plain; charset=utf-8"),
-            Bytes::from(text),
-        ),
-        ErrorBody::Html(text) => respond(
-            error.status,
-            Some("text/html; charset=utf-8"),
-            Bytes::from(text),
-        ),
-        ErrorBody::Json(value) => json_response(error.status, &value),
-        ErrorBody::Empty => respond(error.status, None, Bytes::new()),
-    };
-    for (name, value) in error.headers {
-        if let Ok(value) = HeaderValue::from_str(&value) {
-            response.headers_mut().insert(name, value);
-        }
-    }
-    response
-}
-
-fn reply_response(reply: Reply) -> HttpResponse {
-    match reply {
-        Reply::Json(status, value) => json_response(status, &value),
-        Reply::Text(status, text) => {
-            respond(status, Some("text/plain; charset=utf-8"), Bytes::from(text))
-        }
-        Reply::Empty(status) => respond(status, None, Bytes::new()),
-    }
-}
 
 /// `scheme://host[:port]` as the client addressed us.
 fn origin<B>(scheme: &str, req: &Request<B>) -> String {
@@ -359,9 +279,4 @@ fn run(
         faults::Lost::Error(error) => Failure::Api(error),
         faults::Lost::NoAnswer(hold) => Failure::NoAnswer(hold),
     })
-}
-
-/// Call counts per operation key.
-pub(crate) fn counts(world: &World) -> BTreeMap<String, u64> {
-    world.counts.clone()
 }

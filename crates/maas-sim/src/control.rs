@@ -10,11 +10,12 @@ use bytes::Bytes;
 use http::{Method, Request, StatusCode};
 use serde_json::json;
 
-use crate::app::{HttpResponse, Shared, error_response, json_response};
 use crate::error::ApiError;
 use crate::faults::FaultConfig;
 use crate::handle::{HandleError, MachineView, SimHandle, apply_faults};
 use crate::model::PowerState;
+use crate::respond::{HttpResponse, error_response, json_response};
+use crate::shared::Shared;
 
 pub(crate) fn handle(shared: &Arc<Shared>, req: &Request<Bytes>) -> HttpResponse {
     let path = req.uri().path().trim_end_matches('/');

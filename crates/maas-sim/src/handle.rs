@@ -8,10 +8,10 @@ use std::time::Duration;
 use base64::Engine as _;
 use serde::{Serialize, Serializer};
 
-use crate::app::Shared;
 use crate::faults::{FaultConfig, LostAnswer};
 use crate::history::StatusChange;
 use crate::model::{Machine, PowerState, ReleaseRecord, Tag};
+use crate::shared::Shared;
 use crate::status::NodeStatus;
 use crate::world::World;
 
@@ -250,7 +250,7 @@ impl SimHandle {
 
     /// Calls per operation key (`machines.allocate`, `machine.deploy`, `machines.read`...).
     pub fn call_counts(&self) -> BTreeMap<String, u64> {
-        self.with_world(|w| crate::app::counts(w))
+        self.with_world(|w| crate::shared::counts(w))
     }
 
     /// Calls that took effect, per operation key: answered successfully *and* changed the

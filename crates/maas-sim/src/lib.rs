@@ -31,10 +31,12 @@ mod netsetup;
 pub mod params;
 mod persist;
 mod render;
+mod respond;
 pub mod routes;
 mod selection;
 mod server;
 mod settings;
+mod shared;
 mod status;
 mod world;
 

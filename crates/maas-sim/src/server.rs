@@ -16,11 +16,12 @@ use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::app::{self, Shared};
+use crate::app;
 use crate::auth::NonceStore;
 use crate::config::{ApiKey, SimConfig, TlsFiles};
 use crate::error::SimError;
 use crate::handle::SimHandle;
+use crate::shared::Shared;
 use crate::{inventory, persist};
 
 /// Starts simulators.

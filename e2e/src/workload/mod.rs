@@ -43,8 +43,7 @@ use cloud_config::Role;
 use resolver::Resolver;
 use world::World;
 
-/// The kubelet's port (where `kubelet-portforward` listens on each node's address).
-pub const KUBELET_PORT: u16 = 10250;
+pub use crate::kubelet::KUBELET_PORT;
 
 /// What the first boots did, for a test to read.
 #[derive(Debug, Clone, Default)]

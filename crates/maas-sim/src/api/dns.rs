@@ -1,10 +1,12 @@
 //! `/dnsresources/`: list with filters, create (fqdn or name+domain), get, update, delete.
 
+use std::net::IpAddr;
+
 use serde_json::Value;
 
-use super::objects::{find_domain, new_dns, parse_ip_list};
 use super::{Call, Reply};
 use crate::error::ApiError;
+use crate::model::DnsResource;
 use crate::render;
 use crate::routes::Kind;
 
@@ -151,4 +153,41 @@ fn list(call: &Call<'_>) -> Result<Reply, ApiError> {
         .map(|r| render::dns_resource(world, r))
         .collect();
     Ok(Reply::ok(Value::Array(items)))
+}
+
+/// A domain by id, name or `name:<name>` specifier.
+pub(super) fn find_domain(call: &Call<'_>, spec: &str) -> Option<usize> {
+    let name = spec.strip_prefix("name:").unwrap_or(spec);
+    call.world
+        .domains
+        .iter()
+        .position(|d| d.id.to_string() == spec || d.name == name)
+}
+
+/// Space-separated (any whitespace, not commas) addresses of a DNS resource.
+fn parse_ip_list(text: &str) -> Result<Vec<IpAddr>, ApiError> {
+    text.split_whitespace()
+        .map(|t| {
+            t.parse::<IpAddr>().map_err(|_| {
+                ApiError::field("ip_addresses", format!("'{t}' is not a valid IP address."))
+            })
+        })
+        .collect()
+}
+
+fn new_dns(
+    call: &mut Call<'_>,
+    name: String,
+    domain_id: u64,
+    ttl: Option<u32>,
+    ips: Vec<IpAddr>,
+) -> DnsResource {
+    DnsResource {
+        id: call.world.new_id(),
+        name,
+        domain_id,
+        address_ttl: ttl,
+        ip_addresses: ips,
+        owner: call.caller.username.clone(),
+    }
 }

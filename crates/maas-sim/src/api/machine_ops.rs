@@ -1,9 +1,9 @@
-//! `/machines/{system_id}/`: read, update, delete and the lifecycle/power operations.
+//! The lifecycle operations of one machine (deploy, release, abort) and the lookups and checks
+//! every `/machines/{system_id}/` handler shares.
 
 use http::StatusCode;
-use serde_json::json;
 
-use super::{Call, Reply, machine_state, visible};
+use super::{Call, Reply, visible};
 use crate::error::ApiError;
 use crate::model::{
     Outcome, Pending, PendingKind, PendingPower, PowerState, ReleaseRecord, ReleaseResult,
@@ -165,42 +165,6 @@ pub(super) fn find_editable(call: &Call<'_>) -> Result<usize, ApiError> {
 
 pub(super) fn machine_reply(world: &World, index: usize) -> Reply {
     Reply::ok(render::machine(world, &world.machines[index]))
-}
-
-pub(super) fn item(action: &str, call: &mut Call<'_>) -> Result<Reply, ApiError> {
-    match action {
-        "read" => {
-            let index = find(call)?;
-            Ok(machine_reply(call.world, index))
-        }
-        "update" => super::machines_update::update(call),
-        "delete" => {
-            call.require_admin()?;
-            let index = find(call)?;
-            call.world.machines.remove(index);
-            call.world.dirty = true;
-            Ok(Reply::Empty(StatusCode::NO_CONTENT))
-        }
-        "deploy" => deploy(call),
-        "release" => release(call),
-        "abort" => abort(call),
-        "power_on" => machine_state::power_on(call),
-        "power_off" => machine_state::power_off(call),
-        "query_power_state" => {
-            let index = find(call)?;
-            Ok(Reply::ok(
-                json!({"state": call.world.machines[index].power_state.as_str()}),
-            ))
-        }
-        "mark_broken" => machine_state::mark_broken(call),
-        "mark_fixed" => machine_state::mark_fixed(call),
-        "set_owner_data" | "set_workload_annotations" => machine_state::set_owner_data(call),
-        "commission" => machine_state::commission(call),
-        "lock" | "unlock" => machine_state::lock(call, action == "lock"),
-        _ => Err(ApiError::internal(format!(
-            "unhandled machine action {action}"
-        ))),
-    }
 }
 
 /// Resolves `distro_series` against the boot resources: `jammy`, `ubuntu/jammy`, `22.04`,
@@ -369,7 +333,7 @@ pub(super) fn require_owner_or_admin(call: &Call<'_>, index: usize) -> Result<()
     }
 }
 
-fn release(call: &mut Call<'_>) -> Result<Reply, ApiError> {
+pub(super) fn release(call: &mut Call<'_>) -> Result<Reply, ApiError> {
     let index = find_editable(call)?;
     let status = call.world.machines[index].status;
     if matches!(status, NodeStatus::Ready | NodeStatus::Releasing) {
@@ -407,7 +371,7 @@ fn optional_bool(call: &Call<'_>, key: &str) -> Result<Option<bool>, ApiError> {
     }
 }
 
-fn abort(call: &mut Call<'_>) -> Result<Reply, ApiError> {
+pub(super) fn abort(call: &mut Call<'_>) -> Result<Reply, ApiError> {
     let index = find_editable(call)?;
     require_owner_or_admin(call, index)?;
     let m = &mut call.world.machines[index];

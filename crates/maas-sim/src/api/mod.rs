@@ -5,6 +5,7 @@ mod dns;
 mod interfaces;
 mod ipranges;
 mod links;
+mod machine;
 mod machine_ops;
 mod machine_state;
 mod machines;
@@ -77,7 +78,7 @@ pub(crate) fn dispatch(kind: Kind, action: &str, call: &mut Call<'_>) -> Result<
     match kind {
         Kind::Version => Ok(Reply::ok(objects::version())),
         Kind::Machines => machines::collection(action, call),
-        Kind::Machine => machine_ops::item(action, call),
+        Kind::Machine => machine::dispatch(action, call),
         Kind::Interfaces | Kind::Interface | Kind::Subnets | Kind::Subnet | Kind::Vlans => {
             network::dispatch(kind, action, call)
         }

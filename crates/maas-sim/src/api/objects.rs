@@ -1,13 +1,12 @@
 //! Zones, resource pools, tags, domains, DNS resources, boot resources, users, version.
 
-use std::net::IpAddr;
-
 use http::StatusCode;
 use serde_json::{Value, json};
 
-use super::{Call, Reply, visible};
+use super::dns::find_domain;
+use super::{Call, Reply};
 use crate::error::ApiError;
-use crate::model::{DnsResource, Domain, Pool, Tag, Zone};
+use crate::model::{Domain, Pool, Zone};
 use crate::render;
 use crate::routes::Kind;
 use crate::world::World;
@@ -312,15 +311,6 @@ fn domains(kind: Kind, action: &str, call: &mut Call<'_>) -> Result<Reply, ApiEr
     Ok(Reply::ok(render::domain(world, &world.domains[index])))
 }
 
-/// A domain by id, name or `name:<name>` specifier.
-pub(super) fn find_domain(call: &Call<'_>, spec: &str) -> Option<usize> {
-    let name = spec.strip_prefix("name:").unwrap_or(spec);
-    call.world
-        .domains
-        .iter()
-        .position(|d| d.id.to_string() == spec || d.name == name)
-}
-
 fn boot_resources(action: &str, call: &Call<'_>) -> Result<Reply, ApiError> {
     if action == "is_importing" {
         return Ok(Reply::ok(Value::Bool(false)));
@@ -351,56 +341,6 @@ fn boot_resources(action: &str, call: &Call<'_>) -> Result<Reply, ApiError> {
             .map(|b| render::boot_resource(b, false))
             .collect(),
     )))
-}
-
-/// Space-separated (any whitespace, not commas) addresses of a DNS resource.
-pub(super) fn parse_ip_list(text: &str) -> Result<Vec<IpAddr>, ApiError> {
-    text.split_whitespace()
-        .map(|t| {
-            t.parse::<IpAddr>().map_err(|_| {
-                ApiError::field("ip_addresses", format!("'{t}' is not a valid IP address."))
-            })
-        })
-        .collect()
-}
-
-pub(super) fn new_dns(
-    call: &mut Call<'_>,
-    name: String,
-    domain_id: u64,
-    ttl: Option<u32>,
-    ips: Vec<IpAddr>,
-) -> DnsResource {
-    DnsResource {
-        id: call.world.new_id(),
-        name,
-        domain_id,
-        address_ttl: ttl,
-        ip_addresses: ips,
-        owner: call.caller.username.clone(),
-    }
-}
-
-pub(super) fn new_tag(name: String, call: &Call<'_>) -> Tag {
-    let get = |k: &str| call.params.get(k).unwrap_or_default().to_owned();
-    Tag {
-        name,
-        definition: get("definition"),
-        comment: get("comment"),
-        kernel_opts: get("kernel_opts"),
-    }
-}
-
-pub(super) fn tagged_machines(call: &Call<'_>, tag: &str) -> Value {
-    let world = &*call.world;
-    Value::Array(
-        world
-            .machines
-            .iter()
-            .filter(|m| m.tags.contains(tag) && visible(m, call.caller))
-            .map(|m| render::machine(world, m))
-            .collect(),
-    )
 }
 
 #[cfg(test)]

@@ -2,9 +2,9 @@
 
 use serde_json::{Value, json};
 
-use super::objects::{new_tag, tagged_machines};
-use super::{Call, Reply};
+use super::{Call, Reply, visible};
 use crate::error::ApiError;
+use crate::model::Tag;
 use crate::render;
 use crate::routes::Kind;
 
@@ -126,4 +126,26 @@ pub(super) fn dispatch(kind: Kind, action: &str, call: &mut Call<'_>) -> Result<
         }
         _ => Err(ApiError::internal(format!("unhandled tag action {action}"))),
     }
+}
+
+fn new_tag(name: String, call: &Call<'_>) -> Tag {
+    let get = |k: &str| call.params.get(k).unwrap_or_default().to_owned();
+    Tag {
+        name,
+        definition: get("definition"),
+        comment: get("comment"),
+        kernel_opts: get("kernel_opts"),
+    }
+}
+
+fn tagged_machines(call: &Call<'_>, tag: &str) -> Value {
+    let world = &*call.world;
+    Value::Array(
+        world
+            .machines
+            .iter()
+            .filter(|m| m.tags.contains(tag) && visible(m, call.caller))
+            .map(|m| render::machine(world, m))
+            .collect(),
+    )
 }

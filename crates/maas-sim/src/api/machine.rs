@@ -1,0 +1,44 @@
+//! `/machines/{system_id}/`: each operation to its handler (read, update, delete, the lifecycle
+//! in `machine_ops`, power and state in `machine_state`).
+
+use http::StatusCode;
+use serde_json::json;
+
+use super::{Call, Reply, machine_ops, machine_state, machines_update};
+use crate::error::ApiError;
+
+pub(super) fn dispatch(action: &str, call: &mut Call<'_>) -> Result<Reply, ApiError> {
+    match action {
+        "read" => {
+            let index = machine_ops::find(call)?;
+            Ok(machine_ops::machine_reply(call.world, index))
+        }
+        "update" => machines_update::update(call),
+        "delete" => {
+            call.require_admin()?;
+            let index = machine_ops::find(call)?;
+            call.world.machines.remove(index);
+            call.world.dirty = true;
+            Ok(Reply::Empty(StatusCode::NO_CONTENT))
+        }
+        "deploy" => machine_ops::deploy(call),
+        "release" => machine_ops::release(call),
+        "abort" => machine_ops::abort(call),
+        "power_on" => machine_state::power_on(call),
+        "power_off" => machine_state::power_off(call),
+        "query_power_state" => {
+            let index = machine_ops::find(call)?;
+            Ok(Reply::ok(
+                json!({"state": call.world.machines[index].power_state.as_str()}),
+            ))
+        }
+        "mark_broken" => machine_state::mark_broken(call),
+        "mark_fixed" => machine_state::mark_fixed(call),
+        "set_owner_data" | "set_workload_annotations" => machine_state::set_owner_data(call),
+        "commission" => machine_state::commission(call),
+        "lock" | "unlock" => machine_state::lock(call, action == "lock"),
+        _ => Err(ApiError::internal(format!(
+            "unhandled machine action {action}"
+        ))),
+    }
+}
