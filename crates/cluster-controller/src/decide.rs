@@ -115,7 +115,7 @@ pub fn is_externally_managed(mc: &MaasCluster) -> bool {
 
 /// Whether our finalizer is present.
 pub fn has_finalizer(mc: &MaasCluster) -> bool {
-    mc.finalizers().iter().any(|f| f == FINALIZER_MAAS_CLUSTER)
+    capmaas_runtime::controller::finalizer::has(mc, FINALIZER_MAAS_CLUSTER)
 }
 
 /// Why reconciliation is paused, or `None`.

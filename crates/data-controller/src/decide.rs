@@ -68,10 +68,7 @@ pub enum Step {
 
 /// Whether the claim carries our finalizer.
 pub fn has_finalizer(claim: &MaasDataClaim) -> bool {
-    claim
-        .finalizers()
-        .iter()
-        .any(|f| f == keys::FINALIZER_MAAS_DATA_CLAIM)
+    capmaas_runtime::controller::finalizer::has(claim, keys::FINALIZER_MAAS_DATA_CLAIM)
 }
 
 /// The MaasData name the claim records.

@@ -108,9 +108,7 @@ pub fn is_paused(obs: &Observed<'_>) -> bool {
 
 /// Whether the MaasMachine carries our finalizer.
 pub fn has_finalizer(mm: &MaasMachine) -> bool {
-    mm.finalizers()
-        .iter()
-        .any(|f| f == keys::FINALIZER_MAAS_MACHINE)
+    capmaas_runtime::controller::finalizer::has(mm, keys::FINALIZER_MAAS_MACHINE)
 }
 
 /// The next step for `obs`.

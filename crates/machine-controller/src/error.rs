@@ -78,15 +78,7 @@ impl Error {
     }
 }
 
-/// Whether a kube error is HTTP 409 Conflict (optimistic lock lost).
-pub fn is_conflict(e: &kube::Error) -> bool {
-    matches!(e, kube::Error::Api(s) if s.code == 409)
-}
-
-/// Whether a kube error is HTTP 404 Not Found.
-pub fn is_not_found(e: &kube::Error) -> bool {
-    matches!(e, kube::Error::Api(s) if s.code == 404)
-}
+pub use capmaas_runtime::error::{is_conflict, is_not_found};
 
 impl ErrorCategory for Error {
     fn category(&self) -> &'static str {

@@ -119,10 +119,21 @@ impl Error {
     pub fn is_conflict(&self) -> bool {
         match self {
             Self::Conflict(_) => true,
-            Self::Kube(kube::Error::Api(s)) => s.code == 409,
+            Self::Kube(e) => is_conflict(e),
             _ => false,
         }
     }
+}
+
+/// Whether the API server answered 409 Conflict (an optimistic lock lost, or a create of a name
+/// that exists).
+pub fn is_conflict(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 409)
+}
+
+/// Whether the API server answered 404 Not Found.
+pub fn is_not_found(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 404)
 }
 
 impl ErrorCategory for Error {

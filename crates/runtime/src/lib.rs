@@ -74,7 +74,9 @@ pub use client::{KubeClients, field_manager};
 pub use conditions::{
     ConditionStatus, NewCondition, get_condition, is_true, set_condition, summarize_ready,
 };
-pub use error::{BoxError, Error, ErrorCategory, Requeue, Result, error_chain};
+pub use error::{
+    BoxError, Error, ErrorCategory, Requeue, Result, error_chain, is_conflict, is_not_found,
+};
 pub use fence::{Fence, Fenced};
 pub use flags::{CommonArgs, ListenAddr, LogFormat};
 pub use health::{Health, Watchdog};
