@@ -38,6 +38,7 @@ pub mod ipam_net;
 pub mod keys;
 pub mod machine;
 pub mod names;
+pub mod reboot;
 pub mod reference;
 pub mod remediation;
 

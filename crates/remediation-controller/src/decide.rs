@@ -19,7 +19,7 @@ use jiff::{SignedDuration, Timestamp};
 use kube::ResourceExt;
 
 use crate::args::FenceMode;
-use crate::keys::{ANNOTATION_SKIP_REMEDIATION, REBOOT_STATE, REBOOT_STATE_OFF};
+use crate::keys::{ANNOTATION_SKIP_REMEDIATION, REBOOT_STATE};
 use crate::node::{Backup, needs_fence, ready_since, restore_patch};
 use crate::state::{NodeView, State, phase, remediated, settled};
 
@@ -286,7 +286,9 @@ pub fn timed_out(r: &MaasRemediation, since: Timestamp, now: Timestamp) -> bool 
 /// The gateway took our request and reports the server off.
 pub fn powered_off(host: &MaasHost) -> bool {
     power(host) == Some(PowerState::Off)
-        && host.annotations().get(REBOOT_STATE).map(String::as_str) == Some(REBOOT_STATE_OFF)
+        && capmaas_api::reboot::is_powered_off(
+            host.annotations().get(REBOOT_STATE).map(String::as_str),
+        )
 }
 
 /// The gateway reports the server on.

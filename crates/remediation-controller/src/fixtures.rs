@@ -165,7 +165,7 @@ impl State {
     /// The gateway took the request and holds the server off.
     pub(crate) fn off(mut self) -> Self {
         let host = self.host_mut();
-        annotate(host, REBOOT_STATE, "off");
+        annotate(host, REBOOT_STATE, capmaas_api::reboot::POWERED_OFF);
         host.status.as_mut().unwrap().power_state = Some(capmaas_api::host::PowerState::Off);
         self
     }

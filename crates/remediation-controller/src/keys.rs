@@ -2,10 +2,9 @@
 
 use capmaas_api::keys::reboot_annotation;
 
-/// MaasHost annotation maas-client keeps while it carries out a reboot request; we only read it.
-pub const REBOOT_STATE: &str = capmaas_api::keys::ANNOTATION_REBOOT_STATE;
-/// [`REBOOT_STATE`] once the gateway has taken a request and holds the server off.
-pub const REBOOT_STATE_OFF: &str = "off";
+/// MaasHost annotation maas-client keeps while it carries out a reboot request; we only read it
+/// (its values: `capmaas_api::reboot`).
+pub const REBOOT_STATE: &str = capmaas_api::reboot::ANNOTATION_REBOOT_STATE;
 
 /// Machine annotation by which an operator excludes a Machine from remediation (CAPI name).
 pub const ANNOTATION_SKIP_REMEDIATION: &str = "cluster.x-k8s.io/skip-remediation";

@@ -7,7 +7,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
-use std::time::Duration;
 
 use capmaas_api::common::{EraseMode, ReleasePolicy};
 use maas_api_client::{Interface, LinkMode, ReleaseRequest};
@@ -44,19 +43,8 @@ pub const STATIC_ADDRESSES: &str = "maas.cluster.x-k8s.io/static-addresses";
 /// a released machine's hostname and refuses a second machine with the same one.
 pub const ORIGINAL_HOSTNAME: &str = "maas.cluster.x-k8s.io/original-hostname";
 
-/// Progress of a reboot request, persisted on the MaasHost as [`REBOOT_STATE`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RebootState {
-    /// No reboot in progress.
-    Idle,
-    /// Power-off requested (or about to be); the host stays off while a request exists.
-    PoweringOff,
-    /// Power-on sent; `since` is how long ago.
-    PoweringOn {
-        /// Time since the power-on was sent.
-        since: Duration,
-    },
-}
+/// The reboot-state codec, shared with remediation-controller.
+pub use capmaas_api::reboot::{POWERED_OFF, RebootState, powering_on, reboot_state};
 
 /// The consumer a machine is allocated for, as its annotations name it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -144,25 +132,6 @@ pub fn release_request(
         secure_erase: erase == EraseMode::Secure,
         force,
     }
-}
-
-/// Reads the reboot progress at `now` (unix seconds). An unreadable value counts as
-/// `PoweringOff`: finishing a cycle is safer than forgetting that one started.
-pub fn reboot_state(value: Option<&str>, now: i64) -> RebootState {
-    match value {
-        None => RebootState::Idle,
-        Some(v) => match v.strip_prefix("on:").map(str::parse::<i64>) {
-            Some(Ok(sent)) => RebootState::PoweringOn {
-                since: Duration::from_secs(u64::try_from(now.saturating_sub(sent)).unwrap_or(0)),
-            },
-            _ => RebootState::PoweringOff,
-        },
-    }
-}
-
-/// The annotation value for a power-on sent at `now`.
-pub fn powering_on(now: i64) -> String {
-    format!("on:{now}")
 }
 
 /// Failed deployments recorded on the host (absent or unreadable = 0).
@@ -334,16 +303,7 @@ mod tests {
     }
 
     #[test]
-    fn reboot_state_round_trip() {
-        assert_eq!(reboot_state(None, 100), RebootState::Idle);
-        assert_eq!(reboot_state(Some("off"), 100), RebootState::PoweringOff);
-        assert_eq!(reboot_state(Some("garbage"), 100), RebootState::PoweringOff);
-        assert_eq!(
-            reboot_state(Some(&powering_on(40)), 100),
-            RebootState::PoweringOn {
-                since: Duration::from_secs(60)
-            }
-        );
+    fn deploy_failures_read_as_a_count() {
         assert_eq!(deploy_failures(Some("2")), 2);
         assert_eq!(deploy_failures(Some("x")), 0);
     }

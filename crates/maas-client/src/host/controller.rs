@@ -522,7 +522,7 @@ impl Run<'_> {
                 return Ok(true);
             }
             Step::BeginReboot => {
-                self.patch_annotation(ann::REBOOT_STATE, Some("off".to_owned()))
+                self.patch_annotation(ann::REBOOT_STATE, Some(ann::POWERED_OFF.to_owned()))
                     .await?;
                 self.facts.reboot = RebootState::PoweringOff;
                 self.gw
