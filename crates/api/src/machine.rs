@@ -256,3 +256,21 @@ pub struct MaasMachineTemplateResource {
     /// Spec of the created MaasMachine.
     pub spec: MaasMachineSpec,
 }
+
+/// The providerID of a MaasMachine on the MAAS machine `system_id` in `zone`:
+/// `maas:///<zone>/<system_id>`, CAPMAAS's format (an empty zone gives `maas:////<id>`, as
+/// CAPMAAS writes it). The workload Node carries the same value, so it never changes once set.
+pub fn provider_id(zone: Option<&str>, system_id: &str) -> String {
+    format!("maas:///{}/{system_id}", zone.unwrap_or_default())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::provider_id;
+
+    #[test]
+    fn provider_id_format_matches_capmaas() {
+        assert_eq!(provider_id(Some("az1"), "4y3h7a"), "maas:///az1/4y3h7a");
+        assert_eq!(provider_id(None, "4y3h7a"), "maas:////4y3h7a");
+    }
+}

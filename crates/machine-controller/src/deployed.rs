@@ -1,6 +1,7 @@
 //! The host is deployed: fix the machine's identity, report it, and link the workload Node.
 
 use capmaas_api::conditions::reasons;
+use capmaas_api::machine::provider_id;
 use capmaas_runtime::controller::workload::WorkloadError;
 use capmaas_runtime::error_chain;
 use kube::ResourceExt;
@@ -14,7 +15,7 @@ use crate::context::Ctx;
 use crate::decide::Step;
 use crate::error::{Error, Result};
 use crate::state::{Flow, State, mm_api, namespace, write_status};
-use crate::status::{provider_id, step_conditions};
+use crate::status::step_conditions;
 use crate::workload::{NodeLink, link_node};
 
 pub(crate) async fn set_provider_id(ctx: &Ctx, state: &mut State) -> Result<()> {

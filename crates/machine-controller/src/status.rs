@@ -27,12 +27,6 @@ pub const OWNED_CONDITIONS: [&str; 4] = [
 /// Most addresses the CRD accepts in `status.addresses`.
 pub const MAX_ADDRESSES: usize = 64;
 
-/// `maas:///<zone>/<system_id>`, CAPMAAS's format (an empty zone gives `maas:////<id>`, as
-/// CAPMAAS writes it).
-pub fn provider_id(zone: Option<&str>, system_id: &str) -> String {
-    format!("maas:///{}/{system_id}", zone.unwrap_or_default())
-}
-
 /// The consumer reference naming `mm` (needs its UID) on a host in `host_namespace`: the
 /// machine's namespace is written when it is not the host's.
 pub fn consumer_ref(mm: &MaasMachine, host_namespace: &str) -> Option<ConsumerReference> {

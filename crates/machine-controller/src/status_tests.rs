@@ -9,12 +9,6 @@ fn t(secs: i64) -> Time {
 }
 
 #[test]
-fn provider_id_format_matches_capmaas() {
-    assert_eq!(provider_id(Some("az1"), "4y3h7a"), "maas:///az1/4y3h7a");
-    assert_eq!(provider_id(None, "4y3h7a"), "maas:////4y3h7a");
-}
-
-#[test]
 fn addresses_list_each_ip_twice_then_the_hostname() {
     let mut h = host("node-1", Some(ProvisioningState::Deployed));
     h.status.as_mut().unwrap().addresses =
