@@ -30,6 +30,7 @@ pub mod error;
 pub mod examples;
 pub mod generate;
 pub mod host;
+pub mod host_request;
 pub mod inventory;
 pub mod ipam;
 pub mod ipam_layout;

@@ -1,17 +1,15 @@
-//! Pure builders: the MaasMachine status this controller owns, the host provisioning request,
-//! the providerID and the machine addresses.
+//! Pure builders: the MaasMachine status this controller owns and the machine addresses. The
+//! host request (consumer reference, provisioning request) and the providerID format are
+//! contracts with other Deployments, in `capmaas_api`.
 
-use capmaas_api::common::{
-    ConsumerReference, Initialization, LocalObjectReference, MachineAddress, MachineAddressType,
-    SecretKeyReference,
-};
+use capmaas_api::common::{Initialization, MachineAddress, MachineAddressType};
 use capmaas_api::conditions::{self as cond, reasons};
-use capmaas_api::host::{HostProvisioning, PowerState};
+use capmaas_api::host::PowerState;
 use capmaas_api::machine::MaasMachineStatus;
-use capmaas_api::{MaasData, MaasHost, MaasMachine, keys};
+use capmaas_api::{MaasHost, MaasMachine};
 use capmaas_runtime::conditions::{ConditionStatus, NewCondition, set_condition, summarize_ready};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::{Resource, ResourceExt};
+use kube::ResourceExt;
 
 use crate::choose::host_ref;
 use crate::decide::{Observed, Step, decide};
@@ -27,80 +25,8 @@ pub const OWNED_CONDITIONS: [&str; 4] = [
 /// Most addresses the CRD accepts in `status.addresses`.
 pub const MAX_ADDRESSES: usize = 64;
 
-/// The consumer reference naming `mm` (needs its UID) on a host in `host_namespace`: the
-/// machine's namespace is written when it is not the host's.
-pub fn consumer_ref(mm: &MaasMachine, host_namespace: &str) -> Option<ConsumerReference> {
-    let own = mm.metadata.namespace.as_deref().unwrap_or(host_namespace);
-    Some(ConsumerReference {
-        api_version: MaasMachine::api_version(&()).into_owned(),
-        kind: MaasMachine::kind(&()).into_owned(),
-        name: mm.metadata.name.clone()?,
-        uid: mm.metadata.uid.clone()?,
-        namespace: (own != host_namespace).then(|| own.to_owned()),
-    })
-}
-
-/// Whether `host` is claimed by `mm` (same UID: a re-created machine with the same name is
-/// someone else).
-pub fn claimed_by(host: &MaasHost, mm: &MaasMachine) -> bool {
-    match (&host.spec.consumer_ref, &mm.metadata.uid) {
-        (Some(c), Some(uid)) => &c.uid == uid && c.kind == MaasMachine::kind(&()),
-        _ => false,
-    }
-}
-
-/// The deployment request for `host`.
-///
-/// The hostname is the host's MAAS hostname, not the Machine name: MAAS hostnames are unique
-/// in the whole MAAS region while Machine names are unique only per namespace, so renaming
-/// could collide between tenants; CAPMAAS keeps MAAS hostnames too, so Node names stay the same
-/// for its users. The kubelet registers the Node under this name and we find it by it.
-///
-/// With rendered data (`spec.dataTemplate`), the network data and metadata Secrets go with the
-/// request, and a hostname the metadata names replaces the MAAS one.
-pub fn provisioning_request(
-    mm: &MaasMachine,
-    user_data: SecretKeyReference,
-    host: &MaasHost,
-    data: Option<&MaasData>,
-) -> HostProvisioning {
-    let secret = |r: Option<&LocalObjectReference>, key: &str| {
-        r.map(|r| SecretKeyReference {
-            name: r.name.clone(),
-            key: key.to_owned(),
-        })
-    };
-    let rendered_hostname = data
-        .and_then(|d| d.status.as_ref())
-        .and_then(|s| s.hostname.clone())
-        .filter(|h| is_dns_label(h));
-    HostProvisioning {
-        image: mm.spec.image.clone(),
-        user_data_secret_ref: Some(user_data),
-        network_data_secret_ref: secret(
-            data.and_then(|d| d.spec.network_data.as_ref()),
-            keys::NETWORK_DATA_SECRET_KEY,
-        ),
-        meta_data_secret_ref: secret(
-            data.and_then(|d| d.spec.meta_data.as_ref()),
-            keys::META_DATA_SECRET_KEY,
-        ),
-        hostname: rendered_hostname.or_else(|| {
-            host.status
-                .as_ref()
-                .and_then(|s| s.hostname.clone())
-                .filter(|h| is_dns_label(h))
-        }),
-        deploy_in_memory: mm.spec.deploy_in_memory,
-        hwe_kernel: None,
-        release_policy: mm.spec.release_policy.clone(),
-    }
-}
-
-/// A valid MAAS hostname: one lowercase DNS label (webhook-server refuses anything else).
-fn is_dns_label(s: &str) -> bool {
-    capmaas_api::names::dns_label_problem(s).is_none()
-}
+/// The MaasHost request vocabulary, shared with remediation-controller and maas-client.
+pub use capmaas_api::host_request::{claimed_by, consumer_ref, provisioning_request};
 
 /// Addresses for CAPI: every MAAS address as InternalIP and ExternalIP (as CAPMAAS reports
 /// them; MAAS does not say which network is external), then the hostname.

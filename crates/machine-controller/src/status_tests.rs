@@ -1,5 +1,6 @@
 use super::*;
 use crate::test_support::{claimed, host, maas_machine};
+use capmaas_api::common::SecretKeyReference;
 use capmaas_api::host::ProvisioningState;
 use capmaas_runtime::conditions::get_condition;
 use jiff::Timestamp;

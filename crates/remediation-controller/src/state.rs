@@ -312,16 +312,8 @@ async fn held_elsewhere(
     Ok(out)
 }
 
-/// Whether `host` is claimed by `mm`: its `consumerRef` names that MaasMachine incarnation
-/// (UID), in the machine's namespace.
-pub fn claimed_by(host: &MaasHost, mm: &MaasMachine) -> bool {
-    let host_ns = host.namespace().unwrap_or_default();
-    host.spec.consumer_ref.as_ref().is_some_and(|c| {
-        c.kind == <MaasMachine as kube::Resource>::kind(&())
-            && Some(c.uid.as_str()) == mm.metadata.uid.as_deref()
-            && Some(c.namespace_or(&host_ns)) == mm.metadata.namespace.as_deref()
-    })
-}
+/// Whether `host` is claimed by `mm` (the contract machine-controller claims by).
+pub use capmaas_api::host_request::claimed_by;
 
 /// Whether `remediation` was made for `machine`: CAPI's MachineHealthCheck gives it the
 /// Machine's name and an owner reference to it; a remediation owned by another Machine UID is
