@@ -1,4 +1,4 @@
-//! The chaos run (issue #10, "Hardening"): a cluster provisioned through Cluster API while
+//! The chaos run: a cluster provisioned through Cluster API while
 //! everything around it fails, then scaled down and deleted; harm is counted from evidence
 //! outside our controllers.
 //!

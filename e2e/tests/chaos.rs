@@ -1,4 +1,4 @@
-//! The chaos run of issue #10 at test size: 12 machines (1 control plane + 11 workers) on 14
+//! The chaos run at test size: 12 machines (1 control plane + 11 workers) on 14
 //! simulated servers, a random controller SIGKILLed and restarted every 3 s, 10 % 5xx, 2 %
 //! timeouts, 2 % commit-then-fail and a 10 s MAAS outage while they are provisioned, scaled
 //! to 6 and deleted. Every harm count must be 0 (`just chaos` is the full size).

@@ -1,4 +1,4 @@
-//! A CAPMAAS user's first day (issue #26), run the way the user runs it: `clusterctl init` of
+//! A CAPMAAS user's first day, run the way the user runs it: `clusterctl init` of
 //! Cluster API core, the kubeadm bootstrap and control-plane providers and ours, from the local
 //! repository `just clusterctl-repo` renders, with the variables of CAPMAAS's README (its
 //! plain-http endpoint included); every installed Deployment started as a process from what

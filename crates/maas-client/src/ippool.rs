@@ -1,4 +1,4 @@
-//! The MaasIPPool reconciler (issue #11 item 6): a pool with `spec.maasSubnet` has each of its
+//! The MaasIPPool reconciler: a pool with `spec.maasSubnet` has each of its
 //! ranges reserved in MAAS as a `reserved` IP range, so MAAS never hands those addresses to
 //! other machines. The ranges follow the pool's edits and are deleted with it (finalizer
 //! [`FINALIZER_MAAS_IP_POOL_RANGES`]; data-controller holds its own pool finalizer).

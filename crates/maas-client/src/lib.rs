@@ -61,8 +61,8 @@ pub const BINARY: &str = "maas-client";
 /// bounded separately (`--maas-max-concurrency`, `--maas-rate-limit`), and a host reconcile
 /// that calls MAAS spends most of its time waiting its turn there: with 8 slots, a burst of
 /// claims filled them all with allocations waiting for the rate limit, and a host whose
-/// deployment had finished waited behind them just to write its status (Deployed → Running
-/// p99 32 s in the 200-machine benchmark, 5 s with 64).
+/// deployment had finished waited behind them just to write its status (docs/maas-client.md
+/// has the figures).
 pub const DEFAULT_CONCURRENCY: u16 = 64;
 
 /// Resolves the configuration (flags and `MAAS_*` environment), builds the runtime and runs

@@ -1,4 +1,4 @@
-//! Control planes of any kind (issue #26): machine-controller, running with exactly the RBAC of
+//! Control planes of any kind: machine-controller, running with exactly the RBAC of
 //! `deploy/base`, releases the machines of a control plane that is not a KubeadmControlPlane
 //! and keeps their hosts for it (node reuse), whether or not its RBAC names the kind.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]

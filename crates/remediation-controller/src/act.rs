@@ -38,8 +38,8 @@ enum Flow {
 pub async fn reconcile(r: Arc<MaasRemediation>, ctx: Arc<Ctx>) -> Result<Action> {
     // The remediation is read from the API server, not taken from the cache: a reconcile
     // queued while the previous one wrote `Waiting` would otherwise see `Running` with the
-    // request already withdrawn and ask for a second power cycle (the bench caught 1–3 of 100
-    // hosts cycled twice). One GET per reconcile buys "never two cycles in one attempt".
+    // request already withdrawn and ask for a second power cycle (seen under load: a few hosts
+    // cycled twice). One GET per reconcile buys "never two cycles in one attempt".
     let Some(mut state) = State::observe_fresh(&ctx, &r).await? else {
         return Ok(Action::await_change());
     };

@@ -1,4 +1,4 @@
-//! Provisioning benchmark (issue #15): N worker Machines of one MachineDeployment on N
+//! Provisioning benchmark: N worker Machines of one MachineDeployment on N
 //! simulated MAAS servers whose deployments take MAAS-like times; the time until all are
 //! Running with a Node, MAAS calls, API writes (per kind and per writer) and reconciles per
 //! machine, where a machine spends its time, and the peak memory of each process. The same

@@ -1,4 +1,4 @@
-//! `just bench` (provisioning part, issue #15): 200 machines with 0–2 s, 30 s ± 30 % and
+//! `just bench` (provisioning part): 200 machines with 0–2 s, 30 s ± 30 % and
 //! 120 s ± 30 % simulated deployments and 50 with instant ones, each size also with the null
 //! provider (the ceiling of the test world). Prints the report and writes it to
 //! `e2e/bench-results.md`, keeping the file's other sections.

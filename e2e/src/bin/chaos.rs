@@ -1,4 +1,4 @@
-//! `just chaos`: the chaos run of issue #10 at full size — 200 machines (3 control plane +
+//! `just chaos`: the chaos run at full size — 200 machines (3 control plane +
 //! 197 workers) on 220 simulated servers, a random controller SIGKILLed and restarted every
 //! 5 s, 10 % 5xx, 2 % timeouts, 2 % commit-then-fail, a 60 s MAAS outage, scale to 100,
 //! delete everything. Prints the report; exits 1 when any harm was counted.

@@ -1,5 +1,5 @@
 //! The first boot of a deployed server, made honest: it reads the user data MAAS received and
-//! does what cloud-init and kubeadm would do with it (issue #26).
+//! does what cloud-init and kubeadm would do with it.
 //!
 //! - `kubeadm init`: the node's certificates from the CAs Cluster API put in the user data, a
 //!   new etcd cluster and a kube-apiserver on the server's address (real programs, kubeadm's
