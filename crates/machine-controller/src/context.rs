@@ -6,16 +6,17 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use capmaas_api::capi::{Cluster, Machine};
+use capmaas_api::host::MaasHostSpec;
 use capmaas_api::{MaasHost, MaasInventory};
 use capmaas_runtime::controller::Events;
 use capmaas_runtime::controller::workload::WorkloadClients;
+use capmaas_runtime::own_writes::OwnSpecWrites;
 use capmaas_runtime::{BackoffConfig, ObjectBackoff};
 use kube::Client;
 use kube::runtime::reflector::Store;
 
 use crate::BINARY;
 use crate::choose::Claimable;
-use crate::own_writes::HostWrites;
 
 /// Shared by every reconcile of one leadership term.
 #[derive(Clone)]
@@ -48,8 +49,8 @@ pub struct Ctx {
     pub claims: ClaimTracker,
     /// The MaasMachines as our last reconciles left them ([`capmaas_runtime::own_writes`]).
     pub own_writes: capmaas_runtime::OwnWrites<capmaas_api::MaasMachine>,
-    /// The host specs this process wrote last ([`HostWrites`]).
-    pub host_writes: HostWrites,
+    /// The host specs this process wrote last: machine-controller is their only writer.
+    pub host_writes: OwnSpecWrites<MaasHostSpec>,
     /// MaasMachine UIDs whose workload Node this process has linked.
     pub linked: Arc<Mutex<HashSet<String>>>,
 }
@@ -99,7 +100,7 @@ impl Ctx {
             waits: ObjectBackoff::new(wait_backoff()),
             claims: ClaimTracker::default(),
             own_writes: capmaas_runtime::OwnWrites::default(),
-            host_writes: HostWrites::default(),
+            host_writes: OwnSpecWrites::default(),
             linked: Arc::default(),
         }
     }

@@ -71,7 +71,7 @@ where
         trace_context::stamp(&mut host.metadata);
         match api.replace(name, &params, &host).await {
             Ok(written) => {
-                ctx.host_writes.remember(&written);
+                ctx.host_writes.remember(&written, &written.spec);
                 return Ok(Some(written));
             }
             Err(e) if is_conflict(&e) => {}

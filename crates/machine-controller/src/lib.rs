@@ -26,7 +26,6 @@ pub mod error;
 pub mod host_ops;
 pub mod metrics_machines;
 pub mod on_demand;
-pub mod own_writes;
 mod release;
 pub mod reuse;
 pub mod state;

@@ -160,11 +160,11 @@ impl State {
 /// UID (a claim whose status write was lost).
 ///
 /// From the cache when it shows the host claimed by `mm` and our last write of its spec
-/// ([`crate::own_writes::HostWrites`]): every later change comes with the watch, and every
-/// host write reads the host fresh anyway. Otherwise (a claim not in the cache yet, a release
-/// of ours the cache does not show) confirmed by a fresh read, as a decision on a lagging cache
-/// could claim a second host or release twice. At 200 machines the fresh read of every
-/// reconcile was the API server's most frequent request (about 11 per machine).
+/// ([`capmaas_runtime::own_writes::OwnSpecWrites`], in `Ctx::host_writes`): every later change
+/// comes with the watch, and every host write reads the host fresh anyway. Otherwise (a claim
+/// not in the cache yet, a release of ours the cache does not show) confirmed by a fresh read,
+/// as a decision on a lagging cache could claim a second host or release twice. A fresh read in
+/// every reconcile made it the API server's most frequent request under load.
 pub async fn find_host(ctx: &Ctx, mm: &MaasMachine, ns: &str) -> Result<Option<MaasHost>> {
     // (namespace, name): the host may sit in another namespace (an inventory admitting ours).
     let recorded = mm
@@ -181,7 +181,7 @@ pub async fn find_host(ctx: &Ctx, mm: &MaasMachine, ns: &str) -> Result<Option<M
         .or_else(|| ctx.hosts.find(|h| claimed_by(h, mm)));
     if let Some(host) = cached
         .as_ref()
-        .filter(|h| ctx.host_writes.cache_is_current(h))
+        .filter(|h| ctx.host_writes.cache_is_current(h.as_ref(), &h.spec))
     {
         return Ok(Some(host.as_ref().clone()));
     }

@@ -11,6 +11,10 @@
 //! known to be newer; any other version (another writer, or the cache caught up) wins, so a
 //! write of someone else is never hidden. Writes that carry their resourceVersion still do:
 //! nothing here can make a stale write succeed.
+//!
+//! [`OwnSpecWrites`] is the same idea for a part of an object that only this controller writes
+//! (machine-controller and a MaasHost's spec): the cached object is used as it is once it shows
+//! the part as our last write left it.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -91,6 +95,67 @@ impl<K: Resource + Clone> OwnWrites<K> {
     }
 }
 
+/// The part of each object (by namespace and name) that this process last wrote, for a part no
+/// one else writes (machine-controller is the only writer of a MaasHost's spec; the gateway
+/// writes its status and annotations).
+///
+/// A cached object that shows the remembered part is at least as new as our write, and the
+/// watch brings every later change, so a reconcile may take it from the cache. One that
+/// differs (our write not seen yet, or someone else's) sends the reconcile to the API server.
+/// With nothing remembered (no write since this process started: its reflector listed
+/// everything then) the cache is taken.
+#[derive(Debug, Clone)]
+pub struct OwnSpecWrites<S> {
+    by_key: Arc<Mutex<WrittenParts<S>>>,
+}
+
+/// Written part and when, by (namespace, name).
+type WrittenParts<S> = HashMap<(String, String), (S, Instant)>;
+
+impl<S> Default for OwnSpecWrites<S> {
+    fn default() -> Self {
+        Self {
+            by_key: Arc::default(),
+        }
+    }
+}
+
+impl<S: Clone + PartialEq> OwnSpecWrites<S> {
+    /// Records `part` of `written` as our write left it.
+    pub fn remember<K: Resource>(&self, written: &K, part: &S) {
+        let (Some(namespace), Some(name)) = (written.namespace(), written.meta().name.clone())
+        else {
+            return;
+        };
+        let now = Instant::now();
+        let mut map = self.lock();
+        map.retain(|_, (_, at)| now.duration_since(*at) < KEEP);
+        map.insert((namespace, name), (part.clone(), now));
+    }
+
+    /// Whether `cached`, whose part is `part`, may be used as it is: it shows our last write of
+    /// the part, or we remember none. A cache that caught up ends the memory.
+    pub fn cache_is_current<K: Resource>(&self, cached: &K, part: &S) -> bool {
+        let (Some(namespace), Some(name)) = (cached.namespace(), cached.meta().name.clone()) else {
+            return false;
+        };
+        let key = (namespace, name);
+        let mut map = self.lock();
+        match map.get(&key) {
+            None => true,
+            Some((written, _)) if written == part => {
+                map.remove(&key);
+                true
+            }
+            Some(_) => false,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, WrittenParts<S>> {
+        self.by_key.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -132,5 +197,38 @@ mod tests {
         let own = OwnWrites::default();
         own.remember(&at("5"), &["5".into()]);
         assert_eq!(rv(&own.freshest(at("4"))).as_deref(), Some("4"));
+    }
+
+    fn with_data(value: &str) -> ConfigMap {
+        let mut cm = at("1");
+        cm.metadata.namespace = Some("ns".to_owned());
+        cm.data = Some([("k".to_owned(), value.to_owned())].into());
+        cm
+    }
+
+    #[test]
+    fn a_cached_object_is_current_once_it_shows_our_last_write_of_the_part() {
+        let writes = OwnSpecWrites::default();
+        let free = with_data("free");
+        assert!(
+            writes.cache_is_current(&free, &free.data),
+            "nothing written: the cache"
+        );
+        let ours = with_data("claimed");
+        writes.remember(&ours, &ours.data);
+        assert!(
+            !writes.cache_is_current(&free, &free.data),
+            "our write not seen yet"
+        );
+        assert!(writes.cache_is_current(&ours, &ours.data));
+        assert!(
+            writes.cache_is_current(&free, &free.data),
+            "caught up once: memory ended"
+        );
+        writes.remember(&free, &free.data);
+        assert!(
+            !writes.cache_is_current(&ours, &ours.data),
+            "our next write not seen yet"
+        );
     }
 }
