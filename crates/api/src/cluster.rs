@@ -158,13 +158,15 @@ pub struct ClusterNetworkStatus {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct FailureDomain {
-    /// Zone name.
+    /// Name of the MAAS zone this failure domain stands for, copied from `spec.failureDomains`.
+    /// machine-controller puts a Machine of this failure domain on a MaasHost of this zone.
     #[schemars(length(min = 1, max = 256))]
     pub name: String,
     /// Whether control-plane machines may be placed here.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub control_plane: Option<bool>,
-    /// Free-form attributes.
+    /// Free-form key/value attributes of the failure domain, copied by CAPI with it to the
+    /// Cluster. cluster-controller sets none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attributes: Option<BTreeMap<String, String>>,
 }

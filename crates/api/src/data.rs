@@ -91,7 +91,8 @@ pub struct MaasDataTemplateStatus {
     /// Last time the status changed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_updated: Option<Time>,
-    /// `Ready`.
+    /// Conditions written by data-controller; only `Ready`. It is False with reason `InUse` while
+    /// the deletion of the template waits for MaasData that still use it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 32), extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Option<Vec<Condition>>,
@@ -102,7 +103,8 @@ pub struct MaasDataTemplateStatus {
 pub struct IndexAllocation {
     /// Name of the MaasDataClaim.
     pub name: String,
-    /// Its index.
+    /// Index the claim holds in this template, copied from its MaasData's `spec.index`.
+    /// data-controller gives each new claim the lowest free index, starting at 0.
     pub index: i32,
 }
 
@@ -163,7 +165,9 @@ pub struct MaasDataClaimStatus {
     /// Why rendering failed, if it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error_message: Option<String>,
-    /// `Ready`, `AddressesAllocated`.
+    /// Conditions written by data-controller: `AddressesAllocated` (an address from every pool
+    /// the template uses is allocated), `DataReady` (the Secrets are rendered), `Ready`, which
+    /// summarizes both, and `Paused`, set when the claim or its Cluster is paused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 32), extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Option<Vec<Condition>>,

@@ -106,7 +106,7 @@ pub enum TemplateProblem {
     /// Two VLANs with the same VLAN id on the same parent link.
     #[error("VLAN {vlan_id} on {parent:?} is already defined by {first}")]
     DuplicateVlan {
-        /// VLAN id.
+        /// The VLAN id (802.1Q tag) both VLANs use.
         vlan_id: i32,
         /// Parent link.
         parent: String,

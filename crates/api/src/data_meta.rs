@@ -13,7 +13,7 @@ use crate::common::PoolReference;
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct MetaData {
-    /// Literal values.
+    /// Literal key/value pairs, rendered as they are written.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 64), extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["key"]))]
     pub strings: Option<Vec<MetaDataString>>,
@@ -62,10 +62,12 @@ pub struct MetaData {
 /// A literal metadata value.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct MetaDataString {
-    /// Metadata key.
+    /// Key the value is rendered under in the metaData mapping. Keys are unique across all metaData
+    /// lists; `local-hostname` or `hostname` also sets the machine's MAAS hostname.
     #[schemars(length(min = 1, max = 253))]
     pub key: String,
-    /// Value.
+    /// Value rendered for the key, always as a string: the YAML quotes it where a YAML 1.1
+    /// reader such as cloud-init would read another type.
     #[schemars(length(max = 1024))]
     pub value: String,
 }
@@ -87,17 +89,20 @@ pub enum DataObject {
 /// The name of a related object.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct MetaDataObjectName {
-    /// Metadata key.
+    /// Key the object's name is rendered under in the metaData mapping. Keys are unique across all
+    /// metaData lists; `local-hostname` or `hostname` also sets the machine's MAAS hostname.
     #[schemars(length(min = 1, max = 253))]
     pub key: String,
-    /// Which object.
+    /// Object whose name is rendered: `machine` (the CAPI Machine), `maasmachine` or `maashost`.
     pub object: DataObject,
 }
 
 /// The namespace of the machine.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct MetaDataNamespace {
-    /// Metadata key.
+    /// Key the machine's namespace is rendered under in the metaData mapping. Keys are unique
+    /// across all metaData lists; `local-hostname` or `hostname` also sets the machine's MAAS
+    /// hostname.
     #[schemars(length(min = 1, max = 253))]
     pub key: String,
 }
@@ -105,7 +110,8 @@ pub struct MetaDataNamespace {
 /// A value derived from the claim's index.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct MetaDataIndex {
-    /// Metadata key.
+    /// Key the computed value is rendered under in the metaData mapping. Keys are unique across all
+    /// metaData lists; `local-hostname` or `hostname` also sets the machine's MAAS hostname.
     #[schemars(length(min = 1, max = 253))]
     pub key: String,
     /// Added to the scaled index.
@@ -134,7 +140,9 @@ fn default_step() -> i32 {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct MetaDataFromPool {
-    /// Metadata key.
+    /// Key the value taken from the claim's address in the pool is rendered under in the metaData
+    /// mapping. Keys are unique across all metaData lists; `local-hostname` or `hostname` also sets
+    /// the machine's MAAS hostname.
     #[schemars(length(min = 1, max = 253))]
     pub key: String,
     /// Name of the pool.
@@ -172,7 +180,9 @@ impl MetaDataFromPool {
 /// The MAC address of a host interface.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct MetaDataFromHostInterface {
-    /// Metadata key.
+    /// Key the interface's MAC address (lower case, colon separated) is rendered under in the
+    /// metaData mapping. Keys are unique across all metaData lists; `local-hostname` or `hostname`
+    /// also sets the machine's MAAS hostname.
     #[schemars(length(min = 1, max = 253))]
     pub key: String,
     /// Interface name as MAAS reports it, e.g. `eno1`.
@@ -183,12 +193,14 @@ pub struct MetaDataFromHostInterface {
 /// The value of a label of a related object.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct MetaDataFromLabel {
-    /// Metadata key.
+    /// Key the label's value is rendered under in the metaData mapping. Keys are unique across all
+    /// metaData lists; `local-hostname` or `hostname` also sets the machine's MAAS hostname.
     #[schemars(length(min = 1, max = 253))]
     pub key: String,
-    /// Which object.
+    /// Object whose label is read: `machine` (the CAPI Machine), `maasmachine` or `maashost`.
     pub object: DataObject,
-    /// Label key.
+    /// Key of the label to read, e.g. `cluster.x-k8s.io/cluster-name`; rendering fails while the
+    /// object lacks the label.
     #[schemars(length(min = 1, max = 317))]
     pub label: String,
 }
@@ -196,12 +208,14 @@ pub struct MetaDataFromLabel {
 /// The value of an annotation of a related object.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct MetaDataFromAnnotation {
-    /// Metadata key.
+    /// Key the annotation's value is rendered under in the metaData mapping. Keys are unique across
+    /// all metaData lists; `local-hostname` or `hostname` also sets the machine's MAAS hostname.
     #[schemars(length(min = 1, max = 253))]
     pub key: String,
-    /// Which object.
+    /// Object whose annotation is read: `machine` (the CAPI Machine), `maasmachine` or `maashost`.
     pub object: DataObject,
-    /// Annotation key.
+    /// Key of the annotation to read, e.g. `example.com/asset-tag`; rendering fails while the
+    /// object lacks the annotation.
     #[schemars(length(min = 1, max = 317))]
     pub annotation: String,
 }

@@ -88,13 +88,15 @@ pub struct MacAddressSource {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct EthernetLink {
-    /// Link type.
+    /// OpenStack link type written into the rendered data; `phy` (a physical NIC) by default.
+    /// maas-client configures the link as the MAAS interface with its MAC, whatever the type.
     #[serde(rename = "type", default)]
     pub type_: EthernetType,
     /// Link id (interface name in the rendered data).
     #[schemars(length(min = 1, max = 64), pattern(r"^[a-zA-Z][a-zA-Z0-9._-]*$"))]
     pub id: String,
-    /// MTU.
+    /// Maximum transmission unit of the link in bytes, 1500 when unset. maas-client sets it on
+    /// the MAAS interface before deployment when it differs.
     #[serde(default = "default_mtu")]
     #[schemars(range(min = 1280, max = 9000))]
     pub mtu: i32,
@@ -136,14 +138,17 @@ pub enum BondMode {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct BondLink {
-    /// Link id.
+    /// Link id of the bond, referenced by VLANs and networks. maas-client names the MAAS bond
+    /// interface after it when that is a valid, unused interface name, else `bondN`.
     #[schemars(length(min = 1, max = 64), pattern(r"^[a-zA-Z][a-zA-Z0-9._-]*$"))]
     pub id: String,
-    /// MTU.
+    /// Maximum transmission unit of the bond in bytes, 1500 when unset. maas-client sets it on
+    /// the MAAS bond interface.
     #[serde(default = "default_mtu")]
     #[schemars(range(min = 1280, max = 9000))]
     pub mtu: i32,
-    /// Bonding mode.
+    /// Linux bonding mode of the bond, e.g. `active-backup` or `802.3ad` (LACP). maas-client
+    /// sets it on the MAAS bond interface.
     pub bond_mode: BondMode,
     /// Ids of the bonded links.
     #[schemars(length(min = 1, max = 8), inner(length(min = 1, max = 64)))]
@@ -157,14 +162,16 @@ pub struct BondLink {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct VlanLink {
-    /// Link id.
+    /// Link id of the VLAN, referenced by networks; unique among all links of the template.
     #[schemars(length(min = 1, max = 64), pattern(r"^[a-zA-Z][a-zA-Z0-9._-]*$"))]
     pub id: String,
-    /// MTU.
+    /// Maximum transmission unit of the VLAN link in bytes, 1500 when unset. maas-client sets it
+    /// on the MAAS VLAN interface.
     #[serde(default = "default_mtu")]
     #[schemars(range(min = 1280, max = 9000))]
     pub mtu: i32,
-    /// VLAN id.
+    /// 802.1Q tag of the VLAN. maas-client puts the interface on the MAAS VLAN with this tag in
+    /// the parent's fabric, which must exist in MAAS, and needs a tag from 1 to 4094.
     #[serde(rename = "vlanID")]
     #[schemars(range(min = 0, max = 4094))]
     pub vlan_id: i32,
@@ -201,7 +208,8 @@ pub struct Networks {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct StaticNetwork {
-    /// Network id.
+    /// Id of the network in the rendered data, unique among all networks of the template.
+    /// Errors about the network name it.
     #[schemars(length(min = 1, max = 64))]
     pub id: String,
     /// Id of the link carrying the network.
@@ -209,7 +217,9 @@ pub struct StaticNetwork {
     pub link: String,
     /// Pool the address (and prefix, gateway) is allocated from.
     pub ip_address_from_pool: PoolReference,
-    /// Extra routes.
+    /// Routes through this network, rendered with it. MAAS applies only a default route
+    /// (`0.0.0.0/0` or `::/0`), whose gateway must be the MAAS subnet's; maas-client reports
+    /// other routes in a `NetworkDataNotApplied` Warning Event on the MaasHost.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 16))]
     pub routes: Option<Vec<Route>>,
@@ -218,13 +228,15 @@ pub struct StaticNetwork {
 /// A network configured by DHCP.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct DhcpNetwork {
-    /// Network id.
+    /// Id of the network in the rendered data, unique among all networks of the template.
+    /// Errors about the network name it.
     #[schemars(length(min = 1, max = 64))]
     pub id: String,
     /// Id of the link carrying the network.
     #[schemars(length(min = 1, max = 64))]
     pub link: String,
-    /// Extra routes.
+    /// Routes through this network, rendered with it. maas-client does not apply them in MAAS
+    /// (DHCP provides the routes) and reports them in a `NetworkDataNotApplied` Warning Event.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 16))]
     pub routes: Option<Vec<Route>>,

@@ -111,7 +111,9 @@ pub struct MaasDNSRecordStatus {
     /// Generation of the spec last synced.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
-    /// `Ready`, `DNSRecordSynced`.
+    /// Conditions written by maas-client: `DNSRecordSynced` and `Ready`, which follows it.
+    /// `DNSRecordSynced` is True when MAAS holds exactly the requested addresses, and False when it
+    /// holds others or the name is not this record's to publish (the reason says which).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 32), extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Option<Vec<Condition>>,

@@ -247,7 +247,8 @@ pub struct HostInterface {
     /// Interface name in MAAS, e.g. `eno1`.
     #[schemars(length(min = 1, max = 64))]
     pub name: String,
-    /// MAC address.
+    /// MAC address of the interface as MAAS reports it, e.g. `52:54:00:aa:bb:01`.
+    /// MaasDataTemplates read it through `fromHostInterfaces` and `fromHostInterface`.
     #[schemars(length(max = 64))]
     pub mac: String,
 }
@@ -275,7 +276,8 @@ pub struct HostAllocation {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct MaasHostStatus {
-    /// MAAS hostname.
+    /// Hostname of the machine in MAAS. maas-client sets `spec.provisioning.hostname` in MAAS
+    /// before deploying and gives the original name back after the release.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hostname: Option<String>,
     /// MAAS numeric status.
@@ -307,17 +309,20 @@ pub struct MaasHostStatus {
     /// Architecture, e.g. `amd64/generic`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub architecture: Option<String>,
-    /// MAAS zone.
+    /// MAAS zone of the machine. machine-controller matches it against the failure domain of a
+    /// Machine.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub zone: Option<String>,
     /// MAAS resource pool.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pool: Option<String>,
-    /// MAAS tags.
+    /// Tags of the machine in MAAS, sorted. machine-controller only picks a host that carries
+    /// every tag the MaasMachine asks for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 256))]
     pub tags: Option<Vec<String>>,
-    /// Network interfaces.
+    /// Network interfaces of the machine as MAAS reports them (name and MAC), sorted by name.
+    /// MaasDataTemplates look MAC addresses up here by interface name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 64), extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
     pub interfaces: Option<Vec<HostInterface>>,
@@ -328,7 +333,9 @@ pub struct MaasHostStatus {
     /// Life-cycle state derived from MAAS status and the request.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provisioning_state: Option<ProvisioningState>,
-    /// Allocation record.
+    /// What maas-client recorded when it allocated the machine to this installation (agent name,
+    /// consumer UID, time). Kept while the installation holds the machine; maas-client reads it
+    /// to tell an allocation for the current consumer from an earlier one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allocation: Option<HostAllocation>,
     /// Image MAAS deployed.
@@ -343,7 +350,9 @@ pub struct MaasHostStatus {
     /// Generation of the spec last acted upon.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
-    /// `Ready`, `HostPresent`, `Provisioned`.
+    /// Conditions written by maas-client: `HostPresent` (the MAAS machine exists and this host
+    /// manages it), `Provisioned` (progress of the deployment request) and `Ready`, which
+    /// summarizes `HostPresent` and, while a deployment is requested, `Provisioned`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 32), extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Option<Vec<Condition>>,

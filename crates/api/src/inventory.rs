@@ -188,7 +188,8 @@ pub struct MaasInventoryStatus {
     /// Hosts being allocated or deployed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provisioning: Option<i32>,
-    /// Hosts deployed.
+    /// Number of the inventory's MAAS machines in MAAS status `Deployed`, whoever deployed them;
+    /// counted by maas-client at its last successful sync.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deployed: Option<i32>,
     /// Hosts gone from MAAS.
@@ -205,7 +206,10 @@ pub struct MaasInventoryStatus {
     /// Generation of the spec last synced.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
-    /// `Ready`, `Synced`.
+    /// Conditions written by maas-client: `Synced`, `Ready` and `MAASConnectionSecure`. `Synced`
+    /// is False (reason `MaasUnavailable`) when the last MAAS sync failed and `Ready` follows it;
+    /// `MAASConnectionSecure` is False when MAAS is reached over plain http, without affecting
+    /// `Ready`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 32), extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Option<Vec<Condition>>,

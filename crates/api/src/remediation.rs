@@ -77,7 +77,8 @@ pub enum RemediationType {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RemediationStrategy {
-    /// Strategy.
+    /// Remediation strategy. `Reboot`, the default and only one, fences the Node and powers the
+    /// server off and on again through its MaasHost.
     #[serde(rename = "type", default)]
     pub type_: RemediationType,
     /// Maximum number of reboots before giving up.
@@ -135,7 +136,10 @@ pub struct MaasRemediationStatus {
     /// Start of the last attempt.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_remediated: Option<Time>,
-    /// `Ready`, `RemediationInProgress`.
+    /// Conditions written by remediation-controller: `RemediationInProgress`, `Ready` and
+    /// `Paused`. `RemediationInProgress` is True while an attempt waits for the power-off or the
+    /// Node; `Ready` turns True once the Node is Ready again after a reboot; `Paused` is True while
+    /// the Cluster, this object or its Machine is paused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 32), extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Option<Vec<Condition>>,
