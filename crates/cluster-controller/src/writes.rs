@@ -3,8 +3,8 @@
 use capmaas_api::cluster::ApiEndpoint;
 use capmaas_api::conditions as cond;
 use capmaas_api::{MaasCluster, MaasClusterStatus};
-use capmaas_runtime::apply_status;
 use capmaas_runtime::controller::workload::reason::{KUBECONFIG_INVALID, KUBECONFIG_REFUSED};
+use capmaas_runtime::status::{self, Guard};
 use kube::api::{Patch, PatchParams};
 use kube::{Api, ResourceExt};
 use serde_json::json;
@@ -42,10 +42,8 @@ pub(crate) async fn write_status(
     status: &MaasClusterStatus,
     ctx: &Ctx,
 ) -> Result<()> {
-    if mc.status.as_ref() == Some(status) {
-        return Ok(());
-    }
-    apply_status(api, &mc.name_any(), &ctx.field_manager, status)
+    let unchanged = mc.status.as_ref() == Some(status);
+    status::write_status(api, mc, &ctx.field_manager, status, unchanged, Guard::None)
         .await
         .map_err(Error::Status)?;
     Ok(())

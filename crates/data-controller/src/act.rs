@@ -7,9 +7,8 @@ use std::sync::Arc;
 
 use capmaas_api::capi::Cluster;
 use capmaas_api::{MaasDataClaim, MaasDataTemplate, keys};
-use capmaas_runtime::apply_status_at;
 use capmaas_runtime::controller::finalizer;
-use capmaas_runtime::status::now;
+use capmaas_runtime::status::{self, Guard, now};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, ResourceExt};
@@ -60,15 +59,17 @@ async fn write_status(
     status: &capmaas_api::data::MaasDataClaimStatus,
     ctx: &Ctx,
 ) -> Result<()> {
-    if claim.status.as_ref() == Some(status) {
-        return Ok(());
-    }
-    let rv = claim
-        .resource_version()
-        .ok_or(Error::MissingMetadata("resourceVersion"))?;
-    apply_status_at(api, &claim.name_any(), &ctx.field_manager, status, &rv)
-        .await
-        .map_err(Error::Status)?;
+    let unchanged = claim.status.as_ref() == Some(status);
+    status::write_status(
+        api,
+        claim,
+        &ctx.field_manager,
+        status,
+        unchanged,
+        Guard::ResourceVersion,
+    )
+    .await
+    .map_err(Error::Status)?;
     Ok(())
 }
 

@@ -3,8 +3,8 @@
 use capmaas_api::MaasRemediationStatus;
 use capmaas_api::capi::Machine;
 use capmaas_api::keys::FINALIZER_MAAS_REMEDIATION;
-use capmaas_runtime::apply_status_at;
 use capmaas_runtime::controller::finalizer;
+use capmaas_runtime::status::Guard;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Patch, PatchParams};
 use kube::{Api, Resource, ResourceExt};
@@ -24,18 +24,19 @@ pub(crate) async fn write_status(
     status: &MaasRemediationStatus,
 ) -> Result<()> {
     let r = &state.remediation;
-    let rv = r
-        .resource_version()
-        .ok_or(Error::MissingMetadata("resourceVersion"))?;
-    state.remediation = apply_status_at(
+    let written = capmaas_runtime::status::write_status(
         &api(ctx, r)?,
-        &r.name_any(),
+        r,
         &ctx.field_manager,
         status,
-        &rv,
+        false,
+        Guard::ResourceVersion,
     )
     .await
     .map_err(Error::runtime("writing the status"))?;
+    if let Some(written) = written {
+        state.remediation = written;
+    }
     Ok(())
 }
 

@@ -111,6 +111,10 @@ pub enum Error {
     /// The object was deleted while it was being written.
     #[error("object {0} is gone")]
     Gone(String),
+    /// An object from the API server lacks metadata it always has (name, namespace, uid,
+    /// resourceVersion).
+    #[error("object has no {0}")]
+    MissingMetadata(&'static str),
 }
 
 impl Error {
@@ -151,6 +155,7 @@ impl ErrorCategory for Error {
             Self::Controller(_) => "controller",
             Self::Conflict(_) => "conflict",
             Self::Gone(_) => "gone",
+            Self::MissingMetadata(_) => "missing_metadata",
         }
     }
 

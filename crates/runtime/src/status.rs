@@ -73,6 +73,48 @@ where
         .await?)
 }
 
+/// Whether a status write must find the object as it was read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Guard {
+    /// The apply lands whatever changed meanwhile: the status holds only what this manager owns
+    /// and computes from other objects, so a newer write of it is simply overwritten.
+    None,
+    /// Only while the object is still at the resourceVersion it was read at ([`apply_status_at`]):
+    /// a status computed from an outdated object fails with 409 instead of undoing a newer write.
+    ResourceVersion,
+}
+
+/// Writes `status` as the status of `obj` unless it is `unchanged` (no write, no watch event:
+/// each controller says what "unchanged" means for the part it owns). Returns the object as
+/// written, `None` when nothing was written.
+pub async fn write_status<K, S>(
+    api: &Api<K>,
+    obj: &K,
+    field_manager: &str,
+    status: &S,
+    unchanged: bool,
+    guard: Guard,
+) -> Result<Option<K>>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
+    S: Serialize + ?Sized,
+{
+    if unchanged {
+        return Ok(None);
+    }
+    let name = obj.meta().name.as_deref().unwrap_or_default();
+    let written = match guard {
+        Guard::None => apply_status(api, name, field_manager, status).await?,
+        Guard::ResourceVersion => {
+            let Some(rv) = obj.meta().resource_version.as_deref() else {
+                return Err(Error::MissingMetadata("resourceVersion"));
+            };
+            apply_status_at(api, name, field_manager, status, rv).await?
+        }
+    };
+    Ok(Some(written))
+}
+
 /// The current time as a `metav1.Time`, for [`crate::conditions::set_condition`].
 pub fn now() -> Time {
     Time(jiff::Timestamp::now())

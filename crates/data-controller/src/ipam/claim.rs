@@ -13,10 +13,9 @@ use std::time::{Duration, Instant};
 use capmaas_api::MaasIPPool;
 use capmaas_api::capi_ipam::{IPAddress, IPAddressClaim};
 use capmaas_api::keys::{FINALIZER_IP_ADDRESS, FINALIZER_IP_ADDRESS_CLAIM};
-use capmaas_runtime::apply_status_at;
 use capmaas_runtime::conditions::NewCondition;
 use capmaas_runtime::controller::finalizer;
-use capmaas_runtime::status::now;
+use capmaas_runtime::status::{self, Guard, now};
 use kube::api::{DeleteParams, PostParams, Preconditions};
 use kube::runtime::controller::Action;
 use kube::{Api, ResourceExt};
@@ -373,16 +372,18 @@ async fn write_status(
     ctx: &Ctx,
 ) -> Result<bool> {
     let status = claim_status(claim, address_ref, ready, &now());
-    if !claim_status_differs(claim, &status) {
-        return Ok(false);
-    }
-    let rv = claim
-        .resource_version()
-        .ok_or(Error::MissingMetadata("resourceVersion"))?;
-    apply_status_at(api, &claim.name_any(), &ctx.field_manager, &status, &rv)
-        .await
-        .map_err(Error::Status)?;
-    Ok(true)
+    let unchanged = !claim_status_differs(claim, &status);
+    let written = status::write_status(
+        api,
+        claim,
+        &ctx.field_manager,
+        &status,
+        unchanged,
+        Guard::ResourceVersion,
+    )
+    .await
+    .map_err(Error::Status)?;
+    Ok(written.is_some())
 }
 
 /// The `IPAddress` `name`, read from the API server, when it is `claim`'s.

@@ -6,9 +6,8 @@ use std::sync::Arc;
 
 use capmaas_api::keys::FINALIZER_MAAS_IP_POOL;
 use capmaas_api::{MaasIPPool, MaasIPPoolStatus};
-use capmaas_runtime::apply_status;
 use capmaas_runtime::controller::finalizer;
-use capmaas_runtime::status::now;
+use capmaas_runtime::status::{self, Guard, now};
 use kube::runtime::controller::Action;
 use kube::{Api, ResourceExt};
 use tracing::{debug, info};
@@ -115,11 +114,16 @@ async fn write_status(
     status: &MaasIPPoolStatus,
     ctx: &Ctx,
 ) -> Result<()> {
-    if owned_pool_status(pool.status.as_ref()) == *status {
-        return Ok(());
-    }
-    apply_status(api, &pool.name_any(), &ctx.field_manager, status)
-        .await
-        .map_err(Error::Status)?;
+    let unchanged = owned_pool_status(pool.status.as_ref()) == *status;
+    status::write_status(
+        api,
+        pool,
+        &ctx.field_manager,
+        status,
+        unchanged,
+        Guard::None,
+    )
+    .await
+    .map_err(Error::Status)?;
     Ok(())
 }
