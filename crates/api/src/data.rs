@@ -167,7 +167,8 @@ pub struct MaasDataClaimStatus {
     pub error_message: Option<String>,
     /// Conditions written by data-controller: `AddressesAllocated` (an address from every pool
     /// the template uses is allocated), `DataReady` (the Secrets are rendered), `Ready`, which
-    /// summarizes both, and `Paused`, set when the claim or its Cluster is paused.
+    /// summarizes both, and `Paused`: `True` while the claim or its Cluster is paused, `False`
+    /// (`NotPaused`) once it is reconciled again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 32), extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Option<Vec<Condition>>,

@@ -2,7 +2,7 @@
 //! Deterministic: an unchanged outcome gives an equal status (no write).
 
 use capmaas_api::common::LocalObjectReference;
-use capmaas_api::conditions as cond;
+use capmaas_api::conditions::{self as cond, reasons};
 use capmaas_api::data::MaasDataClaimStatus;
 use capmaas_runtime::conditions::{ConditionStatus, NewCondition, set_condition, summarize_ready};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -62,6 +62,12 @@ pub fn claim_status(
     if let Some(c) = addresses {
         set_condition(&mut conditions, c.observed_generation(generation), now);
     }
+    // Reconciled, so not paused: a claim that was paused says so no more (CAPI's contract).
+    set_condition(
+        &mut conditions,
+        NewCondition::new(cond::PAUSED, False, reasons::NOT_PAUSED).observed_generation(generation),
+        now,
+    );
     let data_ready = match outcome {
         Outcome::TemplateMissing(name) => {
             NewCondition::new(cond::DATA_READY, False, REASON_TEMPLATE_NOT_FOUND)
@@ -124,6 +130,29 @@ mod tests {
 
     fn t(s: i64) -> Time {
         Time(jiff::Timestamp::from_second(s).unwrap())
+    }
+
+    #[test]
+    fn a_claim_no_longer_paused_says_so() {
+        let paused = paused_status(None, Some(1), &t(1));
+        let paused_condition = |s: &MaasDataClaimStatus| {
+            get_condition(s.conditions.as_deref().unwrap_or_default(), cond::PAUSED)
+                .map(|c| (c.status.clone(), c.reason.clone()))
+        };
+        assert_eq!(
+            paused_condition(&paused),
+            Some(("True".to_owned(), REASON_PAUSED.to_owned()))
+        );
+        let resumed = claim_status(
+            Some(&paused),
+            &Outcome::AddressesPending("waiting".into()),
+            Some(1),
+            &t(2),
+        );
+        assert_eq!(
+            paused_condition(&resumed),
+            Some(("False".to_owned(), reasons::NOT_PAUSED.to_owned()))
+        );
     }
 
     #[test]
