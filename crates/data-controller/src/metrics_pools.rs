@@ -11,17 +11,15 @@
 //! has no counts yet (not reconciled, or its spec is invalid) has no sample.
 
 use std::fmt;
+use std::sync::Arc;
 
 use capmaas_api::MaasIPPool;
 use capmaas_runtime::MetricsRegistry;
-use capmaas_runtime::metrics::{Attached, TermSlot};
+use capmaas_runtime::metrics_store::StoreGauges;
 use kube::ResourceExt;
-use kube::runtime::reflector::Store;
-use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::gauge::ConstGauge;
-use prometheus_client::registry::Registry;
 
 /// The address counts of one pool.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -56,71 +54,48 @@ struct PoolLabels {
     pool: String,
 }
 
-/// The registered gauges; each leadership term attaches its pool store with [`Self::attach`].
-#[derive(Clone, Debug, Default)]
-pub struct PoolMetrics {
-    pools: TermSlot<Store<MaasIPPool>>,
-}
+/// The MaasIPPool gauges, computed from data-controller's store at each scrape.
+#[derive(Debug)]
+pub struct PoolMetrics;
 
 impl PoolMetrics {
-    /// The gauges of `registry`, registered on first use (once per process, not per term).
-    pub fn get_or_register(registry: &MetricsRegistry) -> Self {
-        registry.get_or_register(Self::register)
-    }
-
-    fn register(registry: &mut Registry) -> Self {
-        let this = Self::default();
-        registry.register_collector(Box::new(PoolCollector {
-            pools: this.pools.clone(),
-        }));
-        this
-    }
-
-    /// Reports from `pools` until the returned guard is dropped (at the end of the term).
-    #[must_use = "the gauges report nothing once the guard is dropped"]
-    pub fn attach(&self, pools: Store<MaasIPPool>) -> Attached<Store<MaasIPPool>> {
-        self.pools.attach(pools)
+    /// The gauges of `registry`, registered on first use (once per process, not per term);
+    /// each leadership term attaches its store with `attach`.
+    pub fn get_or_register(registry: &MetricsRegistry) -> StoreGauges<MaasIPPool> {
+        StoreGauges::get_or_register(registry, encode)
     }
 }
 
 /// Which count of a pool a family reports.
 type PoolValue = fn(&PoolUsage) -> i64;
 
-#[derive(Debug)]
-struct PoolCollector {
-    pools: TermSlot<Store<MaasIPPool>>,
-}
-
-impl Collector for PoolCollector {
-    fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Result<(), fmt::Error> {
-        let pools = self.pools.current().map(|s| s.state()).unwrap_or_default();
-        let mut usage: Vec<PoolUsage> = pools.iter().filter_map(|p| pool_usage(p)).collect();
-        // Stable output: the store's order is a hash map's.
-        usage.sort_by(|a, b| (&a.namespace, &a.pool).cmp(&(&b.namespace, &b.pool)));
-        let families: [(&str, &str, PoolValue); 2] = [
-            (
-                "ippool_addresses",
-                "Addresses a MaasIPPool can give out (in use plus free), from its status",
-                |u| u.usable,
-            ),
-            (
-                "ippool_allocated_addresses",
-                "Addresses of a MaasIPPool in use, from its status",
-                |u| u.allocated,
-            ),
-        ];
-        for (name, help, value) in families {
-            let mut family = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
-            for u in &usage {
-                let labels = PoolLabels {
-                    namespace: u.namespace.clone(),
-                    pool: u.pool.clone(),
-                };
-                ConstGauge::new(value(u)).encode(family.encode_family(&labels)?)?;
-            }
+fn encode(pools: &[Arc<MaasIPPool>], encoder: &mut DescriptorEncoder<'_>) -> fmt::Result {
+    let mut usage: Vec<PoolUsage> = pools.iter().filter_map(|p| pool_usage(p)).collect();
+    // Stable output: the store's order is a hash map's.
+    usage.sort_by(|a, b| (&a.namespace, &a.pool).cmp(&(&b.namespace, &b.pool)));
+    let families: [(&str, &str, PoolValue); 2] = [
+        (
+            "ippool_addresses",
+            "Addresses a MaasIPPool can give out (in use plus free), from its status",
+            |u| u.usable,
+        ),
+        (
+            "ippool_allocated_addresses",
+            "Addresses of a MaasIPPool in use, from its status",
+            |u| u.allocated,
+        ),
+    ];
+    for (name, help, value) in families {
+        let mut family = encoder.encode_descriptor(name, help, None, MetricType::Gauge)?;
+        for u in &usage {
+            let labels = PoolLabels {
+                namespace: u.namespace.clone(),
+                pool: u.pool.clone(),
+            };
+            ConstGauge::new(value(u)).encode(family.encode_family(&labels)?)?;
         }
-        Ok(())
     }
+    Ok(())
 }
 
 #[cfg(test)]

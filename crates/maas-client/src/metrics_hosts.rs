@@ -16,6 +16,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::Arc;
 
 use capmaas_api::MaasHost;
 use capmaas_api::conditions as cond;
@@ -23,14 +24,11 @@ use capmaas_api::host::ProvisioningState;
 use capmaas_runtime::MetricsRegistry;
 
 use crate::host::status::REASON_UNCLAIMED;
-use capmaas_runtime::metrics::{Attached, TermSlot};
+use capmaas_runtime::metrics_store::StoreGauges;
 use kube::ResourceExt;
-use kube::runtime::reflector::Store;
-use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::gauge::ConstGauge;
-use prometheus_client::registry::Registry;
 
 /// `state` label of a host whose status has no provisioning state yet.
 pub const STATE_UNKNOWN: &str = "Unknown";
@@ -115,79 +113,56 @@ struct StateLabels {
     state: &'static str,
 }
 
-/// The registered host gauges; each leadership term attaches its store with [`Self::attach`].
-#[derive(Clone, Debug, Default)]
-pub struct HostMetrics {
-    hosts: TermSlot<Store<MaasHost>>,
-}
+/// The MaasHost gauges, computed from the gateway's store at each scrape.
+#[derive(Debug)]
+pub struct HostMetrics;
 
 impl HostMetrics {
-    /// The gauges of `registry`, registered on first use (once per process, not per term).
-    pub fn get_or_register(registry: &MetricsRegistry) -> Self {
-        registry.get_or_register(Self::register)
-    }
-
-    fn register(registry: &mut Registry) -> Self {
-        let this = Self::default();
-        registry.register_collector(Box::new(HostCollector {
-            hosts: this.hosts.clone(),
-        }));
-        this
-    }
-
-    /// Reports from `hosts` until the returned guard is dropped (at the end of the term).
-    #[must_use = "the gauges report nothing once the guard is dropped"]
-    pub fn attach(&self, hosts: Store<MaasHost>) -> Attached<Store<MaasHost>> {
-        self.hosts.attach(hosts)
+    /// The gauges of `registry`, registered on first use (once per process, not per term);
+    /// each leadership term attaches its store with `attach`.
+    pub fn get_or_register(registry: &MetricsRegistry) -> StoreGauges<MaasHost> {
+        StoreGauges::get_or_register(registry, encode)
     }
 }
 
-#[derive(Debug)]
-struct HostCollector {
-    hosts: TermSlot<Store<MaasHost>>,
-}
-
-impl Collector for HostCollector {
-    fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Result<(), fmt::Error> {
-        let hosts = self.hosts.current().map(|s| s.state()).unwrap_or_default();
-        let summary = summarize(hosts.iter().map(AsRef::as_ref), jiff::Timestamp::now());
-        {
-            let mut family = encoder.encode_descriptor(
-                "hosts",
-                "MaasHosts by namespace and provisioning state, as the gateway's cache holds them",
-                None,
-                MetricType::Gauge,
-            )?;
-            for ((namespace, state), count) in summary.counts {
-                let labels = CountLabels { namespace, state };
-                ConstGauge::new(count).encode(family.encode_family(&labels)?)?;
-            }
-        }
-        {
-            let mut family = encoder.encode_descriptor(
-                "host_unclaimed_allocations",
-                "MaasHosts per namespace whose MAAS machine is allocated to this installation but \
-                 claimed by no consumer here (Provisioned reason Unclaimed)",
-                None,
-                MetricType::Gauge,
-            )?;
-            for (namespace, count) in summary.unclaimed {
-                let labels = NamespaceLabels { namespace };
-                ConstGauge::new(count).encode(family.encode_family(&labels)?)?;
-            }
-        }
+fn encode(hosts: &[Arc<MaasHost>], encoder: &mut DescriptorEncoder<'_>) -> fmt::Result {
+    let summary = summarize(hosts.iter().map(AsRef::as_ref), jiff::Timestamp::now());
+    {
         let mut family = encoder.encode_descriptor(
-            "host_state_oldest_seconds",
-            "Per transitional provisioning state, the longest time a host in it has had its \
-             Provisioned condition unchanged",
+            "hosts",
+            "MaasHosts by namespace and provisioning state, as the gateway's cache holds them",
             None,
             MetricType::Gauge,
         )?;
-        for (state, seconds) in summary.oldest_seconds {
-            ConstGauge::new(seconds).encode(family.encode_family(&StateLabels { state })?)?;
+        for ((namespace, state), count) in summary.counts {
+            let labels = CountLabels { namespace, state };
+            ConstGauge::new(count).encode(family.encode_family(&labels)?)?;
         }
-        Ok(())
     }
+    {
+        let mut family = encoder.encode_descriptor(
+            "host_unclaimed_allocations",
+            "MaasHosts per namespace whose MAAS machine is allocated to this installation but \
+             claimed by no consumer here (Provisioned reason Unclaimed)",
+            None,
+            MetricType::Gauge,
+        )?;
+        for (namespace, count) in summary.unclaimed {
+            let labels = NamespaceLabels { namespace };
+            ConstGauge::new(count).encode(family.encode_family(&labels)?)?;
+        }
+    }
+    let mut family = encoder.encode_descriptor(
+        "host_state_oldest_seconds",
+        "Per transitional provisioning state, the longest time a host in it has had its \
+         Provisioned condition unchanged",
+        None,
+        MetricType::Gauge,
+    )?;
+    for (state, seconds) in summary.oldest_seconds {
+        ConstGauge::new(seconds).encode(family.encode_family(&StateLabels { state })?)?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

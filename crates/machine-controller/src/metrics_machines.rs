@@ -12,18 +12,16 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::Arc;
 
 use capmaas_api::MaasMachine;
 use capmaas_api::conditions::{self as cond, reasons};
 use capmaas_runtime::MetricsRegistry;
-use capmaas_runtime::metrics::{Attached, TermSlot};
+use capmaas_runtime::metrics_store::StoreGauges;
 use kube::ResourceExt;
-use kube::runtime::reflector::Store;
-use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::gauge::ConstGauge;
-use prometheus_client::registry::Registry;
 
 use crate::watch::waiting_for_host;
 
@@ -123,59 +121,32 @@ struct PhaseLabels {
     phase: &'static str,
 }
 
-/// The registered gauge; each leadership term attaches its store with [`Self::attach`].
-#[derive(Clone, Debug, Default)]
-pub struct MachineMetrics {
-    machines: TermSlot<Store<MaasMachine>>,
-}
+/// The MaasMachine gauge, computed from machine-controller's store at each scrape.
+#[derive(Debug)]
+pub struct MachineMetrics;
 
 impl MachineMetrics {
-    /// The gauge of `registry`, registered on first use (once per process, not per term).
-    pub fn get_or_register(registry: &MetricsRegistry) -> Self {
-        registry.get_or_register(Self::register)
-    }
-
-    fn register(registry: &mut Registry) -> Self {
-        let this = Self::default();
-        registry.register_collector(Box::new(MachineCollector {
-            machines: this.machines.clone(),
-        }));
-        this
-    }
-
-    /// Reports from `machines` until the returned guard is dropped (at the end of the term).
-    #[must_use = "the gauge reports nothing once the guard is dropped"]
-    pub fn attach(&self, machines: Store<MaasMachine>) -> Attached<Store<MaasMachine>> {
-        self.machines.attach(machines)
+    /// The gauges of `registry`, registered on first use (once per process, not per term);
+    /// each leadership term attaches its store with `attach`.
+    pub fn get_or_register(registry: &MetricsRegistry) -> StoreGauges<MaasMachine> {
+        StoreGauges::get_or_register(registry, encode)
     }
 }
 
-#[derive(Debug)]
-struct MachineCollector {
-    machines: TermSlot<Store<MaasMachine>>,
-}
-
-impl Collector for MachineCollector {
-    fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Result<(), fmt::Error> {
-        let machines = self
-            .machines
-            .current()
-            .map(|s| s.state())
-            .unwrap_or_default();
-        let counts = count_phases(machines.iter().map(AsRef::as_ref));
-        let mut family = encoder.encode_descriptor(
-            "machines",
-            "MaasMachines by namespace and provisioning phase, as machine-controller's cache \
-             holds them",
-            None,
-            MetricType::Gauge,
-        )?;
-        for ((namespace, phase), count) in counts {
-            let labels = PhaseLabels { namespace, phase };
-            ConstGauge::new(count).encode(family.encode_family(&labels)?)?;
-        }
-        Ok(())
+fn encode(machines: &[Arc<MaasMachine>], encoder: &mut DescriptorEncoder<'_>) -> fmt::Result {
+    let counts = count_phases(machines.iter().map(AsRef::as_ref));
+    let mut family = encoder.encode_descriptor(
+        "machines",
+        "MaasMachines by namespace and provisioning phase, as machine-controller's cache \
+         holds them",
+        None,
+        MetricType::Gauge,
+    )?;
+    for ((namespace, phase), count) in counts {
+        let labels = PhaseLabels { namespace, phase };
+        ConstGauge::new(count).encode(family.encode_family(&labels)?)?;
     }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -58,6 +58,7 @@ pub mod health;
 pub mod http;
 pub mod leader;
 pub mod metrics;
+pub mod metrics_store;
 pub mod otlp;
 pub mod own_writes;
 mod runtime;
