@@ -27,11 +27,11 @@ const OWNER_MISSING_RETRY: Duration = Duration::from_secs(30);
 /// Reconciles one MaasCluster (the function the kit runs).
 pub async fn reconcile(mc: Arc<MaasCluster>, ctx: Arc<Ctx>) -> Result<Action> {
     let ns = mc.namespace().ok_or(Error::MissingMetadata("namespace"))?;
-    let api: Api<MaasCluster> = Api::namespaced(ctx.client.clone(), &ns);
+    let api: Api<MaasCluster> = Api::namespaced(ctx.base.client.clone(), &ns);
     let key = ObjectRef::from_obj(mc.as_ref());
     let cluster_name = owner_cluster_name(&mc).map(str::to_owned);
     let cluster = match &cluster_name {
-        Some(name) => Api::<Cluster>::namespaced(ctx.client.clone(), &ns)
+        Some(name) => Api::<Cluster>::namespaced(ctx.base.client.clone(), &ns)
             .get_opt(name)
             .await
             .map_err(Error::kube("get Cluster"))?,
@@ -65,7 +65,7 @@ pub async fn reconcile(mc: Arc<MaasCluster>, ctx: Arc<Ctx>) -> Result<Action> {
         Step::Cleanup => cleanup(&api, &mc, &key, cluster_name.as_deref(), &ctx).await,
         Step::MovedAway => {
             ctx.prober.stop(&key);
-            finalizer::remove(&api, &mc, FINALIZER_MAAS_CLUSTER, &ctx.field_manager)
+            finalizer::remove(&api, &mc, FINALIZER_MAAS_CLUSTER, &ctx.base.field_manager)
                 .await
                 .map_err(Error::Finalizer)?;
             info!("MaasCluster moved by clusterctl; finalizer removed, MAAS left as it is");
@@ -76,7 +76,7 @@ pub async fn reconcile(mc: Arc<MaasCluster>, ctx: Arc<Ctx>) -> Result<Action> {
                 return Ok(Action::await_change());
             };
             let mc = if step == Step::AddFinalizer {
-                finalizer::add(&api, &mc, FINALIZER_MAAS_CLUSTER, &ctx.field_manager)
+                finalizer::add(&api, &mc, FINALIZER_MAAS_CLUSTER, &ctx.base.field_manager)
                     .await
                     .map_err(Error::Finalizer)?
             } else {

@@ -57,7 +57,10 @@ pub(crate) async fn apply(
         Ok(plan) => plan,
         Err(problem) => {
             write_status(api, mc, &failed_status(&problem, &probe), ctx).await?;
-            ctx.events.warning(mc, "InvalidEndpoint", &problem).await;
+            ctx.base
+                .events
+                .warning(mc, "InvalidEndpoint", &problem)
+                .await;
             return Err(Error::InvalidSpec(problem));
         }
     };
@@ -67,7 +70,7 @@ pub(crate) async fn apply(
             "control-plane endpoint {}:{}",
             plan.endpoint.host, plan.endpoint.port
         );
-        ctx.events.normal(&updated, "EndpointSet", &note).await;
+        ctx.base.events.normal(&updated, "EndpointSet", &note).await;
         updated
     } else {
         mc.clone()
@@ -77,7 +80,8 @@ pub(crate) async fn apply(
             Ok(record) => Some(record),
             Err(e @ (Error::InvalidSpec(_) | Error::DnsRecordConflict(_))) => {
                 write_status(api, &mc, &failed_status(&e.to_string(), &probe), ctx).await?;
-                ctx.events
+                ctx.base
+                    .events
                     .warning(&mc, reasons::LOAD_BALANCER_FAILED, &e.to_string())
                     .await;
                 return Err(e);
@@ -97,7 +101,7 @@ pub(crate) async fn apply(
     let status = build_status(previous, parts, &now());
     write_status(api, &mc, &status, ctx).await?;
     announce_api_server(ctx, &mc, previous, &status).await;
-    Ok(Action::requeue(ctx.sync_period))
+    Ok(Action::requeue(ctx.base.sync_period))
 }
 
 /// Creates or updates the MaasDNSRecord; writes only when the address set or TTL changes.
@@ -109,7 +113,7 @@ async fn ensure_dns_record(
 ) -> Result<MaasDNSRecord> {
     let ns = mc.namespace().ok_or(Error::MissingMetadata("namespace"))?;
     let uid = mc.uid().ok_or(Error::MissingMetadata("uid"))?;
-    let records: Api<MaasDNSRecord> = Api::namespaced(ctx.client.clone(), &ns);
+    let records: Api<MaasDNSRecord> = Api::namespaced(ctx.base.client.clone(), &ns);
     let existing = records
         .get_opt(&dns.name)
         .await
@@ -126,7 +130,7 @@ async fn ensure_dns_record(
     let options = mc.spec.dns_record.clone().unwrap_or_default();
     let subnet =
         parse_subnet(options.published_address_subnet.as_deref()).map_err(Error::InvalidSpec)?;
-    let machines = Api::<MaasMachine>::namespaced(ctx.client.clone(), &ns)
+    let machines = Api::<MaasMachine>::namespaced(ctx.base.client.clone(), &ns)
         .list(&ListParams::default().labels(&format!(
             "{LABEL_CLUSTER_NAME}={cluster},{LABEL_CONTROL_PLANE}"
         )))
@@ -164,13 +168,13 @@ async fn ensure_dns_record(
         },
         status: None,
     };
-    let params = PatchParams::apply(&ctx.field_manager).force();
+    let params = PatchParams::apply(&ctx.base.field_manager).force();
     let record = records
         .patch(&dns.name, &params, &Patch::Apply(&desired))
         .await
         .map_err(Error::kube("apply MaasDNSRecord"))?;
     let note = format!("{} -> [{}]", dns.fqdn(), plan.addresses.join(", "));
     info!(record = dns.name, addresses = ?plan.addresses, "MaasDNSRecord written");
-    ctx.events.normal(mc, "DNSRecordUpdated", &note).await;
+    ctx.base.events.normal(mc, "DNSRecordUpdated", &note).await;
     Ok(record)
 }

@@ -37,7 +37,7 @@ pub(crate) async fn cleanup(
     let uid = mc.uid().ok_or(Error::MissingMetadata("uid"))?;
     let machines = match cluster {
         Some(c) => {
-            Api::<MaasMachine>::namespaced(ctx.client.clone(), &ns)
+            Api::<MaasMachine>::namespaced(ctx.base.client.clone(), &ns)
                 .list(&ListParams::default().labels(&format!("{LABEL_CLUSTER_NAME}={c}")))
                 .await
                 .map_err(Error::kube("list MaasMachines"))?
@@ -45,7 +45,7 @@ pub(crate) async fn cleanup(
         }
         None => Vec::new(),
     };
-    let records: Api<MaasDNSRecord> = Api::namespaced(ctx.client.clone(), &ns);
+    let records: Api<MaasDNSRecord> = Api::namespaced(ctx.base.client.clone(), &ns);
     let owned: Vec<MaasDNSRecord> = records
         .list(&ListParams::default())
         .await
@@ -64,7 +64,7 @@ pub(crate) async fn cleanup(
                 DeletionStep::WaitForMachines(_) => "DeletionBlocked",
                 _ => "DeletingDNSRecord",
             };
-            ctx.events.normal(mc, reason, &condition.message).await;
+            ctx.base.events.normal(mc, reason, &condition.message).await;
         }
     }
     match step {
@@ -84,7 +84,7 @@ pub(crate) async fn cleanup(
         }
         DeletionStep::WaitForDnsRecords(_) => Ok(Action::requeue(DELETE_WAIT_RECORD)),
         DeletionStep::RemoveFinalizer => {
-            finalizer::remove(api, mc, FINALIZER_MAAS_CLUSTER, &ctx.field_manager)
+            finalizer::remove(api, mc, FINALIZER_MAAS_CLUSTER, &ctx.base.field_manager)
                 .await
                 .map_err(Error::Finalizer)?;
             info!("MaasCluster cleaned up; finalizer removed");

@@ -32,8 +32,8 @@ use std::sync::Arc;
 
 use capmaas_api::capi::Cluster;
 use capmaas_api::{MaasCluster, MaasDNSRecord, MaasMachine};
-use capmaas_runtime::controller::{self as kit, Events, ReconcilerSettings, ready_when, scoped};
-use capmaas_runtime::{BoxError, CommonArgs, Runtime};
+use capmaas_runtime::controller::{self as kit, Base, ReconcilerSettings, ready_when, scoped};
+use capmaas_runtime::{BoxError, CommonArgs};
 use kube::runtime::{Controller, PredicateConfig, WatchStreamExt, watcher};
 
 pub use args::ControllerArgs;
@@ -42,6 +42,8 @@ pub use error::{Error, Result};
 use crate::context::Ctx;
 use crate::prober::Prober;
 
+/// What `--help` says the binary is.
+pub const ABOUT: &str = "The MaasCluster controller of the MAAS Cluster API provider.";
 /// Binary name; also gives the field manager `capmaas-cluster-controller` and the Lease name.
 pub const BINARY: &str = "cluster-controller";
 /// `--concurrency` default: cluster reconciles are cheap and few.
@@ -53,17 +55,11 @@ const WATCH_TIMEOUT_SECS: u32 = 200;
 
 /// Runs the binary: the runtime from the common flags, then [`run`] in each leadership term.
 pub async fn start(common: CommonArgs, args: ControllerArgs) -> Result<(), BoxError> {
-    let runtime = Runtime::builder(BINARY)
-        .with_args(common)
-        .default_concurrency(DEFAULT_CONCURRENCY)
-        .build()
-        .await?;
-    runtime.run(move |term| run(term, args.clone())).await?;
-    Ok(())
+    capmaas_runtime::serve(BINARY, DEFAULT_CONCURRENCY, common, args, run).await
 }
 
 /// Runs the MaasCluster controller for one leadership term.
-pub async fn run(term: capmaas_runtime::Context, args: ControllerArgs) -> Result<(), BoxError> {
+pub async fn run(term: capmaas_runtime::Term, args: ControllerArgs) -> Result<(), BoxError> {
     let ns = term.settings.namespace.as_deref();
     let watch = &term.clients.watch;
     let wc = watcher::Config::default().timeout(WATCH_TIMEOUT_SECS);
@@ -76,11 +72,8 @@ pub async fn run(term: capmaas_runtime::Context, args: ControllerArgs) -> Result
         term.cancel.child_token(),
     );
     let ctx = Arc::new(Ctx {
-        client: term.clients.api.clone(),
-        field_manager: term.settings.field_manager.clone(),
-        events: Events::new(term.clients.api.clone(), BINARY),
+        base: Base::for_term(&term),
         prober,
-        sync_period: term.settings.sync_period,
     });
     let machine_store = store.clone();
     let controller = controller

@@ -1,26 +1,6 @@
 //! `cluster-controller`: the MaasCluster controller Deployment.
 
-use std::process::ExitCode;
-
-use capmaas_runtime::{CommonArgs, exit_code};
-use clap::Parser;
-use cluster_controller::{BINARY, ControllerArgs};
-
-/// The MaasCluster controller of the MAAS Cluster API provider.
-#[derive(Debug, Parser)]
-#[command(name = BINARY, version, about)]
-struct Args {
-    #[command(flatten)]
-    common: CommonArgs,
-    #[command(flatten)]
-    controller: ControllerArgs,
-}
-
-#[tokio::main]
-async fn main() -> ExitCode {
-    let args = Args::parse();
-    exit_code(
-        BINARY,
-        cluster_controller::start(args.common, args.controller).await,
-    )
+fn main() -> std::process::ExitCode {
+    use cluster_controller::{ABOUT, BINARY, start};
+    capmaas_runtime::main(BINARY, ABOUT, start)
 }

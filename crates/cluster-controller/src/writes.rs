@@ -43,9 +43,16 @@ pub(crate) async fn write_status(
     ctx: &Ctx,
 ) -> Result<()> {
     let unchanged = mc.status.as_ref() == Some(status);
-    status::write_status(api, mc, &ctx.field_manager, status, unchanged, Guard::None)
-        .await
-        .map_err(Error::Status)?;
+    status::write_status(
+        api,
+        mc,
+        &ctx.base.field_manager,
+        status,
+        unchanged,
+        Guard::None,
+    )
+    .await
+    .map_err(Error::Status)?;
     Ok(())
 }
 
@@ -69,15 +76,19 @@ pub(crate) async fn announce_api_server(
     let same_reason = old.as_ref().is_some_and(|o| o.1 == reason);
     match status.as_str() {
         "True" if !was("True") => {
-            ctx.events.normal(mc, "APIServerAvailable", &message).await;
+            ctx.base
+                .events
+                .normal(mc, "APIServerAvailable", &message)
+                .await;
         }
         "False"
             if (reason == KUBECONFIG_REFUSED || reason == KUBECONFIG_INVALID) && !same_reason =>
         {
-            ctx.events.warning(mc, &reason, &message).await;
+            ctx.base.events.warning(mc, &reason, &message).await;
         }
         "False" if was("True") => {
-            ctx.events
+            ctx.base
+                .events
                 .warning(mc, "APIServerUnavailable", &message)
                 .await;
         }

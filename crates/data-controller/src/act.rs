@@ -30,7 +30,7 @@ async fn is_paused(ctx: &Ctx, claim: &MaasDataClaim, ns: &str) -> Result<bool> {
     let Some(cluster) = claim.labels().get(keys::LABEL_CLUSTER_NAME) else {
         return Ok(false);
     };
-    let cluster = Api::<Cluster>::namespaced(ctx.client.clone(), ns)
+    let cluster = Api::<Cluster>::namespaced(ctx.base.client.clone(), ns)
         .get_opt(cluster)
         .await
         .map_err(Error::kube("read Cluster"))?;
@@ -63,7 +63,7 @@ async fn write_status(
     status::write_status(
         api,
         claim,
-        &ctx.field_manager,
+        &ctx.base.field_manager,
         status,
         unchanged,
         Guard::ResourceVersion,
@@ -78,7 +78,7 @@ pub async fn reconcile(claim: Arc<MaasDataClaim>, ctx: Arc<Ctx>) -> Result<Actio
     let ns = claim
         .namespace()
         .ok_or(Error::MissingMetadata("namespace"))?;
-    let api: Api<MaasDataClaim> = Api::namespaced(ctx.client.clone(), &ns);
+    let api: Api<MaasDataClaim> = Api::namespaced(ctx.base.client.clone(), &ns);
     let template: Option<Arc<MaasDataTemplate>> = ctx
         .templates
         .get(&ObjectRef::new(&claim.spec.template.name).within(&ns));
@@ -101,7 +101,7 @@ pub async fn reconcile(claim: Arc<MaasDataClaim>, ctx: Arc<Ctx>) -> Result<Actio
     });
     debug!(?step, "step");
     match step {
-        Step::Done => Ok(Action::requeue(ctx.sync_period)),
+        Step::Done => Ok(Action::requeue(ctx.base.sync_period)),
         Step::Rendered => {
             // Conditions written by a replica whose caches lagged are set right (no write when
             // they already are).
@@ -110,7 +110,7 @@ pub async fn reconcile(claim: Arc<MaasDataClaim>, ctx: Arc<Ctx>) -> Result<Actio
                 write_outcome(&ctx, &api, &claim, &outcome).await?;
                 crate::index::delete_unrecorded(&ctx, &claim, &ns, data).await?;
             }
-            Ok(Action::requeue(ctx.sync_period))
+            Ok(Action::requeue(ctx.base.sync_period))
         }
         Step::HeldByConsumer => Ok(Action::await_change()),
         Step::Paused => {
@@ -125,7 +125,7 @@ pub async fn reconcile(claim: Arc<MaasDataClaim>, ctx: Arc<Ctx>) -> Result<Actio
                 &api,
                 &claim,
                 keys::FINALIZER_MAAS_DATA_CLAIM,
-                &ctx.field_manager,
+                &ctx.base.field_manager,
             )
             .await
             .map_err(Error::Finalizer)?;
@@ -137,7 +137,7 @@ pub async fn reconcile(claim: Arc<MaasDataClaim>, ctx: Arc<Ctx>) -> Result<Actio
                 &api,
                 &claim,
                 keys::FINALIZER_MAAS_DATA_CLAIM,
-                &ctx.field_manager,
+                &ctx.base.field_manager,
             )
             .await
             .map_err(Error::Finalizer)?;
@@ -171,12 +171,16 @@ pub async fn reconcile(claim: Arc<MaasDataClaim>, ctx: Arc<Ctx>) -> Result<Actio
                 Rendering::Done(data) => {
                     write_outcome(&ctx, &api, &claim, &Outcome::Rendered(data.clone())).await?;
                     let note = format!("rendered into MaasData {data}");
-                    ctx.events.normal(claim.as_ref(), "Rendered", &note).await;
-                    Ok(Action::requeue(ctx.sync_period))
+                    ctx.base
+                        .events
+                        .normal(claim.as_ref(), "Rendered", &note)
+                        .await;
+                    Ok(Action::requeue(ctx.base.sync_period))
                 }
                 Rendering::Failed(why) => {
                     if claim.status.as_ref().and_then(|s| s.error_message.as_ref()) != Some(&why) {
-                        ctx.events
+                        ctx.base
+                            .events
                             .warning(claim.as_ref(), "RenderFailed", &why)
                             .await;
                     }

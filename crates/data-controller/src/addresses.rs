@@ -156,7 +156,7 @@ pub async fn protect(
     ns: &str,
     pools: &BTreeSet<PoolReference>,
 ) -> Result<()> {
-    let api: Api<IPAddressClaim> = Api::namespaced(ctx.client.clone(), ns);
+    let api: Api<IPAddressClaim> = Api::namespaced(ctx.base.client.clone(), ns);
     let name = claim.name_any();
     for pool in pools {
         let key = ObjectRef::new(&ip_claim_name(&name, pool)).within(ns);
@@ -171,7 +171,7 @@ pub async fn protect(
                 &api,
                 ip_claim.as_ref(),
                 keys::FINALIZER_ADDRESS_IN_USE,
-                &ctx.field_manager,
+                &ctx.base.field_manager,
             )
             .await
             .map_err(Error::Finalizer)?;
@@ -196,7 +196,7 @@ pub async fn create(
     ns: &str,
     missing: &[PoolReference],
 ) -> Result<()> {
-    let api: Api<IPAddressClaim> = Api::namespaced(ctx.client.clone(), ns);
+    let api: Api<IPAddressClaim> = Api::namespaced(ctx.base.client.clone(), ns);
     for pool in missing {
         match api
             .create(&PostParams::default(), &new_ip_claim(claim, pool)?)
@@ -212,7 +212,7 @@ pub async fn create(
 
 /// Deletes every IPAddressClaim made for this data claim (found by label on the API server).
 pub async fn delete_all(ctx: &Ctx, claim: &MaasDataClaim, ns: &str) -> Result<()> {
-    let api: Api<IPAddressClaim> = Api::namespaced(ctx.client.clone(), ns);
+    let api: Api<IPAddressClaim> = Api::namespaced(ctx.base.client.clone(), ns);
     let mine =
         ListParams::default().labels(&format!("{}={}", keys::LABEL_DATA_CLAIM, claim.name_any()));
     let made = api
@@ -238,7 +238,7 @@ pub async fn delete_all(ctx: &Ctx, claim: &MaasDataClaim, ns: &str) -> Result<()
                 &api,
                 ip_claim,
                 keys::FINALIZER_ADDRESS_IN_USE,
-                &ctx.field_manager,
+                &ctx.base.field_manager,
             )
             .await
             .map_err(Error::Finalizer)?;

@@ -12,7 +12,7 @@ use crate::index::{delete_exact, owned_by};
 /// Deletes every MaasData made for this claim (found by label on the API server, so one made
 /// just before a crash is not missed).
 pub(crate) async fn delete_data(ctx: &Ctx, claim: &MaasDataClaim, ns: &str) -> Result<()> {
-    let api: Api<MaasData> = Api::namespaced(ctx.client.clone(), ns);
+    let api: Api<MaasData> = Api::namespaced(ctx.base.client.clone(), ns);
     let mine =
         ListParams::default().labels(&format!("{}={}", keys::LABEL_DATA_CLAIM, claim.name_any()));
     let made = api

@@ -1,24 +1,15 @@
 //! What every reconcile of one leadership term shares.
 
-use std::time::Duration;
-
 use capmaas_api::capi_ipam::{IPAddress, IPAddressClaim};
 use capmaas_api::{MaasData, MaasDataClaim, MaasDataTemplate, MaasIPPool};
-use capmaas_runtime::controller::Events;
-use kube::Client;
+use capmaas_runtime::controller::Base;
 use kube::runtime::reflector::Store;
 
 /// Shared by every reconcile of one leadership term.
 #[derive(Clone)]
 pub struct Ctx {
-    /// Client for calls (with read timeouts).
-    pub client: Client,
-    /// Server-side apply field manager (`capmaas-data-controller`).
-    pub field_manager: String,
-    /// Events on MaasDataClaims and MaasDataTemplates.
-    pub events: Events,
-    /// Requeue of a settled claim (`--sync-period`).
-    pub sync_period: Duration,
+    /// Client, field manager, Events on MaasDataClaims and MaasDataTemplates, `--sync-period`.
+    pub base: Base,
     /// MaasDataClaims, from the claim controller's reflector.
     pub claims: Store<MaasDataClaim>,
     /// MaasDataTemplates.
@@ -38,7 +29,7 @@ pub struct Ctx {
 impl std::fmt::Debug for Ctx {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Ctx")
-            .field("field_manager", &self.field_manager)
+            .field("base", &self.base)
             .finish_non_exhaustive()
     }
 }

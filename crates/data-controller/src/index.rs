@@ -89,7 +89,7 @@ fn new_data(claim: &MaasDataClaim, index: i32) -> Result<MaasData> {
 /// The MaasData of `claim`: the one already made for it, or a new one at the lowest free
 /// index. Duplicates (two replicas raced) are deleted, keeping the lowest index.
 pub async fn ensure(ctx: &Ctx, claim: &MaasDataClaim, ns: &str) -> Result<MaasData> {
-    let api: Api<MaasData> = Api::namespaced(ctx.client.clone(), ns);
+    let api: Api<MaasData> = Api::namespaced(ctx.base.client.clone(), ns);
     let mine =
         ListParams::default().labels(&format!("{}={}", keys::LABEL_DATA_CLAIM, claim.name_any()));
     let made: Vec<MaasData> = api
@@ -113,9 +113,14 @@ pub async fn ensure(ctx: &Ctx, claim: &MaasDataClaim, ns: &str) -> Result<MaasDa
         if keep.metadata.deletion_timestamp.is_none()
             && !finalizer::has(&keep, keys::FINALIZER_MAAS_DATA)
         {
-            return finalizer::add(&api, &keep, keys::FINALIZER_MAAS_DATA, &ctx.field_manager)
-                .await
-                .map_err(Error::Finalizer);
+            return finalizer::add(
+                &api,
+                &keep,
+                keys::FINALIZER_MAAS_DATA,
+                &ctx.base.field_manager,
+            )
+            .await
+            .map_err(Error::Finalizer);
         }
         return Ok(keep);
     }
@@ -180,7 +185,7 @@ pub async fn delete_unrecorded(
     if extra.is_empty() {
         return Ok(());
     }
-    let api: Api<MaasData> = Api::namespaced(ctx.client.clone(), ns);
+    let api: Api<MaasData> = Api::namespaced(ctx.base.client.clone(), ns);
     for d in extra {
         info!(data = %d.name_any(), kept = recorded, "deleting a second MaasData made for one claim");
         delete_exact(ctx, &api, &d).await?;
@@ -200,9 +205,14 @@ pub fn owned_by(data: &MaasData, claim: &MaasDataClaim) -> bool {
 /// Deletes exactly this object: the finalizer off, then a delete with a uid precondition;
 /// gone already is fine.
 pub async fn delete_exact(ctx: &Ctx, api: &Api<MaasData>, data: &MaasData) -> Result<()> {
-    let Some(data) = finalizer::remove(api, data, keys::FINALIZER_MAAS_DATA, &ctx.field_manager)
-        .await
-        .map_err(Error::Finalizer)?
+    let Some(data) = finalizer::remove(
+        api,
+        data,
+        keys::FINALIZER_MAAS_DATA,
+        &ctx.base.field_manager,
+    )
+    .await
+    .map_err(Error::Finalizer)?
     else {
         return Ok(());
     };

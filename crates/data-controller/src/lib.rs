@@ -35,16 +35,21 @@ use std::sync::Arc;
 
 use capmaas_api::capi_ipam::{IPAddress, IPAddressClaim};
 use capmaas_api::{MaasData, MaasDataClaim, MaasDataTemplate, MaasHost, MaasIPPool, keys};
-use capmaas_runtime::controller::{self as kit, Events, ReconcilerSettings, ready_when, scoped};
-use capmaas_runtime::{BoxError, CommonArgs, Runtime};
+use capmaas_runtime::controller::{
+    self as kit, Base, Keep, ReconcilerSettings, cached, ready_when, scoped,
+};
+use capmaas_runtime::{BoxError, CommonArgs};
 use futures::StreamExt;
-use kube::runtime::{Controller, WatchStreamExt, reflector, watcher};
+use kube::runtime::{Controller, watcher};
 
 pub use args::ControllerArgs;
 pub use error::{Error, Result};
 
 use crate::context::Ctx;
 
+/// What `--help` says the binary is.
+pub const ABOUT: &str =
+    "Data templates and the MaasIPPool IPAM provider of the MAAS Cluster API provider.";
 /// Binary name; also gives the field manager `capmaas-data-controller` and the Lease name.
 pub const BINARY: &str = "data-controller";
 /// `--concurrency` default: claims render in parallel, each a handful of API calls.
@@ -57,20 +62,15 @@ pub const TEMPLATE_CONTROLLER: &str = "maasdatatemplate";
 /// Runs the binary: the runtime from the common flags, then [`run`] in each leadership term.
 pub async fn start(common: CommonArgs, args: ControllerArgs) -> Result<(), BoxError> {
     args.validate()?;
-    let runtime = Runtime::builder(BINARY)
-        .with_args(common)
-        .default_concurrency(DEFAULT_CONCURRENCY)
-        .build()
-        .await?;
-    runtime
-        .run(move |term| Box::pin(run(term, args.clone())))
-        .await?;
-    Ok(())
+    capmaas_runtime::serve(BINARY, DEFAULT_CONCURRENCY, common, args, |term, args| {
+        Box::pin(run(term, args))
+    })
+    .await
 }
 
 /// One leadership term: the IPAM provider and the data template controllers, as enabled.
 /// `/readyz` turns ready once the caches of every enabled half are filled.
-pub async fn run(term: capmaas_runtime::Context, args: ControllerArgs) -> Result<(), BoxError> {
+pub async fn run(term: capmaas_runtime::Term, args: ControllerArgs) -> Result<(), BoxError> {
     let ipam = args.ipam.then(|| ipam::Ipam::new(&term));
     // `capmaas_ippool_*` read this term's MaasIPPool cache (the IPAM provider's).
     let _pool_metrics = ipam.as_ref().map(|ipam| {
@@ -100,51 +100,34 @@ pub async fn run(term: capmaas_runtime::Context, args: ControllerArgs) -> Result
     Ok(())
 }
 
-/// A reflector over `api`: the store, and the stream of touched objects that keeps it filled.
-fn reflect<K>(
-    api: kube::Api<K>,
-    config: watcher::Config,
-) -> (
-    reflector::Store<K>,
-    impl futures::Stream<Item = Result<K, watcher::Error>> + Send,
-)
-where
-    K: kube::Resource<DynamicType = ()>
-        + Clone
-        + std::fmt::Debug
-        + serde::de::DeserializeOwned
-        + Send
-        + Sync
-        + 'static,
-{
-    let (store, writer) = reflector::store::<K>();
-    let stream = reflector::reflector(writer, watcher(api, config))
-        .default_backoff()
-        .touched_objects();
-    (store, stream)
-}
-
 /// The MaasDataClaim and MaasDataTemplate controllers for one term; ready once their caches
 /// and `also_synced` (the IPAM provider's, when it runs in the same term) are filled.
-async fn run_data(term: &capmaas_runtime::Context, also_synced: impl Future<Output = bool>) {
+async fn run_data(term: &capmaas_runtime::Term, also_synced: impl Future<Output = bool>) {
     let ns = term.settings.namespace.as_deref();
     let watch = &term.clients.watch;
     let wc = watcher::Config::default();
-    let (data, data_stream) = reflect(scoped::<MaasData>(watch, ns), wc.clone());
-    let (templates, template_stream) = reflect(scoped::<MaasDataTemplate>(watch, ns), wc.clone());
-    let (ip_claims, ip_claim_stream) = reflect(
+    let (data, data_stream) = cached(scoped::<MaasData>(watch, ns), wc.clone(), Keep::Everything);
+    let (templates, template_stream) = cached(
+        scoped::<MaasDataTemplate>(watch, ns),
+        wc.clone(),
+        Keep::Everything,
+    );
+    let (ip_claims, ip_claim_stream) = cached(
         scoped::<IPAddressClaim>(watch, ns),
         wc.clone().labels(keys::LABEL_DATA_CLAIM),
+        Keep::Everything,
     );
-    let (ip_addresses, ip_address_stream) = reflect(scoped::<IPAddress>(watch, ns), wc.clone());
-    let (pools, pool_stream) = reflect(scoped::<MaasIPPool>(watch, ns), wc.clone());
+    let (ip_addresses, ip_address_stream) =
+        cached(scoped::<IPAddress>(watch, ns), wc.clone(), Keep::Everything);
+    let (pools, pool_stream) = cached(
+        scoped::<MaasIPPool>(watch, ns),
+        wc.clone(),
+        Keep::Everything,
+    );
     let claims = Controller::new(scoped::<MaasDataClaim>(watch, ns), wc.clone());
     let claim_store = claims.store();
     let ctx = Arc::new(Ctx {
-        client: term.clients.api.clone(),
-        field_manager: term.settings.field_manager.clone(),
-        events: Events::new(term.clients.api.clone(), BINARY),
-        sync_period: term.settings.sync_period,
+        base: Base::for_term(term),
         claims: claim_store.clone(),
         templates: templates.clone(),
         data: data.clone(),

@@ -33,7 +33,7 @@ async fn related(ctx: &Ctx, claim: &MaasDataClaim, ns: &str) -> Result<Related> 
     let mut out = Related::default();
     if let Some(host) = &claim.spec.host_ref {
         // The host may sit in another namespace (an inventory open to the claim's).
-        out.host = Api::<MaasHost>::namespaced(ctx.client.clone(), host.namespace_or(ns))
+        out.host = Api::<MaasHost>::namespaced(ctx.base.client.clone(), host.namespace_or(ns))
             .get_opt(&host.name)
             .await
             .map_err(Error::kube("read MaasHost"))?;
@@ -43,7 +43,7 @@ async fn related(ctx: &Ctx, claim: &MaasDataClaim, ns: &str) -> Result<Related> 
         .iter()
         .find(|o| o.kind == MaasMachine::kind(&()));
     let maas_machine = match owner {
-        Some(o) => Api::<MaasMachine>::namespaced(ctx.client.clone(), ns)
+        Some(o) => Api::<MaasMachine>::namespaced(ctx.base.client.clone(), ns)
             .get_opt(&o.name)
             .await
             .map_err(Error::kube("read MaasMachine"))?,
@@ -55,7 +55,7 @@ async fn related(ctx: &Ctx, claim: &MaasDataClaim, ns: &str) -> Result<Related> 
             .iter()
             .find(|o| is_capi_owner(o, "Machine"));
         if let Some(o) = machine {
-            out.machine = Api::<Machine>::namespaced(ctx.client.clone(), ns)
+            out.machine = Api::<Machine>::namespaced(ctx.base.client.clone(), ns)
                 .get_opt(&o.name)
                 .await
                 .map_err(Error::kube("read Machine"))?
@@ -113,10 +113,10 @@ async fn write_secret(
     let mut body = serde_json::to_value(&secret).map_err(|e| Error::Serialize("Secret", e))?;
     body["apiVersion"] = json!("v1");
     body["kind"] = json!("Secret");
-    Api::<Secret>::namespaced(ctx.client.clone(), ns)
+    Api::<Secret>::namespaced(ctx.base.client.clone(), ns)
         .patch(
             &name,
-            &PatchParams::apply(&ctx.field_manager).force(),
+            &PatchParams::apply(&ctx.base.field_manager).force(),
             &Patch::Apply(&body),
         )
         .await
@@ -166,7 +166,7 @@ pub async fn render(
         host_interfaces: &interfaces,
         addresses: &bound,
     };
-    let data_api: Api<MaasData> = Api::namespaced(ctx.client.clone(), ns);
+    let data_api: Api<MaasData> = Api::namespaced(ctx.base.client.clone(), ns);
     match render::render(&template.spec, &input) {
         Ok(Rendered {
             meta_data,
@@ -207,9 +207,14 @@ pub async fn render(
                 error_message: None,
                 hostname,
             };
-            apply_status(&data_api, &data.name_any(), &ctx.field_manager, &status)
-                .await
-                .map_err(Error::Status)?;
+            apply_status(
+                &data_api,
+                &data.name_any(),
+                &ctx.base.field_manager,
+                &status,
+            )
+            .await
+            .map_err(Error::Status)?;
             Ok(Rendering::Done(data.name_any()))
         }
         Err(e) => {
@@ -220,9 +225,14 @@ pub async fn render(
                 hostname: None,
             };
             if data.status.as_ref() != Some(&status) {
-                apply_status(&data_api, &data.name_any(), &ctx.field_manager, &status)
-                    .await
-                    .map_err(Error::Status)?;
+                apply_status(
+                    &data_api,
+                    &data.name_any(),
+                    &ctx.base.field_manager,
+                    &status,
+                )
+                .await
+                .map_err(Error::Status)?;
             }
             Ok(Rendering::Failed(message))
         }

@@ -101,17 +101,22 @@ fn claim_uid_of(data: &MaasData) -> Option<String> {
 /// Removes our finalizer from an [`orphaned`] MaasData once the API server, not only the cache,
 /// shows its claim gone or re-created.
 async fn let_go_of_orphan(ctx: &Ctx, ns: &str, data: &MaasData) -> Result<()> {
-    let claim = Api::<MaasDataClaim>::namespaced(ctx.client.clone(), ns)
+    let claim = Api::<MaasDataClaim>::namespaced(ctx.base.client.clone(), ns)
         .get_opt(&data.spec.claim.name)
         .await
         .map_err(Error::kube("get MaasDataClaim"))?;
     if claim.and_then(|c| c.uid()) == claim_uid_of(data) {
         return Ok(());
     }
-    let api: Api<MaasData> = Api::namespaced(ctx.client.clone(), ns);
-    finalizer::remove(&api, data, keys::FINALIZER_MAAS_DATA, &ctx.field_manager)
-        .await
-        .map_err(Error::Finalizer)?;
+    let api: Api<MaasData> = Api::namespaced(ctx.base.client.clone(), ns);
+    finalizer::remove(
+        &api,
+        data,
+        keys::FINALIZER_MAAS_DATA,
+        &ctx.base.field_manager,
+    )
+    .await
+    .map_err(Error::Finalizer)?;
     info!(data = %data.name_any(), claim = %data.spec.claim.name, "MaasData of a claim that is gone let go");
     Ok(())
 }
@@ -122,7 +127,7 @@ pub async fn reconcile(template: Arc<MaasDataTemplate>, ctx: Arc<Ctx>) -> Result
         .namespace()
         .ok_or(Error::MissingMetadata("namespace"))?;
     let name = template.name_any();
-    let api: Api<MaasDataTemplate> = Api::namespaced(ctx.client.clone(), &ns);
+    let api: Api<MaasDataTemplate> = Api::namespaced(ctx.base.client.clone(), &ns);
     let data: Vec<Arc<MaasData>> = ctx
         .data
         .state()
@@ -145,7 +150,7 @@ pub async fn reconcile(template: Arc<MaasDataTemplate>, ctx: Arc<Ctx>) -> Result
                 &api,
                 &template,
                 keys::FINALIZER_MAAS_DATA_TEMPLATE,
-                &ctx.field_manager,
+                &ctx.base.field_manager,
             )
             .await
             .map_err(Error::Finalizer)?;
@@ -157,7 +162,7 @@ pub async fn reconcile(template: Arc<MaasDataTemplate>, ctx: Arc<Ctx>) -> Result
             &api,
             &template,
             keys::FINALIZER_MAAS_DATA_TEMPLATE,
-            &ctx.field_manager,
+            &ctx.base.field_manager,
         )
         .await
         .map_err(Error::Finalizer)?;
@@ -171,11 +176,11 @@ pub async fn reconcile(template: Arc<MaasDataTemplate>, ctx: Arc<Ctx>) -> Result
         &now(),
     );
     if template.status.as_ref() != Some(&status) {
-        apply_status(&api, &name, &ctx.field_manager, &status)
+        apply_status(&api, &name, &ctx.base.field_manager, &status)
             .await
             .map_err(Error::Status)?;
     }
-    Ok(Action::requeue(ctx.sync_period))
+    Ok(Action::requeue(ctx.base.sync_period))
 }
 
 /// The template a MaasData belongs to.

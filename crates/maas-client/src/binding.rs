@@ -159,7 +159,7 @@ async fn holder_state(gw: &Gateway, holder: &str, system_id: &str) -> Result<Hol
     let Some((namespace, name)) = holder.split_once('/') else {
         return Ok(HolderState::Gone);
     };
-    let api: Api<MaasHost> = Api::namespaced(gw.kube.clone(), namespace);
+    let api: Api<MaasHost> = Api::namespaced(gw.base.client.clone(), namespace);
     match api.get_opt(name).await {
         Ok(Some(host)) if host.spec.system_id == system_id => Ok(HolderState::Alive),
         Ok(_) => Ok(HolderState::Gone),
@@ -173,7 +173,7 @@ async fn holder_state(gw: &Gateway, holder: &str, system_id: &str) -> Result<Hol
 /// the API server: the authority before an import or an allocation.
 pub async fn acquire(gw: &Gateway, system_id: &str, namespace: &str, name: &str) -> Result<Bound> {
     let me = holder_identity(namespace, name);
-    let api: Api<Lease> = Api::namespaced(gw.kube.clone(), &gw.settings.binding_namespace);
+    let api: Api<Lease> = Api::namespaced(gw.base.client.clone(), &gw.settings.binding_namespace);
     let lease_name = binding_name(&gw.settings.installation_id, system_id);
     for _ in 0..ATTEMPTS {
         let Some(lease) = api
@@ -231,7 +231,7 @@ pub async fn acquire_new(
     namespace: &str,
     name: &str,
 ) -> Result<Bound> {
-    let api: Api<Lease> = Api::namespaced(gw.kube.clone(), &gw.settings.binding_namespace);
+    let api: Api<Lease> = Api::namespaced(gw.base.client.clone(), &gw.settings.binding_namespace);
     let me = holder_identity(namespace, name);
     match api
         .create(&PostParams::default(), &new_binding(gw, system_id, &me))
@@ -247,7 +247,7 @@ pub async fn acquire_new(
 /// the namespaces this gateway watches; returns how many were deleted. Each delete carries
 /// the resourceVersion it was decided from, so a binding taken in between is kept.
 pub async fn collect_stale(gw: &Gateway, bindings: &[Arc<Lease>]) -> Result<usize> {
-    let api: Api<Lease> = Api::namespaced(gw.kube.clone(), &gw.settings.binding_namespace);
+    let api: Api<Lease> = Api::namespaced(gw.base.client.clone(), &gw.settings.binding_namespace);
     let mut deleted = 0;
     for lease in bindings {
         let Some(holder) = lease.spec.as_ref().and_then(|s| s.holder_identity.clone()) else {

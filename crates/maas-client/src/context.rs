@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use capmaas_api::{MaasDNSRecord, MaasHost, MaasInventory};
-use capmaas_runtime::controller::Events;
+use capmaas_runtime::controller::Base;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::ResourceExt;
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -21,8 +21,6 @@ pub struct Settings {
     pub installation_id: String,
     /// Namespace of the host bindings ([`crate::binding`]).
     pub binding_namespace: String,
-    /// Server-side apply field manager (`capmaas-maas-client`).
-    pub field_manager: String,
     /// Sync interval override for every inventory.
     pub inventory_sync_interval: Option<Duration>,
     /// Deployment retries after a failure.
@@ -35,8 +33,6 @@ pub struct Settings {
     pub release_unclaimed_after: Option<Duration>,
     /// Interval of the batched observation of machines in flight ([`crate::host::observe`]).
     pub observe_interval: Duration,
-    /// Requeue of quiet hosts and DNS records (`--sync-period`).
-    pub resync: Duration,
     /// The namespace the gateway watches (`--namespace`); `None` = all.
     pub namespace: Option<String>,
     /// Ownership proofs under the MAAS API key ([`crate::ownership`]).
@@ -54,12 +50,11 @@ pub struct Gateway {
     pub maas: Maas,
     /// Latest MAAS view of imported machines.
     pub cache: MachineCache,
-    /// Kubernetes client for calls (has a read timeout).
-    pub kube: kube::Client,
+    /// Kubernetes client, field manager, Events on the objects the gateway reconciles, and
+    /// `--sync-period` (the requeue of quiet hosts and DNS records).
+    pub base: Base,
     /// Settings.
     pub settings: Arc<Settings>,
-    /// Events on the objects the gateway reconciles.
-    pub events: Events,
     /// Wakes MaasHost reconciles (inventory sync found a change).
     pub host_trigger: mpsc::UnboundedSender<ObjectRef<MaasHost>>,
     /// Machines MAAS is changing, observed together ([`crate::host::observe`]).
@@ -93,7 +88,6 @@ impl Settings {
         Self {
             installation_id: config.installation_id.clone(),
             binding_namespace: config.binding_namespace.clone(),
-            field_manager: runtime.field_manager.clone(),
             inventory_sync_interval: config.inventory_sync_interval,
             deploy_retries: config.deploy_retries,
             orphan_sweep_interval: config.orphan_sweep_interval,
@@ -101,7 +95,6 @@ impl Settings {
             release_unclaimed_after: config.release_unclaimed_after,
             dns_domains: config.dns_domains.clone(),
             observe_interval: config.observe_interval,
-            resync: runtime.sync_period,
             namespace: runtime.namespace.clone(),
             proofs: crate::ownership::Proofs::new(
                 config.maas.api_key.clone(),

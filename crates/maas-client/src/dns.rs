@@ -195,9 +195,11 @@ pub fn finalizer_step(deletion: Deletion, has_finalizer: bool) -> FinalizerStep 
 
 /// Reconciles one MaasDNSRecord.
 pub async fn reconcile(record: Arc<MaasDNSRecord>, gw: Arc<Gateway>) -> Result<Action> {
-    let api: Api<MaasDNSRecord> =
-        Api::namespaced(gw.kube.clone(), &record.namespace().unwrap_or_default());
-    let manager = &gw.settings.field_manager;
+    let api: Api<MaasDNSRecord> = Api::namespaced(
+        gw.base.client.clone(),
+        &record.namespace().unwrap_or_default(),
+    );
+    let manager = &gw.base.field_manager;
     let step = finalizer_step(
         Deletion::of(record.meta()),
         finalizer::has(record.as_ref(), FINALIZER_MAAS_DNS_RECORD),
@@ -235,7 +237,7 @@ async fn apply(record: &MaasDNSRecord, gw: &Gateway, api: &Api<MaasDNSRecord>) -
             allowed.describe()
         );
         refuse(record, gw, api, reasons::DNS_DOMAIN_NOT_ALLOWED, &message).await?;
-        return Ok(Action::requeue(gw.settings.resync));
+        return Ok(Action::requeue(gw.base.sync_period));
     }
     let owned = Owned::of(record, &gw.settings.proofs);
     if owned.id.is_none() && !owned.creating {
@@ -254,7 +256,7 @@ async fn apply(record: &MaasDNSRecord, gw: &Gateway, api: &Api<MaasDNSRecord>) -
         if let Some(id) = owned.id {
             prove(record, id, gw, api).await?;
         }
-        return Ok(Action::requeue(gw.settings.resync));
+        return Ok(Action::requeue(gw.base.sync_period));
     }
     let existing = gw
         .maas
@@ -272,13 +274,13 @@ async fn apply(record: &MaasDNSRecord, gw: &Gateway, api: &Api<MaasDNSRecord>) -
                 "MAAS already has a DNS resource {fqdn} (id {id}) that this provider did not create; it is left alone: delete it in MAAS or choose another name"
             );
             refuse(record, gw, api, reasons::DNS_NAME_TAKEN, &message).await?;
-            return Ok(Action::requeue(gw.settings.resync));
+            return Ok(Action::requeue(gw.base.sync_period));
         }
         DnsAction::Create => {
             // Recorded first: if the answer is lost, the resource found next time is ours.
             let mut intent = record.status.clone().unwrap_or_default();
             intent.creating = Some(true);
-            apply_status(api, &record.name_any(), &gw.settings.field_manager, &intent).await?;
+            apply_status(api, &record.name_any(), &gw.base.field_manager, &intent).await?;
             info!(fqdn, "creating MAAS DNS resource");
             gw.maas
                 .create_dns_resource(&spec)
@@ -317,9 +319,9 @@ async fn apply(record: &MaasDNSRecord, gw: &Gateway, api: &Api<MaasDNSRecord>) -
     status.dns_resource_id = Some(resource.id);
     status.observed_addresses = Some(observed.iter().map(ToString::to_string).collect());
     status.ready = Some(ready);
-    apply_status(api, &record.name_any(), &gw.settings.field_manager, &status).await?;
+    apply_status(api, &record.name_any(), &gw.base.field_manager, &status).await?;
     prove(record, resource.id, gw, api).await?;
-    Ok(Action::requeue(gw.settings.resync))
+    Ok(Action::requeue(gw.base.sync_period))
 }
 
 /// Writes the signed annotation naming resource `id` as the record's, unless it is there.
@@ -336,7 +338,7 @@ async fn prove(
     let patch =
         serde_json::json!({"metadata": {"annotations": {keys::ANNOTATION_DNS_RESOURCE: proof}}});
     let params = kube::api::PatchParams {
-        field_manager: Some(gw.settings.field_manager.clone()),
+        field_manager: Some(gw.base.field_manager.clone()),
         ..kube::api::PatchParams::default()
     };
     api.patch(
@@ -391,11 +393,11 @@ async fn refuse(
         NewCondition::new(cond::DNS_RECORD_SYNCED, ConditionStatus::False, reason).message(message);
     let (status, changed) = status_with(record, condition);
     if record.status.as_ref() != Some(&status) {
-        apply_status(api, &record.name_any(), &gw.settings.field_manager, &status).await?;
+        apply_status(api, &record.name_any(), &gw.base.field_manager, &status).await?;
     }
     if changed {
         info!(fqdn = record.spec.fqdn(), reason, "DNS name not ours");
-        gw.events.warning(record, reason, message).await;
+        gw.base.events.warning(record, reason, message).await;
     }
     Ok(())
 }

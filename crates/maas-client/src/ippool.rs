@@ -228,9 +228,11 @@ pub fn pool_step(deletion: Deletion, has_finalizer: bool, wants: bool) -> PoolSt
 
 /// Reconciles one MaasIPPool.
 pub async fn reconcile(pool: Arc<MaasIPPool>, gw: Arc<Gateway>) -> Result<Action> {
-    let api: Api<MaasIPPool> =
-        Api::namespaced(gw.kube.clone(), &pool.namespace().unwrap_or_default());
-    let manager = &gw.settings.field_manager;
+    let api: Api<MaasIPPool> = Api::namespaced(
+        gw.base.client.clone(),
+        &pool.namespace().unwrap_or_default(),
+    );
+    let manager = &gw.base.field_manager;
     let step = pool_step(
         Deletion::of(pool.meta()),
         finalizer::has(pool.as_ref(), FINALIZER_MAAS_IP_POOL_RANGES),
@@ -272,7 +274,7 @@ pub async fn reconcile(pool: Arc<MaasIPPool>, gw: Arc<Gateway>) -> Result<Action
 }
 
 async fn apply(pool: &MaasIPPool, gw: &Gateway, api: &Api<MaasIPPool>) -> Result<Action> {
-    let resync = Action::requeue(gw.settings.resync);
+    let resync = Action::requeue(gw.base.sync_period);
     let cidr = pool.spec.maas_subnet.clone().unwrap_or_default();
     let wanted = match wanted_ranges(&pool.spec) {
         Ok(w) => w,
@@ -402,9 +404,9 @@ async fn report(
         conditions: Some(conditions),
         ..MaasIPPoolStatus::default()
     };
-    apply_status(api, &pool.name_any(), &gw.settings.field_manager, &body).await?;
+    apply_status(api, &pool.name_any(), &gw.base.field_manager, &body).await?;
     if !ok {
-        gw.events.warning(pool, reason, message).await;
+        gw.base.events.warning(pool, reason, message).await;
     }
     Ok(())
 }

@@ -38,9 +38,9 @@ use std::sync::Arc;
 
 use capmaas_api::{MaasDNSRecord, MaasHost, MaasIPPool, MaasInventory};
 use capmaas_runtime::controller::{
-    Events, ReconcilerSettings, ready_when, run, run_traced, scoped, without_managed_fields,
+    Base, ReconcilerSettings, ready_when, run, run_traced, scoped, without_managed_fields,
 };
-use capmaas_runtime::{BoxError, CommonArgs, Context, Runtime};
+use capmaas_runtime::{BoxError, CommonArgs, Runtime, Term};
 use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::Api;
@@ -55,6 +55,8 @@ use crate::config::{Environment, GatewayArgs, GatewayConfig};
 use crate::context::{Gateway, Settings};
 use crate::maas::{Maas, MaasMetrics};
 
+/// What `--help` says the binary is: the package description.
+pub const ABOUT: &str = env!("CARGO_PKG_DESCRIPTION");
 /// Binary name; the field manager is `capmaas-maas-client`.
 pub const BINARY: &str = "maas-client";
 /// `--concurrency` default: objects of each kind reconciled in parallel. MAAS traffic is
@@ -100,7 +102,7 @@ pub async fn run_with(runtime: Runtime, config: GatewayConfig) -> Result<(), Box
 
 /// One leadership term: the MaasHost, MaasInventory, MaasDNSRecord and MaasIPPool controllers and the
 /// orphan sweeper, until the term ends. Ready once the host and inventory caches are filled.
-pub async fn run_term(term: Context, maas: Maas, config: GatewayConfig) -> Result<(), BoxError> {
+pub async fn run_term(term: Term, maas: Maas, config: GatewayConfig) -> Result<(), BoxError> {
     let namespace = term.settings.namespace.as_deref();
     let watch = &term.clients.watch;
     // The inventory sync wakes the hosts whose machine changed in MAAS.
@@ -153,9 +155,8 @@ pub async fn run_term(term: Context, maas: Maas, config: GatewayConfig) -> Resul
     let gw = Arc::new(Gateway {
         maas,
         cache: MachineCache::new(),
-        kube: term.clients.api.clone(),
+        base: Base::for_term(&term),
         settings: Arc::new(Settings::new(&config, &term.settings)),
-        events: Events::new(term.clients.api.clone(), BINARY),
         host_trigger,
         in_flight: in_flight::InFlight::default(),
         inventory_syncs: inventory::schedule::SyncTimes::default(),

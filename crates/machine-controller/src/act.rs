@@ -59,7 +59,7 @@ async fn steps(ctx: &Ctx, state: &mut State) -> Result<Action> {
 
 /// Performs `step`.
 pub async fn act(ctx: &Ctx, state: &mut State, step: Step) -> Result<Flow> {
-    let backstop = Action::requeue(ctx.sync_period);
+    let backstop = Action::requeue(ctx.base.sync_period);
     match &step {
         Step::WaitForOwner | Step::Done => Ok(Flow::Done(Action::await_change())),
         Step::WaitForCluster => Ok(Flow::Done(Action::requeue(Duration::from_secs(30)))),
@@ -78,7 +78,7 @@ pub async fn act(ctx: &Ctx, state: &mut State, step: Step) -> Result<Flow> {
                     &mm_api(ctx, &state.mm)?,
                     &state.mm,
                     keys::FINALIZER_MAAS_MACHINE,
-                    &ctx.field_manager,
+                    &ctx.base.field_manager,
                 )
                 .await
                 .map_err(Error::runtime("adding the finalizer"))?,
@@ -96,7 +96,8 @@ pub async fn act(ctx: &Ctx, state: &mut State, step: Step) -> Result<Flow> {
                 crate::on_demand::import_pool(ctx, pool).await?;
             }
             if write_status(ctx, state, step_conditions(&step, None), false).await? {
-                ctx.events
+                ctx.base
+                    .events
                     .warning(
                         &state.mm,
                         reasons::MACHINE_NOT_FOUND,
@@ -127,7 +128,7 @@ pub async fn act(ctx: &Ctx, state: &mut State, step: Step) -> Result<Flow> {
             let conditions = step_conditions(&step, state.host.as_ref());
             let changed = write_status(ctx, state, conditions, false).await?;
             if changed && *failed {
-                ctx.events.warning(&state.mm, reason, message).await;
+                ctx.base.events.warning(&state.mm, reason, message).await;
             }
             Ok(Flow::Done(backstop))
         }
@@ -143,7 +144,7 @@ pub async fn act(ctx: &Ctx, state: &mut State, step: Step) -> Result<Flow> {
                 &mm_api(ctx, &state.mm)?,
                 &state.mm,
                 keys::FINALIZER_MAAS_MACHINE,
-                &ctx.field_manager,
+                &ctx.base.field_manager,
             )
             .await
             .map_err(Error::runtime("removing the finalizer"))?;
@@ -171,7 +172,8 @@ async fn clear_provisioning(ctx: &Ctx, state: &mut State, step: &Step) -> Result
     let mm = state.mm.clone();
     // Only reached with the annotation when its Cluster runs unpaused (`moved_by_clusterctl`).
     if keys::deleted_for_move(&mm.metadata) {
-        ctx.events
+        ctx.base
+            .events
             .warning(
                 &mm,
                 "MoveAnnotationIgnored",
@@ -192,7 +194,8 @@ async fn clear_provisioning(ctx: &Ctx, state: &mut State, step: &Step) -> Result
     })
     .await?
     .filter(|h| claimed_by(h, &mm));
-    ctx.events
+    ctx.base
+        .events
         .normal(
             &mm,
             "ReleaseRequested",
@@ -220,7 +223,8 @@ async fn update_release_policy(ctx: &Ctx, state: &mut State) -> Result<Flow> {
     })
     .await?
     .filter(|h| claimed_by(h, &mm));
-    ctx.events
+    ctx.base
+        .events
         .normal(
             &mm,
             "ReleasePolicyUpdated",
@@ -257,7 +261,8 @@ async fn request_deployment(ctx: &Ctx, state: &mut State) -> Result<Flow> {
     })
     .await?
     .filter(|h| claimed_by(h, &mm));
-    ctx.events
+    ctx.base
+        .events
         .normal(
             &mm,
             reasons::MACHINE_DEPLOY_STARTED,

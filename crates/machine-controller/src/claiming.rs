@@ -53,7 +53,7 @@ async fn record_intent(
     );
     let patch = json!({"metadata": {"resourceVersion": rv}, "status": {"hostRef": host_ref}});
     let params = PatchParams {
-        field_manager: Some(ctx.field_manager.clone()),
+        field_manager: Some(ctx.base.field_manager.clone()),
         ..PatchParams::default()
     };
     mm_api(ctx, mm)?
@@ -117,7 +117,7 @@ pub(crate) async fn choose_and_claim(ctx: &Ctx, state: &mut State) -> Result<Flo
     // Walking owners costs reads; only do it when some host is reserved at all.
     let reuse_owner = match &state.machine {
         Some(machine) if hosts.iter().any(|h| choose::reservation_active(h, now)) => {
-            crate::reuse::resolve(&ctx.client, &state.mm, machine)
+            crate::reuse::resolve(&ctx.base.client, &state.mm, machine)
                 .await?
                 .map(|t| t.owner.uid)
         }
@@ -196,7 +196,7 @@ pub(crate) async fn choose_and_claim(ctx: &Ctx, state: &mut State) -> Result<Flo
                     }
                     None => note,
                 };
-                ctx.events.normal(&state.mm, reason, &note).await;
+                ctx.base.events.normal(&state.mm, reason, &note).await;
                 state.host = Some(host);
                 return Ok(Flow::Continue);
             }
@@ -236,7 +236,8 @@ pub(crate) async fn reclaim(ctx: &Ctx, state: &mut State) -> Result<Flow> {
                 host.spec.system_id
             );
             info!(host = %host_name, "host claimed again by system id");
-            ctx.events
+            ctx.base
+                .events
                 .normal(&state.mm, reasons::HOST_CLAIMED, &note)
                 .await;
             state.host = Some(*host);
@@ -267,7 +268,8 @@ async fn deployment_requested(ctx: &Ctx, state: &State, host: &MaasHost) {
         host.name_any(),
         state.mm.spec.image
     );
-    ctx.events
+    ctx.base
+        .events
         .normal(&state.mm, reasons::MACHINE_DEPLOY_STARTED, &note)
         .await;
 }
@@ -349,7 +351,7 @@ async fn no_host(
         NewCondition::new(cond::MACHINE_DEPLOYED, ConditionStatus::False, reason).message(&message),
     ];
     if write_status(ctx, state, conditions, false).await? {
-        ctx.events.warning(&state.mm, reason, &message).await;
+        ctx.base.events.warning(&state.mm, reason, &message).await;
     }
     Ok(Flow::Done(Action::requeue(ctx.waits.next_delay(obj))))
 }

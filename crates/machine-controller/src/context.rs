@@ -8,25 +8,20 @@ use std::time::{Duration, Instant};
 use capmaas_api::capi::{Cluster, Machine};
 use capmaas_api::host::MaasHostSpec;
 use capmaas_api::{MaasHost, MaasInventory};
-use capmaas_runtime::controller::Events;
+use capmaas_runtime::controller::Base;
 use capmaas_runtime::controller::workload::WorkloadClients;
 use capmaas_runtime::own_writes::OwnSpecWrites;
 use capmaas_runtime::{BackoffConfig, ObjectBackoff};
-use kube::Client;
 use kube::runtime::reflector::Store;
 
-use crate::BINARY;
 use crate::choose::Claimable;
 
 /// Shared by every reconcile of one leadership term.
 #[derive(Clone)]
 pub struct Ctx {
-    /// Client for calls (with read timeouts).
-    pub client: Client,
-    /// Server-side apply field manager (`capmaas-machine-controller`).
-    pub field_manager: String,
-    /// Requeue of a settled machine (`--sync-period`).
-    pub sync_period: Duration,
+    /// Client, field manager, Events on MaasMachines (built once: its cache turns repeats into
+    /// series), `--sync-period`.
+    pub base: Base,
     /// Cache of every watched MaasHost.
     pub hosts: Store<MaasHost>,
     /// Cache of every watched MaasInventory (whose `spec.claimNamespaces` opens its hosts to
@@ -39,8 +34,6 @@ pub struct Ctx {
     pub machines: Store<Machine>,
     /// Cache of every watched CAPI Cluster (without managed fields).
     pub clusters: Store<Cluster>,
-    /// Events on MaasMachines (built once: its cache turns repeats into series).
-    pub events: Events,
     /// Per-object backoff while waiting for something we cannot watch (a free host, a Node).
     pub waits: ObjectBackoff,
     /// Workload cluster clients (guarded kubeconfigs, cached per cluster).
@@ -71,8 +64,7 @@ pub struct Caches {
 impl std::fmt::Debug for Ctx {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Ctx")
-            .field("field_manager", &self.field_manager)
-            .field("sync_period", &self.sync_period)
+            .field("base", &self.base)
             .field("workload", &self.workload)
             .finish_non_exhaustive()
     }
@@ -81,17 +73,14 @@ impl std::fmt::Debug for Ctx {
 impl Ctx {
     /// The context of one leadership term, choosing from the MaasHosts in `hosts`.
     pub fn new(
-        term: &capmaas_runtime::Context,
+        term: &capmaas_runtime::Term,
         caches: Caches,
         on_demand_inventories: Option<String>,
     ) -> Self {
-        let client = term.clients.api.clone();
+        let base = Base::for_term(term);
         Self {
-            events: Events::new(client.clone(), BINARY),
-            workload: WorkloadClients::new(client.clone()),
-            client,
-            field_manager: term.settings.field_manager.clone(),
-            sync_period: term.settings.sync_period,
+            workload: WorkloadClients::new(base.client.clone()),
+            base,
             hosts: caches.hosts,
             inventories: caches.inventories,
             on_demand_inventories,

@@ -49,7 +49,7 @@ pub(crate) async fn create_claim(ctx: &Ctx, state: &mut State) -> Result<Flow> {
     };
     // data-controller's rendering joins this machine's trace.
     trace_context::stamp(&mut claim.metadata);
-    let api: Api<MaasDataClaim> = Api::namespaced(ctx.client.clone(), &ns);
+    let api: Api<MaasDataClaim> = Api::namespaced(ctx.base.client.clone(), &ns);
     state.data_claim = match api.create(&PostParams::default(), &claim).await {
         Ok(made) => Some(made),
         // Made by an earlier attempt (or a replica): read it; one of another MaasMachine of
@@ -61,7 +61,10 @@ pub(crate) async fn create_claim(ctx: &Ctx, state: &mut State) -> Result<Flow> {
         Err(e) => return Err(Error::kube("creating the MaasDataClaim")(e)),
     };
     let note = format!("claimed data from MaasDataTemplate {}", template.name);
-    ctx.events.normal(&state.mm, "DataClaimed", &note).await;
+    ctx.base
+        .events
+        .normal(&state.mm, "DataClaimed", &note)
+        .await;
     Ok(Flow::Continue)
 }
 
@@ -71,12 +74,12 @@ pub(crate) async fn release(ctx: &Ctx, state: &mut State) -> Result<Flow> {
         return Ok(Flow::Continue);
     };
     let ns = namespace(&state.mm)?;
-    let api: Api<MaasDataClaim> = Api::namespaced(ctx.client.clone(), &ns);
+    let api: Api<MaasDataClaim> = Api::namespaced(ctx.base.client.clone(), &ns);
     finalizer::remove(
         &api,
         &claim,
         keys::FINALIZER_MAAS_MACHINE,
-        &ctx.field_manager,
+        &ctx.base.field_manager,
     )
     .await
     .map_err(Error::runtime("releasing the MaasDataClaim"))?;

@@ -32,7 +32,7 @@ pub(crate) async fn set_provider_id(ctx: &Ctx, state: &mut State) -> Result<()> 
     });
     let patch = json!({"spec": {"providerID": provider, "systemID": system_id}});
     let params = PatchParams {
-        field_manager: Some(ctx.field_manager.clone()),
+        field_manager: Some(ctx.base.field_manager.clone()),
         ..PatchParams::default()
     };
     state.replace_mm(
@@ -53,7 +53,8 @@ pub(crate) async fn provisioned(ctx: &Ctx, state: &mut State) -> Result<Flow> {
     let mut deployed = (!was_provisioned).then(|| format!("host deployed; providerID {provider}"));
     let flow = link_workload_node(ctx, state, &provider, &mut deployed).await;
     if let Some(note) = deployed {
-        ctx.events
+        ctx.base
+            .events
             .normal(&state.mm, reasons::MACHINE_DEPLOYED, &note)
             .await;
     }
@@ -69,7 +70,7 @@ async fn link_workload_node(
     provider: &str,
     deployed: &mut Option<String>,
 ) -> Result<Flow> {
-    let backstop = Action::requeue(ctx.sync_period);
+    let backstop = Action::requeue(ctx.base.sync_period);
     let uid = state.mm.uid().unwrap_or_default();
     let node_known = state
         .machine
@@ -104,7 +105,8 @@ async fn link_workload_node(
                 match deployed.as_mut() {
                     Some(note) => *note = format!("{note}, set on Node {node}"),
                     None => {
-                        ctx.events
+                        ctx.base
+                            .events
                             .normal(
                                 &state.mm,
                                 "NodeProviderIDSet",
@@ -118,7 +120,8 @@ async fn link_workload_node(
         }
         Ok(NodeLink::NodeNotFound) => Ok(Flow::Done(Action::requeue(ctx.waits.next_delay(&obj)))),
         Ok(NodeLink::ProviderIdMismatch { node, existing }) => {
-            ctx.events
+            ctx.base
+                .events
                 .warning(
                     &state.mm,
                     "NodeProviderUpdateFailed",
@@ -129,7 +132,8 @@ async fn link_workload_node(
         }
         Err(e) => {
             ctx.workload.forget(&ns, &cluster);
-            ctx.events
+            ctx.base
+                .events
                 .warning(&state.mm, "NodeProviderUpdateFailed", &error_chain(&e))
                 .await;
             Ok(Flow::Done(Action::requeue(ctx.waits.next_delay(&obj))))
@@ -148,7 +152,8 @@ async fn kubeconfig_problem(
     error: WorkloadError,
     obj: &ObjectRef<capmaas_api::MaasMachine>,
 ) -> Result<Flow> {
-    ctx.events
+    ctx.base
+        .events
         .warning(&state.mm, error.reason(), &error_chain(&error))
         .await;
     match error {

@@ -51,9 +51,9 @@ pub async fn update_host<F>(
 where
     F: FnMut(&mut MaasHost) -> Mutation,
 {
-    let api: Api<MaasHost> = Api::namespaced(ctx.client.clone(), namespace);
+    let api: Api<MaasHost> = Api::namespaced(ctx.base.client.clone(), namespace);
     let params = PostParams {
-        field_manager: Some(ctx.field_manager.clone()),
+        field_manager: Some(ctx.base.field_manager.clone()),
         ..PostParams::default()
     };
     for _ in 0..WRITE_ATTEMPTS {

@@ -41,17 +41,19 @@ use std::sync::Arc;
 use capmaas_api::capi::{Cluster, Machine};
 use capmaas_api::{MaasDataClaim, MaasHost, MaasInventory, MaasMachine};
 use capmaas_runtime::controller::{
-    self as kit, ReconcilerSettings, ready_when, scoped, without_managed_fields,
+    self as kit, Keep, ReconcilerSettings, cached, ready_when, scoped,
 };
-use capmaas_runtime::{BoxError, CommonArgs, Runtime};
-
-use kube::runtime::{Controller, PredicateConfig, WatchStreamExt, reflector, watcher};
+use capmaas_runtime::{BoxError, CommonArgs};
+use kube::runtime::{Controller, PredicateConfig, WatchStreamExt, watcher};
 
 pub use args::ControllerArgs;
 pub use error::{Error, Result};
 
 use crate::context::{Caches, Ctx};
 
+/// What `--help` says the binary is.
+pub const ABOUT: &str = "Reconciles MaasMachines: chooses and claims MaasHosts, requests their \
+                         deployment, sets providerIDs and links workload Nodes.";
 /// Binary name; also gives the field manager and event reporter `capmaas-machine-controller`
 /// and the Lease name.
 pub const BINARY: &str = "machine-controller";
@@ -63,13 +65,8 @@ pub const CONTROLLER: &str = "maasmachine";
 /// Runs the binary: the runtime from the common flags (`--machine-concurrency` counts as
 /// `--concurrency`), then [`run`] in each leadership term.
 pub async fn start(common: CommonArgs, args: ControllerArgs) -> Result<(), BoxError> {
-    let runtime = Runtime::builder(BINARY)
-        .with_args(args.apply_to(common))
-        .default_concurrency(DEFAULT_CONCURRENCY)
-        .build()
-        .await?;
-    runtime.run(move |term| run(term, args.clone())).await?;
-    Ok(())
+    let common = args.apply_to(common);
+    capmaas_runtime::serve(BINARY, DEFAULT_CONCURRENCY, common, args, run).await
 }
 
 /// Runs the MaasMachine controller for one leadership term.
@@ -77,55 +74,45 @@ pub async fn start(common: CommonArgs, args: ControllerArgs) -> Result<(), BoxEr
 /// Watches MaasMachines; MaasHosts through a reflector whose cache is also the list hosts are
 /// chosen from; Machines and Clusters (see [`watch`]). Ready once the MaasMachine and MaasHost
 /// caches are filled.
-pub async fn run(term: capmaas_runtime::Context, args: ControllerArgs) -> Result<(), BoxError> {
+pub async fn run(term: capmaas_runtime::Term, args: ControllerArgs) -> Result<(), BoxError> {
     let ns = term.settings.namespace.as_deref();
     let watch = &term.clients.watch;
     let wc = watcher::Config::default();
     // Inventories: which other namespaces' hosts a machine may claim, and whether a pool is
     // imported at all. A change wakes nothing by itself: waiting machines retry on backoff.
-    let (inventories, inventory_writer) = reflector::store::<MaasInventory>();
-    let inventory_stream = reflector::reflector(
-        inventory_writer,
-        watcher(scoped::<MaasInventory>(watch, ns), wc.clone()),
-    )
-    .default_backoff()
-    .touched_objects();
-    let (hosts, host_writer) = reflector::store::<MaasHost>();
-    let host_stream = reflector::reflector(
-        host_writer,
-        watcher(scoped::<MaasHost>(watch, ns), wc.clone()),
-    )
-    .default_backoff()
-    .touched_objects();
-    // The controller's own kind through a reflector of its own, so that its trigger stream
-    // can be filtered while the store sees every change.
-    let (machines, machine_writer) = reflector::store::<MaasMachine>();
-    let machine_stream = reflector::reflector(
-        machine_writer,
-        watcher(scoped::<MaasMachine>(watch, ns), wc.clone()),
-    )
-    .default_backoff()
-    .touched_objects()
-    .predicate_filter(watch::maas_machine_change, PredicateConfig::default());
+    // Inventories: which other namespaces' hosts a machine may claim, and whether a pool is
+    // imported at all. A change wakes nothing by itself: waiting machines retry on backoff.
+    let (inventories, inventory_stream) = cached(
+        scoped::<MaasInventory>(watch, ns),
+        wc.clone(),
+        Keep::Everything,
+    );
+    let (hosts, host_stream) = cached(scoped::<MaasHost>(watch, ns), wc.clone(), Keep::Everything);
+    // The controller's own kind through a cache of its own, so that its trigger stream can be
+    // filtered while the store sees every change.
+    let (machines, machine_stream) = cached(
+        scoped::<MaasMachine>(watch, ns),
+        wc.clone(),
+        Keep::Everything,
+    );
+    let machine_stream =
+        machine_stream.predicate_filter(watch::maas_machine_change, PredicateConfig::default());
     // CAPI Machines and Clusters are cached too: a reconcile reads its owner Machine and its
     // Cluster from the caches instead of two GETs (a change wakes the machines it concerns,
     // so a reconcile that saw an older copy is followed by one that sees the new).
-    let (machine_cache, machine_cache_writer) = reflector::store::<Machine>();
-    let capi_machines = reflector::reflector(
-        machine_cache_writer,
-        watcher(scoped::<Machine>(watch, ns), wc.clone()).modify(without_managed_fields),
-    )
-    .default_backoff()
-    .touched_objects()
-    .predicate_filter(watch::machine_change, PredicateConfig::default());
-    let (cluster_cache, cluster_cache_writer) = reflector::store::<Cluster>();
-    let clusters = reflector::reflector(
-        cluster_cache_writer,
-        watcher(scoped::<Cluster>(watch, ns), wc.clone()).modify(without_managed_fields),
-    )
-    .default_backoff()
-    .touched_objects()
-    .predicate_filter(watch::cluster_change, PredicateConfig::default());
+    let (machine_cache, capi_machines) = cached(
+        scoped::<Machine>(watch, ns),
+        wc.clone(),
+        Keep::WithoutManagedFields,
+    );
+    let capi_machines =
+        capi_machines.predicate_filter(watch::machine_change, PredicateConfig::default());
+    let (cluster_cache, clusters) = cached(
+        scoped::<Cluster>(watch, ns),
+        wc.clone(),
+        Keep::WithoutManagedFields,
+    );
+    let clusters = clusters.predicate_filter(watch::cluster_change, PredicateConfig::default());
     let ctx = Arc::new(Ctx::new(
         &term,
         Caches {

@@ -124,9 +124,9 @@ pub async fn import_pool(ctx: &Ctx, pool: &str) -> Result<Option<String>> {
         return Ok(None);
     };
     let name = inventory.name_any();
-    let api: Api<MaasInventory> = Api::namespaced(ctx.client.clone(), namespace);
+    let api: Api<MaasInventory> = Api::namespaced(ctx.base.client.clone(), namespace);
     let params = PostParams {
-        field_manager: Some(ctx.field_manager.clone()),
+        field_manager: Some(ctx.base.field_manager.clone()),
         ..PostParams::default()
     };
     match api.create(&params, &inventory).await {

@@ -24,8 +24,8 @@ pub(crate) async fn release_host(ctx: &Ctx, state: &mut State) -> Result<Flow> {
         .is_none_or(|c| c.metadata.deletion_timestamp.is_some());
     let mut reservation = None;
     if let (false, Some(machine)) = (cluster_deleting, state.machine.as_ref())
-        && let Some(target) = crate::reuse::resolve(&ctx.client, &state.mm, machine).await?
-        && let Some(ttl) = crate::reuse::reuse_ttl(&ctx.client, &ns, &target).await?
+        && let Some(target) = crate::reuse::resolve(&ctx.base.client, &state.mm, machine).await?
+        && let Some(ttl) = crate::reuse::reuse_ttl(&ctx.base.client, &ns, &target).await?
     {
         reservation = Some(crate::reuse::reservation(
             target.owner,
@@ -72,7 +72,10 @@ pub(crate) async fn release_host(ctx: &Ctx, state: &mut State) -> Result<Flow> {
         ),
         None => format!("released host {name}"),
     };
-    ctx.events.normal(&mm, "SuccessfulRelease", &note).await;
+    ctx.base
+        .events
+        .normal(&mm, "SuccessfulRelease", &note)
+        .await;
     state.host = None;
     Ok(Flow::Continue)
 }

@@ -60,7 +60,7 @@ pub fn host_namespace(host: &MaasHost) -> Result<String> {
 
 /// The MaasMachine API of `mm`'s namespace.
 pub fn mm_api(ctx: &Ctx, mm: &MaasMachine) -> Result<Api<MaasMachine>> {
-    Ok(Api::namespaced(ctx.client.clone(), &namespace(mm)?))
+    Ok(Api::namespaced(ctx.base.client.clone(), &namespace(mm)?))
 }
 
 impl State {
@@ -187,7 +187,7 @@ pub async fn find_host(ctx: &Ctx, mm: &MaasMachine, ns: &str) -> Result<Option<M
     }
     let cached = cached.and_then(|h| Some((h.namespace()?, h.name_any())));
     for (host_ns, name) in recorded.into_iter().chain(cached) {
-        let api: Api<MaasHost> = Api::namespaced(ctx.client.clone(), &host_ns);
+        let api: Api<MaasHost> = Api::namespaced(ctx.base.client.clone(), &host_ns);
         let host = api
             .get_opt(&name)
             .await
@@ -245,7 +245,7 @@ pub async fn apply_owned(
     apply_status_at(
         &mm_api(ctx, mm)?,
         &mm.name_any(),
-        &ctx.field_manager,
+        &ctx.base.field_manager,
         status,
         &rv,
     )
@@ -272,7 +272,7 @@ async fn observe_data(
     if mm.spec.data_template.is_none() && mm.metadata.deletion_timestamp.is_none() {
         return Ok((None, None));
     }
-    let claim = Api::<MaasDataClaim>::namespaced(ctx.client.clone(), ns)
+    let claim = Api::<MaasDataClaim>::namespaced(ctx.base.client.clone(), ns)
         .get_opt(&mm.name_any())
         .await
         .map_err(Error::kube("reading the MaasDataClaim"))?
@@ -283,7 +283,7 @@ async fn observe_data(
         .and_then(|s| s.rendered_data.as_ref())
         .map(|r| r.name.clone());
     let data = match recorded {
-        Some(name) => Api::<MaasData>::namespaced(ctx.client.clone(), ns)
+        Some(name) => Api::<MaasData>::namespaced(ctx.base.client.clone(), ns)
             .get_opt(&name)
             .await
             .map_err(Error::kube("reading the MaasData"))?,

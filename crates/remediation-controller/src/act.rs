@@ -90,7 +90,10 @@ async fn act(ctx: &Ctx, state: &mut State, step: Step, now: &Time) -> Result<Flo
         Step::Paused(_) | Step::Skipped => Ok(Flow::Done(Action::await_change())),
         Step::Missing { message, .. } => {
             if before != phase(&state.remediation) {
-                ctx.events.warning(&r, "RemediationBlocked", &message).await;
+                ctx.base
+                    .events
+                    .warning(&r, "RemediationBlocked", &message)
+                    .await;
             }
             Ok(Flow::Done(Action::requeue(MISSING_RETRY)))
         }
@@ -109,7 +112,10 @@ async fn act(ctx: &Ctx, state: &mut State, step: Step, now: &Time) -> Result<Flo
                 host_name(state)
             );
             info!(attempt, "remediation attempt started");
-            ctx.events.normal(&r, "RemediationStarted", &note).await;
+            ctx.base
+                .events
+                .normal(&r, "RemediationStarted", &note)
+                .await;
             Ok(Flow::Continue)
         }
         Step::Resume | Step::MarkWaiting => Ok(Flow::Continue),
@@ -132,7 +138,8 @@ async fn act(ctx: &Ctx, state: &mut State, step: Step, now: &Time) -> Result<Flo
         }
         Step::RestoreNode => {
             node_ops::restore(ctx, state).await?;
-            ctx.events
+            ctx.base
+                .events
                 .normal(
                     &r,
                     "NodeRestored",
@@ -145,7 +152,7 @@ async fn act(ctx: &Ctx, state: &mut State, step: Step, now: &Time) -> Result<Flo
             let n = attempt(&r).unwrap_or(1);
             info!(attempt = n, "remediated");
             let note = format!("the Node is Ready again after attempt {n}");
-            ctx.events.normal(&r, "Remediated", &note).await;
+            ctx.base.events.normal(&r, "Remediated", &note).await;
             Ok(Flow::Continue)
         }
         Step::MarkHostUnhealthy => {
@@ -165,7 +172,8 @@ async fn act(ctx: &Ctx, state: &mut State, step: Step, now: &Time) -> Result<Flo
         }
         Step::GiveUp => {
             info!("remediation gave up");
-            ctx.events
+            ctx.base
+                .events
                 .warning(&r, "RemediationFailed", &give_up_message(state))
                 .await;
             Ok(Flow::Continue)

@@ -3,23 +3,17 @@
 use std::time::Duration;
 
 use capmaas_api::MaasHost;
-use capmaas_runtime::controller::Events;
+use capmaas_runtime::controller::Base;
 use capmaas_runtime::controller::workload::WorkloadClients;
-use kube::Client;
 use kube::runtime::reflector::Store;
 
-use crate::BINARY;
 use crate::args::{ControllerArgs, FenceMode};
 
 /// Shared by every reconcile of one leadership term.
 #[derive(Clone)]
 pub struct Ctx {
-    /// Client for calls (with read timeouts).
-    pub client: Client,
-    /// Field manager of every write (`capmaas-remediation-controller`).
-    pub field_manager: String,
-    /// Events on MaasRemediations.
-    pub events: Events,
+    /// Client, field manager, Events on MaasRemediations.
+    pub base: Base,
     /// Workload cluster clients (guarded kubeconfigs, cached per cluster).
     pub workload: WorkloadClients,
     /// Cache of every watched MaasHost: where a remediation looks for hosts it still holds off
@@ -34,7 +28,7 @@ pub struct Ctx {
 impl std::fmt::Debug for Ctx {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Ctx")
-            .field("field_manager", &self.field_manager)
+            .field("base", &self.base)
             .field("fence", &self.fence)
             .field("poll_interval", &self.poll_interval)
             .finish_non_exhaustive()
@@ -44,16 +38,14 @@ impl std::fmt::Debug for Ctx {
 impl Ctx {
     /// The context of one leadership term.
     pub fn new(
-        term: &capmaas_runtime::Context,
+        term: &capmaas_runtime::Term,
         hosts: Store<MaasHost>,
         args: &ControllerArgs,
     ) -> Self {
-        let client = term.clients.api.clone();
+        let base = Base::for_term(term);
         Self {
-            events: Events::new(client.clone(), BINARY),
-            workload: WorkloadClients::new(client.clone()),
-            client,
-            field_manager: term.settings.field_manager.clone(),
+            workload: WorkloadClients::new(base.client.clone()),
+            base,
             hosts,
             fence: args.fence,
             poll_interval: args.poll_interval,

@@ -31,10 +31,10 @@ pub(crate) async fn annotate(
         Some(ns) => ns,
         None => namespace(&state.remediation)?,
     };
-    let api: Api<MaasHost> = Api::namespaced(ctx.client.clone(), &host_namespace);
+    let api: Api<MaasHost> = Api::namespaced(ctx.base.client.clone(), &host_namespace);
     let patch = json!({"metadata": {"annotations": {key: value}}});
     let params = PatchParams {
-        field_manager: Some(ctx.field_manager.clone()),
+        field_manager: Some(ctx.base.field_manager.clone()),
         ..PatchParams::default()
     };
     let action = || match value {

@@ -35,15 +35,19 @@ use std::sync::Arc;
 
 use capmaas_api::capi::{Cluster, Machine};
 use capmaas_api::{MaasHost, MaasRemediation};
-use capmaas_runtime::controller::{self as kit, ReconcilerSettings, ready_when, scoped};
-use capmaas_runtime::{BoxError, CommonArgs, Runtime};
-use kube::runtime::{Controller, WatchStreamExt, reflector, watcher};
+use capmaas_runtime::controller::{
+    self as kit, Keep, ReconcilerSettings, cached, ready_when, scoped,
+};
+use capmaas_runtime::{BoxError, CommonArgs};
+use kube::runtime::{Controller, watcher};
 
 pub use args::{ControllerArgs, FenceMode};
 pub use error::{Error, Result};
 
 use crate::context::Ctx;
 
+/// What `--help` says the binary is.
+pub const ABOUT: &str = "The MaasRemediation controller of the MAAS Cluster API provider.";
 /// Binary name; also gives the field manager and event reporter
 /// `capmaas-remediation-controller` and the Lease name.
 pub const BINARY: &str = "remediation-controller";
@@ -55,13 +59,7 @@ pub const CONTROLLER: &str = "maasremediation";
 
 /// Runs the binary: the runtime from the common flags, then [`run`] in each leadership term.
 pub async fn start(common: CommonArgs, args: ControllerArgs) -> Result<(), BoxError> {
-    let runtime = Runtime::builder(BINARY)
-        .with_args(common)
-        .default_concurrency(DEFAULT_CONCURRENCY)
-        .build()
-        .await?;
-    runtime.run(move |term| run(term, args.clone())).await?;
-    Ok(())
+    capmaas_runtime::serve(BINARY, DEFAULT_CONCURRENCY, common, args, run).await
 }
 
 /// Runs the MaasRemediation controller for one leadership term.
@@ -69,17 +67,11 @@ pub async fn start(common: CommonArgs, args: ControllerArgs) -> Result<(), BoxEr
 /// Watches MaasRemediations; MaasHosts through a reflector whose cache also finds hosts a
 /// remediation still holds off; Machines and Clusters (see [`watch`]). Ready once the
 /// MaasRemediation and MaasHost caches are filled.
-pub async fn run(term: capmaas_runtime::Context, args: ControllerArgs) -> Result<(), BoxError> {
+pub async fn run(term: capmaas_runtime::Term, args: ControllerArgs) -> Result<(), BoxError> {
     let ns = term.settings.namespace.as_deref();
     let watch = &term.clients.watch;
     let wc = watcher::Config::default();
-    let (hosts, host_writer) = reflector::store::<MaasHost>();
-    let host_stream = reflector::reflector(
-        host_writer,
-        watcher(scoped::<MaasHost>(watch, ns), wc.clone()),
-    )
-    .default_backoff()
-    .touched_objects();
+    let (hosts, host_stream) = cached(scoped::<MaasHost>(watch, ns), wc.clone(), Keep::Everything);
     let controller = Controller::new(scoped::<MaasRemediation>(watch, ns), wc.clone());
     let remediations = controller.store();
     let ctx = Arc::new(Ctx::new(&term, hosts.clone(), &args));

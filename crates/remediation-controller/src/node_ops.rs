@@ -71,7 +71,7 @@ async fn patch_node(
 ) -> Result<()> {
     let (api, cluster) = nodes(ctx, state).await?;
     let params = PatchParams {
-        field_manager: Some(ctx.field_manager.clone()),
+        field_manager: Some(ctx.base.field_manager.clone()),
         ..PatchParams::default()
     };
     let updated = api

@@ -122,7 +122,7 @@ pub fn namespace(r: &MaasRemediation) -> Result<String> {
 
 /// The MaasRemediation API of `r`'s namespace.
 pub fn api(ctx: &Ctx, r: &MaasRemediation) -> Result<Api<MaasRemediation>> {
-    Ok(Api::namespaced(ctx.client.clone(), &namespace(r)?))
+    Ok(Api::namespaced(ctx.base.client.clone(), &namespace(r)?))
 }
 
 fn cluster_name(r: &MaasRemediation, machine: Option<&Machine>) -> Option<String> {
@@ -156,7 +156,7 @@ impl State {
         // A Machine re-created under the remediation's name is not the one it was made for.
         let machine = machine.filter(|m| remediation_is_for(&remediation, m));
         let cluster = match cluster_name(&remediation, machine.as_ref()) {
-            Some(name) => Api::<Cluster>::namespaced(ctx.client.clone(), &ns)
+            Some(name) => Api::<Cluster>::namespaced(ctx.base.client.clone(), &ns)
                 .get_opt(&name)
                 .await
                 .map_err(Error::kube(format!("reading Cluster {name}")))?,
@@ -167,7 +167,7 @@ impl State {
             .map(|m| m.spec.infrastructure_ref.name.clone())
             .filter(|n| !n.is_empty());
         let maas_machine = match mm_name {
-            Some(name) => Api::<MaasMachine>::namespaced(ctx.client.clone(), &ns)
+            Some(name) => Api::<MaasMachine>::namespaced(ctx.base.client.clone(), &ns)
                 .get_opt(&name)
                 .await
                 .map_err(Error::kube(format!("reading MaasMachine {name}")))?,
@@ -181,7 +181,7 @@ impl State {
         let host_name = host_ref.map(|r| r.name.clone());
         // The host may sit in another namespace (an inventory open to the machine's).
         let host_ns = host_ref.map_or(ns.as_str(), |r| r.namespace_or(&ns));
-        let hosts: Api<MaasHost> = Api::namespaced(ctx.client.clone(), host_ns);
+        let hosts: Api<MaasHost> = Api::namespaced(ctx.base.client.clone(), host_ns);
         let host = match &host_name {
             Some(name) => hosts
                 .get_opt(name)
@@ -262,7 +262,7 @@ impl State {
 /// `OwnerRemediated` condition is already `False`.
 async fn read_machine(ctx: &Ctx, ns: &str, name: &str) -> Result<(Option<Machine>, bool)> {
     let resource = ApiResource::erase::<Machine>(&());
-    let raw = Api::<DynamicObject>::namespaced_with(ctx.client.clone(), ns, &resource)
+    let raw = Api::<DynamicObject>::namespaced_with(ctx.base.client.clone(), ns, &resource)
         .get_opt(name)
         .await
         .map_err(Error::kube(format!("reading Machine {name}")))?;
@@ -303,7 +303,7 @@ async fn held_elsewhere(
     });
     for cached in candidates {
         let (ns, name) = (cached.namespace().unwrap_or_default(), cached.name_any());
-        let fresh = Api::<MaasHost>::namespaced(ctx.client.clone(), &ns)
+        let fresh = Api::<MaasHost>::namespaced(ctx.base.client.clone(), &ns)
             .get_opt(&name)
             .await
             .map_err(Error::kube(format!("reading MaasHost {ns}/{name}")))?;

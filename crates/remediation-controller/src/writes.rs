@@ -27,7 +27,7 @@ pub(crate) async fn write_status(
     let written = capmaas_runtime::status::write_status(
         &api(ctx, r)?,
         r,
-        &ctx.field_manager,
+        &ctx.base.field_manager,
         status,
         false,
         Guard::ResourceVersion,
@@ -47,7 +47,7 @@ pub(crate) async fn add_finalizer(ctx: &Ctx, state: &mut State) -> Result<()> {
         &api(ctx, r)?,
         r,
         FINALIZER_MAAS_REMEDIATION,
-        &ctx.field_manager,
+        &ctx.base.field_manager,
     )
     .await
     .map_err(Error::runtime("adding the finalizer"))?;
@@ -61,7 +61,7 @@ pub(crate) async fn remove_finalizer(ctx: &Ctx, state: &mut State) -> Result<()>
         &api(ctx, r)?,
         r,
         FINALIZER_MAAS_REMEDIATION,
-        &ctx.field_manager,
+        &ctx.base.field_manager,
     )
     .await
     .map_err(Error::runtime("removing the finalizer"))?;
@@ -85,7 +85,7 @@ pub(crate) async fn record_backup(ctx: &Ctx, state: &mut State) -> Result<()> {
         "metadata": {"resourceVersion": r.resource_version(), "annotations": annotations}
     });
     let params = PatchParams {
-        field_manager: Some(ctx.field_manager.clone()),
+        field_manager: Some(ctx.base.field_manager.clone()),
         ..PatchParams::default()
     };
     state.remediation = api(ctx, r)?
@@ -118,10 +118,10 @@ pub(crate) async fn hand_back_machine(
             "lastTransitionTime": now,
         }]}
     });
-    Api::<Machine>::namespaced(ctx.client.clone(), &namespace(&state.remediation)?)
+    Api::<Machine>::namespaced(ctx.base.client.clone(), &namespace(&state.remediation)?)
         .patch_status(
             &name,
-            &PatchParams::apply(&ctx.field_manager).force(),
+            &PatchParams::apply(&ctx.base.field_manager).force(),
             &Patch::Apply(&body),
         )
         .await

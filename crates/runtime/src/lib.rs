@@ -8,45 +8,40 @@
 //! `docs/architecture.md`; in short:
 //!
 //! ```no_run
-//! use std::process::ExitCode;
-//! use capmaas_runtime::{BoxError, CommonArgs, Context, Runtime, exit_code};
+//! use capmaas_runtime::{BoxError, CommonArgs, Term};
 //!
-//! async fn run(term: Context) -> Result<(), BoxError> {
-//!     // Build the kube Controller from term.clients.watch (`controller::scoped`), then
+//! /// The binary's own flags.
+//! #[derive(Debug, Clone, clap::Args)]
+//! struct ThingArgs {}
+//!
+//! async fn run(term: Term, _args: ThingArgs) -> Result<(), BoxError> {
+//!     // A context embedding `controller::Base::for_term(&term)`; the kube Controller built from
+//!     // term.clients.watch (`controller::scoped`, `controller::cached`); then
 //!     // `controller::run(controller, ReconcilerSettings::for_term(&term, "maasthing"), ctx,
 //!     // reconcile)` next to `controller::ready_when(&term.health, &term.cancel, synced)`.
 //!     term.cancel.cancelled().await;
 //!     Ok(())
 //! }
 //!
-//! async fn start(common: CommonArgs) -> Result<(), BoxError> {
-//!     let runtime = Runtime::builder("thing-controller")
-//!         .with_args(common)
-//!         .default_concurrency(4)
-//!         .build()
-//!         .await?;
-//!     runtime.run(run).await?;
-//!     Ok(())
+//! async fn start(common: CommonArgs, args: ThingArgs) -> Result<(), BoxError> {
+//!     capmaas_runtime::serve("thing-controller", 4, common, args, run).await
 //! }
 //!
-//! #[tokio::main]
-//! async fn main() -> ExitCode {
-//!     match CommonArgs::try_parse_from(std::env::args()) {
-//!         Ok(common) => exit_code("thing-controller", start(common).await),
-//!         Err(e) => e.exit(),
-//!     }
+//! fn main() -> std::process::ExitCode {
+//!     capmaas_runtime::main("thing-controller", "Reconciles MaasThings.", start)
 //! }
 //! ```
 //!
 //! [`Runtime::run`] serves `/metrics`, `/healthz` and `/readyz`, joins leader election (when
 //! `--leader-elect`), calls the closure each time this replica becomes leader, cancels
-//! [`Context::cancel`] when leadership is lost or SIGTERM arrives, releases the Lease and flushes
+//! [`Term::cancel`] when leadership is lost or SIGTERM arrives, releases the Lease and flushes
 //! traces before returning.
 //!
 //! Readiness: a standby replica is ready (it is doing its job: waiting); a leader becomes ready
 //! when its controller calls [`Health::mark_ready`], typically once caches are synced.
 
 pub mod backoff;
+mod binary;
 pub mod client;
 pub mod client_spans;
 pub mod conditions;
@@ -71,6 +66,7 @@ pub mod trace_context;
 use std::time::Duration;
 
 pub use backoff::{BackoffConfig, ObjectBackoff};
+pub use binary::{exit_code, main, serve};
 pub use client::{KubeClients, field_manager};
 pub use conditions::{
     ConditionStatus, NewCondition, get_condition, is_true, set_condition, summarize_ready,
@@ -84,7 +80,7 @@ pub use health::{Health, Watchdog};
 pub use leader::{LeaderElectionConfig, run_while_leader};
 pub use metrics::{ControllerMetrics, MetricsRegistry, ReconcileMetrics, ReconcileTimer};
 pub use own_writes::OwnWrites;
-pub use runtime::{Context, Runtime, RuntimeBuilder, Settings, exit_code};
+pub use runtime::{Runtime, RuntimeBuilder, Settings, Term};
 pub use status::{apply_status, apply_status_at};
 pub use telemetry::TelemetryGuard;
 

@@ -173,25 +173,6 @@ impl RuntimeBuilder {
     }
 }
 
-/// What a binary's `main` returns: success, or the error with its whole chain on stderr (the
-/// logger may not be up yet) and exit code 1. Every `main.rs` ends with it.
-pub fn exit_code<E>(binary: &str, result: std::result::Result<(), E>) -> std::process::ExitCode
-where
-    E: Into<BoxError>,
-{
-    match result {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(e) => {
-            let e: BoxError = e.into();
-            #[allow(clippy::print_stderr)] // the one place a binary reports a fatal error
-            {
-                eprintln!("{binary}: {}", error_chain(e.as_ref()));
-            }
-            std::process::ExitCode::FAILURE
-        }
-    }
-}
-
 /// Everything a binary needs, ready to [`run`](Runtime::run).
 #[derive(Debug)]
 pub struct Runtime {
@@ -209,7 +190,7 @@ pub struct Runtime {
 
 /// What a controller gets for one leadership term; cheap to clone.
 #[derive(Debug, Clone)]
-pub struct Context {
+pub struct Term {
     /// Kubernetes clients (`api` for calls, `watch` for watches).
     pub clients: KubeClients,
     /// Resolved settings.
@@ -301,7 +282,7 @@ impl Runtime {
         &self.shutdown
     }
 
-    /// The leadership fence, also in every term's [`Context::fence`]; for clients built before
+    /// The leadership fence, also in every term's [`Term::fence`]; for clients built before
     /// [`run`](Runtime::run) (the MAAS gateway checks it before every mutating MAAS call).
     pub fn fence(&self) -> &Fence {
         &self.fence
@@ -322,7 +303,7 @@ impl Runtime {
     /// too (the pod restarts).
     pub async fn run<F, Fut, E>(self, mut controller: F) -> Result<()>
     where
-        F: FnMut(Context) -> Fut,
+        F: FnMut(Term) -> Fut,
         Fut: Future<Output = Result<(), E>>,
         E: Into<BoxError>,
     {
@@ -376,7 +357,7 @@ impl Runtime {
             drain_timeout,
             |cancel| {
                 term_health.mark_not_ready();
-                controller(Context {
+                controller(Term {
                     clients: clients.clone(),
                     settings: settings.clone(),
                     metrics: metrics.clone(),
@@ -501,7 +482,7 @@ mod tests {
         let metrics_addr = rt.metrics_addr().unwrap();
         let (started_tx, started_rx) = tokio::sync::oneshot::channel();
         let mut started_tx = Some(started_tx);
-        let task = tokio::spawn(rt.run(move |ctx: Context| {
+        let task = tokio::spawn(rt.run(move |ctx: Term| {
             let tx = started_tx.take();
             async move {
                 assert!(*ctx.leader.borrow());

@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use capmaas_runtime::leader::{Election, LeaderElectionConfig, spawn_election};
-use capmaas_runtime::{BoxError, CommonArgs, Context, Runtime};
+use capmaas_runtime::{BoxError, CommonArgs, Runtime, Term};
 use capmaas_runtime::{Fence, Fenced};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
@@ -138,7 +138,7 @@ async fn runtime_runs_controller_as_leader_and_releases_on_shutdown() {
         .await
         .unwrap();
     let (started_tx, mut started_rx) = tokio::sync::mpsc::unbounded_channel();
-    let run = tokio::spawn(runtime.run(move |ctx: Context| {
+    let run = tokio::spawn(runtime.run(move |ctx: Term| {
         let started = started_tx.clone();
         async move {
             // Prove the client works and this term is the leader's.

@@ -10,11 +10,11 @@ use std::sync::Arc;
 
 use capmaas_api::dns::AllowedDomains;
 use capmaas_api::{MaasIPPool, MaasInventory};
-use capmaas_runtime::controller::scoped;
+use capmaas_runtime::controller::{Keep, cached, scoped};
 use futures::StreamExt;
 use kube::Client;
-use kube::runtime::reflector::{self, Store};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::reflector::Store;
+use kube::runtime::watcher;
 use tokio_util::sync::CancellationToken;
 
 use crate::validate::Lookups;
@@ -76,14 +76,12 @@ where
         + Sync
         + 'static,
 {
-    let (store, writer) = reflector::store::<K>();
     // Only what the rules read: the spec, names and status counters; managed fields are noise.
-    let stream = reflector::reflector(
-        writer,
-        watcher(scoped::<K>(client, namespace), watcher::Config::default()),
-    )
-    .default_backoff()
-    .modify(|o: &mut K| o.meta_mut().managed_fields = None);
+    let (store, stream) = cached(
+        scoped::<K>(client, namespace),
+        watcher::Config::default(),
+        Keep::WithoutManagedFields,
+    );
     let cancel = cancel.clone();
     tokio::spawn(async move {
         let drive = stream.for_each(|_| async {});

@@ -30,7 +30,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use capmaas_api::dns::AllowedDomains;
-use capmaas_runtime::{BoxError, CommonArgs, Context, Runtime};
+use capmaas_runtime::{BoxError, CommonArgs, Runtime, Term};
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 use tracing::info;
@@ -43,6 +43,8 @@ use crate::metrics::AdmissionMetrics;
 use crate::server::Admission;
 use crate::tls::{CertFiles, ReloadingCert};
 
+/// What `--help` says the binary is.
+pub const ABOUT: &str = "Defaulting and validation webhooks of the MAAS Cluster API provider.";
 /// Binary name; also the field manager and Lease prefix of the runtime (unused: no leader).
 pub const BINARY: &str = "webhook-server";
 
@@ -101,7 +103,7 @@ pub struct Serving {
 }
 
 /// Serves admission reviews until the term is cancelled (SIGTERM).
-pub async fn run(term: Context, serving: Option<Serving>) -> Result<(), BoxError> {
+pub async fn run(term: Term, serving: Option<Serving>) -> Result<(), BoxError> {
     let Some(serving) = serving else {
         return Err("the webhook listener was already used by an earlier run".into());
     };

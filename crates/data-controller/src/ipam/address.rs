@@ -36,7 +36,7 @@ pub async fn reconcile(address: Arc<IPAddress>, ctx: Arc<Ctx>) -> Result<Action>
         return Ok(Action::await_change());
     }
     // A deleted address is rare: ask the API server rather than a cache that may lag.
-    let claim = Api::<IPAddressClaim>::namespaced(ctx.client.clone(), &ns)
+    let claim = Api::<IPAddressClaim>::namespaced(ctx.base.client.clone(), &ns)
         .get_opt(&entry.claim)
         .await
         .map_err(Error::kube("get IPAddressClaim"))?;
@@ -50,12 +50,12 @@ pub async fn reconcile(address: Arc<IPAddress>, ctx: Arc<Ctx>) -> Result<Action>
         debug!(claim = entry.claim, "deleted, but its claim still holds it");
         return Ok(Action::await_change());
     }
-    let api: Api<IPAddress> = Api::namespaced(ctx.client.clone(), &ns);
+    let api: Api<IPAddress> = Api::namespaced(ctx.base.client.clone(), &ns);
     finalizer::remove(
         &api,
         address.as_ref(),
         FINALIZER_IP_ADDRESS,
-        &ctx.field_manager,
+        &ctx.base.field_manager,
     )
     .await
     .map_err(Error::Finalizer)?;
@@ -84,7 +84,7 @@ async fn collect_orphan(
         address_lock::ensure(ctx, address, entry, &claim).await?;
         return Ok(Action::await_change());
     }
-    let claim = Api::<IPAddressClaim>::namespaced(ctx.client.clone(), ns)
+    let claim = Api::<IPAddressClaim>::namespaced(ctx.base.client.clone(), ns)
         .get_opt(&entry.claim)
         .await
         .map_err(Error::kube("get IPAddressClaim"))?;
@@ -94,7 +94,7 @@ async fn collect_orphan(
         }
         return Ok(Action::await_change());
     }
-    let api: Api<IPAddress> = Api::namespaced(ctx.client.clone(), ns);
+    let api: Api<IPAddress> = Api::namespaced(ctx.base.client.clone(), ns);
     // Conditional on the UID read: a same-named address of a later allocation is left alone.
     let params = kube::api::DeleteParams {
         preconditions: Some(kube::api::Preconditions {

@@ -54,7 +54,7 @@ fn holder_of(claim: &IPAddressClaim) -> Result<LockHolder> {
 }
 
 fn api(ctx: &Ctx) -> Api<MaasIPAddressLock> {
-    Api::all(ctx.client.clone())
+    Api::all(ctx.base.client.clone())
 }
 
 /// Takes the lock of `address` for `claim`, allocated from `pool`.
@@ -117,7 +117,7 @@ pub(crate) async fn delete_exact(ctx: &Ctx, lock: &MaasIPAddressLock) -> Result<
         &api(ctx),
         lock,
         FINALIZER_MAAS_IP_ADDRESS_LOCK,
-        &ctx.field_manager,
+        &ctx.base.field_manager,
     )
     .await
     .map_err(Error::Finalizer)?
@@ -183,7 +183,8 @@ pub(crate) async fn ensure(
                 lock_name(addr)
             );
             warn!(%addr, ipaddress = entry.name, "{message}");
-            ctx.events
+            ctx.base
+                .events
                 .warning(address, "AddressHeldTwice", &message)
                 .await;
         }

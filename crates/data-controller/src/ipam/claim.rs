@@ -53,7 +53,7 @@ pub async fn reconcile(claim: Arc<IPAddressClaim>, ctx: Arc<Ctx>) -> Result<Acti
     let ns = claim
         .namespace()
         .ok_or(Error::MissingMetadata("namespace"))?;
-    let api: Api<IPAddressClaim> = Api::namespaced(ctx.client.clone(), &ns);
+    let api: Api<IPAddressClaim> = Api::namespaced(ctx.base.client.clone(), &ns);
     let mut claim = claim.as_ref().clone();
     loop {
         let pool = ctx.pool(&ns, &claim.spec.pool_ref.name);
@@ -92,17 +92,26 @@ pub async fn reconcile(claim: Arc<IPAddressClaim>, ctx: Arc<Ctx>) -> Result<Acti
                 for name in &names {
                     release_address(&ctx, &claim, name).await?;
                 }
-                finalizer::remove(&api, &claim, FINALIZER_IP_ADDRESS_CLAIM, &ctx.field_manager)
-                    .await
-                    .map_err(Error::Finalizer)?;
+                finalizer::remove(
+                    &api,
+                    &claim,
+                    FINALIZER_IP_ADDRESS_CLAIM,
+                    &ctx.base.field_manager,
+                )
+                .await
+                .map_err(Error::Finalizer)?;
                 info!(addresses = ?names, "claim released");
                 Ok(Action::await_change())
             }
             ClaimStep::AddFinalizer => {
-                claim =
-                    finalizer::add(&api, &claim, FINALIZER_IP_ADDRESS_CLAIM, &ctx.field_manager)
-                        .await
-                        .map_err(Error::Finalizer)?;
+                claim = finalizer::add(
+                    &api,
+                    &claim,
+                    FINALIZER_IP_ADDRESS_CLAIM,
+                    &ctx.base.field_manager,
+                )
+                .await
+                .map_err(Error::Finalizer)?;
                 continue;
             }
             ClaimStep::Fail { reason, message } => {
@@ -110,7 +119,7 @@ pub async fn reconcile(claim: Arc<IPAddressClaim>, ctx: Arc<Ctx>) -> Result<Acti
                 // Said once, when the claim's status first says it (a missing or invalid
                 // pool, one being deleted), not on every resync.
                 if write_status(&api, &claim, None, condition, &ctx).await? {
-                    ctx.events.warning(&claim, reason, &message).await;
+                    ctx.base.events.warning(&claim, reason, &message).await;
                 }
                 Ok(Action::await_change())
             }
@@ -236,7 +245,7 @@ async fn allocate_skipping(
 ) -> Result<Action> {
     let ns = claim.namespace().unwrap_or_default();
     let key = PoolKey::of(pool);
-    let addresses: Api<IPAddress> = Api::namespaced(ctx.client.clone(), &ns);
+    let addresses: Api<IPAddress> = Api::namespaced(ctx.base.client.clone(), &ns);
     let uid = claim.uid().ok_or(Error::MissingMetadata("uid"))?;
     let mut attempts = 0;
     while attempts < MAX_ATTEMPTS {
@@ -296,7 +305,8 @@ async fn allocate_skipping(
                     &pool.name_any(),
                 );
                 write_status(api, claim, Some(&name), condition, ctx).await?;
-                ctx.events
+                ctx.base
+                    .events
                     .normal(
                         claim,
                         "AddressAllocated",
@@ -357,7 +367,7 @@ async fn unavailable(
         write_status(api, claim, None, not_ready_condition(reason, &message), ctx).await?;
     if changed {
         info!(reason, "no address available");
-        ctx.events.warning(claim, reason, &message).await;
+        ctx.base.events.warning(claim, reason, &message).await;
     }
     Ok(Action::requeue(EXHAUSTED_RETRY))
 }
@@ -376,7 +386,7 @@ async fn write_status(
     let written = status::write_status(
         api,
         claim,
-        &ctx.field_manager,
+        &ctx.base.field_manager,
         &status,
         unchanged,
         Guard::ResourceVersion,
@@ -389,7 +399,7 @@ async fn write_status(
 /// The `IPAddress` `name`, read from the API server, when it is `claim`'s.
 async fn fetch_own(ctx: &Ctx, claim: &IPAddressClaim, name: &str) -> Result<Option<AddressEntry>> {
     let ns = claim.namespace().unwrap_or_default();
-    let found = Api::<IPAddress>::namespaced(ctx.client.clone(), &ns)
+    let found = Api::<IPAddress>::namespaced(ctx.base.client.clone(), &ns)
         .get_opt(name)
         .await
         .map_err(Error::kube("get IPAddress"))?;
@@ -408,7 +418,7 @@ async fn fetch_own(ctx: &Ctx, claim: &IPAddressClaim, name: &str) -> Result<Opti
 /// delete is conditional on the UID that was checked.
 pub(crate) async fn release_address(ctx: &Ctx, claim: &IPAddressClaim, name: &str) -> Result<()> {
     let ns = claim.namespace().unwrap_or_default();
-    let api: Api<IPAddress> = Api::namespaced(ctx.client.clone(), &ns);
+    let api: Api<IPAddress> = Api::namespaced(ctx.base.client.clone(), &ns);
     let Some(address) = api
         .get_opt(name)
         .await
@@ -420,9 +430,14 @@ pub(crate) async fn release_address(ctx: &Ctx, claim: &IPAddressClaim, name: &st
         debug!(ipaddress = name, "no longer this claim's; left alone");
         return Ok(());
     }
-    let Some(address) = finalizer::remove(&api, &address, FINALIZER_IP_ADDRESS, &ctx.field_manager)
-        .await
-        .map_err(Error::Finalizer)?
+    let Some(address) = finalizer::remove(
+        &api,
+        &address,
+        FINALIZER_IP_ADDRESS,
+        &ctx.base.field_manager,
+    )
+    .await
+    .map_err(Error::Finalizer)?
     else {
         return Ok(());
     };

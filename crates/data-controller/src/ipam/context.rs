@@ -5,9 +5,9 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use capmaas_api::capi::Cluster;
 use capmaas_api::capi_ipam::{IPAddress, IPAddressClaim};
 use capmaas_api::{MaasIPAddressLock, MaasIPPool};
-use capmaas_runtime::controller::Events;
+use capmaas_runtime::controller::Base;
+use kube::ResourceExt;
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::{Client, ResourceExt};
 use tokio::sync::watch;
 
 use super::decide::pause_reason;
@@ -16,12 +16,8 @@ use super::index::UsageIndex;
 /// Shared by every reconcile of one leadership term.
 #[derive(Clone)]
 pub struct Ctx {
-    /// Client for calls (with read timeouts).
-    pub client: Client,
-    /// Field manager of status writes and finalizer patches (`capmaas-data-controller`).
-    pub field_manager: String,
-    /// Events on claims and pools.
-    pub events: Events,
+    /// Client, field manager, Events on claims and pools.
+    pub base: Base,
     /// Addresses of every pool, kept from the `IPAddress` watch.
     pub index: Arc<Mutex<UsageIndex>>,
     /// Cache of `IPAddressClaim`s.
@@ -42,7 +38,7 @@ pub struct Ctx {
 impl std::fmt::Debug for Ctx {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Ctx")
-            .field("field_manager", &self.field_manager)
+            .field("base", &self.base)
             .finish_non_exhaustive()
     }
 }

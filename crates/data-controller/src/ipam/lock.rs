@@ -53,7 +53,7 @@ fn holds(entry: &AddressEntry, lock: &MaasIPAddressLock) -> bool {
 /// claim for its address.
 async fn sweep(lock: &MaasIPAddressLock, ctx: &Ctx) -> Result<Action> {
     let ns = &lock.spec.claim.namespace;
-    let addresses = Api::<IPAddress>::namespaced(ctx.client.clone(), ns)
+    let addresses = Api::<IPAddress>::namespaced(ctx.base.client.clone(), ns)
         .list(&ListParams::default())
         .await
         .map_err(Error::kube("list IPAddress"))?;

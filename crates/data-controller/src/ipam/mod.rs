@@ -50,7 +50,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use capmaas_api::capi::Cluster;
 use capmaas_api::capi_ipam::{IPAddress, IPAddressClaim};
 use capmaas_api::{MaasIPAddressLock, MaasIPPool};
-use capmaas_runtime::controller::{self as kit, Events, ReconcilerSettings, ready_when, scoped};
+use capmaas_runtime::controller::{self as kit, Base, ReconcilerSettings, ready_when, scoped};
 use futures::channel::mpsc;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher::{self, Event};
@@ -85,7 +85,7 @@ pub fn pool_layout(pool: &MaasIPPool) -> LayoutResult {
 
 /// The IPAM controllers of one leadership term, built but not yet running.
 pub struct Ipam {
-    term: capmaas_runtime::Context,
+    term: capmaas_runtime::Term,
     ctx: Arc<Ctx>,
     claims: Feed<IPAddressClaim>,
     addresses: Feed<IPAddress>,
@@ -104,7 +104,7 @@ impl std::fmt::Debug for Ipam {
 
 impl Ipam {
     /// The watches (one per kind, scoped by `--namespace`) and the shared context of `term`.
-    pub fn new(term: &capmaas_runtime::Context) -> Self {
+    pub fn new(term: &capmaas_runtime::Term) -> Self {
         let ns = term.settings.namespace.as_deref();
         let watch = &term.clients.watch;
         let wc = watcher::Config::default().timeout(WATCH_TIMEOUT_SECS);
@@ -115,9 +115,7 @@ impl Ipam {
         // The lock of an address is installation-wide, whatever namespace this replica serves.
         let locks = Feed::new(kube::Api::all(watch.clone()), wc);
         let ctx = Arc::new(Ctx {
-            client: term.clients.api.clone(),
-            field_manager: term.settings.field_manager.clone(),
-            events: Events::new(term.clients.api.clone(), &term.settings.binary),
+            base: Base::for_term(term),
             index: Arc::new(Mutex::new(UsageIndex::new())),
             claims: claims.store(),
             pools: pools.store(),
@@ -300,7 +298,7 @@ impl Ipam {
 /// Runs the IPAM provider for one leadership term and returns when the term ends. Marks the
 /// term ready once its caches are filled; a binary running other controllers in the same term
 /// can instead build an [`Ipam`] and combine [`Ipam::synced`] with its own caches.
-pub async fn run(term: &capmaas_runtime::Context) {
+pub async fn run(term: &capmaas_runtime::Term) {
     let ipam = Ipam::new(term);
     let synced = ipam.synced();
     tokio::join!(

@@ -26,7 +26,7 @@ pub async fn reconcile(pool: Arc<MaasIPPool>, ctx: Arc<Ctx>) -> Result<Action> {
     let ns = pool
         .namespace()
         .ok_or(Error::MissingMetadata("namespace"))?;
-    let api: Api<MaasIPPool> = Api::namespaced(ctx.client.clone(), &ns);
+    let api: Api<MaasIPPool> = Api::namespaced(ctx.base.client.clone(), &ns);
     let key = PoolKey::of(&pool);
     let mut pool = pool.as_ref().clone();
     let paused = ctx.pool_pause(&pool);
@@ -41,14 +41,14 @@ pub async fn reconcile(pool: Arc<MaasIPPool>, ctx: Arc<Ctx>) -> Result<Action> {
             return Ok(Action::await_change());
         }
         PoolStep::RemoveFinalizer => {
-            finalizer::remove(&api, &pool, FINALIZER_MAAS_IP_POOL, &ctx.field_manager)
+            finalizer::remove(&api, &pool, FINALIZER_MAAS_IP_POOL, &ctx.base.field_manager)
                 .await
                 .map_err(Error::Finalizer)?;
             info!("pool has no address left; finalizer removed");
             return Ok(Action::await_change());
         }
         PoolStep::AddFinalizer => {
-            pool = finalizer::add(&api, &pool, FINALIZER_MAAS_IP_POOL, &ctx.field_manager)
+            pool = finalizer::add(&api, &pool, FINALIZER_MAAS_IP_POOL, &ctx.base.field_manager)
                 .await
                 .map_err(Error::Finalizer)?;
             None
@@ -84,7 +84,8 @@ pub async fn reconcile(pool: Arc<MaasIPPool>, ctx: Arc<Ctx>) -> Result<Action> {
     if let Err(e) = &layout
         && was_valid != Some(false)
     {
-        ctx.events
+        ctx.base
+            .events
             .warning(&pool, "InvalidPool", &e.to_string())
             .await;
     }
@@ -97,7 +98,8 @@ pub async fn reconcile(pool: Arc<MaasIPPool>, ctx: Arc<Ctx>) -> Result<Action> {
             })
             .map(|c| c.message.clone())
             .unwrap_or_default();
-        ctx.events
+        ctx.base
+            .events
             .warning(
                 &pool,
                 capmaas_api::conditions::reasons::ADDRESSES_STRANDED,
@@ -118,7 +120,7 @@ async fn write_status(
     status::write_status(
         api,
         pool,
-        &ctx.field_manager,
+        &ctx.base.field_manager,
         status,
         unchanged,
         Guard::None,

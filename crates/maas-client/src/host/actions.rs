@@ -145,7 +145,7 @@ impl Run<'_> {
             .consumer_ref
             .as_ref()
             .map_or(host_namespace.as_str(), |c| c.namespace_or(&host_namespace));
-        let api: Api<Secret> = Api::namespaced(self.gw.kube.clone(), namespace);
+        let api: Api<Secret> = Api::namespaced(self.gw.base.client.clone(), namespace);
         let secret = api
             .get(&reference.name)
             .await
@@ -179,6 +179,7 @@ impl Run<'_> {
                         let note =
                             "user data is not cloud-init (Ignition?): rendered metadata not added";
                         self.gw
+                            .base
                             .events
                             .warning(self.host, "MetaDataNotDelivered", note)
                             .await;
@@ -232,6 +233,7 @@ impl Run<'_> {
             None => format!("deploying {}", provisioning.image),
         };
         self.gw
+            .base
             .events
             .normal(self.host, "DeployStarted", &note)
             .await;
@@ -259,7 +261,11 @@ impl Run<'_> {
         self.seen(m);
         self.announced = true;
         let note = format!("released MAAS machine {}", self.system_id);
-        self.gw.events.normal(self.host, "Released", &note).await;
+        self.gw
+            .base
+            .events
+            .normal(self.host, "Released", &note)
+            .await;
         Ok(())
     }
 

@@ -149,7 +149,7 @@ pub async fn reconcile(host: Arc<MaasHost>, gw: Arc<Gateway>) -> Result<Action> 
     let mut run = Run {
         gw,
         host,
-        api: Api::namespaced(gw.kube.clone(), &namespace),
+        api: Api::namespaced(gw.base.client.clone(), &namespace),
         system_id: host.spec.system_id.clone(),
         facts,
         machine,
@@ -215,7 +215,7 @@ async fn run_steps(run: &mut Run<'_>) -> Result<Action> {
         return Ok(Action::await_change());
     }
     let report_due = run.write_status(outcome.why).await?;
-    let requeue = outcome.requeue_after(gw.settings.resync);
+    let requeue = outcome.requeue_after(gw.base.sync_period);
     Ok(Action::requeue(
         report_due.map_or(requeue, |due| due.min(requeue)),
     ))
@@ -351,10 +351,13 @@ async fn write_unmanaged(
             "MAAS machine {} belongs to MaasHost {holder}; this host is left alone",
             host.spec.system_id
         );
-        gw.events.warning(host, "BoundToAnotherHost", &note).await;
+        gw.base
+            .events
+            .warning(host, "BoundToAnotherHost", &note)
+            .await;
     }
-    let api: Api<MaasHost> = Api::namespaced(gw.kube.clone(), namespace);
-    apply_status(&api, &host.name_any(), &gw.settings.field_manager, &status).await?;
+    let api: Api<MaasHost> = Api::namespaced(gw.base.client.clone(), namespace);
+    apply_status(&api, &host.name_any(), &gw.base.field_manager, &status).await?;
     Ok(())
 }
 
@@ -503,6 +506,7 @@ impl Run<'_> {
                     self.facts.max_deploy_retries
                 );
                 self.gw
+                    .base
                     .events
                     .warning(self.host, "DeploymentRetried", &note)
                     .await;
@@ -526,6 +530,7 @@ impl Run<'_> {
                     .await?;
                 self.facts.reboot = RebootState::PoweringOff;
                 self.gw
+                    .base
                     .events
                     .normal(
                         self.host,
@@ -550,6 +555,7 @@ impl Run<'_> {
                 self.patch_annotation(ann::REBOOT_STATE, None).await?;
                 self.facts.reboot = RebootState::Idle;
                 self.gw
+                    .base
                     .events
                     .normal(self.host, "RebootFinished", "powered on again")
                     .await;

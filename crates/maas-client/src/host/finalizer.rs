@@ -91,7 +91,7 @@ impl Run<'_> {
     /// deleting), and the reconcile has nothing left to write.
     pub(super) async fn change_finalizer(&mut self, change: Change) -> Result<bool> {
         let current = self.written.clone().unwrap_or_else(|| self.host.clone());
-        let field_manager = &self.gw.settings.field_manager;
+        let field_manager = &self.gw.base.field_manager;
         match change {
             Change::Keep => Ok(false),
             Change::Add => {

@@ -111,6 +111,7 @@ impl Run<'_> {
                     let note = plan.notes.join("; ");
                     warn!(system_id = %self.system_id, %note, "network data: not applied to MAAS");
                     self.gw
+                        .base
                         .events
                         .warning(self.host, "NetworkDataNotApplied", &note)
                         .await;

@@ -159,7 +159,7 @@ impl Run<'_> {
         let written = apply_status(
             &self.api,
             &self.host.name_any(),
-            &self.gw.settings.field_manager,
+            &self.gw.base.field_manager,
             &status,
         )
         .await?;
@@ -176,7 +176,7 @@ impl Run<'_> {
             );
             // The reason names the new state: the event recorder folds an Event into an
             // earlier one of the same reason and object (a series), keeping the earlier note.
-            let events = &self.gw.events;
+            let events = &self.gw.base.events;
             if matches!(
                 state,
                 ProvisioningState::Failed | ProvisioningState::Broken | ProvisioningState::Missing
@@ -201,7 +201,11 @@ impl Run<'_> {
     /// Publishes the `Allocated` Event no deploy of this reconcile took along.
     pub(super) async fn announce_allocation(&mut self) {
         if let Some(note) = self.allocated_note.take() {
-            self.gw.events.normal(self.host, "Allocated", &note).await;
+            self.gw
+                .base
+                .events
+                .normal(self.host, "Allocated", &note)
+                .await;
         }
     }
 }

@@ -57,6 +57,7 @@ impl Run<'_> {
                 self.system_id
             );
             self.gw
+                .base
                 .events
                 .normal(self.host, "StaticAddressesReleased", &note)
                 .await;
@@ -97,6 +98,7 @@ impl Run<'_> {
             );
             warn!(system_id = %self.system_id, %value, "unreadable static-address record");
             self.gw
+                .base
                 .events
                 .warning(self.host, "StaticAddressesUnreadable", &note)
                 .await;

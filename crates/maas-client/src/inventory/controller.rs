@@ -175,7 +175,7 @@ async fn sync(inventory: &MaasInventory, gw: &Gateway) -> Result<Action> {
         &changed.into_iter().collect(),
         spec.host_labels.as_ref(),
     );
-    let api: Api<MaasHost> = Api::namespaced(gw.kube.clone(), &namespace);
+    let api: Api<MaasHost> = Api::namespaced(gw.base.client.clone(), &namespace);
     // Made before they run (a stream mapping a closure over borrowed actions is not `Send`
     // enough for the controller's future).
     let calls: Vec<_> = actions
@@ -227,7 +227,7 @@ async fn sync(inventory: &MaasInventory, gw: &Gateway) -> Result<Action> {
         } else {
             MACHINES_SKIPPED
         };
-        gw.events.warning(inventory, reason, &report).await;
+        gw.base.events.warning(inventory, reason, &report).await;
     }
     let transport = &gw.settings.transport;
     warn_of_plain_http(inventory, gw).await;
@@ -272,7 +272,7 @@ async fn execute(
     namespace: &str,
     action: &HostAction,
 ) -> Result<Done> {
-    let manager = &gw.settings.field_manager;
+    let manager = &gw.base.field_manager;
     match action {
         HostAction::Create {
             name: host,
@@ -396,7 +396,8 @@ async fn apply_host(
 /// The plain-http Warning, when this inventory's status does not say it yet.
 async fn warn_of_plain_http(inventory: &MaasInventory, gw: &Gateway) {
     if let Some(warning) = gw.settings.transport.warning(inventory.status.as_ref()) {
-        gw.events
+        gw.base
+            .events
             .warning(inventory, INSECURE_MAAS_ENDPOINT, &warning)
             .await;
     }
@@ -421,15 +422,11 @@ async fn write_status(
     gw: &Gateway,
     status: &MaasInventoryStatus,
 ) -> Result<()> {
-    let api: Api<MaasInventory> =
-        Api::namespaced(gw.kube.clone(), &inventory.namespace().unwrap_or_default());
-    apply_status(
-        &api,
-        &inventory.name_any(),
-        &gw.settings.field_manager,
-        status,
-    )
-    .await?;
+    let api: Api<MaasInventory> = Api::namespaced(
+        gw.base.client.clone(),
+        &inventory.namespace().unwrap_or_default(),
+    );
+    apply_status(&api, &inventory.name_any(), &gw.base.field_manager, status).await?;
     Ok(())
 }
 

@@ -1,6 +1,8 @@
 //! The controller kit: the plumbing every controller of this project shares, written once.
 //!
 //! A controller crate brings its watches, its pure `decide` and its `act`; the kit brings:
+//! - [`Base`]: the client, field manager, Events and sync period every context embeds;
+//! - [`cached`]: a reflector store and the watch stream that fills it;
 //! - [`run`]: drives a kube [`Controller`](kube::runtime::Controller) for one leadership term —
 //!   stops it when the term ends, wraps every reconcile (timer, span, metrics, backoff reset),
 //!   applies [`error_policy`] and logs the stream;
@@ -13,6 +15,8 @@
 //!
 //! See `docs/architecture.md` ("Writing a controller") for the module layout that goes with it.
 
+mod base;
+mod cached;
 pub mod events;
 pub mod finalizer;
 mod reconciler;
@@ -24,6 +28,8 @@ use kube::core::NamespaceResourceScope;
 use kube::{Api, Client, Resource};
 use tokio_util::sync::CancellationToken;
 
+pub use base::Base;
+pub use cached::{Keep, cached};
 pub use events::Events;
 pub use reconciler::{ReconcilerSettings, error_policy, run, run_traced};
 

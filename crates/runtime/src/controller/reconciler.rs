@@ -16,7 +16,7 @@ use tracing::{Instrument, debug, info, info_span, warn};
 
 use crate::error::{ErrorCategory, error_chain};
 use crate::trace_context::{self, Relation};
-use crate::{Context, ControllerMetrics, ObjectBackoff};
+use crate::{ControllerMetrics, ObjectBackoff, Term};
 
 /// What the kit needs to run one controller.
 #[derive(Debug, Clone)]
@@ -36,7 +36,7 @@ pub struct ReconcilerSettings {
 impl ReconcilerSettings {
     /// Settings for the controller `name` in this leadership term: the term's metrics,
     /// `--concurrency` and cancellation, a fresh error backoff.
-    pub fn for_term(term: &Context, name: &str) -> Self {
+    pub fn for_term(term: &Term, name: &str) -> Self {
         Self {
             name: name.to_owned(),
             metrics: term.reconcile.controller(name),
