@@ -7,18 +7,16 @@ use std::time::Duration;
 
 use capmaas_api::conditions::reasons;
 use capmaas_api::{MaasMachine, keys};
-use capmaas_runtime::controller::finalizer;
-use capmaas_runtime::error_chain;
+use capmaas_runtime::controller::{Flow, Steps, finalizer, walk};
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
-use tracing::debug;
 
 use crate::context::Ctx;
 use crate::decide::{Step, bootstrap_secret, decide};
 use crate::error::{Error, Result};
 use crate::host_ops::{self, Mutation};
-use crate::state::{Flow, State, host_namespace, mm_api, write_status};
+use crate::state::{State, host_namespace, mm_api, write_status};
 use crate::status::{claimed_by, provisioning_request, step_conditions};
 use crate::{claiming, data, deployed, release};
 
@@ -36,25 +34,41 @@ pub async fn reconcile(mm: Arc<MaasMachine>, ctx: Arc<Ctx>) -> Result<Action> {
 }
 
 async fn steps(ctx: &Ctx, state: &mut State) -> Result<Action> {
-    for _ in 0..MAX_STEPS {
-        let step = decide(&state.observed());
-        debug!(?step, "step");
-        match act(ctx, state, step).await {
-            Ok(Flow::Continue) => {}
-            Ok(Flow::Done(action)) => return Ok(action),
-            // Someone wrote in between: decide again on what is there now.
-            Err(e) if e.is_conflict() => {
-                debug!(error = %error_chain(&e), "conflict, observing again");
-                match State::observe_fresh(ctx, &state.mm).await? {
-                    Some(fresh) => state.replace_all(fresh),
-                    None => return Ok(Action::await_change()),
-                }
+    walk(&mut Reconcile { ctx, state }).await
+}
+
+/// One reconcile's walk: what it knows and the context it writes through.
+struct Reconcile<'a> {
+    ctx: &'a Ctx,
+    state: &'a mut State,
+}
+
+impl Steps for Reconcile<'_> {
+    type Step = Step;
+    type Error = Error;
+    const MAX_STEPS: usize = MAX_STEPS;
+
+    fn decide(&self) -> Step {
+        decide(&self.state.observed())
+    }
+
+    async fn perform(&mut self, step: Step) -> Result<Flow> {
+        act(self.ctx, self.state, step).await
+    }
+
+    fn is_conflict(error: &Error) -> bool {
+        error.is_conflict()
+    }
+
+    async fn observe_again(&mut self) -> Result<bool> {
+        match State::observe_fresh(self.ctx, &self.state.mm).await? {
+            Some(fresh) => {
+                self.state.replace_all(fresh);
+                Ok(true)
             }
-            Err(e) => return Err(e),
+            None => Ok(false),
         }
     }
-    // Progress every step so far; look again soon rather than loop unbounded.
-    Ok(Action::requeue(Duration::from_secs(1)))
 }
 
 /// Performs `step`.

@@ -16,6 +16,7 @@ use capmaas_api::conditions::{self as cond, reasons};
 use capmaas_api::machine::MaasMachineStatus;
 use capmaas_api::{MaasHost, MaasMachine};
 use capmaas_runtime::conditions::{ConditionStatus, NewCondition};
+use capmaas_runtime::controller::Flow;
 use kube::ResourceExt;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::Action;
@@ -29,7 +30,7 @@ use crate::decide::{Observed, host_request};
 use crate::error::{Error, Result, is_conflict};
 use crate::host_ops::{self, Claim};
 use crate::state::{
-    Flow, State, apply_owned, find_host, host_namespace, mm_api, namespace, write_status,
+    State, apply_owned, find_host, host_namespace, mm_api, namespace, write_status,
 };
 use crate::status::{consumer_ref, intended_status, owned_status};
 

@@ -10,6 +10,7 @@
 use capmaas_api::common::LocalObjectReference;
 use capmaas_api::data::MaasDataClaimSpec;
 use capmaas_api::{MaasDataClaim, keys};
+use capmaas_runtime::controller::Flow;
 use capmaas_runtime::controller::finalizer;
 use capmaas_runtime::trace_context;
 use kube::api::{Api, DeleteParams, ObjectMeta, PostParams, Preconditions};
@@ -17,7 +18,7 @@ use kube::{Resource, ResourceExt};
 
 use crate::context::Ctx;
 use crate::error::{Error, Result};
-use crate::state::{Flow, State, namespace};
+use crate::state::{State, namespace};
 
 /// Creates the claim for the claimed host.
 pub(crate) async fn create_claim(ctx: &Ctx, state: &mut State) -> Result<Flow> {

@@ -2,6 +2,7 @@
 
 use capmaas_api::conditions::reasons;
 use capmaas_api::machine::provider_id;
+use capmaas_runtime::controller::Flow;
 use capmaas_runtime::controller::workload::WorkloadError;
 use capmaas_runtime::error_chain;
 use kube::ResourceExt;
@@ -14,7 +15,7 @@ use tracing::debug;
 use crate::context::Ctx;
 use crate::decide::Step;
 use crate::error::{Error, Result};
-use crate::state::{Flow, State, mm_api, namespace, write_status};
+use crate::state::{State, mm_api, namespace, write_status};
 use crate::status::step_conditions;
 use crate::workload::{NodeLink, link_node};
 

@@ -2,13 +2,14 @@
 //! when the machine's template asks for it and the cluster is not being deleted.
 
 use capmaas_api::keys;
+use capmaas_runtime::controller::Flow;
 use kube::ResourceExt;
 
 use crate::context::Ctx;
 use crate::decide::Step;
 use crate::error::Result;
 use crate::host_ops::{self, Mutation};
-use crate::state::{Flow, State, host_namespace, namespace, write_status};
+use crate::state::{State, host_namespace, namespace, write_status};
 use crate::status::{claimed_by, step_conditions};
 
 /// Clears `consumerRef` (setting the reservation, if any) on the released host.

@@ -6,7 +6,6 @@ use capmaas_api::machine::MaasMachineStatus;
 use capmaas_api::{MaasData, MaasDataClaim, MaasHost, MaasMachine, keys};
 use capmaas_runtime::apply_status_at;
 use capmaas_runtime::conditions::NewCondition;
-use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Resource, ResourceExt};
 
@@ -14,15 +13,6 @@ use crate::context::Ctx;
 use crate::decide::Observed;
 use crate::error::{Error, Result};
 use crate::status::{claimed_by, host_facts_only, next_status, owned_status};
-
-/// Whether the reconcile goes on with the next step or stops with an action.
-#[derive(Debug)]
-pub enum Flow {
-    /// Decide again with the updated state.
-    Continue,
-    /// Stop here.
-    Done(Action),
-}
 
 /// What one reconcile knows; updated from the API's answers after each write.
 #[derive(Debug, Clone)]

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use capmaas_api::MaasRemediation;
 use capmaas_api::keys::ANNOTATION_HOST_UNHEALTHY;
-use capmaas_runtime::error_chain;
+use capmaas_runtime::controller::{Flow, Steps, walk};
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
@@ -25,13 +25,6 @@ const MAX_STEPS: usize = 16;
 /// Look again at a remediation whose Machine, MaasMachine or host is missing: it may appear.
 const MISSING_RETRY: Duration = Duration::from_secs(60);
 
-/// Whether the reconcile goes on with the next step or stops with an action.
-#[derive(Debug)]
-enum Flow {
-    Continue,
-    Done(Action),
-}
-
 /// Reconciles one MaasRemediation (the function the kit runs): up to `MAX_STEPS` steps, each
 /// decided on what the previous one left, starting from a fresh read; a conflict reads
 /// everything again.
@@ -43,24 +36,47 @@ pub async fn reconcile(r: Arc<MaasRemediation>, ctx: Arc<Ctx>) -> Result<Action>
     let Some(mut state) = State::observe_fresh(&ctx, &r).await? else {
         return Ok(Action::await_change());
     };
-    for _ in 0..MAX_STEPS {
+    walk(&mut Reconcile {
+        ctx: &ctx,
+        state: &mut state,
+    })
+    .await
+}
+
+/// One reconcile's walk: what it knows and the context it writes through.
+struct Reconcile<'a> {
+    ctx: &'a Ctx,
+    state: &'a mut State,
+}
+
+impl Steps for Reconcile<'_> {
+    /// The step, and the time it was decided at (which its status write records).
+    type Step = (Step, Timestamp);
+    type Error = Error;
+    const MAX_STEPS: usize = MAX_STEPS;
+
+    fn decide(&self) -> (Step, Timestamp) {
         let now = now();
-        let step = decide(&state, now);
-        debug!(?step, "step");
-        match act(&ctx, &mut state, step, &Time(now)).await {
-            Ok(Flow::Continue) => {}
-            Ok(Flow::Done(action)) => return Ok(action),
-            Err(e) if e.is_conflict() => {
-                debug!(error = %error_chain(&e), "conflict, observing again");
-                match State::observe_fresh(&ctx, &state.remediation).await? {
-                    Some(fresh) => state = fresh,
-                    None => return Ok(Action::await_change()),
-                }
+        (decide(self.state, now), now)
+    }
+
+    async fn perform(&mut self, (step, now): (Step, Timestamp)) -> Result<Flow> {
+        act(self.ctx, self.state, step, &Time(now)).await
+    }
+
+    fn is_conflict(error: &Error) -> bool {
+        error.is_conflict()
+    }
+
+    async fn observe_again(&mut self) -> Result<bool> {
+        match State::observe_fresh(self.ctx, &self.state.remediation).await? {
+            Some(fresh) => {
+                *self.state = fresh;
+                Ok(true)
             }
-            Err(e) => return Err(e),
+            None => Ok(false),
         }
     }
-    Ok(Action::requeue(Duration::from_secs(1)))
 }
 
 /// Now, to the second: the precision the API keeps for times, so a status computed now

@@ -6,6 +6,7 @@
 //! - [`run`]: drives a kube [`Controller`](kube::runtime::Controller) for one leadership term —
 //!   stops it when the term ends, wraps every reconcile (timer, span, metrics, backoff reset),
 //!   applies [`error_policy`] and logs the stream;
+//! - [`walk`] over [`Steps`]: the step loop of a reconcile that decides, performs one step and decides again;
 //! - [`ready_when`]: marks the term ready once the caches it needs are filled;
 //! - [`scoped`]: the namespaced-or-cluster-wide `Api` that `--namespace` asks for;
 //! - [`finalizer`]: add and remove a finalizer with a guarded JSON patch;
@@ -20,6 +21,7 @@ mod cached;
 pub mod events;
 pub mod finalizer;
 mod reconciler;
+mod steps;
 pub mod workload;
 
 use std::future::Future;
@@ -32,6 +34,7 @@ pub use base::Base;
 pub use cached::{Keep, cached};
 pub use events::Events;
 pub use reconciler::{ReconcilerSettings, error_policy, run, run_traced};
+pub use steps::{Flow, Steps, walk};
 
 use crate::Health;
 
