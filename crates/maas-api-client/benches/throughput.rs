@@ -97,14 +97,8 @@ async fn main() -> anyhow::Result<()> {
         let t = Instant::now();
         for _ in 0..PER_ROUND {
             nonce += 1;
-            let header = key.authorization_header(&format!("raw{nonce}"), unix_now());
-            let body = raw
-                .get(&url)
-                .header("authorization", header)
-                .send()
-                .await?
-                .bytes()
-                .await?;
+            let resp = signed_get(&raw, &url, &key, &format!("raw{nonce}")).await?;
+            let body = resp.bytes().await?;
             anyhow::ensure!(!body.is_empty());
         }
         let raw_time = t.elapsed();
@@ -112,14 +106,8 @@ async fn main() -> anyhow::Result<()> {
         let t = Instant::now();
         for _ in 0..PER_ROUND {
             nonce += 1;
-            let header = key.authorization_header(&format!("dec{nonce}"), unix_now());
-            let body = raw
-                .get(&url)
-                .header("authorization", header)
-                .send()
-                .await?
-                .bytes()
-                .await?;
+            let resp = signed_get(&raw, &url, &key, &format!("dec{nonce}")).await?;
+            let body = resp.bytes().await?;
             let _machine: Machine = serde_json::from_slice(&body)?;
         }
         let raw_decode_time = t.elapsed();
@@ -177,6 +165,17 @@ async fn main() -> anyhow::Result<()> {
         per(client_time) - per(raw_decode_time)
     );
     Ok(())
+}
+
+/// A GET of `url` through plain reqwest, signed afresh with `nonce`.
+async fn signed_get(
+    raw: &reqwest::Client,
+    url: &str,
+    key: &ApiKey,
+    nonce: &str,
+) -> reqwest::Result<reqwest::Response> {
+    let header = key.authorization_header(nonce, unix_now());
+    raw.get(url).header("authorization", header).send().await
 }
 
 fn unix_now() -> u64 {

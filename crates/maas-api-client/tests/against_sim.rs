@@ -10,11 +10,11 @@ use std::net::IpAddr;
 
 use maas_api_client::{
     AllocateRequest, BootResourceKind, DeployRequest, DnsResourceFilter, DnsResourceSpec,
-    DomainSpec, LinkMode, LinkSubnetRequest, MaasError, MachineFilter, MachineStatus, PowerState,
+    DomainSpec, LinkSubnetRequest, MaasError, MachineFilter, MachineStatus, PowerState,
     ReleaseRequest, StopMode, TagSpec,
 };
 use maas_sim::SimConfig;
-use support::{client, instant, start, wait_for_status};
+use support::{client, first_id, instant, start, static_link, wait_for_status};
 
 #[tokio::test]
 async fn full_lifecycle() {
@@ -95,11 +95,7 @@ async fn full_lifecycle() {
         .link_subnet(id, boot.id, &LinkSubnetRequest::static_ip(subnet.id, ip))
         .await
         .unwrap();
-    let link = linked
-        .links
-        .iter()
-        .find(|l| l.mode == LinkMode::Static)
-        .unwrap();
+    let link = static_link(&linked);
     assert_eq!(link.ip_address, Some(ip));
     assert_eq!(
         client
@@ -179,9 +175,7 @@ async fn abort_broken_and_fixed() {
     })
     .await;
     let client = client(&sim);
-    let id = client.list_machines(&MachineFilter::new()).await.unwrap()[0]
-        .system_id
-        .clone();
+    let id = first_id(&client).await;
     client
         .allocate(&AllocateRequest {
             system_id: Some(id.clone()),
@@ -207,22 +201,10 @@ async fn inventory_dns_and_tags() {
 
     let version = client.version().await.unwrap();
     assert!(!version.version.is_empty());
-    assert!(
-        client
-            .list_zones()
-            .await
-            .unwrap()
-            .iter()
-            .any(|z| z.name == "default")
-    );
-    assert!(
-        client
-            .list_resource_pools()
-            .await
-            .unwrap()
-            .iter()
-            .any(|p| p.name == "default")
-    );
+    let zones = client.list_zones().await.unwrap();
+    assert!(zones.iter().any(|z| z.name == "default"));
+    let pools = client.list_resource_pools().await.unwrap();
+    assert!(pools.iter().any(|p| p.name == "default"));
     assert!(
         !client
             .list_boot_resources(BootResourceKind::All)
@@ -254,14 +236,8 @@ async fn inventory_dns_and_tags() {
         .await
         .unwrap();
     assert_eq!(tag.name, "gpu-test");
-    assert!(
-        client
-            .list_tags()
-            .await
-            .unwrap()
-            .iter()
-            .any(|t| t.name == "gpu-test")
-    );
+    let tags = client.list_tags().await.unwrap();
+    assert!(tags.iter().any(|t| t.name == "gpu-test"));
     let machines = client.list_machines(&MachineFilter::new()).await.unwrap();
     let ids: Vec<&str> = machines
         .iter()
@@ -270,24 +246,16 @@ async fn inventory_dns_and_tags() {
         .collect();
     let added = client.add_tag_to_machines("gpu-test", &ids).await.unwrap();
     assert_eq!(added.added, 2);
-    let tagged = client
-        .list_machines(&MachineFilter::new().tag("gpu-test"))
-        .await
-        .unwrap();
+    let gpu_tagged = MachineFilter::new().tag("gpu-test");
+    let tagged = client.list_machines(&gpu_tagged).await.unwrap();
     assert_eq!(tagged.len(), 2);
     let removed = client
         .remove_tag_from_machines("gpu-test", &ids[..1])
         .await
         .unwrap();
     assert_eq!(removed.removed, 1);
-    assert_eq!(
-        client
-            .list_machines(&MachineFilter::new().tag("gpu-test"))
-            .await
-            .unwrap()
-            .len(),
-        1
-    );
+    let tagged = client.list_machines(&gpu_tagged).await.unwrap();
+    assert_eq!(tagged.len(), 1);
 
     // Domains and DNS resources.
     let domain = client
@@ -299,14 +267,8 @@ async fn inventory_dns_and_tags() {
         .await
         .unwrap();
     assert_eq!(domain.name, "k8s.test");
-    assert!(
-        client
-            .list_domains()
-            .await
-            .unwrap()
-            .iter()
-            .any(|d| d.name == "k8s.test")
-    );
+    let domains = client.list_domains().await.unwrap();
+    assert!(domains.iter().any(|d| d.name == "k8s.test"));
     let a: IpAddr = "10.0.0.240".parse().unwrap();
     let b: IpAddr = "10.0.0.241".parse().unwrap();
     let created = client

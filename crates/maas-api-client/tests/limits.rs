@@ -15,7 +15,7 @@ use maas_api_client::{
     ApiKey, Config, DEFAULT_MAX_RESPONSE_BYTES, MaasClient, MaasError, MachineFilter, RetryPolicy,
 };
 use serde_json::{Value, json};
-use support::{Recorder, builder, fast_retries, instant, start};
+use support::{Recorder, build, builder, fast_retries, instant, start};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -275,7 +275,7 @@ async fn one_malformed_machine_of_a_hundred_is_skipped_and_reported() {
 #[tokio::test]
 async fn simulator_listing_over_a_small_limit_is_refused_and_fits_the_default() {
     let sim = start(instant(20)).await;
-    let small = MaasClient::new(builder(&sim).max_response_bytes(1024).build().unwrap()).unwrap();
+    let small = build(builder(&sim).max_response_bytes(1024));
     let err = small
         .list_machines(&MachineFilter::new())
         .await

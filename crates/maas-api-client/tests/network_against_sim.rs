@@ -11,7 +11,7 @@ use maas_api_client::{
     IpRangeSpec, IpRangeType, LinkMode, LinkSubnetRequest, MaasError,
 };
 use maas_sim::{NicSpec, SubnetSpec};
-use support::{client, instant, start};
+use support::{client, instant, link_static, start, static_link};
 
 #[tokio::test]
 async fn bond_vlan_links_and_gateway() {
@@ -121,19 +121,10 @@ async fn bond_vlan_links_and_gateway() {
         .iter()
         .find(|s| s.vlan.as_ref().map(|v| v.vid) == Some(100))
         .unwrap();
-    let linked = client
-        .link_subnet(
-            id,
-            vif.id,
-            &LinkSubnetRequest::static_ip(tagged_subnet.id, "10.40.0.10".parse().unwrap()),
-        )
+    let linked = link_static(&client, id, vif.id, tagged_subnet.id, "10.40.0.10")
         .await
         .unwrap();
-    let link = linked
-        .links
-        .iter()
-        .find(|l| l.mode == LinkMode::Static)
-        .unwrap();
+    let link = static_link(&linked);
     // The same address for the other machine: MAAS's "already in use" is typed.
     let other = client.list_interfaces(&ids[1]).await.unwrap();
     client
@@ -143,41 +134,20 @@ async fn bond_vlan_links_and_gateway() {
         })
         .await
         .unwrap();
-    let taken = client
-        .link_subnet(
-            &ids[1],
-            other[0].id,
-            &LinkSubnetRequest::static_ip(subnets[0].id, "10.20.3.3".parse().unwrap()),
-        )
-        .await;
+    let taken = link_static(&client, &ids[1], other[0].id, subnets[0].id, "10.20.3.3").await;
     assert!(taken.is_ok());
-    let err = client
-        .link_subnet(
-            id,
-            vif.id,
-            &LinkSubnetRequest::static_ip(tagged_subnet.id, "10.40.0.10".parse().unwrap()),
-        )
+    let err = link_static(&client, id, vif.id, tagged_subnet.id, "10.40.0.10")
         .await
         .unwrap_err();
     assert!(
         matches!(err, MaasError::AddressUnavailable { status: 404, .. }),
         "{err}"
     );
-    let err = client
-        .link_subnet(
-            &ids[1],
-            other[1].id,
-            &LinkSubnetRequest::static_ip(subnets[0].id, "10.20.3.3".parse().unwrap()),
-        )
+    let err = link_static(&client, &ids[1], other[1].id, subnets[0].id, "10.20.3.3")
         .await
         .unwrap_err();
     assert_eq!(err.category(), "address_unavailable");
-    let err = client
-        .link_subnet(
-            &ids[1],
-            other[1].id,
-            &LinkSubnetRequest::static_ip(subnets[0].id, "10.99.0.1".parse().unwrap()),
-        )
+    let err = link_static(&client, &ids[1], other[1].id, subnets[0].id, "10.99.0.1")
         .await
         .unwrap_err();
     assert!(

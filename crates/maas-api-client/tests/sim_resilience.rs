@@ -15,7 +15,9 @@ use maas_api_client::{
     MachineFilter, MachineStatus, RequestEvent, RequestObserver, RetryPolicy, TagSpec,
 };
 use maas_sim::{FaultConfig, SimConfig};
-use support::{Recorder, builder, fast_retries, fault, instant, start, wait_for_status};
+use support::{
+    Recorder, build, builder, fast_retries, fault, first_id, instant, start, wait_for_status,
+};
 
 #[tokio::test]
 async fn retries_use_fresh_nonces_under_strict_auth() {
@@ -25,17 +27,12 @@ async fn retries_use_fresh_nonces_under_strict_auth() {
     })
     .await;
     let recorder = Arc::new(Recorder::default());
-    let client = MaasClient::new(
+    let client = build(
         builder(&sim)
             .retry_policy(fast_retries(50))
-            .observer(recorder.clone())
-            .build()
-            .unwrap(),
-    )
-    .unwrap();
-    let id = client.list_machines(&MachineFilter::new()).await.unwrap()[0]
-        .system_id
-        .clone();
+            .observer(recorder.clone()),
+    );
+    let id = first_id(&client).await;
 
     // Every read fails with 503 until the faults are lifted; the client keeps retrying.
     sim.state()
@@ -97,7 +94,7 @@ async fn retries_use_fresh_nonces_under_strict_auth() {
 async fn retry_after_is_honoured_and_retries_are_bounded() {
     let sim = start(instant(2)).await;
     let attempts = Arc::new(Recorder::default());
-    let client = MaasClient::new(
+    let client = build(
         builder(&sim)
             .retry_policy(RetryPolicy {
                 max_attempts: 3,
@@ -105,11 +102,8 @@ async fn retry_after_is_honoured_and_retries_are_bounded() {
                 max_delay: Duration::from_millis(2),
                 max_retry_after: Duration::from_millis(300),
             })
-            .observer(attempts.clone())
-            .build()
-            .unwrap(),
-    )
-    .unwrap();
+            .observer(attempts.clone()),
+    );
     sim.state()
         .set_faults(fault("zones.read", 409, None))
         .unwrap();
@@ -133,16 +127,8 @@ async fn faults_and_refusals_map_to_typed_errors() {
     let mut config = instant(3);
     config.api_keys.push(user.clone());
     let sim = start(config).await;
-    let client = MaasClient::new(
-        builder(&sim)
-            .retry_policy(RetryPolicy::none())
-            .build()
-            .unwrap(),
-    )
-    .unwrap();
-    let id = client.list_machines(&MachineFilter::new()).await.unwrap()[0]
-        .system_id
-        .clone();
+    let client = build(builder(&sim).retry_policy(RetryPolicy::none()));
+    let id = first_id(&client).await;
 
     let cases: Vec<(FaultConfig, &str)> = vec![
         (fault("machine.read", 503, Some(10)), "unavailable"),
@@ -237,15 +223,12 @@ async fn timeouts_and_transport_errors() {
     slow.ops[0].latency_ms = 2_000;
     sim.state().set_faults(slow).unwrap();
     let attempts = Arc::new(Recorder::default());
-    let client = MaasClient::new(
+    let client = build(
         builder(&sim)
             .request_timeout(Duration::from_millis(200))
             .retry_policy(fast_retries(2))
-            .observer(attempts.clone())
-            .build()
-            .unwrap(),
-    )
-    .unwrap();
+            .observer(attempts.clone()),
+    );
     assert!(matches!(client.list_zones().await, Err(MaasError::Timeout)));
     assert_eq!(attempts.events.lock().unwrap().len(), 2);
 
@@ -276,8 +259,7 @@ async fn concurrency_limit_is_global_per_client() {
     slow.ops[0].error_rate = 0.0;
     slow.ops[0].latency_ms = 100;
     sim.state().set_faults(slow).unwrap();
-    let client =
-        MaasClient::new(builder(&sim).max_concurrent_requests(2).build().unwrap()).unwrap();
+    let client = build(builder(&sim).max_concurrent_requests(2));
     let started = std::time::Instant::now();
     let calls: Vec<_> = (0..6)
         .map(|_| {
@@ -346,32 +328,24 @@ async fn tls_is_verified_by_default() {
         "{err}"
     );
 
-    let with_ca = MaasClient::new(
-        no_retry(builder(&sim))
-            .ca_bundle_pem(pki.ca_pem.clone(), CaMode::Only)
-            .build()
-            .unwrap(),
-    )
-    .unwrap();
-    assert!(!with_ca.list_zones().await.unwrap().is_empty());
-
-    let additional = MaasClient::new(
-        no_retry(builder(&sim))
-            .ca_bundle_pem(pki.ca_pem.clone(), CaMode::Additional)
-            .build()
-            .unwrap(),
-    )
-    .unwrap();
-    assert!(!additional.list_zones().await.unwrap().is_empty());
-
-    let insecure = MaasClient::new(
-        no_retry(builder(&sim))
-            .insecure_skip_tls_verify(true)
-            .build()
-            .unwrap(),
-    )
-    .unwrap();
-    assert!(!insecure.list_zones().await.unwrap().is_empty());
+    // Each of these trusts the simulator's certificate.
+    for (name, trusting) in [
+        (
+            "with_ca",
+            no_retry(builder(&sim)).ca_bundle_pem(pki.ca_pem.clone(), CaMode::Only),
+        ),
+        (
+            "additional",
+            no_retry(builder(&sim)).ca_bundle_pem(pki.ca_pem.clone(), CaMode::Additional),
+        ),
+        (
+            "insecure",
+            no_retry(builder(&sim)).insecure_skip_tls_verify(true),
+        ),
+    ] {
+        let client = MaasClient::new(trusting.build().unwrap()).unwrap();
+        assert!(!client.list_zones().await.unwrap().is_empty(), "{name}");
+    }
 
     let garbage = MaasClient::new(
         no_retry(builder(&sim))
@@ -386,7 +360,7 @@ async fn tls_is_verified_by_default() {
 async fn observer_sees_every_attempt() {
     let sim = start(instant(1)).await;
     let counter = Arc::new(CountingObserver::default());
-    let client = MaasClient::new(builder(&sim).observer(counter.clone()).build().unwrap()).unwrap();
+    let client = build(builder(&sim).observer(counter.clone()));
     client.list_zones().await.unwrap();
     let _ = client.get_machine("nosuch").await;
     assert_eq!(counter.ok.load(Ordering::Relaxed), 1);

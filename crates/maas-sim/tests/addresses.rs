@@ -1,16 +1,12 @@
 //! Static addresses MAAS refuses (held by another machine or interface, DHCP twice),
 //! reserved ranges, and IP range CRUD with MAAS's overlap checks.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::many_single_char_names
-)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(clippy::many_single_char_names)]
 
 mod common;
 
 use common::net::{ifaces, setup};
-use common::status_text;
+use common::{link_in_mode, status_text};
 use reqwest::Method;
 use serde_json::Value;
 
@@ -34,19 +30,16 @@ async fn static_addresses_held_elsewhere_are_refused() {
     // Another machine, and another interface of the same machine: 404, MAAS's
     // StaticIPAddressUnavailable.
     for (id, iface) in [(&ids[1], &b[0]), (&ids[0], &a[0])] {
-        let (s, body) = status_text(
-            t.post(
-                &link(id, iface),
-                &[
-                    ("mode", "static"),
-                    ("subnet", "1"),
-                    ("ip_address", "10.20.7.7"),
-                ],
-            )
-            .await,
+        t.expect_post(
+            &link(id, iface),
+            &[
+                ("mode", "static"),
+                ("subnet", "1"),
+                ("ip_address", "10.20.7.7"),
+            ],
+            (404, "IP address is already in use."),
         )
         .await;
-        assert_eq!((s, body.as_str()), (404, "IP address is already in use."));
     }
     // A reserved range does not stop an explicit static address (MAAS checks dynamic ranges
     // only), but MAAS's own choice avoids it.
@@ -84,12 +77,7 @@ async fn static_addresses_held_elsewhere_are_refused() {
             &[("mode", "static"), ("subnet", "1")],
         )
         .await;
-    let auto = v["links"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|l| l["mode"] == "static")
-        .unwrap();
+    let auto = link_in_mode(&v, "static");
     assert_eq!(
         auto["ip_address"], "10.20.0.21",
         "first free address after the reserved range"
@@ -97,11 +85,12 @@ async fn static_addresses_held_elsewhere_are_refused() {
     // DHCP twice on one interface is refused.
     let dhcp = link(&ids[1], &b[1]);
     t.json(Method::POST, &dhcp, &[("mode", "dhcp")]).await;
-    let (s, body) = status_text(t.post(&dhcp, &[("mode", "dhcp")]).await).await;
-    assert_eq!(
-        (s, body.as_str()),
-        (400, r#"{"mode":["Interface is already set to DHCP."]}"#)
-    );
+    t.expect_post(
+        &dhcp,
+        &[("mode", "dhcp")],
+        (400, r#"{"mode":["Interface is already set to DHCP."]}"#),
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -149,57 +138,32 @@ async fn ip_ranges_crud_and_overlaps() {
             "{start}-{end}"
         );
     }
-    let (s, body) = status_text(
-        t.post(
-            "ipranges/",
+    let refusals: [(&[(&str, &str)], &str); 3] = [
+        (
             &[
                 ("type", "reserved"),
                 ("start_ip", "10.40.0.5"),
                 ("end_ip", "10.40.0.2"),
             ],
-        )
-        .await,
-    )
-    .await;
-    assert_eq!(
-        (s, body.as_str()),
+            r#"{"end_ip":["End IP address must not be less than Start IP address."]}"#,
+        ),
         (
-            400,
-            r#"{"end_ip":["End IP address must not be less than Start IP address."]}"#
-        )
-    );
-    let (s, body) = status_text(
-        t.post(
-            "ipranges/",
             &[
                 ("type", "reserved"),
                 ("start_ip", "10.40.0.5"),
                 ("end_ip", "10.40.1.2"),
                 ("subnet", "3"),
             ],
-        )
-        .await,
-    )
-    .await;
-    assert_eq!(
-        (s, body.as_str()),
+            r#"{"end_ip":["End IP address must be within subnet: 10.40.0.0/24."]}"#,
+        ),
         (
-            400,
-            r#"{"end_ip":["End IP address must be within subnet: 10.40.0.0/24."]}"#
-        )
-    );
-    let (s, body) = status_text(
-        t.post(
-            "ipranges/",
             &[("start_ip", "10.40.0.5"), ("end_ip", "10.40.0.6")],
-        )
-        .await,
-    )
-    .await;
-    assert_eq!(
-        (s, body.as_str()),
-        (400, r#"{"type":["This field is required."]}"#)
-    );
+            r#"{"type":["This field is required."]}"#,
+        ),
+    ];
+    for (form, want) in refusals {
+        t.expect_post("ipranges/", form, (400, want)).await;
+    }
     // Update moves it (itself excluded from the overlap check), delete removes it.
     let r = t
         .json(
@@ -224,10 +188,12 @@ async fn ip_ranges_crud_and_overlaps() {
     )
     .await;
     assert_eq!(s, 204);
-    let (s, body) = status_text(t.get(&format!("ipranges/{id}/"), &[]).await).await;
-    assert_eq!(
-        (s, body.as_str()),
-        (404, "No IPRange matches the given query.")
-    );
+    t.expect(
+        Method::GET,
+        &format!("ipranges/{id}/"),
+        &[],
+        (404, "No IPRange matches the given query."),
+    )
+    .await;
     assert_eq!(t.sim.state().ip_ranges().len(), 1);
 }

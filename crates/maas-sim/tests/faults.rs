@@ -6,8 +6,8 @@ mod common;
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use common::{start_instant, status_text};
-use maas_sim::{FaultConfig, NodeStatus, OpFault, PowerState, ReleaseResult};
+use common::{op_fault, start_instant, status_text};
+use maas_sim::{FaultConfig, NodeStatus, PowerState, ReleaseResult};
 use reqwest::Method;
 use serde_json::{Value, json};
 
@@ -16,20 +16,11 @@ async fn concurrent_allocations_never_share_a_machine() {
     let t = start_instant(20).await;
     let mut tasks = Vec::new();
     for _ in 0..50 {
-        let client = t.client.clone();
-        let url = t.api("machines/?op=allocate");
-        let header = common::plaintext_header(&t.key);
+        let req = t
+            .signed(&t.client, Method::POST, "machines/?op=allocate")
+            .form(&[("agent_name", "race")]);
         tasks.push(tokio::spawn(async move {
-            let resp = client
-                .post(url)
-                .header("Authorization", header)
-                .form(&[("agent_name", "race")])
-                .send()
-                .await
-                .unwrap();
-            let status = resp.status().as_u16();
-            let body = resp.text().await.unwrap();
-            (status, body)
+            status_text(req.send().await.unwrap()).await
         }));
     }
     let mut won = Vec::new();
@@ -52,13 +43,7 @@ async fn concurrent_allocations_never_share_a_machine() {
     }
     let unique: BTreeSet<_> = won.iter().collect();
     assert_eq!((won.len(), unique.len(), lost), (20, 20, 30));
-    assert!(
-        t.sim
-            .state()
-            .machines()
-            .iter()
-            .all(|m| m.status == NodeStatus::Allocated)
-    );
+    assert!(t.all_in(NodeStatus::Allocated));
 }
 
 #[tokio::test]
@@ -66,30 +51,9 @@ async fn error_rate_latency_and_retry_after() {
     let t = start_instant(3).await;
     let faults = FaultConfig {
         ops: vec![
-            OpFault {
-                op: "machines.allocate".into(),
-                error_rate: 1.0,
-                status: 503,
-                latency_ms: 0,
-                retry_after: Some(10),
-                body: None,
-            },
-            OpFault {
-                op: "machine.read".into(),
-                error_rate: 1.0,
-                status: 409,
-                latency_ms: 0,
-                retry_after: None,
-                body: None,
-            },
-            OpFault {
-                op: "machines.read".into(),
-                error_rate: 0.0,
-                status: 503,
-                latency_ms: 150,
-                retry_after: None,
-                body: None,
-            },
+            op_fault("machines.allocate", 1.0, 503, 0, Some(10)),
+            op_fault("machine.read", 1.0, 409, 0, None),
+            op_fault("machines.read", 0.0, 503, 150, None),
         ],
         ..FaultConfig::default()
     };
@@ -102,7 +66,7 @@ async fn error_rate_latency_and_retry_after() {
         ),
         (503, "10")
     );
-    let id = t.sim.state().machines()[0].system_id.clone();
+    let id = t.first_id();
     let resp = t.get(&format!("machines/{id}/"), &[]).await;
     assert_eq!(resp.status(), 409);
     assert_eq!(resp.headers()["retry-after"], "5");
@@ -116,13 +80,7 @@ async fn error_rate_latency_and_retry_after() {
     assert_eq!(t.get("machines/", &[]).await.status(), 200);
     assert!(started.elapsed() >= Duration::from_millis(150));
     // Nothing was allocated by the failed calls.
-    assert!(
-        t.sim
-            .state()
-            .machines()
-            .iter()
-            .all(|m| m.status == NodeStatus::Ready)
-    );
+    assert!(t.all_in(NodeStatus::Ready));
 }
 
 #[tokio::test]
@@ -131,8 +89,7 @@ async fn failed_deploy_release_and_erase() {
     let state = t.sim.state();
     let id = t.allocate(&[]).await;
     state.fail_next_deploy(&id).unwrap();
-    t.json(Method::POST, &format!("machines/{id}/?op=deploy"), &[])
-        .await;
+    t.machine_op(&id, "deploy", &[]).await;
     let view = state.machine(&id).unwrap();
     assert_eq!(
         (view.status, view.status_number),
@@ -140,25 +97,22 @@ async fn failed_deploy_release_and_erase() {
     );
     assert!(view.error_description.starts_with("Installation failed"));
     // Deploying again from Failed deployment is refused; release first.
-    let (s, body) = status_text(t.post(&format!("machines/{id}/?op=deploy"), &[]).await).await;
-    assert_eq!(
-        (s, body.as_str()),
+    t.expect_post(
+        &format!("machines/{id}/?op=deploy"),
+        &[],
         (
             409,
-            "Can't deploy a machine that is in the 'Failed deployment' state"
-        )
-    );
+            "Can't deploy a machine that is in the 'Failed deployment' state",
+        ),
+    )
+    .await;
     state.fail_next_releases(1);
-    t.json(Method::POST, &format!("machines/{id}/?op=release"), &[])
-        .await;
-    assert_eq!(
-        state.machine(&id).unwrap().status,
-        NodeStatus::FailedReleasing
-    );
+    t.machine_op(&id, "release", &[]).await;
+    assert_eq!(t.status_of(&id), NodeStatus::FailedReleasing);
     state.fail_next_erases(1);
-    t.json(
-        Method::POST,
-        &format!("machines/{id}/?op=release"),
+    t.machine_op(
+        &id,
+        "release",
         &[("erase", "true"), ("quick_erase", "true")],
     )
     .await;
@@ -166,18 +120,12 @@ async fn failed_deploy_release_and_erase() {
         state.machine(&id).unwrap().status_name,
         "Failed disk erasing"
     );
-    t.json(
-        Method::POST,
-        &format!("machines/{id}/?op=release"),
-        &[("erase", "1")],
-    )
-    .await;
+    t.machine_op(&id, "release", &[("erase", "1")]).await;
     assert_eq!(state.machine(&id).unwrap().status, NodeStatus::Ready);
 
     let id = t.allocate(&[]).await;
     state.power_fail_deploys(&id).unwrap();
-    t.json(Method::POST, &format!("machines/{id}/?op=deploy"), &[])
-        .await;
+    t.machine_op(&id, "deploy", &[]).await;
     let view = state.machine(&id).unwrap();
     assert_eq!(
         (view.status, view.power_state),
@@ -188,36 +136,15 @@ async fn failed_deploy_release_and_erase() {
 #[tokio::test]
 async fn outage_and_control_endpoints() {
     let t = start_instant(2).await;
-    let root = t.root();
-    let faults: Value = t
-        .client
-        .get(format!("{root}/_sim/faults"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let faults = t.control_json("faults").await;
     assert_eq!(faults["ops"], json!([]));
     let resp = t
-        .client
-        .put(format!("{root}/_sim/faults"))
-        .body(r#"{"outage_seconds": 1, "fail_next_deploys": 2}"#)
-        .send()
-        .await
-        .unwrap();
+        .control_put("faults", r#"{"outage_seconds": 1, "fail_next_deploys": 2}"#)
+        .await;
     assert_eq!(resp.status(), 200);
     let (s, _) = status_text(t.get("machines/", &[]).await).await;
     assert_eq!(s, 503);
-    let stats: Value = t
-        .client
-        .get(format!("{root}/_sim/stats"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let stats = t.control_json("stats").await;
     assert_eq!(
         (
             stats["calls"]["machines.read"].as_u64(),
@@ -229,37 +156,15 @@ async fn outage_and_control_endpoints() {
     tokio::time::sleep(Duration::from_millis(1100)).await;
     assert_eq!(t.get("machines/", &[]).await.status(), 200);
     assert_eq!(t.sim.state().faults().fail_next_deploys, 2);
-    let resp = t
-        .client
-        .put(format!("{root}/_sim/faults"))
-        .body(r#"{"ops": [{"op": "*", "error_rate": 2.0}]}"#)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), 400);
-    let resp = t
-        .client
-        .put(format!("{root}/_sim/faults"))
-        .body(r#"{"bogus": 1}"#)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), 400);
-    t.client
-        .post(format!("{root}/_sim/reset-stats"))
-        .send()
-        .await
-        .unwrap();
+    for bad in [
+        r#"{"ops": [{"op": "*", "error_rate": 2.0}]}"#,
+        r#"{"bogus": 1}"#,
+    ] {
+        assert_eq!(t.control_put("faults", bad).await.status(), 400, "{bad}");
+    }
+    t.control_send(Method::POST, "reset-stats").await;
     assert!(t.sim.state().call_counts().is_empty());
-    let machines: Value = t
-        .client
-        .get(format!("{root}/_sim/machines"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let machines = t.control_json("machines").await;
     assert_eq!(machines.as_array().unwrap().len(), 2);
     assert_eq!(machines[0]["status_name"], "Ready");
 }
@@ -268,28 +173,20 @@ async fn outage_and_control_endpoints() {
 async fn handle_mutations_show_through_the_api() {
     let t = start_instant(3).await;
     let state = t.sim.state();
-    let ids: Vec<String> = state.machines().into_iter().map(|m| m.system_id).collect();
+    let ids = t.machine_ids();
     state.add_tag(&ids[1], "gpu").unwrap();
     let v = t
         .json(Method::POST, "machines/?op=allocate", &[("tags", "gpu")])
         .await;
     assert_eq!(v["system_id"], ids[1].as_str());
     state.break_machine(&ids[1]).unwrap();
-    let m = t
-        .json(Method::GET, &format!("machines/{}/", ids[1]), &[])
-        .await;
+    let m = t.machine_read(&ids[1], None).await;
     assert_eq!(
         (m["status"].as_u64(), m["power_state"].as_str()),
         (Some(8), Some("error"))
     );
     state.set_power(&ids[0], PowerState::On).unwrap();
-    let s = t
-        .json(
-            Method::GET,
-            &format!("machines/{}/?op=query_power_state", ids[0]),
-            &[],
-        )
-        .await;
+    let s = t.machine_read(&ids[0], Some("query_power_state")).await;
     assert_eq!(s["state"], "on");
     state.remove_machine(&ids[2]).unwrap();
     assert_eq!(
@@ -303,78 +200,38 @@ async fn handle_mutations_show_through_the_api() {
 #[tokio::test]
 async fn per_machine_control_endpoints() {
     let t = start_instant(2).await;
-    let root = t.root();
-    let id = t.sim.state().machines()[0].system_id.clone();
-    let resp = t
-        .client
-        .put(format!("{root}/_sim/machines/{id}/power"))
-        .body(r#"{"power_state": "on"}"#)
-        .send()
-        .await
-        .unwrap();
+    let id = t.first_id();
+    let power = format!("machines/{id}/power");
+    let resp = t.control_put(&power, r#"{"power_state": "on"}"#).await;
     assert_eq!(resp.status(), 200);
     assert_eq!(
         t.sim.state().machine(&id).unwrap().power_state,
         PowerState::On
     );
     let resp = t
-        .client
-        .put(format!("{root}/_sim/machines/{id}/power"))
-        .body(r#"{"power_state": "sideways"}"#)
-        .send()
-        .await
-        .unwrap();
+        .control_put(&power, r#"{"power_state": "sideways"}"#)
+        .await;
     assert_eq!(resp.status(), 400);
-    t.client
-        .post(format!("{root}/_sim/machines/{id}/tags/gpu"))
-        .send()
-        .await
-        .unwrap();
-    t.client
-        .post(format!("{root}/_sim/machines/{id}/break"))
-        .send()
-        .await
-        .unwrap();
-    let view: Value = t
-        .client
-        .get(format!("{root}/_sim/machines/{id}"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let (machine, broken) = (format!("machines/{id}"), format!("machines/{id}/break"));
+    t.control_send(Method::POST, &format!("machines/{id}/tags/gpu"))
+        .await;
+    t.control_send(Method::POST, &broken).await;
+    let view = t.control_json(&machine).await;
     assert_eq!(
         (view["status_name"].as_str(), view["tags"][0].as_str()),
         (Some("Broken"), Some("gpu"))
     );
-    assert_eq!(
-        t.client
-            .delete(format!("{root}/_sim/machines/{id}"))
-            .send()
-            .await
-            .unwrap()
-            .status(),
-        200
-    );
-    assert_eq!(
-        t.client
-            .get(format!("{root}/_sim/machines/{id}"))
-            .send()
-            .await
-            .unwrap()
-            .status(),
-        404
-    );
-    assert_eq!(
-        t.client
-            .post(format!("{root}/_sim/machines/{id}/break"))
-            .send()
-            .await
-            .unwrap()
-            .status(),
-        404
-    );
+    for (method, path, status) in [
+        (Method::DELETE, &machine, 200),
+        (Method::GET, &machine, 404),
+        (Method::POST, &broken, 404),
+    ] {
+        assert_eq!(
+            t.control_send(method, path).await.status(),
+            status,
+            "{path}"
+        );
+    }
 }
 
 /// An erasing release that fails ends in Failed disk erasing with the allocation kept (agent
@@ -384,20 +241,14 @@ async fn per_machine_control_endpoints() {
 async fn failed_erase_keeps_the_allocation_and_each_release_is_recorded() {
     let t = start_instant(2).await;
     let state = t.sim.state();
-    let id = t.allocate(&[("agent_name", "inst-1")]).await;
-    t.json(Method::POST, &format!("machines/{id}/?op=deploy"), &[])
+    let id = t.deployed(&[("agent_name", "inst-1")]).await;
+    t.machine_op(&id, "set_workload_annotations", &[("owner", "me")])
         .await;
-    t.json(
-        Method::POST,
-        &format!("machines/{id}/?op=set_workload_annotations"),
-        &[("owner", "me")],
-    )
-    .await;
     state.fail_next_erases(1);
     let m = t
-        .json(
-            Method::POST,
-            &format!("machines/{id}/?op=release"),
+        .machine_op(
+            &id,
+            "release",
             &[
                 ("erase", "true"),
                 ("secure_erase", "true"),
@@ -423,9 +274,9 @@ async fn failed_erase_keeps_the_allocation_and_each_release_is_recorded() {
     );
 
     // Released again with the same flags: erased, then Ready and no longer ours.
-    t.json(
-        Method::POST,
-        &format!("machines/{id}/?op=release"),
+    t.machine_op(
+        &id,
+        "release",
         &[("erase", "true"), ("secure_erase", "true")],
     )
     .await;
@@ -438,8 +289,7 @@ async fn failed_erase_keeps_the_allocation_and_each_release_is_recorded() {
 
     // A release without erase drops the agent name at once and is recorded as such.
     let id = t.allocate(&[("agent_name", "inst-1")]).await;
-    t.json(Method::POST, &format!("machines/{id}/?op=release"), &[])
-        .await;
+    t.machine_op(&id, "release", &[]).await;
     let view = state.machine(&id).unwrap();
     assert_eq!(
         (view.status, view.agent_name.as_str()),
@@ -454,7 +304,7 @@ async fn failed_erase_keeps_the_allocation_and_each_release_is_recorded() {
 async fn removing_a_tag_takes_the_machine_out_of_tag_listings() {
     let t = start_instant(2).await;
     let state = t.sim.state();
-    let id = state.machines()[0].system_id.clone();
+    let id = t.first_id();
     state.add_tag(&id, "cap").unwrap();
     let listed = t.json(Method::GET, "machines/", &[("tags", "cap")]).await;
     assert_eq!(listed.as_array().map(Vec::len), Some(1));

@@ -1,17 +1,13 @@
 //! Machine lifecycle over HTTP: allocate, deploy, release, power, abort, broken, owner data.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::many_single_char_names
-)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(clippy::many_single_char_names)]
 
 mod common;
 
 use std::time::Duration;
 
 use base64::Engine as _;
-use common::{start, start_instant, status_text};
+use common::{start, start_instant, start_timed, status_text};
 use maas_sim::{NodeStatus, PowerState, SimConfig, Timings};
 use reqwest::Method;
 use serde_json::Value;
@@ -30,9 +26,9 @@ async fn deploy_and_release_with_zero_durations() {
     let user_data =
         base64::engine::general_purpose::STANDARD.encode(b"#cloud-config\nhostname: x\n");
     let m = t
-        .json(
-            Method::POST,
-            &format!("machines/{id}/?op=deploy"),
+        .machine_op(
+            &id,
+            "deploy",
             &[
                 ("distro_series", "ubuntu/jammy"),
                 ("user_data", &user_data),
@@ -42,7 +38,7 @@ async fn deploy_and_release_with_zero_durations() {
         .await;
     // The response itself shows Deploying; the next read shows Deployed.
     assert_eq!(m["status"], 9);
-    let m = t.json(Method::GET, &format!("machines/{id}/"), &[]).await;
+    let m = t.machine_read(&id, None).await;
     assert_eq!(
         (
             m["status"].as_u64(),
@@ -63,31 +59,17 @@ async fn deploy_and_release_with_zero_durations() {
     );
     assert_eq!(view.hwe_kernel.as_deref(), Some("hwe-22.04"));
 
-    t.json(
-        Method::POST,
-        &format!("machines/{id}/?op=set_owner_data"),
-        &[("cluster", "c1"), ("role", "cp")],
-    )
-    .await;
+    t.machine_op(&id, "set_owner_data", &[("cluster", "c1"), ("role", "cp")])
+        .await;
     let m = t
-        .json(
-            Method::POST,
-            &format!("machines/{id}/?op=set_workload_annotations"),
-            &[("role", "")],
-        )
+        .machine_op(&id, "set_workload_annotations", &[("role", "")])
         .await;
     assert_eq!(
         m["workload_annotations"],
         serde_json::json!({"cluster": "c1"})
     );
 
-    let m = t
-        .json(
-            Method::POST,
-            &format!("machines/{id}/?op=release"),
-            &[("comment", "bye")],
-        )
-        .await;
+    let m = t.machine_op(&id, "release", &[("comment", "bye")]).await;
     assert_eq!(m["status_name"], "Ready");
     let view = t.sim.state().machine(&id).unwrap();
     assert!(
@@ -98,16 +80,14 @@ async fn deploy_and_release_with_zero_durations() {
     );
     assert_eq!(view.power_state, PowerState::Off);
     // Release is idempotent on Ready.
-    let m = t
-        .json(Method::POST, &format!("machines/{id}/?op=release"), &[])
-        .await;
+    let m = t.machine_op(&id, "release", &[]).await;
     assert_eq!(m["status"], 4);
 }
 
 #[tokio::test]
 async fn deploy_on_ready_allocates_implicitly_and_bad_image_rolls_back() {
     let t = start_instant(1).await;
-    let id = t.sim.state().machines()[0].system_id.clone();
+    let id = t.first_id();
     let resp = t
         .post(
             &format!("machines/{id}/?op=deploy"),
@@ -122,14 +102,11 @@ async fn deploy_on_ready_allocates_implicitly_and_bad_image_rolls_back() {
             .unwrap()
             .starts_with("'plan9' is not a valid distro_series.")
     );
-    assert_eq!(
-        t.sim.state().machine(&id).unwrap().status,
-        NodeStatus::Ready
-    );
+    assert_eq!(t.status_of(&id), NodeStatus::Ready);
     let m = t
-        .json(
-            Method::POST,
-            &format!("machines/{id}/?op=deploy"),
+        .machine_op(
+            &id,
+            "deploy",
             &[("distro_series", "u-2204-0-k-1330-0"), ("agent_name", "a")],
         )
         .await;
@@ -155,50 +132,24 @@ async fn timed_transitions_show_intermediate_states() {
         commission: Duration::from_millis(100),
         power: Duration::from_millis(100),
     };
-    let t = start(SimConfig {
-        machines: 2,
-        timings,
-        ..SimConfig::default()
-    })
-    .await;
-    let id = t.allocate(&[]).await;
-    t.json(Method::POST, &format!("machines/{id}/?op=deploy"), &[])
-        .await;
-    let m = t.json(Method::GET, &format!("machines/{id}/"), &[]).await;
+    let t = start_timed(2, timings).await;
+    let id = t.deployed(&[]).await;
+    let m = t.machine_read(&id, None).await;
     assert_eq!(m["status"], 9);
     assert!(m["status_message"].as_str().is_some());
     tokio::time::sleep(Duration::from_millis(500)).await;
-    assert_eq!(
-        t.sim.state().machine(&id).unwrap().status,
-        NodeStatus::Deployed
-    );
-    let m = t
-        .json(
-            Method::POST,
-            &format!("machines/{id}/?op=release"),
-            &[("erase", "true")],
-        )
-        .await;
+    assert_eq!(t.status_of(&id), NodeStatus::Deployed);
+    let m = t.machine_op(&id, "release", &[("erase", "true")]).await;
     assert_eq!(m["status_name"], "Disk erasing");
     tokio::time::sleep(Duration::from_millis(400)).await;
-    assert_eq!(
-        t.sim.state().machine(&id).unwrap().status,
-        NodeStatus::Ready
-    );
+    assert_eq!(t.status_of(&id), NodeStatus::Ready);
     // A powered-on deployed machine releases through Releasing.
-    let id = t.allocate(&[]).await;
-    t.json(Method::POST, &format!("machines/{id}/?op=deploy"), &[])
-        .await;
+    let id = t.deployed(&[]).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let m = t
-        .json(Method::POST, &format!("machines/{id}/?op=release"), &[])
-        .await;
+    let m = t.machine_op(&id, "release", &[]).await;
     assert_eq!(m["status_name"], "Releasing");
     tokio::time::sleep(Duration::from_millis(400)).await;
-    assert_eq!(
-        t.sim.state().machine(&id).unwrap().status,
-        NodeStatus::Ready
-    );
+    assert_eq!(t.status_of(&id), NodeStatus::Ready);
 }
 
 #[tokio::test]
@@ -208,26 +159,11 @@ async fn the_status_history_dates_allocation_deployment_and_its_end() {
         deploy_spread_percent: 50,
         ..Timings::zero()
     };
-    let t = start(SimConfig {
-        machines: 3,
-        timings,
-        ..SimConfig::default()
-    })
-    .await;
-    let id = t.allocate(&[]).await;
-    t.json(Method::POST, &format!("machines/{id}/?op=deploy"), &[])
-        .await;
+    let t = start_timed(3, timings).await;
+    let id = t.deployed(&[]).await;
     // A deploy of a Ready machine allocates it in the same call: the allocation still shows.
-    let direct = t
-        .sim
-        .state()
-        .machines()
-        .into_iter()
-        .find(|m| m.status == NodeStatus::Ready)
-        .unwrap()
-        .system_id;
-    t.json(Method::POST, &format!("machines/{direct}/?op=deploy"), &[])
-        .await;
+    let direct = t.first_in(NodeStatus::Ready);
+    t.machine_op(&direct, "deploy", &[]).await;
     tokio::time::sleep(Duration::from_millis(600)).await;
     let history = t.sim.state().status_history();
     for system_id in [&id, &direct] {
@@ -260,41 +196,20 @@ async fn abort_power_and_broken() {
         deploy: Duration::from_secs(60),
         ..Timings::zero()
     };
-    let t = start(SimConfig {
-        machines: 2,
-        timings,
-        ..SimConfig::default()
-    })
-    .await;
-    let id = t.allocate(&[]).await;
-    t.json(Method::POST, &format!("machines/{id}/?op=deploy"), &[])
-        .await;
-    let m = t
-        .json(Method::POST, &format!("machines/{id}/?op=abort"), &[])
-        .await;
+    let t = start_timed(2, timings).await;
+    let id = t.deployed(&[]).await;
+    let m = t.machine_op(&id, "abort", &[]).await;
     assert_eq!(
         (m["status_name"].as_str(), m["power_state"].as_str()),
         (Some("Allocated"), Some("off"))
     );
     // power_on on Allocated is a deploy.
-    let m = t
-        .json(Method::POST, &format!("machines/{id}/?op=power_on"), &[])
-        .await;
+    let m = t.machine_op(&id, "power_on", &[]).await;
     assert_eq!(m["status"], 9);
-    let state = t
-        .json(
-            Method::GET,
-            &format!("machines/{id}/?op=query_power_state"),
-            &[],
-        )
-        .await;
+    let state = t.machine_read(&id, Some("query_power_state")).await;
     assert_eq!(state, serde_json::json!({"state": "on"}));
-    t.json(
-        Method::POST,
-        &format!("machines/{id}/?op=power_off"),
-        &[("stop_mode", "soft")],
-    )
-    .await;
+    t.machine_op(&id, "power_off", &[("stop_mode", "soft")])
+        .await;
     assert_eq!(
         t.sim.state().machine(&id).unwrap().power_state,
         PowerState::Off
@@ -308,41 +223,33 @@ async fn abort_power_and_broken() {
         .find(|m| m.system_id != id)
         .unwrap()
         .system_id;
-    let (s, body) = status_text(t.post(&format!("machines/{other}/?op=power_on"), &[]).await).await;
-    assert_eq!(
-        (s, body.as_str()),
-        (409, "Can't start node: it hasn't been allocated.")
-    );
+    t.expect_post(
+        &format!("machines/{other}/?op=power_on"),
+        &[],
+        (409, "Can't start node: it hasn't been allocated."),
+    )
+    .await;
 
     let m = t
-        .json(
-            Method::POST,
-            &format!("machines/{id}/?op=mark_broken"),
-            &[("comment", "disk smoke")],
-        )
+        .machine_op(&id, "mark_broken", &[("comment", "disk smoke")])
         .await;
     assert_eq!(
         (m["status"].as_u64(), m["error_description"].as_str()),
         (Some(8), Some("disk smoke"))
     );
-    let m = t
-        .json(Method::POST, &format!("machines/{id}/?op=mark_fixed"), &[])
-        .await;
+    let m = t.machine_op(&id, "mark_fixed", &[]).await;
     assert_eq!(m["status_name"], "Ready");
     let (s, _) = status_text(t.post(&format!("machines/{id}/?op=release"), &[]).await).await;
     assert_eq!(s, 200);
-    let (s, body) = status_text(
-        t.post(&format!("machines/{id}/?op=set_owner_data"), &[("a", "b")])
-            .await,
-    )
-    .await;
-    assert_eq!(
-        (s, body.as_str()),
+    t.expect_post(
+        &format!("machines/{id}/?op=set_owner_data"),
+        &[("a", "b")],
         (
             409,
-            "Cannot set workload annotation: it hasn't been acquired."
-        )
-    );
+            "Cannot set workload annotation: it hasn't been acquired.",
+        ),
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -374,11 +281,13 @@ async fn list_filters_server_side() {
         .json(Method::GET, "machines/", &[("id", &id), ("id", "nope")])
         .await;
     assert_eq!(v.as_array().unwrap().len(), 1);
-    let (s, body) = status_text(t.get("machines/", &[("colour", "red")]).await).await;
-    assert_eq!(
-        (s, body.as_str()),
-        (400, r#"{"colour":["No such constraint."]}"#)
-    );
+    t.expect(
+        Method::GET,
+        "machines/",
+        &[("colour", "red")],
+        (400, r#"{"colour":["No such constraint."]}"#),
+    )
+    .await;
     let v = t
         .json(Method::GET, "machines/?op=list_allocated", &[])
         .await;
@@ -398,22 +307,16 @@ async fn hostname_update_and_delete_are_admin_operations() {
         )
         .await;
     assert_eq!(m["fqdn"], "cp-0.maas");
-    let (s, body) = status_text(
-        t.call(
-            Method::PUT,
-            &format!("machines/{}/", b.system_id),
-            &[("hostname", "cp-0")],
-        )
-        .await,
-    )
-    .await;
-    assert_eq!(
-        (s, body.as_str()),
+    t.expect(
+        Method::PUT,
+        &format!("machines/{}/", b.system_id),
+        &[("hostname", "cp-0")],
         (
             400,
-            r#"{"hostname":["Node with hostname \"cp-0\" already exists"]}"#
-        )
-    );
+            r#"{"hostname":["Node with hostname \"cp-0\" already exists"]}"#,
+        ),
+    )
+    .await;
     let (s, _) = status_text(
         t.call(Method::DELETE, &format!("machines/{}/", b.system_id), &[])
             .await,

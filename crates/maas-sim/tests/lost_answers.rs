@@ -6,43 +6,32 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{count, start_instant, status_text};
-use maas_sim::{FaultConfig, LostAnswer, NodeStatus, OpFault, PowerState};
+use common::{count, impatient, one_deployed, op_fault, start_instant, status_text};
+use maas_sim::{FaultConfig, LostAnswer, NodeStatus, PowerState};
 use reqwest::Method;
-use serde_json::{Value, json};
+use serde_json::json;
 
 #[tokio::test]
 async fn error_mode_applies_then_answers_the_error() {
     let t = start_instant(3).await;
     let state = t.sim.state();
-    let id = state.machines()[0].system_id.clone();
+    let id = t.first_id();
     state
         .add_lost_answer(LostAnswer::error("machines.allocate", 502).times(2))
         .unwrap();
-    let resp = t
-        .post(
-            "machines/?op=allocate",
-            &[("system_id", &id), ("agent_name", "lost")],
-        )
+    let mine = [("system_id", id.as_str()), ("agent_name", "lost")];
+    t.expect_post("machines/?op=allocate", &mine, (502, "Bad Gateway"))
         .await;
-    let (status, body) = status_text(resp).await;
-    assert_eq!((status, body.as_str()), (502, "Bad Gateway"));
-    let view = state.machine(&id).unwrap();
     assert_eq!(
-        (view.status, view.agent_name.as_str()),
-        (NodeStatus::Allocated, "lost"),
+        t.status_and_agent(&id),
+        (NodeStatus::Allocated, "lost".to_owned()),
         "the allocation happened although the answer was an error"
     );
     assert_eq!(count(&state.applied_counts(), "machines.allocate"), 1);
     assert_eq!(count(&state.lost_answer_counts(), "machines.allocate"), 1);
 
     // A call MAAS refuses gets its real answer and does not use the fault up.
-    let resp = t
-        .post(
-            "machines/?op=allocate",
-            &[("system_id", &id), ("agent_name", "lost")],
-        )
-        .await;
+    let resp = t.post("machines/?op=allocate", &mine).await;
     assert_eq!(resp.status(), 409);
     assert_eq!(state.faults().lost_answers[0].times, Some(1));
     assert_eq!(count(&state.applied_counts(), "machines.allocate"), 1);
@@ -64,14 +53,9 @@ async fn timeout_mode_withholds_the_answer() {
     state
         .add_lost_answer(LostAnswer::timeout("machine.deploy", Duration::from_millis(800)).once())
         .unwrap();
-    let impatient = reqwest::Client::builder()
-        .timeout(Duration::from_millis(200))
-        .build()
-        .unwrap();
     let started = Instant::now();
-    let err = impatient
-        .post(t.api(&format!("machines/{id}/?op=deploy")))
-        .header("Authorization", common::plaintext_header(&t.key))
+    let err = t
+        .signed_op(&impatient(200), &id, "deploy")
         .form(&[("distro_series", "jammy")])
         .send()
         .await
@@ -94,9 +78,7 @@ async fn timeout_mode_withholds_the_answer() {
         .unwrap();
     let started = Instant::now();
     let err = t
-        .client
-        .post(t.api(&format!("machines/{other}/?op=deploy")))
-        .header("Authorization", common::plaintext_header(&t.key))
+        .signed_op(&t.client, &other, "deploy")
         .send()
         .await
         .unwrap_err();
@@ -111,18 +93,13 @@ async fn timeout_mode_withholds_the_answer() {
 
 #[tokio::test]
 async fn hold_zero_drops_the_connection_at_once() {
-    let t = start_instant(1).await;
+    let (t, id) = one_deployed().await;
     let state = t.sim.state();
-    let id = t.allocate(&[]).await;
-    t.json(Method::POST, &format!("machines/{id}/?op=deploy"), &[])
-        .await;
     state
         .add_lost_answer(LostAnswer::timeout("machine.release", Duration::ZERO).once())
         .unwrap();
     let err = t
-        .client
-        .post(t.api(&format!("machines/{id}/?op=release")))
-        .header("Authorization", common::plaintext_header(&t.key))
+        .signed_op(&t.client, &id, "release")
         .send()
         .await
         .unwrap_err();
@@ -133,11 +110,8 @@ async fn hold_zero_drops_the_connection_at_once() {
 
 #[tokio::test]
 async fn noop_repeats_and_reads_are_not_applied() {
-    let t = start_instant(1).await;
+    let (t, id) = one_deployed().await;
     let state = t.sim.state();
-    let id = t.allocate(&[]).await;
-    t.json(Method::POST, &format!("machines/{id}/?op=deploy"), &[])
-        .await;
     state
         .add_lost_answer(LostAnswer::error("machine.release", 503).once())
         .unwrap();
@@ -155,21 +129,18 @@ async fn noop_repeats_and_reads_are_not_applied() {
 
 #[tokio::test]
 async fn power_on_lost_answer_powers_on_once() {
-    let t = start_instant(1).await;
+    let (t, id) = one_deployed().await;
     let state = t.sim.state();
-    let id = t.allocate(&[]).await;
-    t.json(Method::POST, &format!("machines/{id}/?op=deploy"), &[])
-        .await;
     state.set_power(&id, PowerState::Off).unwrap();
     state
         .add_lost_answer(LostAnswer::error("machine.power_on", 500).once())
         .unwrap();
-    let (status, body) =
-        status_text(t.post(&format!("machines/{id}/?op=power_on"), &[]).await).await;
-    assert_eq!(
-        (status, body.as_str()),
-        (500, "Internal server error (simulated fault).")
-    );
+    t.expect_post(
+        &format!("machines/{id}/?op=power_on"),
+        &[],
+        (500, "Internal server error (simulated fault)."),
+    )
+    .await;
     let view = state.machine(&id).unwrap();
     assert_eq!((view.power_state, view.power_on_count), (PowerState::On, 2));
     assert_eq!(count(&state.applied_counts(), "machine.power_on"), 1);
@@ -181,14 +152,7 @@ async fn faults_before_the_operation_win() {
     let state = t.sim.state();
     state
         .set_faults(FaultConfig {
-            ops: vec![OpFault {
-                op: "machines.allocate".into(),
-                error_rate: 1.0,
-                status: 503,
-                latency_ms: 0,
-                retry_after: None,
-                body: None,
-            }],
+            ops: vec![op_fault("machines.allocate", 1.0, 503, 0, None)],
             lost_answers: vec![LostAnswer::error("machines.allocate", 500).once()],
             ..FaultConfig::default()
         })
@@ -203,12 +167,11 @@ async fn faults_before_the_operation_win() {
 #[tokio::test]
 async fn control_api_sets_lost_answers_and_reports_counts() {
     let t = start_instant(2).await;
-    let faults = format!("{}/_sim/faults", t.root());
     let config = json!({"lost_answers": [
         {"op": "machines.allocate", "times": 1, "status": 503, "retry_after": 7},
         {"op": "machine.deploy", "mode": "timeout", "hold_ms": 0, "times": 1}
     ]});
-    let resp = t.client.put(&faults).json(&config).send().await.unwrap();
+    let resp = t.control_put_json("faults", &config).await;
     assert_eq!(resp.status(), 200);
     let resp = t.post("machines/?op=allocate", &[]).await;
     assert_eq!(
@@ -218,58 +181,21 @@ async fn control_api_sets_lost_answers_and_reports_counts() {
         ),
         (503, "7")
     );
-    let id = t
-        .sim
-        .state()
-        .machines()
-        .into_iter()
-        .find(|m| m.status == NodeStatus::Allocated)
-        .unwrap()
-        .system_id;
-    let deployed = t
-        .client
-        .post(t.api(&format!("machines/{id}/?op=deploy")))
-        .header("Authorization", common::plaintext_header(&t.key))
-        .send()
-        .await;
+    let id = t.first_in(NodeStatus::Allocated);
+    let deployed = t.signed_op(&t.client, &id, "deploy").send().await;
     assert!(deployed.is_err());
 
-    let active: Value = t
-        .client
-        .get(&faults)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let active = t.control_json("faults").await;
     assert_eq!(active["lost_answers"][0]["times"], 0);
     assert_eq!(active["lost_answers"][1]["mode"], "timeout");
-    let stats_url = format!("{}/_sim/stats", t.root());
-    let stats: Value = t
-        .client
-        .get(&stats_url)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let stats = t.control_json("stats").await;
     assert_eq!(stats["applied"]["machines.allocate"], 1);
     assert_eq!(stats["applied"]["machine.deploy"], 1);
     assert_eq!(stats["lost_answers"]["machines.allocate"], 1);
     assert_eq!(stats["lost_answers"]["machine.deploy"], 1);
-    let reset = format!("{}/_sim/reset-stats", t.root());
-    assert_eq!(t.client.post(&reset).send().await.unwrap().status(), 200);
-    let stats: Value = t
-        .client
-        .get(&stats_url)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let reset = t.control_send(Method::POST, "reset-stats").await;
+    assert_eq!(reset.status(), 200);
+    let stats = t.control_json("stats").await;
     assert_eq!(
         (&stats["applied"], &stats["lost_answers"]),
         (&json!({}), &json!({}))
@@ -281,17 +207,9 @@ async fn control_api_sets_lost_answers_and_reports_counts() {
         json!({"lost_answers": [{"op": "x", "status": 200}]}),
         json!({"lost_answers": [{"op": "x", "mode": "sometimes"}]}),
     ] {
-        let resp = t.client.put(&faults).json(&bad).send().await.unwrap();
+        let resp = t.control_put_json("faults", &bad).await;
         assert_eq!(resp.status(), 400, "{bad}");
     }
-    let active: Value = t
-        .client
-        .get(&faults)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let active = t.control_json("faults").await;
     assert_eq!(active["lost_answers"].as_array().map(Vec::len), Some(2));
 }

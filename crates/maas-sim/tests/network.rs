@@ -1,11 +1,7 @@
 //! Bonds, VLAN interfaces, static addresses on them, the default gateway, MTU, interface
 //! deletion and what release keeps: status codes and bodies as MAAS answers them.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::many_single_char_names
-)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(clippy::many_single_char_names)]
 
 mod common;
 
@@ -26,30 +22,25 @@ async fn bond_vlan_static_gateway_and_release() {
     );
     let bonds = format!("nodes/{id}/interfaces/?op=create_bond");
     // Refusals of create_bond.
-    let (s, body) = status_text(t.post(&bonds, &[("name", "bond0")]).await).await;
-    assert_eq!(
-        (s, body.as_str()),
-        (400, r#"{"parents":["This field is required."]}"#)
-    );
-    let (s, body) = status_text(
-        t.post(
-            &bonds,
-            &[
-                ("name", "bond0"),
-                ("parents", &eth0.to_string()),
-                ("bond_mode", "lacp"),
-            ],
-        )
-        .await,
+    t.expect_post(
+        &bonds,
+        &[("name", "bond0")],
+        (400, r#"{"parents":["This field is required."]}"#),
     )
     .await;
-    assert_eq!(
-        (s, body.as_str()),
+    t.expect_post(
+        &bonds,
+        &[
+            ("name", "bond0"),
+            ("parents", &eth0.to_string()),
+            ("bond_mode", "lacp"),
+        ],
         (
             400,
-            r#"{"bond_mode":["Select a valid choice. lacp is not one of the available choices."]}"#
-        )
-    );
+            r#"{"bond_mode":["Select a valid choice. lacp is not one of the available choices."]}"#,
+        ),
+    )
+    .await;
     let bond = t
         .json(
             Method::POST,
@@ -79,30 +70,21 @@ async fn bond_vlan_static_gateway_and_release() {
         json!([]),
         "members lose their links"
     );
-    let (s, body) = status_text(
-        t.post(&bonds, &[("name", "bond1"), ("parents", &eth0.to_string())])
-            .await,
+    t.expect_post(
+        &bonds,
+        &[("name", "bond1"), ("parents", &eth0.to_string())],
+        (400, r#"{"parents":["Interfaces already in-use: eth0."]}"#),
     )
     .await;
-    assert_eq!(
-        (s, body.as_str()),
-        (400, r#"{"parents":["Interfaces already in-use: eth0."]}"#)
-    );
-    let (s, body) = status_text(
-        t.post(
-            &format!("nodes/{id}/interfaces/{eth0}/?op=link_subnet"),
-            &[("mode", "dhcp")],
-        )
-        .await,
-    )
-    .await;
-    assert_eq!(
-        (s, body.as_str()),
+    t.expect_post(
+        &format!("nodes/{id}/interfaces/{eth0}/?op=link_subnet"),
+        &[("mode", "dhcp")],
         (
             400,
-            r#"{"bond":["Cannot link interface(eth0) when interface is in a bond(bond0)."]}"#
-        )
-    );
+            r#"{"bond":["Cannot link interface(eth0) when interface is in a bond(bond0)."]}"#,
+        ),
+    )
+    .await;
 
     // VLAN 100 of fabric-0, then a VLAN interface on the bond.
     let vlans = t.json(Method::GET, "fabrics/0/vlans/", &[]).await;
@@ -119,33 +101,24 @@ async fn bond_vlan_static_gateway_and_release() {
     assert_eq!(s, 404);
     let vlan_op = format!("nodes/{id}/interfaces/?op=create_vlan");
     let bond_id = bond["id"].to_string();
-    let (s, body) = status_text(
-        t.post(&vlan_op, &[("vlan", &untagged), ("parent", &bond_id)])
-            .await,
-    )
-    .await;
-    assert_eq!(
-        (s, body.as_str()),
+    t.expect_post(
+        &vlan_op,
+        &[("vlan", &untagged), ("parent", &bond_id)],
         (
             400,
-            r#"{"vlan":["A VLAN interface can only belong to a tagged VLAN."]}"#
-        )
-    );
-    let (s, body) = status_text(
-        t.post(
-            &vlan_op,
-            &[("vlan", &tagged), ("parent", &eth1.to_string())],
-        )
-        .await,
+            r#"{"vlan":["A VLAN interface can only belong to a tagged VLAN."]}"#,
+        ),
     )
     .await;
-    assert_eq!(
-        (s, body.as_str()),
+    t.expect_post(
+        &vlan_op,
+        &[("vlan", &tagged), ("parent", &eth1.to_string())],
         (
             400,
-            r#"{"parent":["A VLAN interface can't have a parent that is already in a bond."]}"#
-        )
-    );
+            r#"{"parent":["A VLAN interface can't have a parent that is already in a bond."]}"#,
+        ),
+    )
+    .await;
     let vif = t
         .json(
             Method::POST,
@@ -172,63 +145,26 @@ async fn bond_vlan_static_gateway_and_release() {
     // Static addresses on the VLAN interface: subnet of its VLAN only, inside it, not dynamic.
     let vif_path = format!("nodes/{id}/interfaces/{}/", vif["id"]);
     let link = format!("{vif_path}?op=link_subnet");
-    let (s, body) = status_text(
-        t.post(
-            &link,
-            &[
-                ("mode", "static"),
-                ("subnet", "1"),
-                ("ip_address", "10.20.0.9"),
-            ],
-        )
-        .await,
-    )
-    .await;
-    assert_eq!(
-        (s, body.as_str()),
+    for (subnet, ip, want) in [
         (
-            400,
-            r#"{"subnet":["Select a valid choice. That choice is not one of the available choices."]}"#
-        )
-    );
-    let (s, body) = status_text(
-        t.post(
-            &link,
-            &[
-                ("mode", "static"),
-                ("subnet", "10.40.0.0/24"),
-                ("ip_address", "10.41.0.9"),
-            ],
-        )
-        .await,
-    )
-    .await;
-    assert_eq!(
-        (s, body.as_str()),
+            "1",
+            "10.20.0.9",
+            r#"{"subnet":["Select a valid choice. That choice is not one of the available choices."]}"#,
+        ),
         (
-            400,
-            r#"{"ip_address":["IP address is not in the given subnet '10.40.0.0/24:10.40.0.0/24(vid=100)'."]}"#
-        )
-    );
-    let (s, body) = status_text(
-        t.post(
-            &link,
-            &[
-                ("mode", "static"),
-                ("subnet", "10.40.0.0/24"),
-                ("ip_address", "10.40.0.210"),
-            ],
-        )
-        .await,
-    )
-    .await;
-    assert_eq!(
-        (s, body.as_str()),
+            "10.40.0.0/24",
+            "10.41.0.9",
+            r#"{"ip_address":["IP address is not in the given subnet '10.40.0.0/24:10.40.0.0/24(vid=100)'."]}"#,
+        ),
         (
-            400,
-            r#"{"ip_address":["IP address is inside a dynamic range 10.40.0.200 to 10.40.0.250."]}"#
-        )
-    );
+            "10.40.0.0/24",
+            "10.40.0.210",
+            r#"{"ip_address":["IP address is inside a dynamic range 10.40.0.200 to 10.40.0.250."]}"#,
+        ),
+    ] {
+        let form = [("mode", "static"), ("subnet", subnet), ("ip_address", ip)];
+        t.expect_post(&link, &form, (400, want)).await;
+    }
     let v = t
         .json(
             Method::POST,
@@ -246,35 +182,30 @@ async fn bond_vlan_static_gateway_and_release() {
 
     // Default gateway from that link; unknown link ids are refused.
     let gw = format!("{vif_path}?op=set_default_gateway");
-    let (s, body) = status_text(t.post(&gw, &[("link_id", "999999")]).await).await;
-    assert_eq!(
-        (s, body.as_str()),
+    t.expect_post(
+        &gw,
+        &[("link_id", "999999")],
         (
             400,
-            r#"{"link_id":["Select a valid choice. 999999 is not one of the available choices."]}"#
-        )
-    );
+            r#"{"link_id":["Select a valid choice. 999999 is not one of the available choices."]}"#,
+        ),
+    )
+    .await;
     t.json(Method::POST, &gw, &[("link_id", &link_id)]).await;
-    let m = t.json(Method::GET, &format!("machines/{id}/"), &[]).await;
+    let m = t.machine_read(id, None).await;
     assert_eq!(
         m["default_gateways"]["ipv4"],
         json!({"gateway_ip": "10.40.0.1", "link_id": link_id.parse::<u64>().unwrap()})
     );
-    let (s, body) = status_text(
-        t.post(
-            &format!("nodes/{id}/interfaces/{eth1}/?op=set_default_gateway"),
-            &[],
-        )
-        .await,
-    )
-    .await;
-    assert_eq!(
-        (s, body.as_str()),
+    t.expect_post(
+        &format!("nodes/{id}/interfaces/{eth1}/?op=set_default_gateway"),
+        &[],
         (
             400,
-            r#"{"__all__":["This interface has no usable gateways."]}"#
-        )
-    );
+            r#"{"__all__":["This interface has no usable gateways."]}"#,
+        ),
+    )
+    .await;
 
     // MTU update, then deploy: edits refused with 409; release keeps the bond and the static
     // address (MAAS frees only auto addresses).
@@ -283,25 +214,19 @@ async fn bond_vlan_static_gateway_and_release() {
     assert_eq!(v["params"]["mtu"], 9000);
     let (s, _) = status_text(t.call(Method::PUT, &eth0_path, &[("mtu", "100")]).await).await;
     assert_eq!(s, 400);
-    t.json(Method::POST, &format!("machines/{id}/?op=deploy"), &[])
-        .await;
-    let (s, body) = status_text(
-        t.post(&bonds, &[("name", "bond9"), ("parents", &eth0.to_string())])
-            .await,
-    )
-    .await;
-    assert_eq!(
-        (s, body.as_str()),
+    t.machine_op(id, "deploy", &[]).await;
+    t.expect_post(
+        &bonds,
+        &[("name", "bond9"), ("parents", &eth0.to_string())],
         (
             409,
-            "Cannot create bond interface because the machine is not New, Ready, Allocated, or Broken."
-        )
-    );
+            "Cannot create bond interface because the machine is not New, Ready, Allocated, or Broken.",
+        ),
+    )
+    .await;
     let (s, _) = status_text(t.call(Method::DELETE, &vif_path, &[]).await).await;
     assert_eq!(s, 409);
-    let m = t
-        .json(Method::POST, &format!("machines/{id}/?op=release"), &[])
-        .await;
+    let m = t.machine_op(id, "release", &[]).await;
     assert_eq!(m["ip_addresses"], json!(["10.40.0.10"]));
     let list = ifaces(&t, id).await;
     assert_eq!(list.len(), 4);
@@ -321,6 +246,6 @@ async fn bond_vlan_static_gateway_and_release() {
     let names: Vec<&str> = list.iter().map(|i| i["name"].as_str().unwrap()).collect();
     assert_eq!(names, ["eth0", "eth1"]);
     assert_eq!(by_name(&list, "eth0")["links"][0]["mode"], "link_up");
-    let m = t.json(Method::GET, &format!("machines/{id}/"), &[]).await;
+    let m = t.machine_read(id, None).await;
     assert_eq!(m["default_gateways"]["ipv4"]["link_id"], Value::Null);
 }

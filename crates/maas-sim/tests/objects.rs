@@ -1,15 +1,11 @@
 //! Interfaces and links, subnets, DNS resources, domains, tags, zones, pools, boot resources,
 //! permissions of non-admin users, HMAC-SHA1 over the wire.
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::many_single_char_names
-)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(clippy::many_single_char_names)]
 
 mod common;
 
-use common::{plaintext_header, start, start_instant, status_text};
+use common::{link_in_mode, plaintext_header, send_json, start, start_instant, status_text};
 use maas_sim::auth::{hmac_sha1_signature, signature_base_string};
 use maas_sim::{ApiKey, SimConfig};
 use reqwest::Method;
@@ -18,13 +14,7 @@ use serde_json::{Value, json};
 #[tokio::test]
 async fn static_links_refuse_addresses_in_use() {
     let t = start_instant(2).await;
-    let ids: Vec<String> = t
-        .sim
-        .state()
-        .machines()
-        .into_iter()
-        .map(|m| m.system_id)
-        .collect();
+    let ids = t.machine_ids();
     let mut iface_ids = Vec::new();
     for id in &ids {
         let ifaces = t
@@ -52,76 +42,36 @@ async fn static_links_refuse_addresses_in_use() {
             ],
         )
         .await;
-    let link = v["links"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|l| l["mode"] == "static")
-        .unwrap();
+    let link = link_in_mode(&v, "static");
     assert_eq!(link["ip_address"], "10.20.0.50");
     assert_eq!(link["subnet"]["cidr"], "10.20.0.0/16");
-    let (s, body) = status_text(
-        t.post(
-            &format!("{}?op=link_subnet", iface_ids[1]),
-            &[
-                ("subnet", "1"),
-                ("mode", "static"),
-                ("ip_address", "10.20.0.50"),
-            ],
-        )
-        .await,
-    )
-    .await;
-    assert_eq!((s, body.as_str()), (404, "IP address is already in use."));
-    let (s, body) = status_text(
-        t.post(
-            &format!("{}?op=link_subnet", iface_ids[1]),
-            &[
-                ("subnet", "1"),
-                ("mode", "static"),
-                ("ip_address", "10.99.0.5"),
-            ],
-        )
-        .await,
-    )
-    .await;
-    assert_eq!(
-        (s, body.as_str()),
+    let second = format!("{}?op=link_subnet", iface_ids[1]);
+    for (ip, want) in [
+        ("10.20.0.50", (404, "IP address is already in use.")),
         (
-            400,
-            r#"{"ip_address":["IP address is not in the given subnet '10.20.0.0/16:10.20.0.0/16(vid=0)'."]}"#
-        )
-    );
+            "10.99.0.5",
+            (
+                400,
+                r#"{"ip_address":["IP address is not in the given subnet '10.20.0.0/16:10.20.0.0/16(vid=0)'."]}"#,
+            ),
+        ),
+    ] {
+        let form = [("subnet", "1"), ("mode", "static"), ("ip_address", ip)];
+        t.expect_post(&second, &form, want).await;
+    }
     // The static address survives deployment and release; auto addresses come and go.
     t.allocate(&[("system_id", &ids[0])]).await;
-    t.json(
-        Method::POST,
-        &format!("machines/{}/?op=deploy", ids[0]),
-        &[],
-    )
-    .await;
-    let (s, body) = status_text(
-        t.post(
-            &format!("{}?op=link_subnet", iface_ids[0]),
-            &[("subnet", "1"), ("mode", "dhcp")],
-        )
-        .await,
-    )
-    .await;
-    assert_eq!(
-        (s, body.as_str()),
+    t.machine_op(&ids[0], "deploy", &[]).await;
+    t.expect_post(
+        &format!("{}?op=link_subnet", iface_ids[0]),
+        &[("subnet", "1"), ("mode", "dhcp")],
         (
             409,
-            "Cannot link subnet interface because the machine is not New, Ready, Allocated, or Broken."
-        )
-    );
-    let m = t
-        .json(
-            Method::POST,
-            &format!("machines/{}/?op=release", ids[0]),
-            &[],
-        )
-        .await;
+            "Cannot link subnet interface because the machine is not New, Ready, Allocated, or Broken.",
+        ),
+    )
+    .await;
+    let m = t.machine_op(&ids[0], "release", &[]).await;
     assert_eq!(m["ip_addresses"], json!(["10.20.0.50"]));
     let subnet_ips = t.json(Method::GET, "subnets/1/?op=ip_addresses", &[]).await;
     assert_eq!(subnet_ips[0]["ip"], "10.20.0.50");
@@ -184,22 +134,25 @@ async fn dns_resources_crud() {
         )
         .await;
     assert_eq!(r["fqdn"], "api.maas");
-    let (s, body) = status_text(t.post("dnsresources/", &[("fqdn", "x.nowhere")]).await).await;
-    assert_eq!(
-        (s, body.as_str()),
-        (404, "No Domain matches the given query.")
-    );
+    t.expect_post(
+        "dnsresources/",
+        &[("fqdn", "x.nowhere")],
+        (404, "No Domain matches the given query."),
+    )
+    .await;
     assert_eq!(
         t.call(Method::DELETE, &format!("dnsresources/{id}/"), &[])
             .await
             .status(),
         204
     );
-    let (s, body) = status_text(t.get(&format!("dnsresources/{id}/"), &[]).await).await;
-    assert_eq!(
-        (s, body.as_str()),
-        (404, "No DNSResource matches the given query.")
-    );
+    t.expect(
+        Method::GET,
+        &format!("dnsresources/{id}/"),
+        &[],
+        (404, "No DNSResource matches the given query."),
+    )
+    .await;
     let d = t.json(Method::GET, "domains/", &[]).await;
     assert_eq!(
         (d[0]["name"].as_str(), d[0]["is_default"].as_bool()),
@@ -212,13 +165,7 @@ async fn dns_resources_crud() {
 #[tokio::test]
 async fn tags_zones_pools_and_boot_resources() {
     let t = start_instant(3).await;
-    let ids: Vec<String> = t
-        .sim
-        .state()
-        .machines()
-        .into_iter()
-        .map(|m| m.system_id)
-        .collect();
+    let ids = t.machine_ids();
     let tag = t
         .json(
             Method::POST,
@@ -245,21 +192,15 @@ async fn tags_zones_pools_and_boot_resources() {
         )
         .await;
     assert_eq!(r, json!({"added": 0, "removed": 1}));
-    let (s, body) = status_text(
-        t.post(
-            "tags/gpu/?op=update_nodes",
-            &[("definition", "//x"), ("add", &ids[2])],
-        )
-        .await,
-    )
-    .await;
-    assert_eq!(
-        (s, body.as_str()),
+    t.expect_post(
+        "tags/gpu/?op=update_nodes",
+        &[("definition", "//x"), ("add", &ids[2])],
         (
             409,
-            "Definition supplied '//x' doesn't match current definition ''"
-        )
-    );
+            "Definition supplied '//x' doesn't match current definition ''",
+        ),
+    )
+    .await;
     let tagged = t.json(Method::GET, "tags/gpu/?op=machines", &[]).await;
     assert_eq!(tagged.as_array().unwrap().len(), 1);
     let z = t
@@ -301,14 +242,16 @@ async fn tags_zones_pools_and_boot_resources() {
         .json(Method::GET, "boot-resources/", &[("type", "uploaded")])
         .await;
     assert_eq!(b.as_array().unwrap().len(), 1);
-    let (s, body) = status_text(t.get("boot-resources/", &[("type", "odd")]).await).await;
-    assert_eq!(
-        (s, body.as_str()),
+    t.expect(
+        Method::GET,
+        "boot-resources/",
+        &[("type", "odd")],
         (
             400,
-            "'odd' is not a valid boot resource type. Available types: ['synced', 'uploaded']"
-        )
-    );
+            "'odd' is not a valid boot resource type. Available types: ['synced', 'uploaded']",
+        ),
+    )
+    .await;
     assert_eq!(t.call(Method::DELETE, "tags/gpu/", &[]).await.status(), 204);
 }
 
@@ -328,22 +271,10 @@ async fn non_admin_users_see_only_their_machines() {
             .request(method, t.api(path))
             .header("Authorization", plaintext_header(&key.credential()))
     };
-    let m: Value = as_user(&alice, Method::POST, "machines/?op=allocate")
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let m = send_json(as_user(&alice, Method::POST, "machines/?op=allocate")).await;
     let id = m["system_id"].as_str().unwrap().to_owned();
     assert_eq!(m["owner"], "alice");
-    let list: Value = as_user(&bob, Method::GET, "machines/")
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let list = send_json(as_user(&bob, Method::GET, "machines/")).await;
     assert_eq!(list.as_array().unwrap().len(), 2);
     let resp = as_user(&bob, Method::GET, &format!("machines/{id}/"))
         .send()
@@ -368,13 +299,7 @@ async fn non_admin_users_see_only_their_machines() {
         status_text(resp).await,
         (403, "This method is reserved for admin users.".to_owned())
     );
-    let who: Value = as_user(&alice, Method::GET, "users/?op=whoami")
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let who = send_json(as_user(&alice, Method::GET, "users/?op=whoami")).await;
     assert_eq!(who["is_superuser"], false);
     let list: Value = t.json(Method::GET, "machines/", &[]).await;
     assert_eq!(list.as_array().unwrap().len(), 3);

@@ -6,15 +6,16 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{count, start_instant, status_text};
+use common::{count, impatient, start_instant, status_text};
 use maas_sim::{FaultConfig, LostAnswer, NodeStatus, TimeoutFault};
-use serde_json::{Value, json};
+use reqwest::Method;
+use serde_json::json;
 
 #[tokio::test]
 async fn a_timed_out_call_takes_no_effect_and_gets_no_answer() {
     let t = start_instant(2).await;
+    let id = t.first_id();
     let state = t.sim.state();
-    let id = state.machines()[0].system_id.clone();
     state
         .set_faults(FaultConfig {
             timeouts: vec![TimeoutFault::new(
@@ -26,24 +27,18 @@ async fn a_timed_out_call_takes_no_effect_and_gets_no_answer() {
             ..FaultConfig::default()
         })
         .unwrap();
-    let impatient = reqwest::Client::builder()
-        .timeout(Duration::from_millis(200))
-        .build()
-        .unwrap();
     let started = Instant::now();
-    let err = impatient
-        .post(t.api("machines/?op=allocate"))
-        .header("Authorization", common::plaintext_header(&t.key))
+    let err = t
+        .signed(&impatient(200), Method::POST, "machines/?op=allocate")
         .form(&[("system_id", id.as_str()), ("agent_name", "late")])
         .send()
         .await
         .unwrap_err();
     assert!(err.is_timeout(), "{err:?}");
     assert!(started.elapsed() < Duration::from_millis(700));
-    let view = state.machine(&id).unwrap();
     assert_eq!(
-        (view.status, view.agent_name.as_str()),
-        (NodeStatus::Ready, ""),
+        t.status_and_agent(&id),
+        (NodeStatus::Ready, String::new()),
         "nothing was allocated"
     );
     assert_eq!(count(&state.call_counts(), "machines.allocate"), 1);
@@ -54,20 +49,13 @@ async fn a_timed_out_call_takes_no_effect_and_gets_no_answer() {
     // A patient client waits `hold_ms`, then sees the connection closed without an answer.
     let started = Instant::now();
     let err = t
-        .client
-        .post(t.api("machines/?op=allocate"))
-        .header("Authorization", common::plaintext_header(&t.key))
+        .signed(&t.client, Method::POST, "machines/?op=allocate")
         .send()
         .await
         .unwrap_err();
     assert!(!err.is_timeout(), "{err:?}");
     assert!(started.elapsed() >= Duration::from_millis(800));
-    assert!(
-        state
-            .machines()
-            .iter()
-            .all(|m| m.status == NodeStatus::Ready)
-    );
+    assert!(t.all_in(NodeStatus::Ready));
     // Other operations are answered.
     let (status, _) = status_text(t.get(&format!("machines/{id}/"), &[]).await).await;
     assert_eq!(status, 200);
@@ -77,43 +65,28 @@ async fn a_timed_out_call_takes_no_effect_and_gets_no_answer() {
 #[tokio::test]
 async fn injected_errors_win_and_the_control_api_reports_timeouts() {
     let t = start_instant(1).await;
-    let faults = format!("{}/_sim/faults", t.root());
     let config = json!({
         "ops": [{"op": "machines.allocate", "error_rate": 1.0, "status": 502}],
         "timeouts": [{"op": "*", "hold_ms": 0}]
     });
-    let resp = t.client.put(&faults).json(&config).send().await.unwrap();
+    let resp = t.control_put_json("faults", &config).await;
     assert_eq!(resp.status(), 200);
     assert_eq!(t.post("machines/?op=allocate", &[]).await.status(), 502);
     // hold 0: the connection is dropped at once.
-    let id = t.sim.state().machines()[0].system_id.clone();
+    let id = t.first_id();
     let dropped = t
-        .client
-        .get(t.api(&format!("machines/{id}/")))
-        .header("Authorization", common::plaintext_header(&t.key))
+        .signed(&t.client, Method::GET, &format!("machines/{id}/"))
         .send()
         .await;
     assert!(dropped.is_err());
-    let stats: Value = t
-        .client
-        .get(format!("{}/_sim/stats", t.root()))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let stats = t.control_json("stats").await;
     assert_eq!(stats["injected_errors"]["machines.allocate"], 1);
     assert_eq!(stats["timeouts"]["machine.read"], 1);
     assert_eq!(stats["timeouts"].get("machines.allocate"), None);
     let bad = json!({"timeouts": [{"op": "*", "rate": 2.0}]});
-    let resp = t.client.put(&faults).json(&bad).send().await.unwrap();
+    let resp = t.control_put_json("faults", &bad).await;
     assert_eq!(resp.status(), 400);
-    t.client
-        .post(format!("{}/_sim/reset-stats", t.root()))
-        .send()
-        .await
-        .unwrap();
+    t.control_send(Method::POST, "reset-stats").await;
     assert!(t.sim.state().timeout_counts().is_empty());
     assert!(t.sim.state().injected_error_counts().is_empty());
 }

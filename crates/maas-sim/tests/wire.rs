@@ -25,16 +25,20 @@ async fn trailing_slash_is_mandatory_and_unknown_paths_are_404_text() {
             "Unknown API endpoint: /MAAS/api/2.0/machines.".to_owned()
         )
     );
-    let (status, body) = status_text(t.get("nothing/here/", &[]).await).await;
-    assert_eq!(
-        (status, body.as_str()),
-        (404, "Unknown API endpoint: /MAAS/api/2.0/nothing/here/.")
-    );
-    let (status, body) = status_text(t.get("machines/nosuch/", &[]).await).await;
-    assert_eq!(
-        (status, body.as_str()),
-        (404, "No Machine matches the given query.")
-    );
+    t.expect(
+        Method::GET,
+        "nothing/here/",
+        &[],
+        (404, "Unknown API endpoint: /MAAS/api/2.0/nothing/here/."),
+    )
+    .await;
+    t.expect(
+        Method::GET,
+        "machines/nosuch/",
+        &[],
+        (404, "No Machine matches the given query."),
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -113,16 +117,19 @@ async fn op_dispatch_three_ways_and_empty_op_is_crud() {
 #[tokio::test]
 async fn unknown_signature_is_400_and_missing_crud_is_405() {
     let t = start_instant(1).await;
-    let (s, body) = status_text(t.post("machines/?op=foo", &[]).await).await;
-    assert_eq!(
-        (s, body.as_str()),
-        (400, "Unrecognised signature: method=POST op=foo")
-    );
-    let (s, body) = status_text(t.get("machines/?op=allocate", &[]).await).await;
-    assert_eq!(
-        (s, body.as_str()),
-        (400, "Unrecognised signature: method=GET op=allocate")
-    );
+    t.expect_post(
+        "machines/?op=foo",
+        &[],
+        (400, "Unrecognised signature: method=POST op=foo"),
+    )
+    .await;
+    t.expect(
+        Method::GET,
+        "machines/?op=allocate",
+        &[],
+        (400, "Unrecognised signature: method=GET op=allocate"),
+    )
+    .await;
     let resp = t.call(Method::PUT, "machines/", &[]).await;
     assert_eq!(resp.status(), 405);
     assert_eq!(resp.headers()["allow"], "GET");
@@ -217,22 +224,23 @@ async fn conflicts_and_validation_errors() {
     assert_eq!(v, serde_json::json!({"zone": ["No such zone(s): mars."]}));
     let a = t.allocate(&[]).await;
     let _b = t.allocate(&[]).await;
-    let (s, body) = status_text(t.post("machines/?op=allocate", &[]).await).await;
-    assert_eq!((s, body.as_str()), (409, "No machine available."));
+    t.expect_post("machines/?op=allocate", &[], (409, "No machine available."))
+        .await;
     let (s, body) = status_text(t.post("machines/?op=allocate", &[("system_id", &a)]).await).await;
     assert_eq!(
         (s, body),
         (409, format!("No machine with system ID {a} available."))
     );
     t.post(&format!("machines/{a}/?op=deploy"), &[]).await;
-    let (s, body) = status_text(t.post(&format!("machines/{a}/?op=deploy"), &[]).await).await;
-    assert_eq!(
-        (s, body.as_str()),
+    t.expect_post(
+        &format!("machines/{a}/?op=deploy"),
+        &[],
         (
             409,
-            "Can't deploy a machine that is in the 'Deployed' state"
-        )
-    );
+            "Can't deploy a machine that is in the 'Deployed' state",
+        ),
+    )
+    .await;
     let (s, body) = status_text(t.post(&format!("machines/{a}/?op=abort"), &[]).await).await;
     assert_eq!(
         (s, body),
@@ -241,11 +249,12 @@ async fn conflicts_and_validation_errors() {
             format!("Cannot abort in current state: node {a} is in state Deployed.")
         )
     );
-    let (s, body) = status_text(t.post(&format!("machines/{a}/?op=mark_fixed"), &[]).await).await;
-    assert_eq!(
-        (s, body.as_str()),
-        (409, "Can't mark a non-broken node as 'Ready'.")
-    );
+    t.expect_post(
+        &format!("machines/{a}/?op=mark_fixed"),
+        &[],
+        (409, "Can't mark a non-broken node as 'Ready'."),
+    )
+    .await;
     let resp = t
         .post(
             &format!("machines/{a}/?op=deploy"),
@@ -253,15 +262,12 @@ async fn conflicts_and_validation_errors() {
         )
         .await;
     assert_eq!(resp.status(), 409);
-    let (s, body) = status_text(
-        t.post(
-            &format!("machines/{a}/?op=set_owner_data"),
-            &[("cluster.x-k8s.io/name", "c")],
-        )
-        .await,
+    t.expect_post(
+        &format!("machines/{a}/?op=set_owner_data"),
+        &[("cluster.x-k8s.io/name", "c")],
+        (500, "Invalid character in key name"),
     )
     .await;
-    assert_eq!((s, body.as_str()), (500, "Invalid character in key name"));
 }
 
 #[tokio::test]

@@ -12,8 +12,8 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use maas_api_client::{
-    ApiKey, Config, ConfigBuilder, MaasClient, MachineStatus, RequestEvent, RequestObserver,
-    RetryPolicy,
+    ApiKey, Config, ConfigBuilder, Interface, Link, LinkMode, LinkSubnetRequest, MaasClient,
+    MaasError, MachineStatus, RequestEvent, RequestObserver, RetryPolicy,
 };
 use maas_sim::{FaultConfig, OpFault, RunningSim, SimConfig, Simulator};
 
@@ -34,6 +34,19 @@ pub fn builder(sim: &RunningSim) -> ConfigBuilder {
 
 pub fn client(sim: &RunningSim) -> MaasClient {
     MaasClient::new(builder(sim).build().unwrap()).unwrap()
+}
+
+pub fn build(builder: ConfigBuilder) -> MaasClient {
+    MaasClient::new(builder.build().unwrap()).unwrap()
+}
+
+/// The system id of the first machine the client lists.
+pub async fn first_id(client: &MaasClient) -> String {
+    let machines = client
+        .list_machines(&maas_api_client::MachineFilter::new())
+        .await
+        .unwrap();
+    machines[0].system_id.clone()
 }
 
 pub async fn start(config: SimConfig) -> RunningSim {
@@ -79,6 +92,27 @@ pub async fn wait_for_status(
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
     panic!("machine {id} never reached {wanted}");
+}
+
+/// The static link among an interface's links.
+pub fn static_link(iface: &Interface) -> &Link {
+    iface
+        .links
+        .iter()
+        .find(|l| l.mode == LinkMode::Static)
+        .unwrap()
+}
+
+/// Links interface `iface` of machine `id` to `subnet` with the static address `ip`.
+pub async fn link_static(
+    client: &MaasClient,
+    id: &str,
+    iface: i64,
+    subnet: i64,
+    ip: &str,
+) -> Result<Interface, MaasError> {
+    let request = LinkSubnetRequest::static_ip(subnet, ip.parse().unwrap());
+    client.link_subnet(id, iface, &request).await
 }
 
 #[derive(Debug, Default)]

@@ -12,8 +12,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 pub mod net;
 
-use maas_sim::{RunningSim, SimConfig, Simulator};
-use reqwest::{Client, Method, Response};
+use maas_sim::{NodeStatus, OpFault, RunningSim, SimConfig, Simulator};
+use reqwest::{Client, Method, RequestBuilder, Response};
+use serde_json::Value;
 
 static NONCE: AtomicU64 = AtomicU64::new(1);
 
@@ -56,6 +57,49 @@ pub async fn start(cfg: SimConfig) -> TestSim {
     }
 }
 
+/// A client that gives up after `ms`, to see a held connection as a timeout.
+pub fn impatient(ms: u64) -> Client {
+    Client::builder()
+        .timeout(std::time::Duration::from_millis(ms))
+        .build()
+        .unwrap()
+}
+
+/// A fault on `op` with the default body.
+pub fn op_fault(
+    op: &str,
+    error_rate: f64,
+    status: u16,
+    latency_ms: u64,
+    retry_after: Option<u64>,
+) -> OpFault {
+    OpFault {
+        op: op.into(),
+        error_rate,
+        status,
+        latency_ms,
+        retry_after,
+        body: None,
+    }
+}
+
+/// `machines` machines that take `timings` for each transition.
+pub async fn start_timed(machines: usize, timings: maas_sim::Timings) -> TestSim {
+    start(SimConfig {
+        machines,
+        timings,
+        ..SimConfig::default()
+    })
+    .await
+}
+
+/// One machine, allocated and deployed at once; its id.
+pub async fn one_deployed() -> (TestSim, String) {
+    let t = start_instant(1).await;
+    let id = t.deployed(&[]).await;
+    (t, id)
+}
+
 pub async fn start_instant(machines: usize) -> TestSim {
     start(SimConfig {
         machines,
@@ -72,6 +116,47 @@ impl TestSim {
 
     pub fn root(&self) -> String {
         self.sim.url().trim_end_matches("/MAAS/").to_owned()
+    }
+
+    /// A signed request of `client` (which may differ from the default one), not yet sent.
+    pub fn signed(&self, client: &Client, method: Method, path: &str) -> RequestBuilder {
+        client
+            .request(method, self.api(path))
+            .header("Authorization", plaintext_header(&self.key))
+    }
+
+    /// Absolute URL of the simulator's own control endpoint `path` below `/_sim/`.
+    pub fn control(&self, path: &str) -> String {
+        format!("{}/_sim/{path}", self.root())
+    }
+
+    /// Sends an unsigned request to a control endpoint.
+    pub async fn control_send(&self, method: Method, path: &str) -> Response {
+        sent(self.client.request(method, self.control(path))).await
+    }
+
+    /// PUTs `body` as is (no content type) to a control endpoint.
+    pub async fn control_put(&self, path: &str, body: &'static str) -> Response {
+        sent(self.client.put(self.control(path)).body(body)).await
+    }
+
+    /// PUTs `body` as JSON to a control endpoint.
+    pub async fn control_put_json(&self, path: &str, body: &Value) -> Response {
+        sent(self.client.put(self.control(path)).json(body)).await
+    }
+
+    /// A signed `POST machines/{id}/?op={op}` of `client`, not yet sent.
+    pub fn signed_op(&self, client: &Client, id: &str, op: &str) -> RequestBuilder {
+        self.signed(client, Method::POST, &format!("machines/{id}/?op={op}"))
+    }
+
+    /// The JSON a control endpoint answers a GET with.
+    pub async fn control_json(&self, path: &str) -> Value {
+        self.control_send(Method::GET, path)
+            .await
+            .json()
+            .await
+            .unwrap()
     }
 
     pub async fn call(&self, method: Method, path: &str, form: &[(&str, &str)]) -> Response {
@@ -108,6 +193,91 @@ impl TestSim {
         serde_json::from_str(&text).unwrap()
     }
 
+    /// Asserts the status and body text MAAS answers `method path` with.
+    pub async fn expect(
+        &self,
+        method: Method,
+        path: &str,
+        form: &[(&str, &str)],
+        want: (u16, &str),
+    ) {
+        let (s, body) = status_text(self.call(method, path, form).await).await;
+        assert_eq!((s, body.as_str()), want, "{path}");
+    }
+
+    /// Asserts the answer to a POST, the usual refusal shape.
+    pub async fn expect_post(&self, path: &str, form: &[(&str, &str)], want: (u16, &str)) {
+        self.expect(Method::POST, path, form, want).await;
+    }
+
+    /// The JSON of a successful `POST machines/{id}/?op={op}`.
+    pub async fn machine_op(&self, id: &str, op: &str, form: &[(&str, &str)]) -> Value {
+        self.json(Method::POST, &format!("machines/{id}/?op={op}"), form)
+            .await
+    }
+
+    /// The system id of the first machine.
+    pub fn first_id(&self) -> String {
+        self.sim.state().machines()[0].system_id.clone()
+    }
+
+    /// The JSON of a successful `GET machines/{id}/`, or of `?op={op}` on it when `op` is set.
+    pub async fn machine_read(&self, id: &str, op: Option<&str>) -> Value {
+        let path = match op {
+            Some(op) => format!("machines/{id}/?op={op}"),
+            None => format!("machines/{id}/"),
+        };
+        self.json(Method::GET, &path, &[]).await
+    }
+
+    /// The system ids of all machines, in the simulator's order.
+    pub fn machine_ids(&self) -> Vec<String> {
+        self.sim
+            .state()
+            .machines()
+            .into_iter()
+            .map(|m| m.system_id)
+            .collect()
+    }
+
+    /// The system id of the first machine in `status`.
+    pub fn first_in(&self, status: NodeStatus) -> String {
+        self.sim
+            .state()
+            .machines()
+            .into_iter()
+            .find(|m| m.status == status)
+            .unwrap()
+            .system_id
+    }
+
+    /// The status the simulator holds for machine `id`.
+    pub fn status_of(&self, id: &str) -> NodeStatus {
+        self.sim.state().machine(id).unwrap().status
+    }
+
+    /// The status and agent name the simulator holds for machine `id`.
+    pub fn status_and_agent(&self, id: &str) -> (NodeStatus, String) {
+        let view = self.sim.state().machine(id).unwrap();
+        (view.status, view.agent_name)
+    }
+
+    /// Whether every machine is in `status`.
+    pub fn all_in(&self, status: NodeStatus) -> bool {
+        self.sim
+            .state()
+            .machines()
+            .iter()
+            .all(|m| m.status == status)
+    }
+
+    /// Allocates a machine with `form` and deploys it at once; its id.
+    pub async fn deployed(&self, form: &[(&str, &str)]) -> String {
+        let id = self.allocate(form).await;
+        self.machine_op(&id, "deploy", &[]).await;
+        id
+    }
+
     pub async fn allocate(&self, form: &[(&str, &str)]) -> String {
         let m = self.json(Method::POST, "machines/?op=allocate", form).await;
         m["system_id"].as_str().unwrap().to_owned()
@@ -118,6 +288,25 @@ impl TestSim {
 pub async fn status_text(resp: Response) -> (u16, String) {
     let status = resp.status().as_u16();
     (status, resp.text().await.unwrap())
+}
+
+pub async fn sent(req: RequestBuilder) -> Response {
+    req.send().await.unwrap()
+}
+
+/// The link of `mode` among an interface's links.
+pub fn link_in_mode<'a>(iface: &'a Value, mode: &str) -> &'a Value {
+    iface["links"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["mode"] == mode)
+        .unwrap()
+}
+
+/// Sends `req` and parses the answer as JSON, whatever its status.
+pub async fn send_json(req: RequestBuilder) -> Value {
+    sent(req).await.json().await.unwrap()
 }
 
 /// How many times `op` was counted in one of the simulator's per-operation counters.
