@@ -19,6 +19,7 @@
 //! (a namespace-scoped gateway gets 403 for other namespaces) counts as alive. Stale bindings
 //! are deleted by the sweeper ([`collect_stale`]).
 
+use capmaas_runtime::error::failed;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -165,7 +166,7 @@ async fn holder_state(gw: &Gateway, holder: &str, system_id: &str) -> Result<Hol
         Ok(_) => Ok(HolderState::Gone),
         // Not ours to judge (a namespace-scoped gateway): the holder may well be alive.
         Err(kube::Error::Api(e)) if e.code == 403 => Ok(HolderState::Alive),
-        Err(e) => Err(Error::kube("read binding holder")(e)),
+        Err(e) => Err(failed("read binding holder")(e).into()),
     }
 }
 
@@ -179,7 +180,7 @@ pub async fn acquire(gw: &Gateway, system_id: &str, namespace: &str, name: &str)
         let Some(lease) = api
             .get_opt(&lease_name)
             .await
-            .map_err(Error::kube("read host binding"))?
+            .map_err(failed("read host binding"))?
         else {
             match api
                 .create(&PostParams::default(), &new_binding(gw, system_id, &me))
@@ -187,7 +188,7 @@ pub async fn acquire(gw: &Gateway, system_id: &str, namespace: &str, name: &str)
             {
                 Ok(_) => return Ok(Bound::Ours),
                 Err(kube::Error::Api(e)) if e.code == 409 => continue,
-                Err(e) => return Err(Error::kube("create host binding")(e)),
+                Err(e) => return Err(failed("create host binding")(e).into()),
             }
         };
         let holder = lease
@@ -213,7 +214,7 @@ pub async fn acquire(gw: &Gateway, system_id: &str, namespace: &str, name: &str)
                 return Ok(Bound::Ours);
             }
             Err(kube::Error::Api(e)) if matches!(e.code, 404 | 409) => {}
-            Err(e) => return Err(Error::kube("take over host binding")(e)),
+            Err(e) => return Err(failed("take over host binding")(e).into()),
         }
     }
     Err(Error::BindingContended {
@@ -239,7 +240,7 @@ pub async fn acquire_new(
     {
         Ok(_) => Ok(Bound::Ours),
         Err(kube::Error::Api(e)) if e.code == 409 => acquire(gw, system_id, namespace, name).await,
-        Err(e) => Err(Error::kube("create host binding")(e)),
+        Err(e) => Err(failed("create host binding")(e).into()),
     }
 }
 
@@ -285,7 +286,7 @@ pub async fn collect_stale(gw: &Gateway, bindings: &[Arc<Lease>]) -> Result<usiz
             Err(kube::Error::Api(e)) if matches!(e.code, 404 | 409) => {
                 debug!(binding = %lease.name_any(), "binding changed before its collection; kept");
             }
-            Err(e) => return Err(Error::kube("delete stale host binding")(e)),
+            Err(e) => return Err(failed("delete stale host binding")(e).into()),
         }
     }
     Ok(deleted)

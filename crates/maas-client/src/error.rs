@@ -1,13 +1,20 @@
 //! Errors of the gateway's reconcilers, classified for metrics and requeue.
 
+use capmaas_runtime::error::{Failed, failed};
 use capmaas_runtime::{ErrorCategory, Requeue};
 use maas_api_client::MaasError;
 
-/// Everything a reconcile can fail with.
-#[derive(Debug, thiserror::Error)]
+/// Everything a reconcile can fail with. The category of each is its variant name in
+/// snake_case, but for the kit's failures, which carry their own ([`capmaas_runtime::Error`]),
+/// and MAAS's, classified by what MAAS answered.
+#[derive(Debug, thiserror::Error, strum::IntoStaticStr)]
+#[strum(serialize_all = "snake_case")]
 pub enum Error {
+    /// A Kubernetes call or a kit write (status, finalizer) failed or lost a race.
+    #[error(transparent)]
+    Kit(#[from] Failed),
     /// A MAAS call failed.
-    #[error("MAAS {operation} failed: {source}")]
+    #[error("MAAS {operation} failed")]
     Maas {
         /// What we were doing, e.g. `allocate`.
         operation: &'static str,
@@ -15,18 +22,6 @@ pub enum Error {
         #[source]
         source: MaasError,
     },
-    /// A Kubernetes call failed.
-    #[error("Kubernetes {operation} failed: {source}")]
-    Kube {
-        /// What we were doing.
-        operation: &'static str,
-        /// The client error.
-        #[source]
-        source: kube::Error,
-    },
-    /// A status write failed.
-    #[error("status update failed: {0}")]
-    Status(#[from] capmaas_runtime::Error),
     /// The object cannot be acted upon as written.
     #[error("invalid spec: {0}")]
     InvalidSpec(String),
@@ -56,10 +51,6 @@ pub enum Error {
         /// The first one left.
         detail: String,
     },
-    /// Adding or removing our finalizer failed; a [conflict](capmaas_runtime::Error::is_conflict)
-    /// (the finalizer list changed since it was read) is quiet: the next reconcile reads again.
-    #[error("finalizer update failed: {0}")]
-    Finalizer(#[source] capmaas_runtime::Error),
 }
 
 impl Error {
@@ -67,10 +58,12 @@ impl Error {
     pub fn maas(operation: &'static str) -> impl FnOnce(MaasError) -> Self {
         move |source| Self::Maas { operation, source }
     }
+}
 
-    /// A Kubernetes error during `operation`.
-    pub fn kube(operation: &'static str) -> impl FnOnce(kube::Error) -> Self {
-        move |source| Self::Kube { operation, source }
+impl From<capmaas_runtime::Error> for Error {
+    /// A status write of the kit's that failed ([`capmaas_runtime::status`]).
+    fn from(e: capmaas_runtime::Error) -> Self {
+        Self::Kit(failed("writing the status")(e))
     }
 }
 
@@ -86,17 +79,14 @@ impl ErrorCategory for Error {
                 MaasError::Conflict { .. } | MaasError::NoMatchingMachine { .. } => "maas_conflict",
                 _ => "maas_error",
             },
-            Self::Status(e) | Self::Finalizer(e) if e.is_conflict() => "conflict",
-            Self::BindingContended { .. } => "conflict",
-            Self::Kube { .. } | Self::Status(_) | Self::Finalizer(_) => "kube_api",
-            Self::InvalidSpec(_) => "invalid_spec",
-            Self::NotOurs { .. } => "not_ours",
-            Self::StaticLinksLeft { .. } => "maas_error",
+            Self::Kit(e) => e.category(),
+            domain => domain.into(),
         }
     }
 
     fn requeue(&self) -> Requeue {
         match self {
+            Self::Kit(e) => e.requeue(),
             Self::InvalidSpec(_)
             | Self::Maas {
                 source: MaasError::BadRequest { .. },
@@ -108,7 +98,7 @@ impl ErrorCategory for Error {
 
     /// Conflicts, and MAAS writes refused by the leadership fence (the term is ending).
     fn quiet(&self) -> bool {
-        matches!(self, Self::Status(e) | Self::Finalizer(e) if e.is_conflict())
+        matches!(self, Self::Kit(e) if e.quiet())
             || matches!(self, Self::BindingContended { .. })
             || matches!(
                 self,
@@ -144,14 +134,16 @@ mod tests {
 
     #[test]
     fn finalizer_conflicts_are_quiet_and_transient() {
-        let e = Error::Finalizer(capmaas_runtime::Error::Conflict(
-            "the finalizer list changed",
+        let e = Error::from(failed("updating the finalizer")(
+            capmaas_runtime::Error::Conflict("the finalizer list changed"),
         ));
         assert_eq!(e.category(), "conflict");
         assert_eq!(e.requeue(), Requeue::Transient);
         assert!(e.quiet());
-        let e = Error::Finalizer(capmaas_runtime::Error::Gone("x".into()));
-        assert_eq!(e.category(), "kube_api");
+        let e = Error::from(failed("updating the finalizer")(
+            capmaas_runtime::Error::Gone("x".into()),
+        ));
+        assert_eq!(e.category(), "gone");
         assert!(!e.quiet());
         assert!(!Error::InvalidSpec("no image".into()).quiet());
     }

@@ -18,139 +18,27 @@
 //! limit and right before it is sent, and is abandoned (with its retries) if the fence lapses
 //! while it runs: [`MaasError::Fenced`], so no write goes out once another replica may lead.
 
+mod metrics;
 mod network;
+mod queue;
 mod span;
 
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::num::NonZeroU32;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use capmaas_runtime::Fence;
 
+pub use self::metrics::MaasMetrics;
+use self::queue::{Lane, RateQueue};
 use self::span::in_call_span;
 
-use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
 use maas_api_client::{
     AllocateRequest, DeployRequest, DnsResource, DnsResourceFilter, DnsResourceSpec, Interface,
     LinkSubnetRequest, MaasClient, MaasError, Machine, MachineFilter, MachineList, ReleaseRequest,
-    RequestEvent, RequestObserver, StopMode, Subnet,
+    StopMode, Subnet,
 };
-use prometheus_client::encoding::EncodeLabelSet;
-use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
-use prometheus_client::registry::Registry;
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct OperationLabels {
-    operation: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct OutcomeLabels {
-    operation: &'static str,
-    outcome: &'static str,
-}
-
-type LatencyFamily = Family<OperationLabels, Histogram, fn() -> Histogram>;
-
-fn wait_histogram() -> Histogram {
-    // 1 ms .. ~33 s: no wait at all lands in the first bucket.
-    Histogram::new(exponential_buckets(0.001, 2.0, 16))
-}
-
-fn latency_histogram() -> Histogram {
-    // 5 ms .. ~160 s: from a cached read to a slow BMC query.
-    Histogram::new(exponential_buckets(0.005, 2.0, 16))
-}
-
-/// MAAS request metrics: `capmaas_maas_requests_total{operation,outcome}` (outcome `ok` or the
-/// error kind) and `capmaas_maas_request_duration_seconds{operation}`. One event per HTTP
-/// attempt, so retries are visible.
-#[derive(Clone, Debug)]
-pub struct MaasMetrics {
-    requests: Family<OutcomeLabels, Counter>,
-    latency: LatencyFamily,
-    rate_limit_wait: LatencyFamily,
-    plain_http: Gauge,
-}
-
-impl MaasMetrics {
-    /// Registers the families in `registry`.
-    pub fn register(registry: &mut Registry) -> Self {
-        let this = Self {
-            requests: Family::default(),
-            latency: Family::new_with_constructor(latency_histogram),
-            rate_limit_wait: Family::new_with_constructor(wait_histogram),
-            plain_http: Gauge::default(),
-        };
-        registry.register(
-            "maas_plain_http",
-            "1 while the gateway reaches MAAS over plain http (--maas-allow-insecure-http): the MAAS key travels in clear",
-            this.plain_http.clone(),
-        );
-        registry.register(
-            "maas_requests",
-            "MAAS API requests by operation and outcome (ok or error kind)",
-            this.requests.clone(),
-        );
-        registry.register(
-            "maas_request_duration_seconds",
-            "Latency of MAAS API requests by operation",
-            this.latency.clone(),
-        );
-        registry.register(
-            "maas_rate_limit_wait_seconds",
-            "Time MAAS calls waited for the gateway's rate limit (--maas-rate-limit), by operation",
-            this.rate_limit_wait.clone(),
-        );
-        this
-    }
-
-    /// Says whether MAAS is reached over plain http.
-    pub fn set_plain_http(&self, plain_http: bool) {
-        self.plain_http.set(i64::from(plain_http));
-    }
-
-    /// Records how long a call of `operation` waited for the rate limiter.
-    pub fn observe_rate_limit_wait(&self, operation: &'static str, waited: Duration) {
-        self.rate_limit_wait
-            .get_or_create(&OperationLabels { operation })
-            .observe(waited.as_secs_f64());
-    }
-
-    /// Metrics that are not exported (tests, benchmarks).
-    pub fn unregistered() -> Self {
-        Self::register(&mut Registry::default())
-    }
-
-    /// Requests counted so far for `operation` with `outcome`.
-    pub fn count(&self, operation: &'static str, outcome: &'static str) -> u64 {
-        self.requests
-            .get_or_create(&OutcomeLabels { operation, outcome })
-            .get()
-    }
-}
-
-impl RequestObserver for MaasMetrics {
-    fn observe(&self, event: &RequestEvent) {
-        self.requests
-            .get_or_create(&OutcomeLabels {
-                operation: event.operation,
-                outcome: event.outcome,
-            })
-            .inc();
-        self.latency
-            .get_or_create(&OperationLabels {
-                operation: event.operation,
-            })
-            .observe(event.latency.as_secs_f64());
-    }
-}
 
 /// A MAAS answer and the instant its request went out (after the rate limit): the machine
 /// cache orders views by it, so it must not include the time spent waiting for a turn.
@@ -170,45 +58,13 @@ impl<T> Timed<Option<T>> {
     }
 }
 
-/// How a call waits for the rate limit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Lane {
-    /// In its turn, behind the calls that asked before it.
-    InTurn,
-    /// A listing that serves many machines: only the next token, ahead of the queue.
-    Listing,
-}
-
 /// Rate-limited, fenced MAAS access; cheap to clone.
 #[derive(Clone)]
 pub struct Maas {
     client: MaasClient,
-    limiter: Arc<DefaultDirectRateLimiter>,
-    /// The turn of calls for one machine at the rate limiter (tokio's mutex is fair: first come,
-    /// first served).
-    queue: Arc<tokio::sync::Mutex<()>>,
-    /// Calls waiting in that queue now.
-    queued: Arc<AtomicUsize>,
-    per_second: NonZeroU32,
+    rate: RateQueue,
     fence: Fence,
     metrics: Option<MaasMetrics>,
-}
-
-/// Counts a call in [`Maas::queued`] while it waits for its turn, also when the wait is
-/// abandoned (the reconcile is cancelled).
-struct InQueue<'a>(&'a AtomicUsize);
-
-impl<'a> InQueue<'a> {
-    fn enter(queued: &'a AtomicUsize) -> Self {
-        queued.fetch_add(1, Ordering::Relaxed);
-        Self(queued)
-    }
-}
-
-impl Drop for InQueue<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::Relaxed);
-    }
 }
 
 impl std::fmt::Debug for Maas {
@@ -223,10 +79,7 @@ impl Maas {
     pub fn new(client: MaasClient, per_second: NonZeroU32) -> Self {
         Self {
             client,
-            limiter: Arc::new(RateLimiter::direct(Quota::per_second(per_second))),
-            queue: Arc::new(tokio::sync::Mutex::new(())),
-            queued: Arc::new(AtomicUsize::new(0)),
-            per_second,
+            rate: RateQueue::new(per_second),
             fence: Fence::unfenced(),
             metrics: None,
         }
@@ -250,24 +103,13 @@ impl Maas {
     /// How long a call for one machine asked now would wait for its turn: the calls queued
     /// ahead of it at the rate limit (listings, which go ahead, not counted).
     pub fn backlog(&self) -> Duration {
-        let queued = u32::try_from(self.queued.load(Ordering::Relaxed)).unwrap_or(u32::MAX);
-        Duration::from_secs_f64(f64::from(queued) / f64::from(self.per_second.get()))
+        self.rate.backlog()
     }
 
     /// Waits for the rate limiter (a [`Lane::InTurn`] call in its turn); the wait goes to the
     /// current (call) span and the metrics.
     async fn permit(&self, operation: &'static str, lane: Lane) -> Instant {
-        let started = Instant::now();
-        match lane {
-            Lane::InTurn => {
-                let in_queue = InQueue::enter(&self.queued);
-                let _turn = self.queue.lock().await;
-                self.limiter.until_ready().await;
-                drop(in_queue);
-            }
-            Lane::Listing => self.limiter.until_ready().await,
-        }
-        let waited = started.elapsed();
+        let waited = self.rate.wait(lane).await;
         tracing::Span::current().record(
             "capmaas.rate_limit.wait_ms",
             u64::try_from(waited.as_millis()).unwrap_or(u64::MAX),
@@ -544,6 +386,11 @@ impl Maas {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
+    use governor::{Quota, RateLimiter};
+    use maas_api_client::{RequestEvent, RequestObserver};
+
     use super::*;
 
     #[test]

@@ -1,6 +1,7 @@
 //! The MAAS operations behind the steps that need more than one call: allocate (or adopt),
 //! deploy (with user data and network data), release, power on.
 
+use capmaas_runtime::error::failed;
 use std::time::Duration;
 
 use capmaas_api::common::SecretKeyReference;
@@ -149,7 +150,7 @@ impl Run<'_> {
         let secret = api
             .get(&reference.name)
             .await
-            .map_err(Error::kube("read Secret"))?;
+            .map_err(failed("read Secret"))?;
         secret
             .data
             .and_then(|mut d| d.remove(&reference.key))

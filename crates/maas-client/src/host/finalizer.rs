@@ -10,11 +10,12 @@
 
 use capmaas_api::{MaasHost, keys};
 use capmaas_runtime::controller::finalizer;
+use capmaas_runtime::error::failed;
 use kube::ResourceExt;
 
 use super::run::Run;
 use super::step::{HostFacts, Wait};
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 /// What the finalizer needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -102,7 +103,7 @@ impl Run<'_> {
                     field_manager,
                 )
                 .await
-                .map_err(Error::Finalizer)?;
+                .map_err(failed("updating the finalizer"))?;
                 self.wrote(written);
                 Ok(false)
             }
@@ -114,7 +115,7 @@ impl Run<'_> {
                     field_manager,
                 )
                 .await
-                .map_err(Error::Finalizer)?;
+                .map_err(failed("updating the finalizer"))?;
                 let gone = current.metadata.deletion_timestamp.is_some()
                     && written.as_ref().is_none_or(|h| h.finalizers().is_empty());
                 if let Some(written) = written {

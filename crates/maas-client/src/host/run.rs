@@ -3,6 +3,7 @@
 //! The step loop (`controller`) and the multi-call operations (`actions`) both work on it;
 //! it uses neither.
 
+use capmaas_runtime::error::failed;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -100,7 +101,7 @@ impl Run<'_> {
                 &Patch::Merge(&patch),
             )
             .await
-            .map_err(Error::kube("annotate host"))?;
+            .map_err(failed("annotate host"))?;
         self.wrote(written);
         Ok(())
     }

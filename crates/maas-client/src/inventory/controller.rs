@@ -3,6 +3,7 @@
 //! changed hosts woken, and the inventory status written when its content changes
 //! ([`super::status`]): an idle sync makes no API write at all.
 
+use capmaas_runtime::error::failed;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -307,7 +308,7 @@ async fn execute(
             version,
         } => match delete_unchanged(api, host, version)
             .await
-            .map_err(Error::kube("delete host"))?
+            .map_err(failed("delete host"))?
         {
             DeleteOutcome::Deleted => {
                 info!(
@@ -389,7 +390,7 @@ async fn apply_host(
         &Patch::Apply(&body),
     )
     .await
-    .map_err(Error::kube("apply host"))?;
+    .map_err(failed("apply host"))?;
     Ok(())
 }
 
@@ -407,7 +408,7 @@ async fn write_failure(inventory: &MaasInventory, gw: &Gateway, error: &Error) -
     warn_of_plain_http(inventory, gw).await;
     match failed_status(
         inventory.status.as_ref(),
-        error.to_string(),
+        capmaas_runtime::error_chain(error),
         &gw.settings.transport,
         inventory.metadata.generation,
         &now(),

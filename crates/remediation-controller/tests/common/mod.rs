@@ -617,13 +617,27 @@ pub fn start_herd_gateway(client: &Client, herd: &Herd, delay: Duration) -> Herd
         async move {
             let hosts: Api<MaasHost> = Api::namespaced(client.clone(), &ns);
             let busy = Arc::new(std::sync::Mutex::new(std::collections::BTreeSet::new()));
+            // A list sent before a transition's writes landed shows the host as it was: such a
+            // list must not start the same transition again (only the number of the last list
+            // begun before each transition ended is kept, per host).
+            let lists = Arc::new(std::sync::atomic::AtomicU64::new(0));
+            let ended = Arc::new(std::sync::Mutex::new(BTreeMap::<String, u64>::new()));
             loop {
+                let this_list = lists.fetch_add(1, Ordering::SeqCst) + 1;
                 let listed = hosts.list(&ListParams::default()).await;
                 for host in listed.map(|l| l.items).unwrap_or_default() {
                     let name = host.name_any();
                     let Some(node) = nodes.get(&name).cloned() else {
                         continue;
                     };
+                    if ended
+                        .lock()
+                        .unwrap()
+                        .get(&name)
+                        .is_some_and(|&last| this_list <= last)
+                    {
+                        continue;
+                    }
                     let power = host.status.as_ref().and_then(|s| s.power_state);
                     let wanted = requested(&host);
                     let off = wanted
@@ -635,8 +649,11 @@ pub fn start_herd_gateway(client: &Client, herd: &Herd, delay: Duration) -> Herd
                     if (off || on) && busy.lock().unwrap().insert(name.clone()) {
                         let (client, ns, counts, busy) =
                             (client.clone(), ns.clone(), counts.clone(), busy.clone());
+                        let (lists, ended) = (lists.clone(), ended.clone());
                         tokio::spawn(async move {
                             transition(&client, &ns, &name, &node, off, delay, &counts).await;
+                            let last_begun = lists.load(Ordering::SeqCst);
+                            ended.lock().unwrap().insert(name.clone(), last_begun);
                             busy.lock().unwrap().remove(&name);
                         });
                     }

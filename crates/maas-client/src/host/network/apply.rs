@@ -13,9 +13,9 @@ use maas_api_client::{
 };
 use tracing::{info, warn};
 
-use super::network::{self, LinkKind, NetworkDataError};
-use super::network_plan::{MaasNetwork, NetAction, plan_network};
-use super::run::Run;
+use super::{self as network, LinkKind, NetworkDataError};
+use super::plan::{MaasNetwork, NetAction, plan_network};
+use crate::host::run::Run;
 use crate::error::{Error, Result};
 
 /// Phases at most: settling the recorded static addresses, structure, VLAN interfaces on new
@@ -50,7 +50,7 @@ fn spec(e: &NetworkDataError) -> Error {
 impl Run<'_> {
     /// Makes the machine's MAAS interfaces match the rendered network data; does only what is
     /// missing, so it is safe to repeat after a crash.
-    pub(super) async fn apply_network_data(
+    pub(in crate::host) async fn apply_network_data(
         &mut self,
         reference: &SecretKeyReference,
     ) -> Result<()> {

@@ -1,4 +1,4 @@
-//! Resolution of rendered network data against MAAS for [`super::network_plan`]: links to
+//! Resolution of rendered network data against MAAS for [`super::plan`]: links to
 //! MAAS interfaces (NICs by MAC, existing bonds by members, VLAN interfaces by parent and
 //! tag), networks to the MAAS subnets and VLANs they must be on, default routes to subnet
 //! gateways, and what MAAS cannot express (notes). Pure.
@@ -8,7 +8,7 @@ use std::net::IpAddr;
 
 use maas_api_client::{BondMode, DefaultGateways, Interface, Subnet, Vlan};
 
-use super::network::{LinkKind, NetworkDataError, NetworkKind, RenderedLink, RenderedNetworkData};
+use super::{LinkKind, NetworkDataError, NetworkKind, RenderedLink, RenderedNetworkData};
 
 /// The MAAS state a plan is computed from.
 #[derive(Debug, Clone, Copy)]

@@ -15,9 +15,9 @@ use std::net::IpAddr;
 
 use maas_api_client::{BondMode, LinkMode};
 
-use super::network::{LinkKind, NetworkDataError, RenderedNetworkData};
-pub use super::network_resolve::MaasNetwork;
-use super::network_resolve::{
+use super::{LinkKind, NetworkDataError, RenderedNetworkData};
+pub use super::resolve::MaasNetwork;
+use super::resolve::{
     Node, Wanted, default_routes, dns_notes, resolve, valid_ifname, wanted_links,
 };
 
@@ -379,5 +379,5 @@ fn addresses(
 }
 
 #[cfg(test)]
-#[path = "network_plan_tests.rs"]
+#[path = "plan_tests.rs"]
 mod tests;

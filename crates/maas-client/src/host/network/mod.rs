@@ -10,7 +10,11 @@
 //! - `services`: `{type: dns, address}`.
 //!
 //! Unknown fields are ignored; numbers may be written as strings. How the data becomes MAAS
-//! interface configuration is [`super::network_plan`].
+//! interface configuration is [`plan`].
+
+mod apply;
+pub mod plan;
+mod resolve;
 
 use std::collections::BTreeSet;
 use std::net::IpAddr;
