@@ -1,5 +1,6 @@
 //! `reconcile`: observe the MaasCluster's world, [`decide`] the pass, and do its I/O.
 
+use capmaas_runtime::error::{Failed, failed};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,7 +18,7 @@ use crate::apply::apply;
 use crate::cleanup::cleanup;
 use crate::context::Ctx;
 use crate::decide::{Observed, Step, decide, owner_cluster_name};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::status::{paused_condition, status_with};
 use crate::writes::write_status;
 
@@ -26,7 +27,7 @@ const OWNER_MISSING_RETRY: Duration = Duration::from_secs(30);
 
 /// Reconciles one MaasCluster (the function the kit runs).
 pub async fn reconcile(mc: Arc<MaasCluster>, ctx: Arc<Ctx>) -> Result<Action> {
-    let ns = mc.namespace().ok_or(Error::MissingMetadata("namespace"))?;
+    let ns = mc.namespace().ok_or(Failed::missing("namespace"))?;
     let api: Api<MaasCluster> = Api::namespaced(ctx.base.client.clone(), &ns);
     let key = ObjectRef::from_obj(mc.as_ref());
     let cluster_name = owner_cluster_name(&mc).map(str::to_owned);
@@ -34,7 +35,7 @@ pub async fn reconcile(mc: Arc<MaasCluster>, ctx: Arc<Ctx>) -> Result<Action> {
         Some(name) => Api::<Cluster>::namespaced(ctx.base.client.clone(), &ns)
             .get_opt(name)
             .await
-            .map_err(Error::kube("get Cluster"))?,
+            .map_err(failed("get Cluster"))?,
         None => None,
     };
     let step = decide(&Observed {
@@ -67,7 +68,7 @@ pub async fn reconcile(mc: Arc<MaasCluster>, ctx: Arc<Ctx>) -> Result<Action> {
             ctx.prober.stop(&key);
             finalizer::remove(&api, &mc, FINALIZER_MAAS_CLUSTER, &ctx.base.field_manager)
                 .await
-                .map_err(Error::Finalizer)?;
+                .map_err(failed("updating the finalizer"))?;
             info!("MaasCluster moved by clusterctl; finalizer removed, MAAS left as it is");
             Ok(Action::await_change())
         }
@@ -78,7 +79,7 @@ pub async fn reconcile(mc: Arc<MaasCluster>, ctx: Arc<Ctx>) -> Result<Action> {
             let mc = if step == Step::AddFinalizer {
                 finalizer::add(&api, &mc, FINALIZER_MAAS_CLUSTER, &ctx.base.field_manager)
                     .await
-                    .map_err(Error::Finalizer)?
+                    .map_err(failed("updating the finalizer"))?
             } else {
                 mc.as_ref().clone()
             };

@@ -5,6 +5,7 @@ use capmaas_api::conditions::{self as cond, reasons};
 use capmaas_api::keys::{LABEL_CLUSTER_NAME, LABEL_CONTROL_PLANE};
 use capmaas_api::{MaasCluster, MaasDNSRecord, MaasDNSRecordSpec, MaasMachine};
 use capmaas_runtime::conditions::{ConditionStatus, NewCondition};
+use capmaas_runtime::error::{Failed, failed};
 use capmaas_runtime::status::now;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{ListParams, Patch, PatchParams};
@@ -111,13 +112,13 @@ async fn ensure_dns_record(
     cluster: &str,
     ctx: &Ctx,
 ) -> Result<MaasDNSRecord> {
-    let ns = mc.namespace().ok_or(Error::MissingMetadata("namespace"))?;
-    let uid = mc.uid().ok_or(Error::MissingMetadata("uid"))?;
+    let ns = mc.namespace().ok_or(Failed::missing("namespace"))?;
+    let uid = mc.uid().ok_or(Failed::missing("uid"))?;
     let records: Api<MaasDNSRecord> = Api::namespaced(ctx.base.client.clone(), &ns);
     let existing = records
         .get_opt(&dns.name)
         .await
-        .map_err(Error::kube("get MaasDNSRecord"))?;
+        .map_err(failed("get MaasDNSRecord"))?;
     if let Some(record) = &existing {
         if !owned_by(record, &uid) {
             return Err(Error::DnsRecordConflict(dns.name.clone()));
@@ -135,7 +136,7 @@ async fn ensure_dns_record(
             "{LABEL_CLUSTER_NAME}={cluster},{LABEL_CONTROL_PLANE}"
         )))
         .await
-        .map_err(Error::kube("list MaasMachines"))?;
+        .map_err(failed("list MaasMachines"))?;
     let live = control_plane_addresses(&machines.items, cluster, subnet.as_ref());
     let current = existing
         .as_ref()
@@ -172,7 +173,7 @@ async fn ensure_dns_record(
     let record = records
         .patch(&dns.name, &params, &Patch::Apply(&desired))
         .await
-        .map_err(Error::kube("apply MaasDNSRecord"))?;
+        .map_err(failed("apply MaasDNSRecord"))?;
     let note = format!("{} -> [{}]", dns.fqdn(), plan.addresses.join(", "));
     info!(record = dns.name, addresses = ?plan.addresses, "MaasDNSRecord written");
     ctx.base.events.normal(mc, "DNSRecordUpdated", &note).await;

@@ -1,5 +1,6 @@
 //! Deleting a MaasCluster: machines first, then the DNS record, then the finalizer.
 
+use capmaas_runtime::error::{Failed, failed};
 use std::time::Duration;
 
 use capmaas_api::keys::FINALIZER_MAAS_CLUSTER;
@@ -14,7 +15,7 @@ use tracing::{debug, info};
 
 use crate::context::Ctx;
 use crate::decide::{DeletionStep, deletion_condition, deletion_step, owned_by};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::prober::ClusterRef;
 use crate::status::status_with;
 use crate::writes::write_status;
@@ -33,14 +34,14 @@ pub(crate) async fn cleanup(
     ctx: &Ctx,
 ) -> Result<Action> {
     ctx.prober.stop(key);
-    let ns = mc.namespace().ok_or(Error::MissingMetadata("namespace"))?;
-    let uid = mc.uid().ok_or(Error::MissingMetadata("uid"))?;
+    let ns = mc.namespace().ok_or(Failed::missing("namespace"))?;
+    let uid = mc.uid().ok_or(Failed::missing("uid"))?;
     let machines = match cluster {
         Some(c) => {
             Api::<MaasMachine>::namespaced(ctx.base.client.clone(), &ns)
                 .list(&ListParams::default().labels(&format!("{LABEL_CLUSTER_NAME}={c}")))
                 .await
-                .map_err(Error::kube("list MaasMachines"))?
+                .map_err(failed("list MaasMachines"))?
                 .items
         }
         None => Vec::new(),
@@ -49,7 +50,7 @@ pub(crate) async fn cleanup(
     let owned: Vec<MaasDNSRecord> = records
         .list(&ListParams::default())
         .await
-        .map_err(Error::kube("list MaasDNSRecords"))?
+        .map_err(failed("list MaasDNSRecords"))?
         .items
         .into_iter()
         .filter(|r| owned_by(r, &uid))
@@ -77,7 +78,7 @@ pub(crate) async fn cleanup(
                 match records.delete(&name, &DeleteParams::default()).await {
                     Ok(_) => info!(record = name, "MaasDNSRecord deleted"),
                     Err(kube::Error::Api(s)) if s.code == 404 => {}
-                    Err(e) => return Err(Error::kube("delete MaasDNSRecord")(e)),
+                    Err(e) => return Err(failed("delete MaasDNSRecord")(e).into()),
                 }
             }
             Ok(Action::requeue(DELETE_WAIT_RECORD))
@@ -86,7 +87,7 @@ pub(crate) async fn cleanup(
         DeletionStep::RemoveFinalizer => {
             finalizer::remove(api, mc, FINALIZER_MAAS_CLUSTER, &ctx.base.field_manager)
                 .await
-                .map_err(Error::Finalizer)?;
+                .map_err(failed("updating the finalizer"))?;
             info!("MaasCluster cleaned up; finalizer removed");
             Ok(Action::await_change())
         }

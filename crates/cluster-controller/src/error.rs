@@ -1,73 +1,41 @@
 //! Errors of the cluster-controller, classified for metrics and the requeue policy.
 
+use capmaas_runtime::error::Failed;
 use capmaas_runtime::{ErrorCategory, Requeue};
 
-/// A failed reconcile of a MaasCluster.
-#[derive(Debug, thiserror::Error)]
+/// A failed reconcile of a MaasCluster. The category of each is its variant name in
+/// snake_case; the kit's failures carry their own ([`capmaas_runtime::Error`]).
+#[derive(Debug, thiserror::Error, strum::IntoStaticStr)]
+#[strum(serialize_all = "snake_case")]
 pub enum Error {
-    /// A Kubernetes API call failed.
-    #[error("Kubernetes API call failed: {context}")]
-    Kube {
-        /// What was being done, e.g. `patch MaasCluster spec`.
-        context: &'static str,
-        /// Underlying error.
-        #[source]
-        source: kube::Error,
-    },
-    /// A status write through the runtime helpers failed.
-    #[error("status write failed")]
-    Status(#[source] capmaas_runtime::Error),
-    /// Adding or removing our finalizer failed (a conflict when the list changed meanwhile).
-    #[error("finalizer update failed")]
-    Finalizer(#[source] capmaas_runtime::Error),
+    /// A Kubernetes API call or a kit write (status, finalizer) failed.
+    #[error(transparent)]
+    Kit(#[from] Failed),
     /// The MaasCluster (or its Cluster) cannot be reconciled as written; a human must fix it.
     #[error("invalid spec: {0}")]
     InvalidSpec(String),
     /// The MaasDNSRecord this cluster needs exists and belongs to another object.
     #[error("MaasDNSRecord {0} exists and is not owned by this MaasCluster")]
     DnsRecordConflict(String),
-    /// A value could not be serialized for a patch.
-    #[error("cannot serialize patch")]
-    Serialize(#[source] serde_json::Error),
-    /// The object lacks metadata the API server always sets (namespace, uid).
-    #[error("object has no {0}")]
-    MissingMetadata(&'static str),
-}
-
-impl Error {
-    /// Wraps a kube error with what was being done.
-    pub fn kube(context: &'static str) -> impl FnOnce(kube::Error) -> Self {
-        move |source| Self::Kube { context, source }
-    }
 }
 
 impl ErrorCategory for Error {
     fn category(&self) -> &'static str {
         match self {
-            Self::Kube { .. } => "kube_api",
-            Self::Status(_) => "status_write",
-            Self::Finalizer(e) if e.is_conflict() => "conflict",
-            Self::Finalizer(_) => "finalizer",
-            Self::InvalidSpec(_) => "invalid_spec",
-            Self::DnsRecordConflict(_) => "dns_record_conflict",
-            Self::Serialize(_) => "serialize",
-            Self::MissingMetadata(_) => "missing_metadata",
+            Self::Kit(e) => e.category(),
+            domain => domain.into(),
         }
     }
 
     fn requeue(&self) -> Requeue {
         match self {
-            Self::InvalidSpec(_) | Self::DnsRecordConflict(_) | Self::MissingMetadata(_) => {
-                Requeue::InvalidSpec
-            }
-            Self::Kube { .. } | Self::Status(_) | Self::Finalizer(_) | Self::Serialize(_) => {
-                Requeue::Transient
-            }
+            Self::Kit(e) => e.requeue(),
+            Self::InvalidSpec(_) | Self::DnsRecordConflict(_) => Requeue::InvalidSpec,
         }
     }
 
     fn quiet(&self) -> bool {
-        matches!(self, Self::Finalizer(e) if e.is_conflict())
+        matches!(self, Self::Kit(e) if e.quiet())
     }
 }
 
@@ -89,7 +57,10 @@ mod tests {
             Requeue::InvalidSpec
         );
         assert_eq!(
-            Error::Serialize(serde_json::from_str::<u8>("x").unwrap_err()).requeue(),
+            Error::from(capmaas_runtime::error::failed("serializing a patch")(
+                serde_json::from_str::<u8>("x").unwrap_err()
+            ))
+            .requeue(),
             Requeue::Transient
         );
         assert_eq!(

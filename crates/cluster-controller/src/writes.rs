@@ -4,6 +4,7 @@ use capmaas_api::cluster::ApiEndpoint;
 use capmaas_api::conditions as cond;
 use capmaas_api::{MaasCluster, MaasClusterStatus};
 use capmaas_runtime::controller::workload::reason::{KUBECONFIG_INVALID, KUBECONFIG_REFUSED};
+use capmaas_runtime::error::failed;
 use capmaas_runtime::status::{self, Guard};
 use kube::api::{Patch, PatchParams};
 use kube::{Api, ResourceExt};
@@ -11,7 +12,7 @@ use serde_json::json;
 use tracing::info;
 
 use crate::context::Ctx;
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 pub(crate) async fn set_endpoint(
     api: &Api<MaasCluster>,
@@ -26,7 +27,7 @@ pub(crate) async fn set_endpoint(
             &Patch::Merge(&patch),
         )
         .await
-        .map_err(Error::kube("patch MaasCluster spec.controlPlaneEndpoint"))?;
+        .map_err(failed("patch MaasCluster spec.controlPlaneEndpoint"))?;
     info!(
         host = endpoint.host,
         port = endpoint.port,
@@ -52,7 +53,7 @@ pub(crate) async fn write_status(
         Guard::None,
     )
     .await
-    .map_err(Error::Status)?;
+    .map_err(failed("writing the status"))?;
     Ok(())
 }
 

@@ -2,6 +2,7 @@
 //! step, and do its I/O. Status writes carry the claim's resourceVersion, so two replicas
 //! never both record a rendering.
 
+use capmaas_runtime::error::{Failed, failed};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -17,7 +18,7 @@ use tracing::{debug, info};
 use crate::addresses;
 use crate::context::Ctx;
 use crate::decide::{Observed, Step, decide, recorded_data};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::render;
 use crate::rendered::{self, Rendering};
 use crate::status::{Outcome, claim_status, paused_status};
@@ -33,7 +34,7 @@ async fn is_paused(ctx: &Ctx, claim: &MaasDataClaim, ns: &str) -> Result<bool> {
     let cluster = Api::<Cluster>::namespaced(ctx.base.client.clone(), ns)
         .get_opt(cluster)
         .await
-        .map_err(Error::kube("read Cluster"))?;
+        .map_err(failed("read Cluster"))?;
     Ok(cluster.is_some_and(|c| c.is_paused()))
 }
 
@@ -69,15 +70,13 @@ async fn write_status(
         Guard::ResourceVersion,
     )
     .await
-    .map_err(Error::Status)?;
+    .map_err(failed("writing the status"))?;
     Ok(())
 }
 
 /// Reconciles one MaasDataClaim (the function the kit runs).
 pub async fn reconcile(claim: Arc<MaasDataClaim>, ctx: Arc<Ctx>) -> Result<Action> {
-    let ns = claim
-        .namespace()
-        .ok_or(Error::MissingMetadata("namespace"))?;
+    let ns = claim.namespace().ok_or(Failed::missing("namespace"))?;
     let api: Api<MaasDataClaim> = Api::namespaced(ctx.base.client.clone(), &ns);
     let template: Option<Arc<MaasDataTemplate>> = ctx
         .templates
@@ -128,7 +127,7 @@ pub async fn reconcile(claim: Arc<MaasDataClaim>, ctx: Arc<Ctx>) -> Result<Actio
                 &ctx.base.field_manager,
             )
             .await
-            .map_err(Error::Finalizer)?;
+            .map_err(failed("updating the finalizer"))?;
             info!("data claim released");
             Ok(Action::await_change())
         }
@@ -140,7 +139,7 @@ pub async fn reconcile(claim: Arc<MaasDataClaim>, ctx: Arc<Ctx>) -> Result<Actio
                 &ctx.base.field_manager,
             )
             .await
-            .map_err(Error::Finalizer)?;
+            .map_err(failed("updating the finalizer"))?;
             Ok(Action::await_change())
         }
         Step::WaitForTemplate => {

@@ -4,6 +4,7 @@
 //! ours); the served `IPAddress` gives address, prefix and gateway, and for a MaasIPPool the
 //! pool gives the DNS servers (CAPI `IPAddress` has none).
 
+use capmaas_runtime::error::{Failed, failed};
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 
@@ -20,7 +21,7 @@ use kube::{Resource, ResourceExt};
 
 use crate::context::Ctx;
 use crate::decide::AddressState;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::ipam::layout::{PoolLayout, dns_servers_for};
 use crate::render::AllocatedAddress;
 
@@ -121,7 +122,7 @@ fn new_ip_claim(claim: &MaasDataClaim, pool: &PoolReference) -> Result<IPAddress
     let name = ip_claim_name(&claim.name_any(), pool);
     let owner = claim
         .controller_owner_ref(&())
-        .ok_or(Error::MissingMetadata("uid"))?;
+        .ok_or(Failed::missing("uid"))?;
     let cluster = claim.labels().get(keys::LABEL_CLUSTER_NAME).cloned();
     let mut labels = BTreeMap::from([(keys::LABEL_DATA_CLAIM.to_owned(), claim.name_any())]);
     if let Some(cluster) = &cluster {
@@ -174,7 +175,7 @@ pub async fn protect(
                 &ctx.base.field_manager,
             )
             .await
-            .map_err(Error::Finalizer)?;
+            .map_err(failed("updating the finalizer"))?;
         }
     }
     Ok(())
@@ -204,7 +205,7 @@ pub async fn create(
         {
             Ok(_) => {}
             Err(kube::Error::Api(e)) if e.code == 409 => {}
-            Err(e) => return Err(Error::kube("create IPAddressClaim")(e)),
+            Err(e) => return Err(failed("create IPAddressClaim")(e).into()),
         }
     }
     Ok(())
@@ -218,7 +219,7 @@ pub async fn delete_all(ctx: &Ctx, claim: &MaasDataClaim, ns: &str) -> Result<()
     let made = api
         .list(&mine)
         .await
-        .map_err(Error::kube("list IPAddressClaims of the data claim"))?;
+        .map_err(failed("list IPAddressClaims of the data claim"))?;
     for ip_claim in made.items.iter().filter(|c| made_for(c, claim)) {
         let params = DeleteParams {
             preconditions: Some(Preconditions {
@@ -230,7 +231,7 @@ pub async fn delete_all(ctx: &Ctx, claim: &MaasDataClaim, ns: &str) -> Result<()
         match api.delete(&ip_claim.name_any(), &params).await {
             Ok(_) => {}
             Err(kube::Error::Api(e)) if matches!(e.code, 404 | 409) => {}
-            Err(e) => return Err(Error::kube("delete IPAddressClaim")(e)),
+            Err(e) => return Err(failed("delete IPAddressClaim")(e).into()),
         }
         // The server is released (the data claim is let go only then): the address may go.
         if finalizer::has(ip_claim, keys::FINALIZER_ADDRESS_IN_USE) {
@@ -241,7 +242,7 @@ pub async fn delete_all(ctx: &Ctx, claim: &MaasDataClaim, ns: &str) -> Result<()
                 &ctx.base.field_manager,
             )
             .await
-            .map_err(Error::Finalizer)?;
+            .map_err(failed("updating the finalizer"))?;
         }
     }
     Ok(())

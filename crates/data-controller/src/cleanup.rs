@@ -2,11 +2,12 @@
 //! collection).
 
 use capmaas_api::{MaasData, MaasDataClaim, keys};
+use capmaas_runtime::error::failed;
 use kube::ResourceExt;
 use kube::api::{Api, ListParams};
 
 use crate::context::Ctx;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::index::{delete_exact, owned_by};
 
 /// Deletes every MaasData made for this claim (found by label on the API server, so one made
@@ -18,7 +19,7 @@ pub(crate) async fn delete_data(ctx: &Ctx, claim: &MaasDataClaim, ns: &str) -> R
     let made = api
         .list(&mine)
         .await
-        .map_err(Error::kube("list MaasData of the claim"))?;
+        .map_err(failed("list MaasData of the claim"))?;
     for data in made.items.iter().filter(|d| owned_by(d, claim)) {
         delete_exact(ctx, &api, data).await?;
     }

@@ -1,74 +1,46 @@
 //! Errors of the MaasDataClaim and MaasDataTemplate reconcilers, classified for metrics and
 //! the requeue policy.
 
+use capmaas_runtime::error::Failed;
 use capmaas_runtime::{ErrorCategory, Requeue};
 
-/// A failed reconcile.
-#[derive(Debug, thiserror::Error)]
+/// A failed reconcile. The category of each is its variant name in snake_case; the kit's
+/// failures carry their own ([`capmaas_runtime::Error`]).
+#[derive(Debug, thiserror::Error, strum::IntoStaticStr)]
+#[strum(serialize_all = "snake_case")]
 pub enum Error {
-    /// A Kubernetes API call failed.
-    #[error("Kubernetes API call failed: {context}")]
-    Kube {
-        /// What was being done, e.g. `create MaasData`.
-        context: &'static str,
-        /// Underlying error.
-        #[source]
-        source: kube::Error,
-    },
-    /// A status write through the runtime helpers failed.
-    #[error("status write failed")]
-    Status(#[source] capmaas_runtime::Error),
-    /// Adding or removing our finalizer failed (a conflict when the list changed meanwhile).
-    #[error("finalizer update failed")]
-    Finalizer(#[source] capmaas_runtime::Error),
+    /// A Kubernetes API call, a kit write (status, finalizer) or an encoding failed.
+    #[error(transparent)]
+    Kit(#[from] Failed),
     /// Every candidate index was taken by someone else between reading and creating.
     #[error("no index of template {template} could be taken; retrying")]
     IndexContended {
         /// The MaasDataTemplate.
         template: String,
     },
-    /// A value could not be serialized.
-    #[error("cannot serialize {0}")]
-    Serialize(&'static str, #[source] serde_json::Error),
-    /// The object lacks metadata the API server always sets (namespace, uid).
-    #[error("object has no {0}")]
-    MissingMetadata(&'static str),
     /// The flags name an impossible configuration (start-up only).
     #[error("invalid configuration: {0}")]
     Config(String),
 }
 
-impl Error {
-    /// Wraps a kube error with what was being done.
-    pub fn kube(context: &'static str) -> impl FnOnce(kube::Error) -> Self {
-        move |source| Self::Kube { context, source }
-    }
-}
-
 impl ErrorCategory for Error {
     fn category(&self) -> &'static str {
         match self {
-            Self::Kube { .. } => "kube_api",
-            Self::Status(e) | Self::Finalizer(e) if e.is_conflict() => "conflict",
-            Self::Status(_) => "status_write",
-            Self::Finalizer(_) => "finalizer",
-            Self::IndexContended { .. } => "conflict",
-            Self::Serialize(..) => "serialize",
-            Self::MissingMetadata(_) => "missing_metadata",
-            Self::Config(_) => "config",
+            Self::Kit(e) => e.category(),
+            domain => domain.into(),
         }
     }
 
     fn requeue(&self) -> Requeue {
         match self {
-            Self::MissingMetadata(_) | Self::Config(_) => Requeue::InvalidSpec,
-            _ => Requeue::Transient,
+            Self::Kit(e) => e.requeue(),
+            Self::Config(_) => Requeue::InvalidSpec,
+            Self::IndexContended { .. } => Requeue::Transient,
         }
     }
 
     fn quiet(&self) -> bool {
-        matches!(self, Self::Status(e) | Self::Finalizer(e) if e.is_conflict())
-            || matches!(self, Self::IndexContended { .. })
+        matches!(self, Self::Kit(e) if e.quiet()) || matches!(self, Self::IndexContended { .. })
     }
 }
 
@@ -85,10 +57,10 @@ mod tests {
             template: "t".into(),
         };
         assert!(e.quiet());
-        assert_eq!(e.category(), "conflict");
+        assert_eq!(e.category(), "index_contended");
         assert_eq!(e.requeue(), Requeue::Transient);
         assert_eq!(
-            Error::MissingMetadata("uid").requeue(),
+            Error::from(Failed::missing("uid")).requeue(),
             Requeue::InvalidSpec
         );
     }

@@ -8,6 +8,7 @@
 //! `status.renderedData`, written under the claim's resourceVersion, picks the winner, and only
 //! once it is recorded are the others deleted ([`keep_one`]) — never one that may be recorded.
 
+use capmaas_runtime::error::{Failed, failed};
 use std::collections::BTreeSet;
 use std::time::Instant;
 
@@ -53,7 +54,7 @@ fn owner(claim: &MaasDataClaim) -> Result<OwnerReference> {
             o.block_owner_deletion = Some(true);
             o
         })
-        .ok_or(Error::MissingMetadata("uid"))
+        .ok_or_else(|| Failed::missing("uid").into())
 }
 
 fn new_data(claim: &MaasDataClaim, index: i32) -> Result<MaasData> {
@@ -95,7 +96,7 @@ pub async fn ensure(ctx: &Ctx, claim: &MaasDataClaim, ns: &str) -> Result<MaasDa
     let made: Vec<MaasData> = api
         .list(&mine)
         .await
-        .map_err(Error::kube("list MaasData of the claim"))?
+        .map_err(failed("list MaasData of the claim"))?
         .items
         .into_iter()
         .filter(|d| owned_by(d, claim))
@@ -120,7 +121,7 @@ pub async fn ensure(ctx: &Ctx, claim: &MaasDataClaim, ns: &str) -> Result<MaasDa
                 &ctx.base.field_manager,
             )
             .await
-            .map_err(Error::Finalizer);
+            .map_err(|e| failed("updating the finalizer")(e).into());
         }
         return Ok(keep);
     }
@@ -154,7 +155,7 @@ pub async fn ensure(ctx: &Ctx, claim: &MaasDataClaim, ns: &str) -> Result<MaasDa
                 // A timeout may have taken effect: the claim's own MaasData is found by label
                 // next time, so the index is only given back to this process's picks.
                 ctx.reservations.give_back(ns, template, index);
-                return Err(Error::kube("create MaasData")(e));
+                return Err(failed("create MaasData")(e).into());
             }
         }
     }
@@ -212,7 +213,7 @@ pub async fn delete_exact(ctx: &Ctx, api: &Api<MaasData>, data: &MaasData) -> Re
         &ctx.base.field_manager,
     )
     .await
-    .map_err(Error::Finalizer)?
+    .map_err(failed("updating the finalizer"))?
     else {
         return Ok(());
     };
@@ -230,7 +231,7 @@ pub async fn delete_exact(ctx: &Ctx, api: &Api<MaasData>, data: &MaasData) -> Re
     match api.delete(&data.name_any(), &params).await {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(e)) if matches!(e.code, 404 | 409) => Ok(()),
-        Err(e) => Err(Error::kube("delete MaasData")(e)),
+        Err(e) => Err(failed("delete MaasData")(e).into()),
     }
 }
 

@@ -2,6 +2,7 @@
 //! render, write the Secrets (owned by the MaasData, so garbage collection removes them with
 //! it), and record the result on the MaasData and the claim.
 
+use capmaas_runtime::error::{Failed, failed};
 use std::collections::BTreeMap;
 
 use capmaas_api::capi::{Machine, is_capi_owner};
@@ -17,7 +18,7 @@ use serde_json::json;
 
 use crate::context::Ctx;
 use crate::decide::AddressState;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::index;
 use crate::render::{self, AllocatedAddress, ObjectInfo, RenderInput, Rendered};
 
@@ -36,7 +37,7 @@ async fn related(ctx: &Ctx, claim: &MaasDataClaim, ns: &str) -> Result<Related> 
         out.host = Api::<MaasHost>::namespaced(ctx.base.client.clone(), host.namespace_or(ns))
             .get_opt(&host.name)
             .await
-            .map_err(Error::kube("read MaasHost"))?;
+            .map_err(failed("read MaasHost"))?;
     }
     let owner = claim
         .owner_references()
@@ -46,7 +47,7 @@ async fn related(ctx: &Ctx, claim: &MaasDataClaim, ns: &str) -> Result<Related> 
         Some(o) => Api::<MaasMachine>::namespaced(ctx.base.client.clone(), ns)
             .get_opt(&o.name)
             .await
-            .map_err(Error::kube("read MaasMachine"))?,
+            .map_err(failed("read MaasMachine"))?,
         None => None,
     };
     if let Some(mm) = &maas_machine {
@@ -58,7 +59,7 @@ async fn related(ctx: &Ctx, claim: &MaasDataClaim, ns: &str) -> Result<Related> 
             out.machine = Api::<Machine>::namespaced(ctx.base.client.clone(), ns)
                 .get_opt(&o.name)
                 .await
-                .map_err(Error::kube("read Machine"))?
+                .map_err(failed("read Machine"))?
                 .map(|m| ObjectInfo::from(&m.metadata));
         }
     }
@@ -85,7 +86,7 @@ async fn write_secret(
     let name = secret_name(&data.name_any(), what);
     let owner = data
         .controller_owner_ref(&())
-        .ok_or(Error::MissingMetadata("uid"))?;
+        .ok_or(Failed::missing("uid"))?;
     let secret = Secret {
         metadata: ObjectMeta {
             name: Some(name.clone()),
@@ -110,7 +111,7 @@ async fn write_secret(
         data: Some([(key.to_owned(), ByteString(value.into_bytes()))].into()),
         ..Secret::default()
     };
-    let mut body = serde_json::to_value(&secret).map_err(|e| Error::Serialize("Secret", e))?;
+    let mut body = serde_json::to_value(&secret).map_err(failed("serializing the Secret"))?;
     body["apiVersion"] = json!("v1");
     body["kind"] = json!("Secret");
     Api::<Secret>::namespaced(ctx.base.client.clone(), ns)
@@ -120,7 +121,7 @@ async fn write_secret(
             &Patch::Apply(&body),
         )
         .await
-        .map_err(Error::kube("apply rendered Secret"))?;
+        .map_err(failed("apply rendered Secret"))?;
     Ok(Some(LocalObjectReference::new(name)))
 }
 
@@ -200,7 +201,7 @@ pub async fn render(
                         &Patch::Merge(&patch),
                     )
                     .await
-                    .map_err(Error::kube("record rendered Secrets on MaasData"))?;
+                    .map_err(failed("record rendered Secrets on MaasData"))?;
             }
             let status = MaasDataStatus {
                 ready: Some(true),
@@ -214,7 +215,7 @@ pub async fn render(
                 &status,
             )
             .await
-            .map_err(Error::Status)?;
+            .map_err(failed("writing the status"))?;
             Ok(Rendering::Done(data.name_any()))
         }
         Err(e) => {
@@ -232,7 +233,7 @@ pub async fn render(
                     &status,
                 )
                 .await
-                .map_err(Error::Status)?;
+                .map_err(failed("writing the status"))?;
             }
             Ok(Rendering::Failed(message))
         }

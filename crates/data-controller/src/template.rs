@@ -4,6 +4,7 @@
 //! render again). It also lets go of MaasData that are being deleted with no live claim left to
 //! release them (the claim's finalizer was removed by hand): [`orphaned`].
 
+use capmaas_runtime::error::{Failed, failed};
 use std::sync::Arc;
 
 use capmaas_api::conditions as cond;
@@ -19,7 +20,7 @@ use kube::{Api, ResourceExt};
 use tracing::info;
 
 use crate::context::Ctx;
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 /// Reason of `Ready=False` on a template being deleted while MaasData still use it.
 pub const REASON_IN_USE: &str = "InUse";
@@ -104,7 +105,7 @@ async fn let_go_of_orphan(ctx: &Ctx, ns: &str, data: &MaasData) -> Result<()> {
     let claim = Api::<MaasDataClaim>::namespaced(ctx.base.client.clone(), ns)
         .get_opt(&data.spec.claim.name)
         .await
-        .map_err(Error::kube("get MaasDataClaim"))?;
+        .map_err(failed("get MaasDataClaim"))?;
     if claim.and_then(|c| c.uid()) == claim_uid_of(data) {
         return Ok(());
     }
@@ -116,16 +117,14 @@ async fn let_go_of_orphan(ctx: &Ctx, ns: &str, data: &MaasData) -> Result<()> {
         &ctx.base.field_manager,
     )
     .await
-    .map_err(Error::Finalizer)?;
+    .map_err(failed("updating the finalizer"))?;
     info!(data = %data.name_any(), claim = %data.spec.claim.name, "MaasData of a claim that is gone let go");
     Ok(())
 }
 
 /// Reconciles one MaasDataTemplate.
 pub async fn reconcile(template: Arc<MaasDataTemplate>, ctx: Arc<Ctx>) -> Result<Action> {
-    let ns = template
-        .namespace()
-        .ok_or(Error::MissingMetadata("namespace"))?;
+    let ns = template.namespace().ok_or(Failed::missing("namespace"))?;
     let name = template.name_any();
     let api: Api<MaasDataTemplate> = Api::namespaced(ctx.base.client.clone(), &ns);
     let data: Vec<Arc<MaasData>> = ctx
@@ -153,7 +152,7 @@ pub async fn reconcile(template: Arc<MaasDataTemplate>, ctx: Arc<Ctx>) -> Result
                 &ctx.base.field_manager,
             )
             .await
-            .map_err(Error::Finalizer)?;
+            .map_err(failed("updating the finalizer"))?;
         }
         return Ok(Action::await_change());
     }
@@ -165,7 +164,7 @@ pub async fn reconcile(template: Arc<MaasDataTemplate>, ctx: Arc<Ctx>) -> Result
             &ctx.base.field_manager,
         )
         .await
-        .map_err(Error::Finalizer)?;
+        .map_err(failed("updating the finalizer"))?;
         return Ok(Action::await_change());
     }
     let status = template_status(
@@ -178,7 +177,7 @@ pub async fn reconcile(template: Arc<MaasDataTemplate>, ctx: Arc<Ctx>) -> Result
     if template.status.as_ref() != Some(&status) {
         apply_status(&api, &name, &ctx.base.field_manager, &status)
             .await
-            .map_err(Error::Status)?;
+            .map_err(failed("writing the status"))?;
     }
     Ok(Action::requeue(ctx.base.sync_period))
 }

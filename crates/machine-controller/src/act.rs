@@ -2,6 +2,7 @@
 //! decide again on the updated state until a step waits. The bigger steps live in
 //! `claiming.rs`, `deployed.rs` and `release.rs`; the small ones are here.
 
+use capmaas_runtime::error::failed;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -95,7 +96,7 @@ pub async fn act(ctx: &Ctx, state: &mut State, step: Step) -> Result<Flow> {
                     &ctx.base.field_manager,
                 )
                 .await
-                .map_err(Error::runtime("adding the finalizer"))?,
+                .map_err(failed("adding the finalizer"))?,
             );
             Ok(Flow::Continue)
         }
@@ -161,7 +162,7 @@ pub async fn act(ctx: &Ctx, state: &mut State, step: Step) -> Result<Flow> {
                 &ctx.base.field_manager,
             )
             .await
-            .map_err(Error::runtime("removing the finalizer"))?;
+            .map_err(failed("removing the finalizer"))?;
             if let Some(mm) = removed {
                 state.replace_mm(mm);
             }

@@ -9,6 +9,7 @@
 //! two hosts. A recorded intent whose host was lost is withdrawn (again under the
 //! resourceVersion) before another host is chosen.
 
+use capmaas_runtime::error::{Failed, failed};
 use std::time::Duration;
 
 use capmaas_api::common::HostReference;
@@ -27,7 +28,7 @@ use tracing::info;
 use crate::choose::{self, HostRequest, rank_hosts};
 use crate::context::Ctx;
 use crate::decide::{Observed, host_request};
-use crate::error::{Error, Result, is_conflict};
+use crate::error::Result;
 use crate::host_ops::{self, Claim};
 use crate::state::{
     State, apply_owned, find_host, host_namespace, mm_api, namespace, write_status,
@@ -46,7 +47,7 @@ async fn record_intent(
 ) -> Result<MaasMachine> {
     let rv = mm
         .resource_version()
-        .ok_or(Error::MissingMetadata("resourceVersion"))?;
+        .ok_or(Failed::missing("resourceVersion"))?;
     // `namespace` is written even when absent (null): a merge patch keeps keys it does not name.
     let host_ref = host.map_or(
         Value::Null,
@@ -57,16 +58,11 @@ async fn record_intent(
         field_manager: Some(ctx.base.field_manager.clone()),
         ..PatchParams::default()
     };
-    mm_api(ctx, mm)?
+    let written = mm_api(ctx, mm)?
         .patch_status(&mm.name_any(), &params, &Patch::Merge(&patch))
         .await
-        .map_err(|e| {
-            if is_conflict(&e) {
-                Error::Conflict("recording the chosen host".into())
-            } else {
-                Error::kube("recording the chosen host")(e)
-            }
-        })
+        .map_err(failed("recording the chosen host"))?;
+    Ok(written)
 }
 
 /// `(namespace, name)` of the host recorded in `status.hostRef`.
@@ -86,7 +82,7 @@ async fn still_claiming(ctx: &Ctx, state: &mut State, ns: &str) -> Result<bool> 
         mm_api(ctx, &state.mm)?
             .get(&state.mm.name_any())
             .await
-            .map_err(Error::kube("reading the MaasMachine"))?,
+            .map_err(failed("reading the MaasMachine"))?,
     );
     if state.mm.metadata.deletion_timestamp.is_some() {
         return Ok(false);
@@ -101,7 +97,7 @@ async fn still_claiming(ctx: &Ctx, state: &mut State, ns: &str) -> Result<bool> 
 /// Chooses a host for `state.mm` and claims it.
 pub(crate) async fn choose_and_claim(ctx: &Ctx, state: &mut State) -> Result<Flow> {
     let ns = namespace(&state.mm)?;
-    let uid = state.mm.uid().ok_or(Error::MissingMetadata("uid"))?;
+    let uid = state.mm.uid().ok_or(Failed::missing("uid"))?;
     if !still_claiming(ctx, state, &ns).await? {
         return Ok(Flow::Continue);
     }
@@ -216,7 +212,7 @@ pub(crate) async fn choose_and_claim(ctx: &Ctx, state: &mut State) -> Result<Flo
 /// the intent recorded first as for any claim.
 pub(crate) async fn reclaim(ctx: &Ctx, state: &mut State) -> Result<Flow> {
     let ns = namespace(&state.mm)?;
-    let uid = state.mm.uid().ok_or(Error::MissingMetadata("uid"))?;
+    let uid = state.mm.uid().ok_or(Failed::missing("uid"))?;
     if !still_claiming(ctx, state, &ns).await? {
         return Ok(Flow::Continue);
     }
@@ -295,7 +291,7 @@ async fn claim_with_intent(
 ) -> Result<Option<MaasHost>> {
     let host = candidate.name_any();
     let deploy = host_ops::deploy_with_claim(&state.mm, state.machine.as_ref());
-    let consumer = consumer_ref(&state.mm, host_ns).ok_or(Error::MissingMetadata("name or uid"))?;
+    let consumer = consumer_ref(&state.mm, host_ns).ok_or(Failed::missing("name or uid"))?;
     let mut expected = candidate.clone();
     host_ops::mark_claimed(&mut expected, &state.mm, &consumer, deploy.as_ref());
     let intended = intended_status(

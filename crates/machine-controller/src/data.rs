@@ -12,12 +12,13 @@ use capmaas_api::data::MaasDataClaimSpec;
 use capmaas_api::{MaasDataClaim, keys};
 use capmaas_runtime::controller::Flow;
 use capmaas_runtime::controller::finalizer;
+use capmaas_runtime::error::{Failed, failed};
 use capmaas_runtime::trace_context;
 use kube::api::{Api, DeleteParams, ObjectMeta, PostParams, Preconditions};
 use kube::{Resource, ResourceExt};
 
 use crate::context::Ctx;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::state::{State, namespace};
 
 /// Creates the claim for the claimed host.
@@ -29,7 +30,7 @@ pub(crate) async fn create_claim(ctx: &Ctx, state: &mut State) -> Result<Flow> {
     let owner = state
         .mm
         .controller_owner_ref(&())
-        .ok_or(Error::MissingMetadata("uid"))?;
+        .ok_or(Failed::missing("uid"))?;
     let mut labels = std::collections::BTreeMap::new();
     if let Some(cluster) = state.mm.labels().get(keys::LABEL_CLUSTER_NAME) {
         labels.insert(keys::LABEL_CLUSTER_NAME.to_owned(), cluster.clone());
@@ -58,8 +59,8 @@ pub(crate) async fn create_claim(ctx: &Ctx, state: &mut State) -> Result<Flow> {
         Err(kube::Error::Api(e)) if e.code == 409 => api
             .get_opt(&state.mm.name_any())
             .await
-            .map_err(Error::kube("reading the MaasDataClaim"))?,
-        Err(e) => return Err(Error::kube("creating the MaasDataClaim")(e)),
+            .map_err(failed("reading the MaasDataClaim"))?,
+        Err(e) => return Err(failed("creating the MaasDataClaim")(e).into()),
     };
     let note = format!("claimed data from MaasDataTemplate {}", template.name);
     ctx.base
@@ -83,7 +84,7 @@ pub(crate) async fn release(ctx: &Ctx, state: &mut State) -> Result<Flow> {
         &ctx.base.field_manager,
     )
     .await
-    .map_err(Error::runtime("releasing the MaasDataClaim"))?;
+    .map_err(failed("releasing the MaasDataClaim"))?;
     let params = DeleteParams {
         preconditions: Some(Preconditions {
             uid: claim.uid(),
@@ -94,7 +95,7 @@ pub(crate) async fn release(ctx: &Ctx, state: &mut State) -> Result<Flow> {
     match api.delete(&claim.name_any(), &params).await {
         Ok(_) => {}
         Err(kube::Error::Api(e)) if matches!(e.code, 404 | 409) => {}
-        Err(e) => return Err(Error::kube("deleting the MaasDataClaim")(e)),
+        Err(e) => return Err(failed("deleting the MaasDataClaim")(e).into()),
     }
     state.data = None;
     Ok(Flow::Continue)

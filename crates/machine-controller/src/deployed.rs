@@ -4,6 +4,7 @@ use capmaas_api::conditions::reasons;
 use capmaas_api::machine::provider_id;
 use capmaas_runtime::controller::Flow;
 use capmaas_runtime::controller::workload::WorkloadError;
+use capmaas_runtime::error::failed;
 use capmaas_runtime::error_chain;
 use kube::ResourceExt;
 use kube::api::{Patch, PatchParams};
@@ -14,7 +15,7 @@ use tracing::debug;
 
 use crate::context::Ctx;
 use crate::decide::Step;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::state::{State, mm_api, namespace, write_status};
 use crate::status::step_conditions;
 use crate::workload::{NodeLink, link_node};
@@ -40,7 +41,7 @@ pub(crate) async fn set_provider_id(ctx: &Ctx, state: &mut State) -> Result<()> 
         mm_api(ctx, &state.mm)?
             .patch(&state.mm.name_any(), &params, &Patch::Merge(&patch))
             .await
-            .map_err(Error::kube("setting spec.providerID"))?,
+            .map_err(failed("setting spec.providerID"))?,
     );
     Ok(())
 }

@@ -4,6 +4,7 @@
 use capmaas_api::capi::Machine;
 use capmaas_api::common::{ConsumerReference, SecretKeyReference};
 use capmaas_api::{MaasHost, MaasMachine, keys};
+use capmaas_runtime::error::{Failed, failed};
 use capmaas_runtime::trace_context;
 use kube::api::PostParams;
 use kube::{Api, ResourceExt};
@@ -11,7 +12,7 @@ use kube::{Api, ResourceExt};
 use crate::choose::{self, HostRequest};
 use crate::context::Ctx;
 use crate::decide::bootstrap_secret;
-use crate::error::{Error, Result, is_conflict};
+use crate::error::{Result, is_conflict};
 use crate::status::{claimed_by, consumer_ref, provisioning_request};
 
 /// The user data to send with the claim, when the deployment can be requested at once: the
@@ -60,7 +61,7 @@ where
         let Some(mut host) = api
             .get_opt(name)
             .await
-            .map_err(Error::kube(format!("reading host {name}")))?
+            .map_err(failed(format!("reading host {name}")))?
         else {
             return Ok(None);
         };
@@ -75,10 +76,10 @@ where
                 return Ok(Some(written));
             }
             Err(e) if is_conflict(&e) => {}
-            Err(e) => return Err(Error::kube(format!("{what} on host {name}"))(e)),
+            Err(e) => return Err(failed(format!("{what} on host {name}"))(e).into()),
         }
     }
-    Err(Error::Conflict(format!("{what} on host {name}")))
+    Err(Failed::conflict(format!("{what} on host {name}")).into())
 }
 
 /// Outcome of a claim attempt.
@@ -104,7 +105,7 @@ pub async fn claim(
     request: &HostRequest,
     deploy: Option<&SecretKeyReference>,
 ) -> Result<Claim> {
-    let consumer = consumer_ref(mm, namespace).ok_or(Error::MissingMetadata("name or uid"))?;
+    let consumer = consumer_ref(mm, namespace).ok_or(Failed::missing("name or uid"))?;
     let now = jiff::Timestamp::now();
     let written = update_host(ctx, namespace, host, "claiming", |h| {
         if claimed_by(h, mm) || choose::exclusion(request, h, now).is_some() {
@@ -140,7 +141,7 @@ pub fn mark_claimed(
 /// nobody holds the host (whatever its state: it is deployed for this very machine), under the
 /// resourceVersion of a fresh read.
 pub async fn reclaim(ctx: &Ctx, mm: &MaasMachine, namespace: &str, host: &str) -> Result<Claim> {
-    let consumer = consumer_ref(mm, namespace).ok_or(Error::MissingMetadata("name or uid"))?;
+    let consumer = consumer_ref(mm, namespace).ok_or(Failed::missing("name or uid"))?;
     let system_id = mm.spec.system_id.clone();
     let written = update_host(ctx, namespace, host, "claiming again", |h| {
         if claimed_by(h, mm)

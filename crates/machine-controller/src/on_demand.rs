@@ -9,6 +9,7 @@
 //! inventory decides who may claim its pool, and a second importer of one pool would split its
 //! machines (the webhook refuses it). A machine without `resourcePool` waits, with a message.
 
+use capmaas_runtime::error::failed;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
@@ -21,7 +22,7 @@ use sha1::{Digest, Sha1};
 use tracing::info;
 
 use crate::context::Ctx;
-use crate::error::{Error, Result};
+use crate::error::{Result, is_conflict};
 
 /// Seconds between two syncs of an inventory imported on demand (the CRD's default).
 const SYNC_INTERVAL_SECONDS: i32 = 30;
@@ -132,11 +133,12 @@ pub async fn import_pool(ctx: &Ctx, pool: &str) -> Result<Option<String>> {
     match api.create(&params, &inventory).await {
         Ok(_) => info!(pool, inventory = %name, %namespace, "pool imported on demand"),
         // Created by another reconcile whose inventory the cache does not show yet.
-        Err(kube::Error::Api(status)) if status.code == 409 => {}
+        Err(e) if is_conflict(&e) => {}
         Err(e) => {
-            return Err(Error::kube(format!(
+            return Err(failed(format!(
                 "importing pool {pool} on demand (MaasInventory {namespace}/{name})"
-            ))(e));
+            ))(e)
+            .into());
         }
     }
     Ok(Some(format!("{namespace}/{name}")))

@@ -12,13 +12,14 @@ use capmaas_api::capi::{
 use capmaas_api::host::{HostReservation, ReservationOwner};
 use capmaas_api::machine::MaasMachineTemplate;
 use capmaas_api::{MaasMachine, keys};
+use capmaas_runtime::error::failed;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
 use kube::api::{ApiResource, DynamicObject};
 use kube::core::GroupVersionKind;
 use kube::{Api, Client, Resource, ResourceExt};
 use tracing::warn;
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 /// `groupkind` value of the `cloned-from` annotation for our template kind.
 pub const TEMPLATE_GROUP_KIND: &str = "MaasMachineTemplate.infrastructure.cluster.x-k8s.io";
@@ -68,7 +69,7 @@ pub async fn resolve(
         let Some(set) = sets
             .get_opt(&owner.name)
             .await
-            .map_err(Error::kube(format!("reading MachineSet {}", owner.name)))?
+            .map_err(failed(format!("reading MachineSet {}", owner.name)))?
         else {
             return Ok(None);
         };
@@ -85,10 +86,7 @@ pub async fn resolve(
                 if let Some(md) = deployments
                     .get_opt(&md_ref.name)
                     .await
-                    .map_err(Error::kube(format!(
-                        "reading MachineDeployment {}",
-                        md_ref.name
-                    )))?
+                    .map_err(failed(format!("reading MachineDeployment {}", md_ref.name)))?
                 {
                     templates.extend(template_ref(
                         &md.spec.template.spec.infrastructure_ref.kind,
@@ -150,10 +148,7 @@ async fn control_plane_template(
             None
         }
         Err(e) => {
-            return Err(Error::kube(format!(
-                "reading {} {}",
-                owner.kind, owner.name
-            ))(e));
+            return Err(failed(format!("reading {} {}", owner.kind, owner.name))(e).into());
         }
     };
     let Some(object) = object else {
@@ -183,7 +178,7 @@ pub async fn reuse_ttl(
         if let Some(template) = api
             .get_opt(name)
             .await
-            .map_err(Error::kube(format!("reading MaasMachineTemplate {name}")))?
+            .map_err(failed(format!("reading MaasMachineTemplate {name}")))?
         {
             return Ok(template
                 .spec

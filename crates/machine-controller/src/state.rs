@@ -6,12 +6,13 @@ use capmaas_api::machine::MaasMachineStatus;
 use capmaas_api::{MaasData, MaasDataClaim, MaasHost, MaasMachine, keys};
 use capmaas_runtime::apply_status_at;
 use capmaas_runtime::conditions::NewCondition;
+use capmaas_runtime::error::{Failed, failed};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Resource, ResourceExt};
 
 use crate::context::Ctx;
 use crate::decide::Observed;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::status::{claimed_by, host_facts_only, next_status, owned_status};
 
 /// What one reconcile knows; updated from the API's answers after each write.
@@ -39,13 +40,15 @@ pub struct State {
 
 /// The namespace of `mm` (always set on objects read from the API server).
 pub fn namespace(mm: &MaasMachine) -> Result<String> {
-    mm.namespace().ok_or(Error::MissingMetadata("namespace"))
+    mm.namespace()
+        .ok_or_else(|| Failed::missing("namespace").into())
 }
 
 /// The namespace of `host` (always set on objects read from the API server); another than its
 /// machine's when an inventory admits claims from other namespaces.
 pub fn host_namespace(host: &MaasHost) -> Result<String> {
-    host.namespace().ok_or(Error::MissingMetadata("namespace"))
+    host.namespace()
+        .ok_or_else(|| Failed::missing("namespace").into())
 }
 
 /// The MaasMachine API of `mm`'s namespace.
@@ -72,7 +75,7 @@ impl State {
         let fresh = mm_api(ctx, mm)?
             .get_opt(&mm.name_any())
             .await
-            .map_err(Error::kube("reading the MaasMachine"))?;
+            .map_err(failed("reading the MaasMachine"))?;
         match fresh {
             Some(fresh) => Ok(Some(Self::observe(ctx, fresh).await?)),
             None => Ok(None),
@@ -181,7 +184,7 @@ pub async fn find_host(ctx: &Ctx, mm: &MaasMachine, ns: &str) -> Result<Option<M
         let host = api
             .get_opt(&name)
             .await
-            .map_err(Error::kube(format!("reading host {host_ns}/{name}")))?;
+            .map_err(failed(format!("reading host {host_ns}/{name}")))?;
         if let Some(host) = host.filter(|h| claimed_by(h, mm)) {
             return Ok(Some(host));
         }
@@ -231,8 +234,8 @@ pub async fn apply_owned(
 ) -> Result<MaasMachine> {
     let rv = mm
         .resource_version()
-        .ok_or(Error::MissingMetadata("resourceVersion"))?;
-    apply_status_at(
+        .ok_or(Failed::missing("resourceVersion"))?;
+    let written = apply_status_at(
         &mm_api(ctx, mm)?,
         &mm.name_any(),
         &ctx.base.field_manager,
@@ -240,7 +243,8 @@ pub async fn apply_owned(
         &rv,
     )
     .await
-    .map_err(Error::runtime(action))
+    .map_err(failed(action))?;
+    Ok(written)
 }
 
 /// Whether `claim` was made for this very MaasMachine (same UID as its controller owner).
@@ -265,7 +269,7 @@ async fn observe_data(
     let claim = Api::<MaasDataClaim>::namespaced(ctx.base.client.clone(), ns)
         .get_opt(&mm.name_any())
         .await
-        .map_err(Error::kube("reading the MaasDataClaim"))?
+        .map_err(failed("reading the MaasDataClaim"))?
         .filter(|c| made_for(c, mm));
     let recorded = claim
         .as_ref()
@@ -276,7 +280,7 @@ async fn observe_data(
         Some(name) => Api::<MaasData>::namespaced(ctx.base.client.clone(), ns)
             .get_opt(&name)
             .await
-            .map_err(Error::kube("reading the MaasData"))?,
+            .map_err(failed("reading the MaasData"))?,
         None => None,
     };
     Ok((claim, data))

@@ -62,7 +62,7 @@ pub async fn link_node(
             Ok(None) => continue,
             Err(e) if is_not_found(&e) => continue,
             Err(source) => {
-                return Err(Error::Workload {
+                return Err(Error::WorkloadApi {
                     cluster: cluster.to_owned(),
                     action: format!("reading Node {name}"),
                     source,
@@ -84,7 +84,7 @@ pub async fn link_node(
                 nodes
                     .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
                     .await
-                    .map_err(|source| Error::Workload {
+                    .map_err(|source| Error::WorkloadApi {
                         cluster: cluster.to_owned(),
                         action: format!("setting providerID on Node {name}"),
                         source,

@@ -1,6 +1,7 @@
 //! `reconcile`: observe the MaasRemediation's world, [`decide`] the next step, perform it, and
 //! decide again on the updated state until a step waits.
 
+use capmaas_runtime::error::Failed;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -116,7 +117,7 @@ async fn act(ctx: &Ctx, state: &mut State, step: Step, now: &Time) -> Result<Flo
         Step::WorkloadUnreachable => Err(state
             .workload_error
             .take()
-            .unwrap_or_else(|| Error::Conflict("reading the workload Node".to_owned()))),
+            .unwrap_or_else(|| Error::from(Failed::conflict("reading the workload Node")))),
         Step::BackupNode => {
             writes::record_backup(ctx, state).await?;
             Ok(Flow::Continue)

@@ -1,43 +1,25 @@
 //! Errors of the remediation-controller, classified for metrics and requeue.
 
 use capmaas_runtime::controller::workload::WorkloadError;
+use capmaas_runtime::error::Failed;
 use capmaas_runtime::{ErrorCategory, Requeue};
 
-/// Errors of one reconcile.
-#[derive(Debug, thiserror::Error)]
+/// Errors of one reconcile. The category of each is its variant name in snake_case; the kit's
+/// failures carry their own ([`capmaas_runtime::Error`]).
+#[derive(Debug, thiserror::Error, strum::IntoStaticStr)]
+#[strum(serialize_all = "snake_case")]
 pub enum Error {
-    /// A call to the management cluster's API failed.
-    #[error("{action}")]
-    Kube {
-        /// What was being done, e.g. `reading Machine m1`.
-        action: String,
-        /// The API error.
-        #[source]
-        source: kube::Error,
-    },
-    /// A write through the runtime's helpers (status apply, finalizer patch) failed for another
-    /// reason than an API error or a conflict.
-    #[error("{action}")]
-    Runtime {
-        /// What was being done.
-        action: &'static str,
-        /// The runtime error.
-        #[source]
-        source: capmaas_runtime::Error,
-    },
-    /// The object lacks metadata the API server always sets (namespace, UID).
-    #[error("object without {0}")]
-    MissingMetadata(&'static str),
-    /// A value could not be encoded or decoded (a backup, a Machine).
-    #[error("cannot encode or decode {0}")]
-    Json(&'static str, #[source] serde_json::Error),
+    /// A call to the management cluster's API, a kit write (status, finalizer) or an encoding
+    /// failed, lost a race, or found the object gone.
+    #[error(transparent)]
+    Kit(#[from] Failed),
     /// The workload cluster's kubeconfig Secret is missing, unreadable, unusable or refused.
     #[error(transparent)]
     WorkloadKubeconfig(#[from] WorkloadError),
     /// A call to the workload cluster's API failed: never a reason to power anything, so the
     /// remediation waits (with backoff) until the cluster answers.
     #[error("workload cluster {cluster}: {action}")]
-    Workload {
+    WorkloadApi {
         /// `<namespace>/<cluster>`.
         cluster: String,
         /// What was being done.
@@ -46,47 +28,17 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
-    /// Another writer changed an object between our read and write.
-    #[error("conflict while {0}; retrying with fresh data")]
-    Conflict(String),
 }
 
 impl Error {
-    /// Wraps a management-cluster API error with what was being done; a 409 becomes
-    /// [`Error::Conflict`] so the step loop reads again.
-    pub fn kube(action: impl Into<String>) -> impl FnOnce(kube::Error) -> Self {
-        let action = action.into();
-        move |source| {
-            if is_conflict(&source) {
-                Self::Conflict(action)
-            } else {
-                Self::Kube { action, source }
-            }
-        }
-    }
-
-    /// Maps an error of the runtime's write helpers: a lost race or an object gone meanwhile
-    /// becomes [`Error::Conflict`], so the step loop reads again and decides again.
-    pub fn runtime(action: &'static str) -> impl FnOnce(capmaas_runtime::Error) -> Self {
-        move |source| match source {
-            e if e.is_conflict() => Self::Conflict(action.to_owned()),
-            capmaas_runtime::Error::Gone(_) => Self::Conflict(action.to_owned()),
-            capmaas_runtime::Error::Kube(source) => Self::Kube {
-                action: action.to_owned(),
-                source,
-            },
-            source => Self::Runtime { action, source },
-        }
-    }
-
-    /// Wraps a workload-cluster API error; a 409 becomes [`Error::Conflict`].
+    /// Wraps a workload-cluster API error; a 409 is a lost race like any other.
     pub fn workload(cluster: &str, action: impl Into<String>) -> impl FnOnce(kube::Error) -> Self {
         let (cluster, action) = (cluster.to_owned(), action.into());
         move |source| {
             if is_conflict(&source) {
-                Self::Conflict(action)
+                Failed::conflict(action).into()
             } else {
-                Self::Workload {
+                Self::WorkloadApi {
                     cluster,
                     action,
                     source,
@@ -95,9 +47,10 @@ impl Error {
         }
     }
 
-    /// Whether the step loop should read again and decide again.
+    /// Whether the step loop should read again and decide again: a write lost a race (a
+    /// guarded patch, or 409 Conflict), or a kit write found the object gone meanwhile.
     pub fn is_conflict(&self) -> bool {
-        matches!(self, Self::Conflict(_))
+        matches!(self, Self::Kit(e) if e.is_conflict() || e.is_gone())
     }
 }
 
@@ -106,22 +59,17 @@ pub use capmaas_runtime::error::{is_conflict, is_not_found};
 impl ErrorCategory for Error {
     fn category(&self) -> &'static str {
         match self {
-            Self::Kube { .. } => "kube_api",
-            Self::Runtime { .. } => "runtime",
-            Self::MissingMetadata(_) => "invalid_object",
-            Self::Json(..) => "json",
-            Self::WorkloadKubeconfig(_) => "workload_kubeconfig",
-            Self::Workload { .. } => "workload_api",
-            Self::Conflict(_) => "conflict",
+            Self::Kit(e) => e.category(),
+            domain => domain.into(),
         }
     }
 
     fn requeue(&self) -> Requeue {
         match self {
-            // A person must fix the object or the Secret; the long fixed delay (or any change
-            // to the remediation) brings the next attempt.
-            Self::MissingMetadata(_)
-            | Self::WorkloadKubeconfig(
+            Self::Kit(e) => e.requeue(),
+            // A person must fix the Secret; the long fixed delay (or any change to the
+            // remediation) brings the next attempt.
+            Self::WorkloadKubeconfig(
                 WorkloadError::Refused { .. } | WorkloadError::Invalid { .. },
             ) => Requeue::InvalidSpec,
             _ => Requeue::Transient,
@@ -140,6 +88,8 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 mod tests {
     #![allow(clippy::unwrap_used)]
 
+    use capmaas_runtime::error::failed;
+
     use super::*;
 
     fn api(code: u16) -> kube::Error {
@@ -152,7 +102,7 @@ mod tests {
 
     #[test]
     fn conflicts_are_quiet_and_spec_problems_wait() {
-        assert!(Error::kube("patching")(api(409)).is_conflict());
+        assert!(Error::from(failed("patching")(api(409))).is_conflict());
         assert!(Error::workload("ns/c", "patching Node n")(api(409)).quiet());
         let down = Error::workload("ns/c", "reading Node n")(api(503));
         assert_eq!(down.category(), "workload_api");
@@ -166,15 +116,19 @@ mod tests {
             secret: "ns/c-kubeconfig".into(),
         });
         assert_eq!(missing.requeue(), Requeue::Transient);
-        let gone = Error::runtime("adding the finalizer")(capmaas_runtime::Error::Gone("r".into()));
-        assert!(gone.is_conflict());
-        assert!(matches!(
-            Error::runtime("writing the status")(capmaas_runtime::Error::Kube(api(500))),
-            Error::Kube { .. }
+        let gone = Error::from(failed("adding the finalizer")(
+            capmaas_runtime::Error::Gone("r".into()),
         ));
+        assert!(gone.is_conflict());
+        let failed_write = Error::from(failed("writing the status")(api(500)));
+        assert!(!failed_write.is_conflict());
+        assert_eq!(failed_write.category(), "kube_api");
         assert_eq!(
-            Error::Json("backup", serde_json::from_str::<u8>("x").unwrap_err()).category(),
-            "json"
+            Error::from(failed("encoding the Node backup")(
+                serde_json::from_str::<u8>("x").unwrap_err()
+            ))
+            .category(),
+            "serialize"
         );
     }
 }

@@ -2,12 +2,14 @@
 //! written by merge patch (no other key is touched, so no resourceVersion guard is needed).
 
 use capmaas_api::MaasHost;
+use capmaas_runtime::error::Failed;
+use capmaas_runtime::error::failed;
 use kube::api::{Patch, PatchParams};
 use kube::{Api, ResourceExt};
 use serde_json::json;
 
 use crate::context::Ctx;
-use crate::error::{Error, Result, is_not_found};
+use crate::error::{Result, is_not_found};
 use crate::state::{State, namespace};
 
 /// Sets (`Some`) or removes (`None`) annotation `key` on host `name`, and puts the answer
@@ -43,8 +45,8 @@ pub(crate) async fn annotate(
     };
     let updated = match api.patch(name, &params, &Patch::Merge(&patch)).await {
         Ok(host) => host,
-        Err(e) if is_not_found(&e) => return Err(Error::Conflict(action())),
-        Err(e) => return Err(Error::kube(action())(e)),
+        Err(e) if is_not_found(&e) => return Err(Failed::conflict(action()).into()),
+        Err(e) => return Err(failed(action())(e).into()),
     };
     if state.host.as_ref().is_some_and(|h| h.name_any() == name) {
         state.host = Some(updated);

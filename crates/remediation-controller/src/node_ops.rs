@@ -2,6 +2,7 @@
 //! Node's resourceVersion or UID (the taint list is replaced whole, and a re-registered Node
 //! must never be deleted for the old one).
 
+use capmaas_runtime::error::Failed;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
 use kube::{Api, ResourceExt};
@@ -79,7 +80,7 @@ async fn patch_node(
         .await
         .map_err(|e| {
             if is_not_found(&e) {
-                Error::Conflict(format!("{what} Node {name}"))
+                Error::from(Failed::conflict(format!("{what} Node {name}")))
             } else {
                 Error::workload(&cluster, format!("{what} Node {name}"))(e)
             }
@@ -93,7 +94,7 @@ async fn nodes(ctx: &Ctx, state: &State) -> Result<(Api<Node>, String)> {
     let ns = namespace(&state.remediation)?;
     let cluster = state
         .cluster_name()
-        .ok_or(Error::MissingMetadata("cluster name"))?;
+        .ok_or(Failed::missing("cluster name"))?;
     let client = ctx.workload.client(&ns, &cluster).await?;
     Ok((Api::all(client), format!("{ns}/{cluster}")))
 }

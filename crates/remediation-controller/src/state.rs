@@ -2,6 +2,7 @@
 //! and the step modules: it imports neither. A workload cluster that does not answer is
 //! recorded, not returned: deleting a remediation must still stop holding its server off.
 
+use capmaas_runtime::error::{Failed, failed};
 use std::time::Duration;
 
 use capmaas_api::capi::{Cluster, Machine};
@@ -117,7 +118,8 @@ pub fn settled(r: &MaasRemediation) -> bool {
 
 /// The namespace of `r` (always set on objects read from the API server).
 pub fn namespace(r: &MaasRemediation) -> Result<String> {
-    r.namespace().ok_or(Error::MissingMetadata("namespace"))
+    r.namespace()
+        .ok_or_else(|| Failed::missing("namespace").into())
 }
 
 /// The MaasRemediation API of `r`'s namespace.
@@ -138,7 +140,7 @@ impl State {
         let fresh = api(ctx, r)?
             .get_opt(&r.name_any())
             .await
-            .map_err(Error::kube("reading the MaasRemediation"))?;
+            .map_err(failed("reading the MaasRemediation"))?;
         match fresh {
             Some(fresh) => Ok(Some(Self::observe(ctx, fresh).await?)),
             None => Ok(None),
@@ -150,7 +152,7 @@ impl State {
     pub async fn observe(ctx: &Ctx, remediation: MaasRemediation) -> Result<Self> {
         let ns = namespace(&remediation)?;
         if remediation.metadata.uid.is_none() {
-            return Err(Error::MissingMetadata("uid"));
+            return Err(Failed::missing("uid").into());
         }
         let (machine, owner_remediated) = read_machine(ctx, &ns, &remediation.name_any()).await?;
         // A Machine re-created under the remediation's name is not the one it was made for.
@@ -159,7 +161,7 @@ impl State {
             Some(name) => Api::<Cluster>::namespaced(ctx.base.client.clone(), &ns)
                 .get_opt(&name)
                 .await
-                .map_err(Error::kube(format!("reading Cluster {name}")))?,
+                .map_err(failed(format!("reading Cluster {name}")))?,
             None => None,
         };
         let mm_name = machine
@@ -170,7 +172,7 @@ impl State {
             Some(name) => Api::<MaasMachine>::namespaced(ctx.base.client.clone(), &ns)
                 .get_opt(&name)
                 .await
-                .map_err(Error::kube(format!("reading MaasMachine {name}")))?,
+                .map_err(failed(format!("reading MaasMachine {name}")))?,
             None => None,
         };
         let host_ref = maas_machine
@@ -186,7 +188,7 @@ impl State {
             Some(name) => hosts
                 .get_opt(name)
                 .await
-                .map_err(Error::kube(format!("reading MaasHost {name}")))?,
+                .map_err(failed(format!("reading MaasHost {name}")))?,
             None => None,
         };
         // `status.hostRef` is only the machine's claim intent: a host claimed by anyone else
@@ -265,7 +267,7 @@ async fn read_machine(ctx: &Ctx, ns: &str, name: &str) -> Result<(Option<Machine
     let raw = Api::<DynamicObject>::namespaced_with(ctx.base.client.clone(), ns, &resource)
         .get_opt(name)
         .await
-        .map_err(Error::kube(format!("reading Machine {name}")))?;
+        .map_err(failed(format!("reading Machine {name}")))?;
     let Some(raw) = raw else {
         return Ok((None, false));
     };
@@ -276,7 +278,7 @@ async fn read_machine(ctx: &Ctx, ns: &str, name: &str) -> Result<(Option<Machine
         .any(|c| c["type"] == CONDITION_OWNER_REMEDIATED && c["status"] == "False");
     let machine = serde_json::to_value(raw)
         .and_then(serde_json::from_value::<Machine>)
-        .map_err(|e| Error::Json("the Machine", e))?;
+        .map_err(failed("decoding the Machine"))?;
     Ok((Some(machine), owner_remediated))
 }
 
@@ -306,7 +308,7 @@ async fn held_elsewhere(
         let fresh = Api::<MaasHost>::namespaced(ctx.base.client.clone(), &ns)
             .get_opt(&name)
             .await
-            .map_err(Error::kube(format!("reading MaasHost {ns}/{name}")))?;
+            .map_err(failed(format!("reading MaasHost {ns}/{name}")))?;
         out.extend(fresh.filter(|h| state.holds(h)));
     }
     Ok(out)

@@ -4,6 +4,7 @@ use capmaas_api::MaasRemediationStatus;
 use capmaas_api::capi::Machine;
 use capmaas_api::keys::FINALIZER_MAAS_REMEDIATION;
 use capmaas_runtime::controller::finalizer;
+use capmaas_runtime::error::failed;
 use capmaas_runtime::status::Guard;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Patch, PatchParams};
@@ -11,7 +12,7 @@ use kube::{Api, Resource, ResourceExt};
 use serde_json::json;
 
 use crate::context::Ctx;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::keys::{CONDITION_OWNER_REMEDIATED, REASON_WAITING_FOR_REMEDIATION};
 use crate::node::Backup;
 use crate::state::{State, api, namespace};
@@ -33,7 +34,7 @@ pub(crate) async fn write_status(
         Guard::ResourceVersion,
     )
     .await
-    .map_err(Error::runtime("writing the status"))?;
+    .map_err(failed("writing the status"))?;
     if let Some(written) = written {
         state.remediation = written;
     }
@@ -50,7 +51,7 @@ pub(crate) async fn add_finalizer(ctx: &Ctx, state: &mut State) -> Result<()> {
         &ctx.base.field_manager,
     )
     .await
-    .map_err(Error::runtime("adding the finalizer"))?;
+    .map_err(failed("adding the finalizer"))?;
     Ok(())
 }
 
@@ -64,7 +65,7 @@ pub(crate) async fn remove_finalizer(ctx: &Ctx, state: &mut State) -> Result<()>
         &ctx.base.field_manager,
     )
     .await
-    .map_err(Error::runtime("removing the finalizer"))?;
+    .map_err(failed("removing the finalizer"))?;
     if let Some(r) = removed {
         state.remediation = r;
     }
@@ -79,7 +80,7 @@ pub(crate) async fn record_backup(ctx: &Ctx, state: &mut State) -> Result<()> {
     };
     let annotations = Backup::of(node)
         .to_annotations(&node.name_any())
-        .map_err(|e| Error::Json("the Node backup", e))?;
+        .map_err(failed("encoding the Node backup"))?;
     let r = &state.remediation;
     let patch = json!({
         "metadata": {"resourceVersion": r.resource_version(), "annotations": annotations}
@@ -91,7 +92,7 @@ pub(crate) async fn record_backup(ctx: &Ctx, state: &mut State) -> Result<()> {
     state.remediation = api(ctx, r)?
         .patch(&r.name_any(), &params, &Patch::Merge(&patch))
         .await
-        .map_err(Error::kube("recording the Node backup"))?;
+        .map_err(failed("recording the Node backup"))?;
     Ok(())
 }
 
@@ -125,9 +126,7 @@ pub(crate) async fn hand_back_machine(
             &Patch::Apply(&body),
         )
         .await
-        .map_err(Error::kube(format!(
-            "setting OwnerRemediated on Machine {name}"
-        )))?;
+        .map_err(failed(format!("setting OwnerRemediated on Machine {name}")))?;
     state.owner_remediated = true;
     Ok(())
 }

@@ -135,7 +135,7 @@ where
     tokio::time::timeout(deadline, call)
         .await
         .map_err(|_| Error::Timeout(deadline))?
-        .map_err(Error::Kube)
+        .map_err(Error::KubeApi)
 }
 
 #[cfg(test)]

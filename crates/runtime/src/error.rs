@@ -42,8 +42,13 @@ pub trait ErrorCategory {
 /// Boxed error returned by a controller future run under [`crate::Runtime::run`].
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
-/// Errors of the runtime plumbing itself (startup, admin server, leader election, status writes).
-#[derive(Debug, thiserror::Error)]
+/// Errors of the runtime plumbing itself (startup, admin server, leader election) and of the
+/// kit's writes (status, finalizers): the vocabulary every controller shares through [`Failed`].
+///
+/// The metric and log category of each is its variant name in snake_case (`KubeApi` is
+/// `kube_api`), so labels cannot drift from the types.
+#[derive(Debug, thiserror::Error, strum::IntoStaticStr)]
+#[strum(serialize_all = "snake_case")]
 pub enum Error {
     /// A command-line value could not be used.
     #[error("invalid argument {flag}: {reason}")]
@@ -67,7 +72,7 @@ pub enum Error {
     InferConfig(#[source] kube::config::InferConfigError),
     /// A Kubernetes API call or client construction failed.
     #[error("Kubernetes API error")]
-    Kube(#[source] kube::Error),
+    KubeApi(#[source] kube::Error),
     /// A value could not be serialized to JSON.
     #[error("cannot serialize to JSON")]
     Serialize(#[source] serde_json::Error),
@@ -123,7 +128,7 @@ impl Error {
     pub fn is_conflict(&self) -> bool {
         match self {
             Self::Conflict(_) => true,
-            Self::Kube(e) => is_conflict(e),
+            Self::KubeApi(e) => is_conflict(e),
             _ => false,
         }
     }
@@ -141,27 +146,18 @@ pub fn is_not_found(e: &kube::Error) -> bool {
 }
 
 impl ErrorCategory for Error {
+    /// The variant name in snake_case; a lost race is `conflict` whichever variant carries it
+    /// (a 409 answer is a `KubeApi` error).
     fn category(&self) -> &'static str {
-        match self {
-            Self::InvalidArgument { .. } => "invalid_argument",
-            Self::Kubeconfig { .. } | Self::InferConfig(_) => "kube_config",
-            Self::Kube(_) => "kube_api",
-            Self::Timeout(_) => "timeout",
-            Self::Serialize(_) => "serialize",
-            Self::Resolve { .. } | Self::Bind { .. } => "listen",
-            Self::Signal(_) => "signal",
-            Self::Telemetry(_) => "telemetry",
-            Self::LeaderElectionStopped => "leader_election",
-            Self::Controller(_) => "controller",
-            Self::Conflict(_) => "conflict",
-            Self::Gone(_) => "gone",
-            Self::MissingMetadata(_) => "missing_metadata",
+        if self.is_conflict() {
+            return "conflict";
         }
+        self.into()
     }
 
     fn requeue(&self) -> Requeue {
         match self {
-            Self::InvalidArgument { .. } => Requeue::InvalidSpec,
+            Self::InvalidArgument { .. } | Self::MissingMetadata(_) => Requeue::InvalidSpec,
             _ => Requeue::Transient,
         }
     }
@@ -171,9 +167,81 @@ impl ErrorCategory for Error {
     }
 }
 
+/// A failure of the shared vocabulary ([`Error`]) while doing `action`: the variant every
+/// controller's error wraps beside its domain variants (`Kit(#[from] Failed)`), built with
+/// [`failed`]. Its category, requeue class and quietness are its source's.
+#[derive(Debug, thiserror::Error)]
+#[error("{action}")]
+pub struct Failed {
+    /// What was being done, e.g. `writing the status`.
+    pub action: std::borrow::Cow<'static, str>,
+    /// What failed.
+    #[source]
+    pub source: Error,
+}
+
+/// Wraps an error of the shared vocabulary (a kube error, a kit write's error) with what was
+/// being done: `.map_err(failed("patching the spec"))?`.
+pub fn failed<E: Into<Error>>(
+    action: impl Into<std::borrow::Cow<'static, str>>,
+) -> impl FnOnce(E) -> Failed {
+    let action = action.into();
+    move |source| Failed {
+        action,
+        source: source.into(),
+    }
+}
+
+impl Failed {
+    /// `action` lost an optimistic-concurrency race: read again and decide again.
+    pub fn conflict(action: impl Into<std::borrow::Cow<'static, str>>) -> Self {
+        failed(action)(Error::Conflict("the object changed since it was read"))
+    }
+
+    /// The object lacks `what` (metadata the API server always sets).
+    pub fn missing(what: &'static str) -> Self {
+        failed("reading the object")(Error::MissingMetadata(what))
+    }
+
+    /// Whether the write lost an optimistic-concurrency race ([`Error::is_conflict`]).
+    pub fn is_conflict(&self) -> bool {
+        self.source.is_conflict()
+    }
+
+    /// Whether the object was deleted while a kit write was writing it.
+    pub fn is_gone(&self) -> bool {
+        matches!(self.source, Error::Gone(_))
+    }
+
+    /// Whether the API server answered 404 Not Found.
+    pub fn is_not_found(&self) -> bool {
+        matches!(&self.source, Error::KubeApi(e) if is_not_found(e))
+    }
+}
+
+impl ErrorCategory for Failed {
+    fn category(&self) -> &'static str {
+        self.source.category()
+    }
+
+    fn requeue(&self) -> Requeue {
+        self.source.requeue()
+    }
+
+    fn quiet(&self) -> bool {
+        self.source.quiet()
+    }
+}
+
 impl From<kube::Error> for Error {
     fn from(e: kube::Error) -> Self {
-        Self::Kube(e)
+        Self::KubeApi(e)
+    }
+}
+
+impl From<serde_json::Error> for Error {
+    fn from(e: serde_json::Error) -> Self {
+        Self::Serialize(e)
     }
 }
 
@@ -224,7 +292,7 @@ mod tests {
         }
         assert_eq!(errors[0].category(), "invalid_argument");
         assert_eq!(errors[1].category(), "timeout");
-        assert_eq!(errors[3].category(), "leader_election");
+        assert_eq!(errors[3].category(), "leader_election_stopped");
     }
 
     #[test]

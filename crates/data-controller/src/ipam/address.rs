@@ -6,6 +6,7 @@
 //! installation-wide lock goes too, and a live address without one (older than the lock, or
 //! moved in) gets it.
 
+use capmaas_runtime::error::{Failed, failed};
 use std::sync::Arc;
 
 use capmaas_api::capi_ipam::{IPAddress, IPAddressClaim};
@@ -18,7 +19,7 @@ use tracing::{debug, info};
 use super::address_lock;
 use super::context::Ctx;
 use super::decide::{is_orphan, may_release_address};
-use super::error::{Error, Result};
+use super::error::Result;
 use super::index::AddressEntry;
 
 /// Reconciles one `IPAddress` (the function the kit runs).
@@ -26,9 +27,7 @@ pub async fn reconcile(address: Arc<IPAddress>, ctx: Arc<Ctx>) -> Result<Action>
     let Some(entry) = AddressEntry::of(&address) else {
         return Ok(Action::await_change());
     };
-    let ns = address
-        .namespace()
-        .ok_or(Error::MissingMetadata("namespace"))?;
+    let ns = address.namespace().ok_or(Failed::missing("namespace"))?;
     if !entry.deleting {
         return collect_orphan(&address, &entry, &ns, &ctx).await;
     }
@@ -39,7 +38,7 @@ pub async fn reconcile(address: Arc<IPAddress>, ctx: Arc<Ctx>) -> Result<Action>
     let claim = Api::<IPAddressClaim>::namespaced(ctx.base.client.clone(), &ns)
         .get_opt(&entry.claim)
         .await
-        .map_err(Error::kube("get IPAddressClaim"))?;
+        .map_err(failed("get IPAddressClaim"))?;
     if let Some(claim) = &claim
         && let Some(why) = ctx.claim_pause(claim, ctx.pool(&ns, &entry.pool.name).as_deref())
     {
@@ -58,7 +57,7 @@ pub async fn reconcile(address: Arc<IPAddress>, ctx: Arc<Ctx>) -> Result<Action>
         &ctx.base.field_manager,
     )
     .await
-    .map_err(Error::Finalizer)?;
+    .map_err(failed("updating the finalizer"))?;
     info!(claim = entry.claim, "address released");
     address_lock::release_of(&ctx, &address).await?;
     Ok(Action::await_change())
@@ -87,7 +86,7 @@ async fn collect_orphan(
     let claim = Api::<IPAddressClaim>::namespaced(ctx.base.client.clone(), ns)
         .get_opt(&entry.claim)
         .await
-        .map_err(Error::kube("get IPAddressClaim"))?;
+        .map_err(failed("get IPAddressClaim"))?;
     if !is_orphan(entry, claim.as_ref()) {
         if let Some(claim) = &claim {
             address_lock::ensure(ctx, address, entry, claim).await?;
@@ -109,7 +108,7 @@ async fn collect_orphan(
             "orphaned address deleted: its claim is gone"
         ),
         Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => {}
-        Err(e) => return Err(Error::kube("delete IPAddress")(e)),
+        Err(e) => return Err(failed("delete IPAddress")(e).into()),
     }
     Ok(Action::await_change())
 }

@@ -11,6 +11,7 @@
 //!
 //! Stale locks are the lock reconciler's ([`super::lock`]).
 
+use capmaas_runtime::error::{Failed, failed};
 use std::net::IpAddr;
 use std::sync::Arc;
 
@@ -45,11 +46,9 @@ pub(crate) fn cached(ctx: &Ctx, address: IpAddr) -> Option<Arc<MaasIPAddressLock
 
 fn holder_of(claim: &IPAddressClaim) -> Result<LockHolder> {
     Ok(LockHolder {
-        namespace: claim
-            .namespace()
-            .ok_or(Error::MissingMetadata("namespace"))?,
+        namespace: claim.namespace().ok_or(Failed::missing("namespace"))?,
         name: claim.name_any(),
-        uid: claim.uid().ok_or(Error::MissingMetadata("uid"))?,
+        uid: claim.uid().ok_or(Failed::missing("uid"))?,
     })
 }
 
@@ -74,12 +73,12 @@ pub(crate) async fn acquire(
         match api(ctx).create(&PostParams::default(), &lock).await {
             Ok(_) => return Ok(Acquired::Held),
             Err(kube::Error::Api(s)) if s.code == 409 => {}
-            Err(e) => return Err(Error::kube("create MaasIPAddressLock")(e)),
+            Err(e) => return Err(failed("create MaasIPAddressLock")(e).into()),
         }
         let found = api(ctx)
             .get_opt(&lock_name(address))
             .await
-            .map_err(Error::kube("get MaasIPAddressLock"))?;
+            .map_err(failed("get MaasIPAddressLock"))?;
         match lock_state(found.as_ref(), &holder.uid) {
             LockState::Theirs(other) => return Ok(Acquired::TakenBy(other)),
             // Taken by an earlier attempt for this claim.
@@ -100,7 +99,7 @@ pub(crate) async fn release(ctx: &Ctx, address: IpAddr, claim_uid: &str) -> Resu
         _ => api(ctx)
             .get_opt(&name)
             .await
-            .map_err(Error::kube("get MaasIPAddressLock"))?,
+            .map_err(failed("get MaasIPAddressLock"))?,
     };
     let Some(lock) = lock.filter(|l| l.held_by(claim_uid)) else {
         return Ok(());
@@ -120,7 +119,7 @@ pub(crate) async fn delete_exact(ctx: &Ctx, lock: &MaasIPAddressLock) -> Result<
         &ctx.base.field_manager,
     )
     .await
-    .map_err(Error::Finalizer)?
+    .map_err(failed("updating the finalizer"))?
     else {
         return Ok(());
     };
@@ -138,7 +137,7 @@ pub(crate) async fn delete_exact(ctx: &Ctx, lock: &MaasIPAddressLock) -> Result<
     match api(ctx).delete(&lock.name_any(), &params).await {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Ok(()),
-        Err(e) => Err(Error::kube("delete MaasIPAddressLock")(e)),
+        Err(e) => Err(failed("delete MaasIPAddressLock")(e).into()),
     }
 }
 

@@ -6,6 +6,7 @@
 //! or a second create of the same address (another replica, a stale cache), means the next
 //! free address is tried. Releasing deletes the `IPAddress` first and the lock after it.
 
+use capmaas_runtime::error::{Failed, failed};
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -28,7 +29,7 @@ use super::decide::{
     belongs_to, decide_claim,
 };
 use super::decide::{LockState, lock_state};
-use super::error::{Error, Result};
+use super::error::Result;
 use super::index::{AddressEntry, PoolKey};
 use super::layout::PoolLayout;
 use super::status::{
@@ -50,9 +51,7 @@ pub async fn reconcile(claim: Arc<IPAddressClaim>, ctx: Arc<Ctx>) -> Result<Acti
     if !claim.spec.pool_ref.is_maas_ip_pool() || !ctx.wait_synced().await {
         return Ok(Action::await_change());
     }
-    let ns = claim
-        .namespace()
-        .ok_or(Error::MissingMetadata("namespace"))?;
+    let ns = claim.namespace().ok_or(Failed::missing("namespace"))?;
     let api: Api<IPAddressClaim> = Api::namespaced(ctx.base.client.clone(), &ns);
     let mut claim = claim.as_ref().clone();
     loop {
@@ -99,7 +98,7 @@ pub async fn reconcile(claim: Arc<IPAddressClaim>, ctx: Arc<Ctx>) -> Result<Acti
                     &ctx.base.field_manager,
                 )
                 .await
-                .map_err(Error::Finalizer)?;
+                .map_err(failed("updating the finalizer"))?;
                 info!(addresses = ?names, "claim released");
                 Ok(Action::await_change())
             }
@@ -111,7 +110,7 @@ pub async fn reconcile(claim: Arc<IPAddressClaim>, ctx: Arc<Ctx>) -> Result<Acti
                     &ctx.base.field_manager,
                 )
                 .await
-                .map_err(Error::Finalizer)?;
+                .map_err(failed("updating the finalizer"))?;
                 continue;
             }
             ClaimStep::Fail { reason, message } => {
@@ -175,7 +174,7 @@ async fn bind(
         let fresh = api
             .get_opt(&claim.name_any())
             .await
-            .map_err(Error::kube("get IPAddressClaim"))?;
+            .map_err(failed("get IPAddressClaim"))?;
         if fresh.as_ref().and_then(|c| c.address_ref()) != Some(keep.name.as_str()) {
             return Ok(Action::requeue(RACE_RETRY));
         }
@@ -246,7 +245,7 @@ async fn allocate_skipping(
     let ns = claim.namespace().unwrap_or_default();
     let key = PoolKey::of(pool);
     let addresses: Api<IPAddress> = Api::namespaced(ctx.base.client.clone(), &ns);
-    let uid = claim.uid().ok_or(Error::MissingMetadata("uid"))?;
+    let uid = claim.uid().ok_or(Failed::missing("uid"))?;
     let mut attempts = 0;
     while attempts < MAX_ATTEMPTS {
         let picked = {
@@ -266,7 +265,7 @@ async fn allocate_skipping(
         };
         let Some(object) = address_object(claim, pool, layout, addr) else {
             ctx.index().unreserve(&key, addr);
-            return Err(Error::MissingMetadata("uid"));
+            return Err(Failed::missing("uid").into());
         };
         let name = object.name_any();
         // Locked by a claim of another pool (an overlap the webhook warned about), or one
@@ -331,7 +330,7 @@ async fn allocate_skipping(
             }
             Err(e) => {
                 ctx.index().unreserve(&key, addr);
-                return Err(Error::kube("create IPAddress")(e));
+                return Err(failed("create IPAddress")(e).into());
             }
         }
     }
@@ -392,7 +391,7 @@ async fn write_status(
         Guard::ResourceVersion,
     )
     .await
-    .map_err(Error::Status)?;
+    .map_err(failed("writing the status"))?;
     Ok(written.is_some())
 }
 
@@ -402,7 +401,7 @@ async fn fetch_own(ctx: &Ctx, claim: &IPAddressClaim, name: &str) -> Result<Opti
     let found = Api::<IPAddress>::namespaced(ctx.base.client.clone(), &ns)
         .get_opt(name)
         .await
-        .map_err(Error::kube("get IPAddress"))?;
+        .map_err(failed("get IPAddress"))?;
     let Some(found) = found else {
         return Ok(None);
     };
@@ -419,11 +418,7 @@ async fn fetch_own(ctx: &Ctx, claim: &IPAddressClaim, name: &str) -> Result<Opti
 pub(crate) async fn release_address(ctx: &Ctx, claim: &IPAddressClaim, name: &str) -> Result<()> {
     let ns = claim.namespace().unwrap_or_default();
     let api: Api<IPAddress> = Api::namespaced(ctx.base.client.clone(), &ns);
-    let Some(address) = api
-        .get_opt(name)
-        .await
-        .map_err(Error::kube("get IPAddress"))?
-    else {
+    let Some(address) = api.get_opt(name).await.map_err(failed("get IPAddress"))? else {
         return Ok(());
     };
     if !AddressEntry::of(&address).is_some_and(|e| belongs_to(&e, claim)) {
@@ -437,7 +432,7 @@ pub(crate) async fn release_address(ctx: &Ctx, claim: &IPAddressClaim, name: &st
         &ctx.base.field_manager,
     )
     .await
-    .map_err(Error::Finalizer)?
+    .map_err(failed("updating the finalizer"))?
     else {
         return Ok(());
     };
@@ -451,7 +446,7 @@ pub(crate) async fn release_address(ctx: &Ctx, claim: &IPAddressClaim, name: &st
     match api.delete(name, &params).await {
         Ok(_) => info!(ipaddress = name, "address released"),
         Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => {}
-        Err(e) => return Err(Error::kube("delete IPAddress")(e)),
+        Err(e) => return Err(failed("delete IPAddress")(e).into()),
     }
     address_lock::release_of(ctx, &address).await
 }

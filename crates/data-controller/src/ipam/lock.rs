@@ -3,6 +3,7 @@
 //! is deleted once it is [`STALE_AFTER`] old, after a fresh list confirms it. Taking and
 //! letting go of locks is [`super::address_lock`]'s.
 
+use capmaas_runtime::error::failed;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,7 +17,7 @@ use tracing::info;
 use super::address_lock::delete_exact;
 use super::context::Ctx;
 use super::decide::{LockDecision, decide_lock};
-use super::error::{Error, Result};
+use super::error::Result;
 use super::index::AddressEntry;
 
 /// Age after which a lock whose claim holds no `IPAddress` of its address is deleted. Far
@@ -56,7 +57,7 @@ async fn sweep(lock: &MaasIPAddressLock, ctx: &Ctx) -> Result<Action> {
     let addresses = Api::<IPAddress>::namespaced(ctx.base.client.clone(), ns)
         .list(&ListParams::default())
         .await
-        .map_err(Error::kube("list IPAddress"))?;
+        .map_err(failed("list IPAddress"))?;
     if addresses
         .items
         .iter()

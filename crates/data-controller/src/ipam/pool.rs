@@ -2,6 +2,7 @@
 //! (the printer columns), `PoolValid` with the layout error naming the field, `Ready`,
 //! `Paused`. A deleted pool waits until none of its `IPAddress`es is left.
 
+use capmaas_runtime::error::{Failed, failed};
 use std::sync::Arc;
 
 use capmaas_api::keys::FINALIZER_MAAS_IP_POOL;
@@ -14,7 +15,7 @@ use tracing::{debug, info};
 
 use super::context::Ctx;
 use super::decide::{PoolStep, decide_pool};
-use super::error::{Error, Result};
+use super::error::Result;
 use super::index::PoolKey;
 use super::status::{PoolFacts, owned_pool_status, paused_pool_status, pool_status};
 
@@ -23,9 +24,7 @@ pub async fn reconcile(pool: Arc<MaasIPPool>, ctx: Arc<Ctx>) -> Result<Action> {
     if !ctx.wait_synced().await {
         return Ok(Action::await_change());
     }
-    let ns = pool
-        .namespace()
-        .ok_or(Error::MissingMetadata("namespace"))?;
+    let ns = pool.namespace().ok_or(Failed::missing("namespace"))?;
     let api: Api<MaasIPPool> = Api::namespaced(ctx.base.client.clone(), &ns);
     let key = PoolKey::of(&pool);
     let mut pool = pool.as_ref().clone();
@@ -43,14 +42,14 @@ pub async fn reconcile(pool: Arc<MaasIPPool>, ctx: Arc<Ctx>) -> Result<Action> {
         PoolStep::RemoveFinalizer => {
             finalizer::remove(&api, &pool, FINALIZER_MAAS_IP_POOL, &ctx.base.field_manager)
                 .await
-                .map_err(Error::Finalizer)?;
+                .map_err(failed("updating the finalizer"))?;
             info!("pool has no address left; finalizer removed");
             return Ok(Action::await_change());
         }
         PoolStep::AddFinalizer => {
             pool = finalizer::add(&api, &pool, FINALIZER_MAAS_IP_POOL, &ctx.base.field_manager)
                 .await
-                .map_err(Error::Finalizer)?;
+                .map_err(failed("updating the finalizer"))?;
             None
         }
         PoolStep::WaitForAddresses(n) => Some(n),
@@ -126,6 +125,6 @@ async fn write_status(
         Guard::None,
     )
     .await
-    .map_err(Error::Status)?;
+    .map_err(failed("writing the status"))?;
     Ok(())
 }

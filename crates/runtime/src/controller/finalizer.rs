@@ -139,7 +139,7 @@ where
         Err(kube::Error::Api(s)) if s.code == 422 || s.code == 409 => {
             Err(Error::Conflict("the finalizer list changed"))
         }
-        Err(e) => Err(Error::Kube(e)),
+        Err(e) => Err(Error::KubeApi(e)),
     }
 }
 
