@@ -4,7 +4,6 @@ use capmaas_runtime::error::failed;
 use std::collections::BTreeSet;
 use std::net::IpAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
 use capmaas_api::conditions::{self as cond, reasons};
 use capmaas_api::keys::{self, FINALIZER_MAAS_DNS_RECORD};
@@ -15,13 +14,16 @@ use capmaas_runtime::status::{apply_status, now};
 use kube::api::Api;
 use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
-use maas_api_client::{DnsResource, DnsResourceSpec, MaasError};
+use maas_api_client::{DnsResourceSpec, MaasError};
 use tracing::info;
 
+use super::decide::{
+    CONFLICT_RETRY, DnsAction, FinalizerStep, Owned, deletable, finalizer_step, fqdn_holder,
+    in_sync, plan_dns, wanted_addresses,
+};
 use crate::context::Gateway;
 use crate::error::{Error, Result};
-use super::decide::*;
-use crate::ownership::{Deletion, Proofs};
+use crate::ownership::Deletion;
 
 /// Reconciles one MaasDNSRecord.
 pub async fn reconcile(record: Arc<MaasDNSRecord>, gw: Arc<Gateway>) -> Result<Action> {
@@ -253,4 +255,3 @@ async fn cleanup(record: &MaasDNSRecord, gw: &Gateway) -> Result<()> {
     }
     Ok(())
 }
-

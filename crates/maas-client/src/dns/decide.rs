@@ -1,24 +1,14 @@
-//! The pure decisions of the MaasDNSRecord reconciler: who holds an FQDN, what to do in MAAS, the finalizer step.
+//! The pure decisions of the MaasDNSRecord reconciler: who holds an FQDN, what to do in MAAS,
+//! the finalizer step.
 
-use capmaas_runtime::error::failed;
 use std::collections::BTreeSet;
 use std::net::IpAddr;
-use std::sync::Arc;
 use std::time::Duration;
 
-use capmaas_api::conditions::{self as cond, reasons};
-use capmaas_api::keys::{self, FINALIZER_MAAS_DNS_RECORD};
-use capmaas_api::{MaasDNSRecord, MaasDNSRecordStatus};
-use capmaas_runtime::conditions::{ConditionStatus, NewCondition, set_condition, summarize_ready};
-use capmaas_runtime::controller::finalizer;
-use capmaas_runtime::status::{apply_status, now};
-use kube::api::Api;
-use kube::runtime::controller::Action;
-use kube::{Resource, ResourceExt};
-use maas_api_client::{DnsResource, DnsResourceSpec, MaasError};
-use tracing::info;
+use capmaas_api::MaasDNSRecord;
+use kube::ResourceExt;
+use maas_api_client::DnsResource;
 
-use crate::context::Gateway;
 use crate::error::{Error, Result};
 use crate::ownership::{Deletion, Proofs};
 
@@ -70,7 +60,7 @@ impl Owned {
 }
 
 /// Retry of a record whose FQDN another record holds (it takes over once that one is gone).
-const CONFLICT_RETRY: Duration = Duration::from_secs(30);
+pub(super) const CONFLICT_RETRY: Duration = Duration::from_secs(30);
 
 /// `namespace/name` of the MaasDNSRecord that holds `record`'s FQDN, when it is another one:
 /// the oldest record naming that FQDN (creation time, then namespace/name), so every replica

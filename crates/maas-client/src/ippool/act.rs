@@ -1,12 +1,9 @@
 //! `reconcile` for MaasIPPools: reads MAAS, applies the plan of [`super::decide`], reports it in the pool's status.
 
 use capmaas_runtime::error::failed;
-use std::net::IpAddr;
 use std::sync::Arc;
 
 use capmaas_api::conditions::{self as cond, reasons};
-use capmaas_api::ipam::{IpPoolRange, MaasIPPoolSpec};
-use capmaas_api::ipam_net::{Family, from_u128, to_u128};
 use capmaas_api::keys::FINALIZER_MAAS_IP_POOL_RANGES;
 use capmaas_api::{MaasIPPool, MaasIPPoolStatus};
 use capmaas_runtime::conditions::{ConditionStatus, NewCondition, get_condition, set_condition};
@@ -16,12 +13,12 @@ use ipnet::IpNet;
 use kube::api::Api;
 use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
-use maas_api_client::{IpRange, IpRangeSpec, IpRangeType, MaasError};
+use maas_api_client::{IpRangeSpec, MaasError};
 use tracing::info;
 
+use super::decide::{PoolStep, RangeAction, comment, ours, plan_ranges, pool_step, wanted_ranges};
 use crate::context::Gateway;
 use crate::error::{Error, Result};
-use super::decide::*;
 use crate::ownership::Deletion;
 
 /// Reconciles one MaasIPPool.
@@ -226,4 +223,3 @@ async fn cleanup(pool: &MaasIPPool, gw: &Gateway) -> Result<()> {
     }
     Ok(())
 }
-

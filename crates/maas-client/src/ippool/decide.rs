@@ -1,26 +1,14 @@
-//! The pure decisions of the MaasIPPool reconciler: the ranges a pool wants, which MAAS ranges are ours, the plan, the finalizer step.
+//! The pure decisions of the MaasIPPool reconciler: the ranges a pool wants, which MAAS ranges
+//! are ours, the plan, the finalizer step.
 
-use capmaas_runtime::error::failed;
 use std::net::IpAddr;
-use std::sync::Arc;
 
-use capmaas_api::conditions::{self as cond, reasons};
 use capmaas_api::ipam::{IpPoolRange, MaasIPPoolSpec};
 use capmaas_api::ipam_net::{Family, from_u128, to_u128};
-use capmaas_api::keys::FINALIZER_MAAS_IP_POOL_RANGES;
-use capmaas_api::{MaasIPPool, MaasIPPoolStatus};
-use capmaas_runtime::conditions::{ConditionStatus, NewCondition, get_condition, set_condition};
-use capmaas_runtime::controller::finalizer;
-use capmaas_runtime::status::{apply_status, now};
 use ipnet::IpNet;
-use kube::api::Api;
-use kube::runtime::controller::Action;
-use kube::{Resource, ResourceExt};
-use maas_api_client::{IpRange, IpRangeSpec, IpRangeType, MaasError};
-use tracing::info;
+use maas_api_client::{IpRange, IpRangeType};
 
-use crate::context::Gateway;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::ownership::Deletion;
 
 /// MAAS keeps at most 255 characters of a range comment.

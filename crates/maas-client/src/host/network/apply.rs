@@ -13,10 +13,10 @@ use maas_api_client::{
 };
 use tracing::{info, warn};
 
-use super::{self as network, LinkKind, NetworkDataError};
 use super::plan::{MaasNetwork, NetAction, plan_network};
-use crate::host::run::Run;
+use super::{self as network, LinkKind, NetworkDataError};
 use crate::error::{Error, Result};
+use crate::host::run::Run;
 
 /// Phases at most: settling the recorded static addresses, structure, VLAN interfaces on new
 /// bonds, links, gateway, and one spare.

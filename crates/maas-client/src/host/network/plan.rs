@@ -15,11 +15,11 @@ use std::net::IpAddr;
 
 use maas_api_client::{BondMode, LinkMode};
 
-use super::{LinkKind, NetworkDataError, RenderedNetworkData};
 pub use super::resolve::MaasNetwork;
 use super::resolve::{
     Node, Wanted, default_routes, dns_notes, resolve, valid_ifname, wanted_links,
 };
+use super::{LinkKind, NetworkDataError, RenderedNetworkData};
 
 /// One MAAS call.
 #[derive(Debug, Clone, PartialEq, Eq)]
