@@ -9,7 +9,6 @@
 )]
 
 use std::collections::BTreeMap;
-use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -63,16 +62,6 @@ pub async fn start_controller(
     let args = ControllerArgs::default();
     let task = tokio::spawn(runtime.run(move |term| machine_controller::run(term, args.clone())));
     RunningController { stop, task }
-}
-
-/// Polls `check` until it returns `Some`, or panics after `secs` seconds
-/// ([`capmaas_testenv::eventually`]).
-pub async fn eventually<T, F, Fut>(what: &str, secs: u64, check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    capmaas_testenv::eventually(what, Duration::from_secs(secs), check).await
 }
 
 fn dynamic_api(

@@ -63,14 +63,6 @@ pub async fn start_controller(env: &TestEnv) -> RunningController {
     RunningController { stop, task }
 }
 
-pub async fn eventually<T, F, Fut>(what: &str, secs: u64, check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    capmaas_testenv::eventually(what, Duration::from_secs(secs), check).await
-}
-
 pub fn capi_api(client: &Client, ns: &str, kind: &str, plural: &str) -> Api<DynamicObject> {
     let resource = ApiResource {
         group: "cluster.x-k8s.io".into(),
