@@ -12,7 +12,7 @@ use capmaas_api::keys::{
     FINALIZER_MAAS_CLUSTER, FINALIZER_MAAS_DNS_RECORD, LABEL_CLUSTER_NAME, LABEL_CONTROL_PLANE,
 };
 use capmaas_api::{MaasCluster, MaasDNSRecord, MaasMachine};
-use capmaas_runtime::Runtime;
+use capmaas_runtime::embedded::Running;
 use capmaas_testenv::{TestEnv, eventually};
 use cluster_controller::{BINARY, ControllerArgs};
 use k8s_openapi::ByteString;
@@ -22,29 +22,22 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client, Resource, ResourceExt};
 use serde_json::json;
-use tokio_util::sync::CancellationToken;
 
 const WAIT: Duration = Duration::from_secs(30);
 
-struct Controller {
-    stop: CancellationToken,
-    task: tokio::task::JoinHandle<Result<(), capmaas_runtime::Error>>,
-}
-
-async fn start_controller(env: &TestEnv) -> Controller {
+async fn start_controller(env: &TestEnv) -> Running {
     let config = env.kube_config().await.unwrap();
-    let stop = CancellationToken::new();
-    let runtime = Runtime::embedded(BINARY, config, stop.clone(), &[])
-        .await
-        .unwrap();
     let args = ControllerArgs {
         api_probe_timeout: Duration::from_secs(2),
         api_probe_interval: Duration::from_secs(2),
         api_probe_min_backoff: Duration::from_millis(200),
         api_probe_max_backoff: Duration::from_secs(1),
     };
-    let task = tokio::spawn(runtime.run(move |ctx| cluster_controller::run(ctx, args.clone())));
-    Controller { stop, task }
+    Running::start(BINARY, config, &[], move |ctx| {
+        cluster_controller::run(ctx, args.clone())
+    })
+    .await
+    .unwrap()
 }
 
 /// A CAPI Cluster `name` pointing at MaasCluster `<name>-maas`, and that MaasCluster owned by it
@@ -493,10 +486,8 @@ async fn cluster_controller_against_a_real_api_server() {
         api_server_probe(&client, &c, &workload),
         exec_plugin_kubeconfig_is_refused(&client, &d, &workload),
     );
-    controller.stop.cancel();
-    tokio::time::timeout(Duration::from_secs(15), controller.task)
+    controller
+        .stop(Duration::from_secs(15))
         .await
-        .expect("controller stops")
-        .unwrap()
-        .unwrap();
+        .expect("controller stops");
 }

@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 
 use capmaas_api::capi_ipam::{IPAddress, IPAddressClaim, IPAddressClaimSpec, IPPoolReference};
 use capmaas_api::{MaasData, MaasDataClaim, MaasDataTemplate, MaasHost, MaasIPPool, keys};
-use capmaas_runtime::Runtime;
+use capmaas_runtime::embedded::Running;
 use capmaas_testenv::{ApiRequests, TestEnv};
 use data_controller::{BINARY, ControllerArgs};
 use futures::StreamExt;
@@ -39,7 +39,6 @@ use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
 use serde_json::json;
-use tokio_util::sync::CancellationToken;
 
 /// Requests the bench keeps in flight while it creates the claims.
 const CREATE_CONCURRENCY: usize = 32;
@@ -403,19 +402,13 @@ async fn main() {
         "API server with CRDs up after {:.1} s",
         env.startup_duration().as_secs_f64()
     );
-    let stop = CancellationToken::new();
     let concurrency = format!("--concurrency={}", data_controller::DEFAULT_CONCURRENCY);
-    let runtime = Runtime::embedded(
-        BINARY,
-        env.kube_config().await.unwrap(),
-        stop.clone(),
-        &[&concurrency],
-    )
+    let config = env.kube_config().await.unwrap();
+    let controller = Running::start(BINARY, config, &[&concurrency], move |term| {
+        data_controller::run(term, ControllerArgs::default())
+    })
     .await
     .unwrap();
-    let controller = tokio::spawn(
-        runtime.run(move |term| data_controller::run(term, ControllerArgs::default())),
-    );
     header();
     ipam_only(&env, ipam_claims).await;
     data_templates(&env, data_claims).await;
@@ -434,6 +427,5 @@ async fn main() {
         bench.map_or_else(|| "?".into(), |m| format!("{m:.0}")),
         apiserver.map_or_else(|| "?".into(), |k| format!("{:.0}", k as f64 / 1024.0)),
     );
-    stop.cancel();
-    let _ = tokio::time::timeout(Duration::from_secs(10), controller).await;
+    let _ = controller.stop(Duration::from_secs(10)).await;
 }

@@ -9,25 +9,23 @@ use std::time::Duration;
 
 use capmaas_api::capi_ipam::{IPAddress, IPAddressClaim};
 use capmaas_api::{MaasData, MaasDataClaim, MaasDataTemplate, MaasHost, keys};
-use capmaas_runtime::Runtime;
+use capmaas_runtime::embedded::Running;
 use capmaas_testenv::{TestEnv, eventually};
 use data_controller::{BINARY, ControllerArgs};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use serde_json::json;
-use tokio_util::sync::CancellationToken;
 
 const WAIT: Duration = Duration::from_secs(60);
 
-async fn start(env: &TestEnv) -> CancellationToken {
+async fn start(env: &TestEnv) -> Running {
     let config = env.kube_config().await.unwrap();
-    let stop = CancellationToken::new();
-    let runtime = Runtime::embedded(BINARY, config, stop.clone(), &[])
-        .await
-        .unwrap();
-    tokio::spawn(runtime.run(move |term| data_controller::run(term, ControllerArgs::default())));
-    stop
+    Running::start(BINARY, config, &[], move |term| {
+        data_controller::run(term, ControllerArgs::default())
+    })
+    .await
+    .unwrap()
 }
 
 async fn apply(client: &Client, ns: &str, object: serde_json::Value) {
@@ -204,7 +202,7 @@ async fn claims_render_distinct_indexes_and_addresses_and_release_only_when_let_
         .unwrap();
     let client = env.client();
     let ns = env.create_namespace("data").await.unwrap();
-    let stop = start(&env).await;
+    let controller = start(&env).await;
     pool(&client, &ns, "prov", "10.8.0.10", "10.8.0.14").await;
     template(&client, &ns, "workers", "eno1", "prov").await;
     for i in 0..5 {
@@ -388,5 +386,5 @@ async fn claims_render_distinct_indexes_and_addresses_and_release_only_when_let_
         "{message}"
     );
     assert!(message.contains("eno9"), "{message}");
-    stop.cancel();
+    drop(controller);
 }

@@ -16,44 +16,33 @@ use capmaas_api::conditions as cond;
 use capmaas_api::ipam::{AllocationStrategy, IpPoolRange};
 use capmaas_api::keys::{FINALIZER_IP_ADDRESS, FINALIZER_IP_ADDRESS_CLAIM, FINALIZER_MAAS_IP_POOL};
 use capmaas_api::{MaasIPAddressLock, MaasIPPool, MaasIPPoolSpec};
-use capmaas_runtime::{BoxError, Runtime};
+use capmaas_runtime::BoxError;
+use capmaas_runtime::embedded::Running;
 use capmaas_testenv::{TestEnv, eventually};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use serde_json::json;
-use tokio_util::sync::CancellationToken;
 
 const WAIT: Duration = Duration::from_secs(60);
 const CONSUMER: &str = "consumer.example.com/in-use";
 
-struct Instance {
-    stop: CancellationToken,
-    task: tokio::task::JoinHandle<Result<(), capmaas_runtime::Error>>,
-}
-
-async fn start_ipam(env: &TestEnv, flags: &[&str]) -> Instance {
+async fn start_ipam(env: &TestEnv, flags: &[&str]) -> Running {
     let config = env.kube_config().await.unwrap();
-    let stop = CancellationToken::new();
-    let runtime = Runtime::embedded("data-controller", config, stop.clone(), flags)
-        .await
-        .unwrap();
-    let task = tokio::spawn(runtime.run(|term| async move {
+    Running::start("data-controller", config, flags, |term| async move {
         data_controller::ipam::run(&term).await;
         Ok::<(), BoxError>(())
-    }));
-    Instance { stop, task }
+    })
+    .await
+    .unwrap()
 }
 
-impl Instance {
-    async fn stop(self) {
-        self.stop.cancel();
-        tokio::time::timeout(Duration::from_secs(15), self.task)
-            .await
-            .expect("IPAM stops")
-            .unwrap()
-            .unwrap();
-    }
+/// Stops one IPAM instance, failing the test unless it returns cleanly within 15 s.
+async fn stop_ipam(instance: Running) {
+    instance
+        .stop(Duration::from_secs(15))
+        .await
+        .expect("IPAM stops");
 }
 
 fn range(start: &str, end: &str) -> IpPoolRange {
@@ -812,5 +801,5 @@ async fn ipam_against_a_real_api_server() {
         paused_and_foreign_claims(&client, &paused),
         overlapping_pools_in_two_namespaces(&client, &site_a, &site_b),
     );
-    tokio::join!(a.stop(), b.stop(), c.stop());
+    tokio::join!(stop_ipam(a), stop_ipam(b), stop_ipam(c));
 }

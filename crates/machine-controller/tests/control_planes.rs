@@ -8,7 +8,7 @@ mod common;
 use std::time::Duration;
 
 use capmaas_api::{MaasHost, MaasMachine, keys};
-use capmaas_runtime::Runtime;
+use capmaas_runtime::embedded::Running;
 use capmaas_testenv::objects::{apply, deploy_base_rbac};
 use capmaas_testenv::{TestEnv, eventually};
 use common::*;
@@ -18,7 +18,6 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, ResourceExt};
 use machine_controller::{BINARY, ControllerArgs};
 use serde_json::{Value, json};
-use tokio_util::sync::CancellationToken;
 
 /// A stand-in CRD for a control-plane provider's kind: served, any fields kept.
 fn control_plane_crd(group: &str, version: &str, kind: &str) -> CustomResourceDefinition {
@@ -45,9 +44,7 @@ async fn apply_machine_controller_rbac(client: &Client) {
 }
 
 /// machine-controller in-process, authenticated as its ServiceAccount: RBAC applies.
-async fn start_as_service_account(
-    env: &TestEnv,
-) -> (CancellationToken, tokio::task::JoinHandle<()>) {
+async fn start_as_service_account(env: &TestEnv) -> Running {
     let (yaml, _) = env
         .service_account_kubeconfig("capmaas-system", "capmaas-machine-controller")
         .await
@@ -56,18 +53,12 @@ async fn start_as_service_account(
     let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
         .await
         .unwrap();
-    let stop = CancellationToken::new();
-    let runtime = Runtime::embedded(BINARY, config, stop.clone(), &["--concurrency=4"])
-        .await
-        .unwrap();
     let args = ControllerArgs::default();
-    let task = tokio::spawn(async move {
-        runtime
-            .run(move |term| machine_controller::run(term, args.clone()))
-            .await
-            .unwrap();
-    });
-    (stop, task)
+    Running::start(BINARY, config, &["--concurrency=4"], move |term| {
+        machine_controller::run(term, args.clone())
+    })
+    .await
+    .unwrap()
 }
 
 async fn create_dynamic(
@@ -178,7 +169,7 @@ async fn machines_of_any_control_plane_kind_are_released_and_their_hosts_kept_fo
     )
     .await;
     apply_machine_controller_rbac(&client).await;
-    let (stop, _task) = start_as_service_account(&env).await;
+    let controller = start_as_service_account(&env).await;
 
     let ns = env.create_namespace("mc-cp").await.unwrap();
     create_cluster(&client, &ns, true, false).await;
@@ -266,5 +257,5 @@ async fn machines_of_any_control_plane_kind_are_released_and_their_hosts_kept_fo
         .expect("a reservation for the Acme control plane");
     assert_eq!(reservation.owner.kind, "AcmeControlPlane");
     assert_eq!(reservation.owner.uid, acme_cp.uid().unwrap());
-    stop.cancel();
+    drop(controller);
 }

@@ -31,13 +31,12 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use capmaas_api::MaasRemediation;
-use capmaas_runtime::Runtime;
+use capmaas_runtime::embedded::Running;
 use capmaas_testenv::{ApiRequests, TestEnv};
 use common::{condition, create_herd, create_herd_remediations, herd_host, start_herd_gateway};
 use kube::api::{Api, ListParams};
 use kube::{Client, ResourceExt};
 use remediation_controller::{BINARY, ControllerArgs, DEFAULT_CONCURRENCY};
-use tokio_util::sync::CancellationToken;
 
 /// How long the remediations may take until every one is done.
 const DONE_TIMEOUT: Duration = Duration::from_secs(600);
@@ -130,15 +129,14 @@ async fn main() {
     );
     let ns = env.create_namespace("bench-rem").await.unwrap();
     let herd = create_herd(&env, &ns, n).await;
-    let stop = CancellationToken::new();
     let concurrency = format!("--concurrency={DEFAULT_CONCURRENCY}");
     let config = env.kube_config().await.unwrap();
-    let runtime = Runtime::embedded(BINARY, config, stop.clone(), &[&concurrency])
-        .await
-        .unwrap();
-    let metrics = runtime.metrics().clone();
-    let controller =
-        tokio::spawn(runtime.run(move |term| remediation_controller::run(term, args.clone())));
+    let controller = Running::start(BINARY, config, &[&concurrency], move |term| {
+        remediation_controller::run(term, args.clone())
+    })
+    .await
+    .unwrap();
+    let metrics = controller.metrics().clone();
     let gateway = start_herd_gateway(&client, &herd, Duration::from_secs_f64(power));
 
     let before = settled(&client, &ApiRequests::default()).await;
@@ -243,6 +241,5 @@ async fn main() {
         apiserver.map_or_else(|| "?".into(), |k| format!("{:.0}", k as f64 / 1024.0)),
     );
     drop(gateway);
-    stop.cancel();
-    let _ = tokio::time::timeout(Duration::from_secs(10), controller).await;
+    let _ = controller.stop(Duration::from_secs(10)).await;
 }
