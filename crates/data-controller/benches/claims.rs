@@ -364,17 +364,6 @@ async fn data_templates(env: &TestEnv, n: usize) {
     );
 }
 
-fn peak_rss_mib(status: &str) -> Option<f64> {
-    let kib: f64 = status
-        .lines()
-        .find(|l| l.starts_with("VmHWM:"))?
-        .split_whitespace()
-        .nth(1)?
-        .parse()
-        .ok()?;
-    Some(kib / 1024.0)
-}
-
 #[tokio::main(flavor = "multi_thread")]
 async fn main() {
     if std::env::var_os("RUST_LOG").is_some() {
@@ -412,10 +401,7 @@ async fn main() {
     header();
     ipam_only(&env, ipam_claims).await;
     data_templates(&env, data_claims).await;
-    let bench = std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .as_deref()
-        .and_then(peak_rss_mib);
+    let bench = capmaas_testenv::peak_rss_kib(std::process::id()).map(|k| k as f64 / 1024.0);
     let apiserver = env
         .processes()
         .iter()

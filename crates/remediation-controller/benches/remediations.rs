@@ -82,17 +82,6 @@ fn remediated(r: &MaasRemediation) -> bool {
     condition(r, "Ready").is_some_and(|c| c.status == "True" && c.reason == "Remediated")
 }
 
-fn peak_rss_mib(status: &str) -> Option<f64> {
-    let kib: f64 = status
-        .lines()
-        .find(|l| l.starts_with("VmHWM:"))?
-        .split_whitespace()
-        .nth(1)?
-        .parse()
-        .ok()?;
-    Some(kib / 1024.0)
-}
-
 #[tokio::main(flavor = "multi_thread")]
 async fn main() {
     if std::env::var_os("RUST_LOG").is_some() {
@@ -225,10 +214,7 @@ async fn main() {
     for e in &errors {
         println!("{e}");
     }
-    let bench = std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .as_deref()
-        .and_then(peak_rss_mib);
+    let bench = capmaas_testenv::peak_rss_kib(std::process::id()).map(|k| k as f64 / 1024.0);
     let apiserver = env
         .processes()
         .iter()

@@ -40,7 +40,7 @@ pub use crate::crds::{
 };
 pub use crate::error::{Error, Result};
 pub use crate::pki::{Authority, CertPair};
-pub use crate::process::{Process, cpu_time_of, free_port};
+pub use crate::process::{Process, cpu_time_of, free_port, peak_rss_kib, proc_status_kib, rss_kib};
 pub use crate::wait::{POLL_INTERVAL, eventually, poll_until};
 pub use crate::webhooks::WebhookServing;
 
