@@ -126,12 +126,7 @@ async fn create_machine(
 }
 
 fn condition<'a>(mc: &'a MaasCluster, type_: &str) -> Option<&'a Condition> {
-    mc.status
-        .as_ref()?
-        .conditions
-        .as_ref()?
-        .iter()
-        .find(|c| c.type_ == type_)
+    capmaas_runtime::get_condition(mc.status.as_ref()?.conditions.as_ref()?, type_)
 }
 
 fn addresses(record: &MaasDNSRecord) -> Vec<String> {

@@ -149,13 +149,7 @@ fn condition<'a>(
     claim: &'a MaasDataClaim,
     type_: &str,
 ) -> Option<&'a k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
-    claim
-        .status
-        .as_ref()?
-        .conditions
-        .as_ref()?
-        .iter()
-        .find(|c| c.type_ == type_)
+    capmaas_runtime::get_condition(claim.status.as_ref()?.conditions.as_ref()?, type_)
 }
 
 async fn rendered(client: &Client, ns: &str, name: &str) -> (MaasData, String, String) {

@@ -119,13 +119,7 @@ async fn create_claim(client: &Client, ns: &str, claim: &IPAddressClaim) {
 }
 
 fn ready(claim: &IPAddressClaim) -> Option<&Condition> {
-    claim
-        .status
-        .as_ref()?
-        .conditions
-        .as_ref()?
-        .iter()
-        .find(|c| c.type_ == cond::READY)
+    capmaas_runtime::get_condition(claim.status.as_ref()?.conditions.as_ref()?, cond::READY)
 }
 
 /// The `IPAddress` claim `name` is bound to, once it is Ready.

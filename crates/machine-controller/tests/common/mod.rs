@@ -269,12 +269,7 @@ pub fn condition<'a>(
     mm: &'a MaasMachine,
     type_: &str,
 ) -> Option<&'a k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
-    mm.status
-        .as_ref()?
-        .conditions
-        .as_ref()?
-        .iter()
-        .find(|c| c.type_ == type_)
+    capmaas_runtime::get_condition(mm.status.as_ref()?.conditions.as_ref()?, type_)
 }
 
 /// Events regarding object `name` with `reason`.

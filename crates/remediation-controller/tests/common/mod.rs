@@ -299,12 +299,7 @@ pub fn condition<'a>(
     r: &'a MaasRemediation,
     type_: &str,
 ) -> Option<&'a k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
-    r.status
-        .as_ref()?
-        .conditions
-        .as_ref()?
-        .iter()
-        .find(|c| c.type_ == type_)
+    capmaas_runtime::get_condition(r.status.as_ref()?.conditions.as_ref()?, type_)
 }
 
 pub fn requested(host: &MaasHost) -> bool {
