@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 use capmaas_api::capi_ipam::{IPAddress, IPAddressClaim, IPAddressClaimSpec, IPPoolReference};
 use capmaas_api::{MaasData, MaasDataClaim, MaasDataTemplate, MaasHost, MaasIPPool, keys};
 use capmaas_runtime::embedded::Running;
-use capmaas_testenv::{ApiRequests, TestEnv};
+use capmaas_testenv::{ApiRequests, TestEnv, env_or};
 use data_controller::{BINARY, ControllerArgs};
 use futures::StreamExt;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
@@ -48,13 +48,6 @@ const DONE_TIMEOUT: Duration = Duration::from_secs(600);
 const POLL: Duration = Duration::from_millis(100);
 /// The controller counts as quiet when no write happened for this long.
 const QUIET: Duration = Duration::from_secs(2);
-
-fn size(var: &str, default: usize) -> usize {
-    std::env::var(var)
-        .ok()
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(default)
-}
 
 /// Writes since `before` once no write happened for [`QUIET`].
 async fn settled(client: &Client, before: &ApiRequests) -> ApiRequests {
@@ -372,8 +365,8 @@ async fn main() {
             .with_writer(std::io::stderr)
             .init();
     }
-    let ipam_claims = size("BENCH_IPAM_CLAIMS", 200);
-    let data_claims = size("BENCH_DATA_CLAIMS", 100);
+    let ipam_claims = env_or("BENCH_IPAM_CLAIMS", 200);
+    let data_claims = env_or("BENCH_DATA_CLAIMS", 100);
     let cores = std::thread::available_parallelism().map_or(0, std::num::NonZero::get);
     let profile = if cfg!(debug_assertions) {
         "debug"

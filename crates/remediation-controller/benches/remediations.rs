@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 
 use capmaas_api::MaasRemediation;
 use capmaas_runtime::embedded::Running;
-use capmaas_testenv::{ApiRequests, TestEnv};
+use capmaas_testenv::{ApiRequests, TestEnv, env_or};
 use common::{condition, create_herd, create_herd_remediations, herd_host, start_herd_gateway};
 use kube::api::{Api, ListParams};
 use kube::{Client, ResourceExt};
@@ -44,13 +44,6 @@ const DONE_TIMEOUT: Duration = Duration::from_secs(600);
 const POLL: Duration = Duration::from_millis(100);
 /// The controller counts as quiet when no write happened for this long.
 const QUIET: Duration = Duration::from_secs(2);
-
-fn env_number(var: &str, default: f64) -> f64 {
-    std::env::var(var)
-        .ok()
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(default)
-}
 
 /// Requests since `before` once no write happened for [`QUIET`].
 async fn settled(client: &Client, before: &ApiRequests) -> ApiRequests {
@@ -90,12 +83,8 @@ async fn main() {
             .with_writer(std::io::stderr)
             .init();
     }
-    let n = std::env::var("BENCH_REMEDIATIONS")
-        .ok()
-        .and_then(|v| v.trim().parse::<usize>().ok())
-        .unwrap_or(100)
-        .max(1);
-    let power = env_number("BENCH_POWER_SECONDS", 0.0).max(0.0);
+    let n = env_or("BENCH_REMEDIATIONS", 100_usize).max(1);
+    let power = env_or("BENCH_POWER_SECONDS", 0.0_f64).max(0.0);
     let cores = std::thread::available_parallelism().map_or(0, std::num::NonZero::get);
     let profile = if cfg!(debug_assertions) {
         "debug"

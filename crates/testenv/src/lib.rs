@@ -46,6 +46,16 @@ pub use crate::webhooks::WebhookServing;
 
 const CRD_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// The value of environment variable `name` (surrounding white space ignored), or `default`
+/// when it is unset or does not parse: the knobs of the benchmarks (`BENCH_*` sizes, rates,
+/// durations), where a typo should fall back to the documented default, not abort a long run.
+pub fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(default)
+}
+
 /// The repository root (this crate lives in `crates/testenv`).
 pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
