@@ -127,6 +127,16 @@ impl TestEnv {
             .await
     }
 
+    /// Only etcd and kube-apiserver with our CRDs: no controller-manager, no CAPI CRDs (tests
+    /// of the CRDs themselves and of the admission webhooks and policies).
+    pub async fn our_crds_only() -> Result<Self> {
+        Self::builder()
+            .controller_manager(false)
+            .capi_crds(false)
+            .start()
+            .await
+    }
+
     /// Our CRDs and CAPI's, without kube-controller-manager (no garbage collection, no
     /// namespace deletion): what most controller tests need, and faster to start.
     pub async fn without_controller_manager() -> Result<Self> {
