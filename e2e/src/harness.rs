@@ -170,11 +170,7 @@ impl Harness {
             .map_err(Error::io("creating the e2e directory"))?;
         let (management, workload) = tokio::join!(
             TestEnv::builder().audit_log(config.audit_log).start(),
-            TestEnv::builder()
-                .our_crds(false)
-                .capi_crds(false)
-                .controller_manager(false)
-                .start(),
+            TestEnv::api_server_only(),
         );
         let (management, workload) = (management?, workload?);
         let mut sim_config = SimConfig::with_machines(config.machines);

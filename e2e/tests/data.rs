@@ -12,7 +12,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use capmaas_e2e::{ClusterSpec, Harness, HarnessConfig, WorkerAddresses, wait_for};
 use common::{
     LONG, ONE_AT_A_TIME, POLL, api, argocd_health, capi, declare, describe_rollout, in_use, infra,
-    maas_client, running_machines, sim_counts, wait_argocd_healthy, wait_running,
+    list_infra, maas_client, name_contains, running_machines, sim_counts, wait_argocd_healthy,
+    wait_running,
 };
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
@@ -97,12 +98,8 @@ async fn check_invariants(h: &Harness, ns: &str) {
 
 /// Worker MaasMachines: name → system id (once claimed).
 async fn worker_servers(h: &Harness, ns: &str) -> BTreeMap<String, Option<String>> {
-    infra(h, ns, "MaasMachine")
+    list_infra(h, ns, "MaasMachine")
         .await
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
         .iter()
         .filter(|m| m.metadata.name.as_deref().unwrap().contains("workers"))
         .map(|m| {
@@ -386,12 +383,7 @@ async fn workers_take_addresses_hostnames_and_metadata_from_a_pool_and_wait_when
     let running_worker = running_machines(&h, &ns)
         .await
         .into_iter()
-        .find(|m| {
-            m.metadata
-                .name
-                .as_deref()
-                .is_some_and(|n| n.contains("workers"))
-        })
+        .find(|m| name_contains(m, "workers"))
         .unwrap();
     let victim = running_worker.metadata.name.clone().unwrap();
     capi(&h, &ns, "Machine")

@@ -162,13 +162,7 @@ fn deployments(docs: &[Value]) -> BTreeMap<String, Rendered> {
 
 #[tokio::test]
 async fn every_overlay_is_accepted_by_a_server_side_dry_run() {
-    let env = TestEnv::builder()
-        .our_crds(false)
-        .capi_crds(false)
-        .controller_manager(false)
-        .start()
-        .await
-        .unwrap();
+    let env = TestEnv::api_server_only().await.unwrap();
     env.install_crd_dir(&cache_dir().join("cert-manager-crds"))
         .await
         .unwrap();
@@ -946,12 +940,7 @@ fn controllers_without_leader_election_never_overlap_during_a_rollout() {
 /// An API server with `components`' RBAC from `deploy/base`, its admission policies and
 /// `extra` documents applied.
 async fn under_the_admission_policies(components: &[&str], extra: Vec<Value>) -> TestEnv {
-    let env = TestEnv::builder()
-        .capi_crds(false)
-        .controller_manager(false)
-        .start()
-        .await
-        .unwrap();
+    let env = TestEnv::our_crds_only().await.unwrap();
     let mut documents = capmaas_testenv::objects::deploy_base_rbac(components).unwrap();
     documents.extend(
         capmaas_testenv::objects::load_yaml_documents(

@@ -14,8 +14,8 @@ use std::time::Duration;
 
 use capmaas_e2e::{ClusterSpec, Harness, HarnessConfig, WorkerRemediation, wait_for};
 use common::{
-    LONG, ONE_AT_A_TIME, POLL, capi, declare, describe_rollout, in_use, infra, running_machines,
-    sim_counts, wait_running,
+    LONG, ONE_AT_A_TIME, POLL, declare, describe_rollout, in_use, infra, list_capi, name_contains,
+    running_machines, sim_counts, wait_running,
 };
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
@@ -42,12 +42,7 @@ async fn a_running_worker(h: &Harness, ns: &str) -> (String, String, String) {
     let machine = running_machines(h, ns)
         .await
         .into_iter()
-        .find(|m| {
-            m.metadata
-                .name
-                .as_deref()
-                .is_some_and(|n| n.contains("workers"))
-        })
+        .find(|m| name_contains(m, "workers"))
         .unwrap();
     let provider_id = machine.data["spec"]["providerID"].as_str().unwrap();
     (
@@ -116,12 +111,8 @@ async fn watch_fence_order(
 }
 
 async fn machine_names(h: &Harness, ns: &str) -> BTreeSet<String> {
-    capi(h, ns, "Machine")
+    list_capi(h, ns, "Machine")
         .await
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
         .into_iter()
         .filter_map(|m| m.metadata.name)
         .collect()

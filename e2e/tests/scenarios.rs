@@ -10,8 +10,8 @@ use std::time::Duration;
 use capmaas_e2e::{ClusterSpec, Harness, HarnessConfig, apply, kubeconfig_secret, wait_for};
 use common::{
     LONG, ONE_AT_A_TIME, POLL, api, assert_no_double_claims, capi, claimed_hosts, declare,
-    describe_rollout, in_use, infra, list_infra, maas_dns, running_machines, sim_counts,
-    wait_running,
+    describe_rollout, in_use, infra, list_infra, maas_dns, name_contains, running_machines,
+    sim_counts, wait_running,
 };
 use k8s_openapi::api::core::v1::{Event, Node};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
@@ -62,19 +62,10 @@ async fn story_cluster_scales_down_and_is_deleted_without_leaks() {
     assert_no_double_claims(&h, &ns).await;
 
     // The DNS record holds the control-plane addresses.
-    let control_plane_addresses: BTreeSet<String> = infra(&h, &ns, "MaasMachine")
+    let control_plane_addresses: BTreeSet<String> = list_infra(&h, &ns, "MaasMachine")
         .await
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
         .iter()
-        .filter(|m| {
-            m.metadata
-                .name
-                .as_deref()
-                .is_some_and(|n| n.contains("control-plane"))
-        })
+        .filter(|m| name_contains(m, "control-plane"))
         .flat_map(|m| {
             m.data["status"]["addresses"]
                 .as_array()
@@ -134,12 +125,8 @@ async fn story_cluster_scales_down_and_is_deleted_without_leaks() {
         .unwrap();
     // ... and SIGKILLed again while it releases them.
     wait_for("a worker being deleted", LONG, POLL, || async {
-        let deleting = infra(&h, &ns, "MaasMachine")
+        let deleting = list_infra(&h, &ns, "MaasMachine")
             .await
-            .list(&ListParams::default())
-            .await
-            .unwrap()
-            .items
             .iter()
             .any(|m| m.metadata.deletion_timestamp.is_some());
         Ok(deleting.then_some(()))
@@ -245,19 +232,10 @@ async fn delete_cluster_and_wait_released(h: &Harness, ns: &str, name: &str) {
 }
 
 async fn worker_system_ids(h: &Harness, ns: &str) -> BTreeSet<String> {
-    infra(h, ns, "MaasMachine")
+    list_infra(h, ns, "MaasMachine")
         .await
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
         .iter()
-        .filter(|m| {
-            m.metadata
-                .name
-                .as_deref()
-                .is_some_and(|n| n.contains("workers"))
-        })
+        .filter(|m| name_contains(m, "workers"))
         .filter_map(|m| m.data["spec"]["systemID"].as_str().map(str::to_owned))
         .collect()
 }

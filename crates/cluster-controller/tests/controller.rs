@@ -4,7 +4,6 @@
 //! the workload cluster for the `APIServerAvailable` probe.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::future::Future;
 use std::time::Duration;
 
 use capmaas_api::capi::Cluster;
@@ -13,8 +12,8 @@ use capmaas_api::keys::{
     FINALIZER_MAAS_CLUSTER, FINALIZER_MAAS_DNS_RECORD, LABEL_CLUSTER_NAME, LABEL_CONTROL_PLANE,
 };
 use capmaas_api::{MaasCluster, MaasDNSRecord, MaasMachine};
-use capmaas_runtime::Runtime;
-use capmaas_testenv::TestEnv;
+use capmaas_runtime::embedded::Running;
+use capmaas_testenv::{TestEnv, eventually};
 use cluster_controller::{BINARY, ControllerArgs};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
@@ -23,38 +22,22 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client, Resource, ResourceExt};
 use serde_json::json;
-use tokio_util::sync::CancellationToken;
 
 const WAIT: Duration = Duration::from_secs(30);
 
-/// [`capmaas_testenv::eventually`] with this file's timeout.
-async fn eventually<T, F, Fut>(what: &str, check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    capmaas_testenv::eventually(what, WAIT, check).await
-}
-
-struct Controller {
-    stop: CancellationToken,
-    task: tokio::task::JoinHandle<Result<(), capmaas_runtime::Error>>,
-}
-
-async fn start_controller(env: &TestEnv) -> Controller {
+async fn start_controller(env: &TestEnv) -> Running {
     let config = env.kube_config().await.unwrap();
-    let stop = CancellationToken::new();
-    let runtime = Runtime::embedded(BINARY, config, stop.clone(), &[])
-        .await
-        .unwrap();
     let args = ControllerArgs {
         api_probe_timeout: Duration::from_secs(2),
         api_probe_interval: Duration::from_secs(2),
         api_probe_min_backoff: Duration::from_millis(200),
         api_probe_max_backoff: Duration::from_secs(1),
     };
-    let task = tokio::spawn(runtime.run(move |ctx| cluster_controller::run(ctx, args.clone())));
-    Controller { stop, task }
+    Running::start(BINARY, config, &[], move |ctx| {
+        cluster_controller::run(ctx, args.clone())
+    })
+    .await
+    .unwrap()
 }
 
 /// A CAPI Cluster `name` pointing at MaasCluster `<name>-maas`, and that MaasCluster owned by it
@@ -143,12 +126,7 @@ async fn create_machine(
 }
 
 fn condition<'a>(mc: &'a MaasCluster, type_: &str) -> Option<&'a Condition> {
-    mc.status
-        .as_ref()?
-        .conditions
-        .as_ref()?
-        .iter()
-        .find(|c| c.type_ == type_)
+    capmaas_runtime::get_condition(mc.status.as_ref()?.conditions.as_ref()?, type_)
 }
 
 fn addresses(record: &MaasDNSRecord) -> Vec<String> {
@@ -156,7 +134,7 @@ fn addresses(record: &MaasDNSRecord) -> Vec<String> {
 }
 
 async fn provisioned(api: &Api<MaasCluster>, name: &str) -> MaasCluster {
-    eventually("provisioned", || async {
+    eventually("provisioned", WAIT, || async {
         let mc = api.get(name).await.unwrap();
         let done = mc
             .status
@@ -221,7 +199,7 @@ async fn provision_follow_and_delete(client: &Client, ns: &str) {
     create_machine(client, ns, "prod-cp-a", "prod", true, &["10.0.0.12"]).await;
     create_machine(client, ns, "prod-cp-b", "prod", true, &["10.0.0.3"]).await;
     create_machine(client, ns, "prod-worker", "prod", false, &["10.0.0.50"]).await;
-    let record = eventually("record follows the control plane", || async {
+    let record = eventually("record follows the control plane", WAIT, || async {
         let r = records.get("prod").await.unwrap();
         (addresses(&r) == ["10.0.0.3", "10.0.0.12"]).then_some(r)
     })
@@ -240,7 +218,7 @@ async fn provision_follow_and_delete(client: &Client, ns: &str) {
         )
         .await
         .unwrap();
-    eventually("LoadBalancerReady", || async {
+    eventually("LoadBalancerReady", WAIT, || async {
         let mc = clusters.get("prod-maas").await.unwrap();
         (condition(&mc, cond::LOAD_BALANCER_READY)?.status == "True").then_some(())
     })
@@ -277,7 +255,7 @@ async fn provision_follow_and_delete(client: &Client, ns: &str) {
     );
     // A replacement takes over.
     create_machine(client, ns, "prod-cp-c", "prod", true, &["10.0.0.7"]).await;
-    eventually("record follows the replacement", || async {
+    eventually("record follows the replacement", WAIT, || async {
         (addresses(&records.get("prod").await.unwrap()) == ["10.0.0.7"]).then_some(())
     })
     .await;
@@ -296,7 +274,7 @@ async fn provision_follow_and_delete(client: &Client, ns: &str) {
         .delete("prod-maas", &DeleteParams::default())
         .await
         .unwrap();
-    eventually("deletion blocked by machines", || async {
+    eventually("deletion blocked by machines", WAIT, || async {
         let mc = clusters.get("prod-maas").await.unwrap();
         (condition(&mc, cond::READY)?.reason == "WaitingForMachineDeletion").then_some(())
     })
@@ -317,7 +295,7 @@ async fn provision_follow_and_delete(client: &Client, ns: &str) {
             .unwrap();
     }
     // Then the record is deleted, and the MaasCluster waits for the gateway to let it go.
-    eventually("record deletion requested", || async {
+    eventually("record deletion requested", WAIT, || async {
         records
             .get("prod")
             .await
@@ -340,7 +318,7 @@ async fn provision_follow_and_delete(client: &Client, ns: &str) {
         )
         .await
         .unwrap();
-    eventually("MaasCluster gone", || async {
+    eventually("MaasCluster gone", WAIT, || async {
         clusters
             .get_opt("prod-maas")
             .await
@@ -356,7 +334,7 @@ async fn provision_follow_and_delete(client: &Client, ns: &str) {
 async fn paused_cluster_is_left_alone(client: &Client, ns: &str) {
     create_cluster(client, ns, "idle", true, json!({"dnsDomain": "maas"})).await;
     let clusters: Api<MaasCluster> = Api::namespaced(client.clone(), ns);
-    let mc = eventually("Paused condition", || async {
+    let mc = eventually("Paused condition", WAIT, || async {
         let mc = clusters.get("idle-maas").await.unwrap();
         (condition(&mc, cond::PAUSED)?.status == "True").then_some(mc)
     })
@@ -398,7 +376,7 @@ async fn api_server_available(
     name: &str,
     wanted: impl Fn(&Condition) -> bool,
 ) -> Condition {
-    eventually("the wanted APIServerAvailable condition", || async {
+    eventually("the wanted APIServerAvailable condition", WAIT, || async {
         let mc = clusters.get(name).await.unwrap();
         condition(&mc, cond::API_SERVER_AVAILABLE)
             .filter(|c| wanted(c))
@@ -459,7 +437,7 @@ async fn exec_plugin_kubeconfig_is_refused(client: &Client, ns: &str, workload: 
         c.message
     );
     let events: Api<Event> = Api::namespaced(client.clone(), ns);
-    let event = eventually("a KubeconfigRefused Warning Event", || async {
+    let event = eventually("a KubeconfigRefused Warning Event", WAIT, || async {
         events
             .list(&ListParams::default())
             .await
@@ -503,10 +481,8 @@ async fn cluster_controller_against_a_real_api_server() {
         api_server_probe(&client, &c, &workload),
         exec_plugin_kubeconfig_is_refused(&client, &d, &workload),
     );
-    controller.stop.cancel();
-    tokio::time::timeout(Duration::from_secs(15), controller.task)
+    controller
+        .stop(Duration::from_secs(15))
         .await
-        .expect("controller stops")
-        .unwrap()
-        .unwrap();
+        .expect("controller stops");
 }

@@ -31,15 +31,14 @@ use std::time::{Duration, Instant};
 
 use capmaas_api::capi_ipam::{IPAddress, IPAddressClaim, IPAddressClaimSpec, IPPoolReference};
 use capmaas_api::{MaasData, MaasDataClaim, MaasDataTemplate, MaasHost, MaasIPPool, keys};
-use capmaas_runtime::Runtime;
-use capmaas_testenv::{ApiRequests, TestEnv};
+use capmaas_runtime::embedded::Running;
+use capmaas_testenv::{ApiRequests, TestEnv, env_or};
 use data_controller::{BINARY, ControllerArgs};
 use futures::StreamExt;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
 use serde_json::json;
-use tokio_util::sync::CancellationToken;
 
 /// Requests the bench keeps in flight while it creates the claims.
 const CREATE_CONCURRENCY: usize = 32;
@@ -49,13 +48,6 @@ const DONE_TIMEOUT: Duration = Duration::from_secs(600);
 const POLL: Duration = Duration::from_millis(100);
 /// The controller counts as quiet when no write happened for this long.
 const QUIET: Duration = Duration::from_secs(2);
-
-fn size(var: &str, default: usize) -> usize {
-    std::env::var(var)
-        .ok()
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(default)
-}
 
 /// Writes since `before` once no write happened for [`QUIET`].
 async fn settled(client: &Client, before: &ApiRequests) -> ApiRequests {
@@ -365,17 +357,6 @@ async fn data_templates(env: &TestEnv, n: usize) {
     );
 }
 
-fn peak_rss_mib(status: &str) -> Option<f64> {
-    let kib: f64 = status
-        .lines()
-        .find(|l| l.starts_with("VmHWM:"))?
-        .split_whitespace()
-        .nth(1)?
-        .parse()
-        .ok()?;
-    Some(kib / 1024.0)
-}
-
 #[tokio::main(flavor = "multi_thread")]
 async fn main() {
     if std::env::var_os("RUST_LOG").is_some() {
@@ -384,8 +365,8 @@ async fn main() {
             .with_writer(std::io::stderr)
             .init();
     }
-    let ipam_claims = size("BENCH_IPAM_CLAIMS", 200);
-    let data_claims = size("BENCH_DATA_CLAIMS", 100);
+    let ipam_claims = env_or("BENCH_IPAM_CLAIMS", 200);
+    let data_claims = env_or("BENCH_DATA_CLAIMS", 100);
     let cores = std::thread::available_parallelism().map_or(0, std::num::NonZero::get);
     let profile = if cfg!(debug_assertions) {
         "debug"
@@ -403,26 +384,17 @@ async fn main() {
         "API server with CRDs up after {:.1} s",
         env.startup_duration().as_secs_f64()
     );
-    let stop = CancellationToken::new();
     let concurrency = format!("--concurrency={}", data_controller::DEFAULT_CONCURRENCY);
-    let runtime = Runtime::embedded(
-        BINARY,
-        env.kube_config().await.unwrap(),
-        stop.clone(),
-        &[&concurrency],
-    )
+    let config = env.kube_config().await.unwrap();
+    let controller = Running::start(BINARY, config, &[&concurrency], move |term| {
+        data_controller::run(term, ControllerArgs::default())
+    })
     .await
     .unwrap();
-    let controller = tokio::spawn(
-        runtime.run(move |term| data_controller::run(term, ControllerArgs::default())),
-    );
     header();
     ipam_only(&env, ipam_claims).await;
     data_templates(&env, data_claims).await;
-    let bench = std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .as_deref()
-        .and_then(peak_rss_mib);
+    let bench = capmaas_testenv::peak_rss_kib(std::process::id()).map(|k| k as f64 / 1024.0);
     let apiserver = env
         .processes()
         .iter()
@@ -434,6 +406,5 @@ async fn main() {
         bench.map_or_else(|| "?".into(), |m| format!("{m:.0}")),
         apiserver.map_or_else(|| "?".into(), |k| format!("{:.0}", k as f64 / 1024.0)),
     );
-    stop.cancel();
-    let _ = tokio::time::timeout(Duration::from_secs(10), controller).await;
+    let _ = controller.stop(Duration::from_secs(10)).await;
 }

@@ -5,38 +5,27 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::BTreeSet;
-use std::future::Future;
 use std::time::Duration;
 
 use capmaas_api::capi_ipam::{IPAddress, IPAddressClaim};
 use capmaas_api::{MaasData, MaasDataClaim, MaasDataTemplate, MaasHost, keys};
-use capmaas_runtime::Runtime;
-use capmaas_testenv::TestEnv;
+use capmaas_runtime::embedded::Running;
+use capmaas_testenv::{TestEnv, eventually};
 use data_controller::{BINARY, ControllerArgs};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use serde_json::json;
-use tokio_util::sync::CancellationToken;
 
 const WAIT: Duration = Duration::from_secs(60);
 
-async fn eventually<T, F, Fut>(what: &str, check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    capmaas_testenv::eventually(what, WAIT, check).await
-}
-
-async fn start(env: &TestEnv) -> CancellationToken {
+async fn start(env: &TestEnv) -> Running {
     let config = env.kube_config().await.unwrap();
-    let stop = CancellationToken::new();
-    let runtime = Runtime::embedded(BINARY, config, stop.clone(), &[])
-        .await
-        .unwrap();
-    tokio::spawn(runtime.run(move |term| data_controller::run(term, ControllerArgs::default())));
-    stop
+    Running::start(BINARY, config, &[], move |term| {
+        data_controller::run(term, ControllerArgs::default())
+    })
+    .await
+    .unwrap()
 }
 
 async fn apply(client: &Client, ns: &str, object: serde_json::Value) {
@@ -160,18 +149,12 @@ fn condition<'a>(
     claim: &'a MaasDataClaim,
     type_: &str,
 ) -> Option<&'a k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
-    claim
-        .status
-        .as_ref()?
-        .conditions
-        .as_ref()?
-        .iter()
-        .find(|c| c.type_ == type_)
+    capmaas_runtime::get_condition(claim.status.as_ref()?.conditions.as_ref()?, type_)
 }
 
 async fn rendered(client: &Client, ns: &str, name: &str) -> (MaasData, String, String) {
     let claims: Api<MaasDataClaim> = Api::namespaced(client.clone(), ns);
-    let data_name = eventually(&format!("claim {name} rendered"), || async {
+    let data_name = eventually(&format!("claim {name} rendered"), WAIT, || async {
         let c = claims.get(name).await.ok()?;
         let ready = condition(&c, "Ready").is_some_and(|c| c.status == "True");
         if !ready {
@@ -213,7 +196,7 @@ async fn claims_render_distinct_indexes_and_addresses_and_release_only_when_let_
         .unwrap();
     let client = env.client();
     let ns = env.create_namespace("data").await.unwrap();
-    let stop = start(&env).await;
+    let controller = start(&env).await;
     pool(&client, &ns, "prov", "10.8.0.10", "10.8.0.14").await;
     template(&client, &ns, "workers", "eno1", "prov").await;
     for i in 0..5 {
@@ -257,7 +240,7 @@ async fn claims_render_distinct_indexes_and_addresses_and_release_only_when_let_
     }
     assert_eq!(indexes, (0..5).collect());
     let templates: Api<MaasDataTemplate> = Api::namespaced(client.clone(), &ns);
-    eventually("template status lists the indexes", || async {
+    eventually("template status lists the indexes", WAIT, || async {
         let t = templates.get("workers").await.ok()?;
         (t.status?.allocated_indexes == Some(5)).then_some(())
     })
@@ -267,7 +250,7 @@ async fn claims_render_distinct_indexes_and_addresses_and_release_only_when_let_
     host(&client, &ns, "h5", "52:54:00:00:00:05").await;
     claim(&client, &ns, "m5", "workers", "h5").await;
     let claims: Api<MaasDataClaim> = Api::namespaced(client.clone(), &ns);
-    let waiting = eventually("m5 waits for an address", || async {
+    let waiting = eventually("m5 waits for an address", WAIT, || async {
         let c = claims.get("m5").await.ok()?;
         condition(&c, "AddressesAllocated")
             .filter(|c| c.status == "False" && c.message.contains("prov"))
@@ -323,7 +306,7 @@ async fn claims_render_distinct_indexes_and_addresses_and_release_only_when_let_
     );
     // machine-controller lets go after the release: index and address are freed, m5 is served.
     let_go(&claims, "m0").await;
-    eventually("m0 gone with its data", || async {
+    eventually("m0 gone with its data", WAIT, || async {
         let gone = claims.get_opt("m0").await.unwrap().is_none()
             && ip_claims.get_opt("m0-prov").await.unwrap().is_none();
         gone.then_some(())
@@ -367,7 +350,7 @@ async fn claims_render_distinct_indexes_and_addresses_and_release_only_when_let_
     // the MaasData with it.
     claims.delete("m1", &DeleteParams::default()).await.unwrap();
     let_go(&claims, "m1").await;
-    eventually("m1's claim, address and data gone", || async {
+    eventually("m1's claim, address and data gone", WAIT, || async {
         let gone = ip_claims.get_opt("m1-prov").await.unwrap().is_none()
             && data_api.get_opt(&m1_data).await.unwrap().is_none()
             && Api::<IPAddress>::namespaced(client.clone(), &ns)
@@ -385,7 +368,7 @@ async fn claims_render_distinct_indexes_and_addresses_and_release_only_when_let_
     pool(&client, &ns, "spare", "10.8.0.100", "10.8.0.110").await;
     host(&client, &ns, "h9", "52:54:00:00:00:09").await;
     claim(&client, &ns, "m9", "broken", "h9").await;
-    let message = eventually("m9 reports the template error", || async {
+    let message = eventually("m9 reports the template error", WAIT, || async {
         let c = claims.get("m9").await.ok()?;
         condition(&c, "DataReady")
             .filter(|c| c.reason == "RenderFailed")
@@ -397,5 +380,5 @@ async fn claims_render_distinct_indexes_and_addresses_and_release_only_when_let_
         "{message}"
     );
     assert!(message.contains("eno9"), "{message}");
-    stop.cancel();
+    drop(controller);
 }

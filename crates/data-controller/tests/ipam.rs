@@ -7,7 +7,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::future::Future;
 use std::net::IpAddr;
 use std::time::Duration;
 
@@ -17,52 +16,33 @@ use capmaas_api::conditions as cond;
 use capmaas_api::ipam::{AllocationStrategy, IpPoolRange};
 use capmaas_api::keys::{FINALIZER_IP_ADDRESS, FINALIZER_IP_ADDRESS_CLAIM, FINALIZER_MAAS_IP_POOL};
 use capmaas_api::{MaasIPAddressLock, MaasIPPool, MaasIPPoolSpec};
-use capmaas_runtime::{BoxError, Runtime};
-use capmaas_testenv::TestEnv;
+use capmaas_runtime::BoxError;
+use capmaas_runtime::embedded::Running;
+use capmaas_testenv::{TestEnv, eventually};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use serde_json::json;
-use tokio_util::sync::CancellationToken;
 
 const WAIT: Duration = Duration::from_secs(60);
 const CONSUMER: &str = "consumer.example.com/in-use";
 
-async fn eventually<T, F, Fut>(what: &str, check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    capmaas_testenv::eventually(what, WAIT, check).await
-}
-
-struct Instance {
-    stop: CancellationToken,
-    task: tokio::task::JoinHandle<Result<(), capmaas_runtime::Error>>,
-}
-
-async fn start_ipam(env: &TestEnv, flags: &[&str]) -> Instance {
+async fn start_ipam(env: &TestEnv, flags: &[&str]) -> Running {
     let config = env.kube_config().await.unwrap();
-    let stop = CancellationToken::new();
-    let runtime = Runtime::embedded("data-controller", config, stop.clone(), flags)
-        .await
-        .unwrap();
-    let task = tokio::spawn(runtime.run(|term| async move {
+    Running::start("data-controller", config, flags, |term| async move {
         data_controller::ipam::run(&term).await;
         Ok::<(), BoxError>(())
-    }));
-    Instance { stop, task }
+    })
+    .await
+    .unwrap()
 }
 
-impl Instance {
-    async fn stop(self) {
-        self.stop.cancel();
-        tokio::time::timeout(Duration::from_secs(15), self.task)
-            .await
-            .expect("IPAM stops")
-            .unwrap()
-            .unwrap();
-    }
+/// Stops one IPAM instance, failing the test unless it returns cleanly within 15 s.
+async fn stop_ipam(instance: Running) {
+    instance
+        .stop(Duration::from_secs(15))
+        .await
+        .expect("IPAM stops");
 }
 
 fn range(start: &str, end: &str) -> IpPoolRange {
@@ -95,7 +75,7 @@ async fn warning_event(
     name: &str,
 ) -> k8s_openapi::api::events::v1::Event {
     let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), ns);
-    eventually("a Warning Event", || async {
+    eventually("a Warning Event", WAIT, || async {
         events
             .list(&kube::api::ListParams::default())
             .await
@@ -139,20 +119,14 @@ async fn create_claim(client: &Client, ns: &str, claim: &IPAddressClaim) {
 }
 
 fn ready(claim: &IPAddressClaim) -> Option<&Condition> {
-    claim
-        .status
-        .as_ref()?
-        .conditions
-        .as_ref()?
-        .iter()
-        .find(|c| c.type_ == cond::READY)
+    capmaas_runtime::get_condition(claim.status.as_ref()?.conditions.as_ref()?, cond::READY)
 }
 
 /// The `IPAddress` claim `name` is bound to, once it is Ready.
 async fn served(client: &Client, ns: &str, name: &str) -> IPAddress {
     let claims: Api<IPAddressClaim> = Api::namespaced(client.clone(), ns);
     let addresses: Api<IPAddress> = Api::namespaced(client.clone(), ns);
-    eventually(&format!("claim {name} served"), || async {
+    eventually(&format!("claim {name} served"), WAIT, || async {
         let claim = claims.get(name).await.unwrap();
         if ready(&claim)?.status != "True" {
             return None;
@@ -261,7 +235,7 @@ async fn thirty_claims_two_replicas(client: &Client, ns: &str) {
     )
     .await;
     // Checked over and over while the replicas race, not only at the end.
-    let bound = eventually("30 claims served", || async {
+    let bound = eventually("30 claims served", WAIT, || async {
         let bound = check_never_twice(client, ns).await;
         (bound.len() == 30).then_some(bound)
     })
@@ -291,7 +265,7 @@ async fn thirty_claims_two_replicas(client: &Client, ns: &str) {
         .collect();
     assert_eq!(owners, ["IPAddressClaim", "MaasIPPool"]);
     // Extras of the race are released: exactly one IPAddress per claim.
-    eventually("one IPAddress per claim", || async {
+    eventually("one IPAddress per claim", WAIT, || async {
         let n = Api::<IPAddress>::namespaced(client.clone(), ns)
             .list(&ListParams::default())
             .await
@@ -377,14 +351,16 @@ async fn overlapping_pools_in_two_namespaces(client: &Client, first: &str, secon
     }))
     .await;
     // Checked over and over while the replicas race, not only at the end.
-    let held = eventually("12 addresses held across both namespaces", || async {
+    let held = eventually("12 addresses held across both namespaces", WAIT, || async {
         let held = held_across(client, &sites).await;
         (held.len() == 12).then_some(held)
     })
     .await;
-    eventually("one lock per address held, naming its claim", || async {
-        (locks_of(client, "10.60.0.").await == held).then_some(())
-    })
+    eventually(
+        "one lock per address held, naming its claim",
+        WAIT,
+        || async { (locks_of(client, "10.60.0.").await == held).then_some(()) },
+    )
     .await;
 
     // Three released (from the namespace with the most): their addresses go to waiting claims.
@@ -403,16 +379,20 @@ async fn overlapping_pools_in_two_namespaces(client: &Client, first: &str, secon
     for (_, claim) in &released {
         api.delete(claim, &DeleteParams::default()).await.unwrap();
     }
-    let again = eventually("12 addresses held again by the waiting claims", || async {
-        let held = held_across(client, &sites).await;
-        let renewed = released.iter().all(|(ip, claim)| {
-            held.get(ip)
-                .is_some_and(|(ns, c)| ns != busiest || c != claim)
-        });
-        (held.len() == 12 && renewed).then_some(held)
-    })
+    let again = eventually(
+        "12 addresses held again by the waiting claims",
+        WAIT,
+        || async {
+            let held = held_across(client, &sites).await;
+            let renewed = released.iter().all(|(ip, claim)| {
+                held.get(ip)
+                    .is_some_and(|(ns, c)| ns != busiest || c != claim)
+            });
+            (held.len() == 12 && renewed).then_some(held)
+        },
+    )
     .await;
-    eventually("the locks follow the new holders", || async {
+    eventually("the locks follow the new holders", WAIT, || async {
         (locks_of(client, "10.60.0.").await == again).then_some(())
     })
     .await;
@@ -442,7 +422,7 @@ async fn overlapping_pools_in_two_namespaces(client: &Client, first: &str, secon
             .await
             .unwrap();
     }
-    eventually("no lock left", || async {
+    eventually("no lock left", WAIT, || async {
         locks_of(client, "10.60.0.").await.is_empty().then_some(())
     })
     .await;
@@ -469,7 +449,7 @@ async fn exhausted_then_served(client: &Client, ns: &str) {
     );
     create_claim(client, ns, &claim_object("c", "small", &[])).await;
     let claims: Api<IPAddressClaim> = Api::namespaced(client.clone(), ns);
-    let condition = eventually("PoolExhausted", || async {
+    let condition = eventually("PoolExhausted", WAIT, || async {
         let c = claims.get("c").await.unwrap();
         ready(&c).filter(|r| r.reason == "PoolExhausted").cloned()
     })
@@ -497,7 +477,7 @@ async fn exhausted_then_served(client: &Client, ns: &str) {
         c.spec.address, a.spec.address,
         "the released address serves the waiting claim"
     );
-    eventually("claim a gone", || async {
+    eventually("claim a gone", WAIT, || async {
         claims.get_opt("a").await.unwrap().is_none().then_some(())
     })
     .await;
@@ -522,7 +502,7 @@ async fn exhausted_then_served(client: &Client, ns: &str) {
         )
         .await
         .unwrap();
-    let stranded = eventually("AddressesStranded", || async {
+    let stranded = eventually("AddressesStranded", WAIT, || async {
         in_pool(pools.get("small").await.unwrap()).filter(|c| c.status == "False")
     })
     .await;
@@ -542,7 +522,7 @@ async fn exhausted_then_served(client: &Client, ns: &str) {
         )
         .await
         .unwrap();
-    eventually("AddressesInPool again", || async {
+    eventually("AddressesInPool again", WAIT, || async {
         in_pool(pools.get("small").await.unwrap()).filter(|c| c.status == "True")
     })
     .await;
@@ -552,7 +532,7 @@ async fn exhausted_then_served(client: &Client, ns: &str) {
         .delete("small", &DeleteParams::default())
         .await
         .unwrap();
-    eventually("pool waits for its addresses", || async {
+    eventually("pool waits for its addresses", WAIT, || async {
         let p = pools.get("small").await.unwrap();
         let ready = p
             .status?
@@ -565,7 +545,7 @@ async fn exhausted_then_served(client: &Client, ns: &str) {
     for name in ["b", "c"] {
         claims.delete(name, &DeleteParams::default()).await.unwrap();
     }
-    eventually("pool gone", || async {
+    eventually("pool gone", WAIT, || async {
         pools
             .get_opt("small")
             .await
@@ -622,7 +602,7 @@ async fn in_use_handshake(client: &Client, ns: &str) {
         )
         .await
         .unwrap();
-    eventually("claim and address gone", || async {
+    eventually("claim and address gone", WAIT, || async {
         let gone = claims.get_opt("held").await.unwrap().is_none()
             && addresses
                 .get_opt(&address.name_any())
@@ -639,7 +619,7 @@ async fn in_use_handshake(client: &Client, ns: &str) {
         .delete("fleeting", &DeleteParams::default())
         .await
         .unwrap();
-    eventually("no address left behind", || async {
+    eventually("no address left behind", WAIT, || async {
         let left = addresses.list(&ListParams::default()).await.unwrap().items;
         (left.is_empty() && claims.get_opt("fleeting").await.unwrap().is_none()).then_some(())
     })
@@ -676,7 +656,7 @@ async fn ipv6_and_invalid_pools(client: &Client, ns: &str) {
     bad.name_prefix = "bad".into();
     create_pool(client, ns, "bad", bad).await;
     let pools: Api<MaasIPPool> = Api::namespaced(client.clone(), ns);
-    let valid = eventually("PoolValid=False", || async {
+    let valid = eventually("PoolValid=False", WAIT, || async {
         let p = pools.get("bad").await.unwrap();
         p.status?
             .conditions?
@@ -691,7 +671,7 @@ async fn ipv6_and_invalid_pools(client: &Client, ns: &str) {
     assert_eq!(valid.message, "spec.pools[1]: overlaps spec.pools[0]");
     create_claim(client, ns, &claim_object("on-bad", "bad", &[])).await;
     let claims: Api<IPAddressClaim> = Api::namespaced(client.clone(), ns);
-    let condition = eventually("AllocationFailed", || async {
+    let condition = eventually("AllocationFailed", WAIT, || async {
         ready(&claims.get("on-bad").await.unwrap()).cloned()
     })
     .await;
@@ -705,7 +685,7 @@ async fn ipv6_and_invalid_pools(client: &Client, ns: &str) {
     );
     // A claim on a pool that does not exist is told so by its condition and a Warning Event.
     create_claim(client, ns, &claim_object("on-missing", "no-such-pool", &[])).await;
-    let condition = eventually("no such pool", || async {
+    let condition = eventually("no such pool", WAIT, || async {
         ready(&claims.get("on-missing").await.unwrap()).cloned()
     })
     .await;
@@ -815,5 +795,5 @@ async fn ipam_against_a_real_api_server() {
         paused_and_foreign_claims(&client, &paused),
         overlapping_pools_in_two_namespaces(&client, &site_a, &site_b),
     );
-    tokio::join!(a.stop(), b.stop(), c.stop());
+    tokio::join!(stop_ipam(a), stop_ipam(b), stop_ipam(c));
 }

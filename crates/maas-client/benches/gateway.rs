@@ -35,7 +35,7 @@ use futures::StreamExt;
 use kube::Api;
 use kube::runtime::{reflector, watcher};
 use maas_sim::{NodeStatus, SimConfig, Simulator};
-use probes::{cpu_ticks, free_port, gateway_metrics, rss_kib};
+use probes::{cpu_ticks, free_port, gateway_metrics};
 use support::*;
 use tokio::process::{Child, Command};
 
@@ -253,7 +253,10 @@ async fn inventory_case(env: &capmaas_testenv::TestEnv, n: usize) -> InventoryFi
         .since(&idle_start)
         .without_leases(background.stop());
     let reconciles = reconciles_after.since(&reconciles_before);
-    let (rss_kib, peak_kib) = rss_kib(pid);
+    let (rss_kib, peak_kib) = (
+        capmaas_testenv::rss_kib(pid).unwrap_or(0),
+        capmaas_testenv::peak_rss_kib(pid).unwrap_or(0),
+    );
     child.start_kill().unwrap();
     child.wait().await.unwrap();
     sim.shutdown().await;

@@ -6,9 +6,10 @@
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
 
 use capmaas_api::conditions::{self as cond, reasons};
-use capmaas_testenv::TestEnv;
+use capmaas_testenv::{TestEnv, eventually};
 use common::*;
 use kube::ResourceExt;
 use serde_json::json;
@@ -43,18 +44,22 @@ async fn contention_never_claims_a_host_twice_and_no_host_is_reported() {
         create_machine_pair(&client, &race, "left", Some("b"), None, json!({})),
         create_machine_pair(&client, &race, "right", Some("b"), None, json!({})),
     );
-    let winner = eventually("one claim", 30, || async {
+    let winner = eventually("one claim", Duration::from_secs(30), || async {
         let c = claims(&client, &race).await;
         (c.len() == 1).then(|| c.into_keys().next().unwrap())
     })
     .await;
     let loser = if winner == "left" { "right" } else { "left" };
-    let waiting = eventually("the loser's NoHostAvailable condition", 30, || async {
-        get_mm(&client, &race, loser).await.filter(|m| {
-            condition(m, cond::HOST_ASSOCIATED)
-                .is_some_and(|c| c.reason == reasons::NO_HOST_AVAILABLE)
-        })
-    })
+    let waiting = eventually(
+        "the loser's NoHostAvailable condition",
+        Duration::from_secs(30),
+        || async {
+            get_mm(&client, &race, loser).await.filter(|m| {
+                condition(m, cond::HOST_ASSOCIATED)
+                    .is_some_and(|c| c.reason == reasons::NO_HOST_AVAILABLE)
+            })
+        },
+    )
     .await;
     let message = &condition(&waiting, cond::HOST_ASSOCIATED).unwrap().message;
     assert!(message.contains("1 claimed by other machines"), "{message}");
@@ -82,18 +87,22 @@ async fn contention_never_claims_a_host_twice_and_no_host_is_reported() {
     .await;
     // Settled: every machine records a host and holds it. (A recorded host is an intent first;
     // two machines may briefly record the same one until the loser of the claim withdraws.)
-    let claimed = eventually("ten recorded and held claims", 60, || async {
-        let mut recorded = BTreeMap::new();
-        for n in &names {
-            let host = get_mm(&client, &crowd, n).await?.status?.host_ref?.name;
-            recorded.insert(n.clone(), host);
-        }
-        let held = claims(&client, &crowd).await;
-        recorded
-            .iter()
-            .all(|(m, h)| held.get(m).is_some_and(|hs| hs.contains(h)))
-            .then_some(recorded)
-    })
+    let claimed = eventually(
+        "ten recorded and held claims",
+        Duration::from_secs(60),
+        || async {
+            let mut recorded = BTreeMap::new();
+            for n in &names {
+                let host = get_mm(&client, &crowd, n).await?.status?.host_ref?.name;
+                recorded.insert(n.clone(), host);
+            }
+            let held = claims(&client, &crowd).await;
+            recorded
+                .iter()
+                .all(|(m, h)| held.get(m).is_some_and(|hs| hs.contains(h)))
+                .then_some(recorded)
+        },
+    )
     .await;
     let distinct: BTreeSet<&String> = claimed.values().collect();
     assert_eq!(distinct.len(), 10, "no host recorded twice: {claimed:?}");
@@ -121,7 +130,7 @@ async fn contention_never_claims_a_host_twice_and_no_host_is_reported() {
         json!({"minCPU": 32, "tags": ["gpu"]}),
     )
     .await;
-    let waiting = eventually("NoHostAvailable", 30, || async {
+    let waiting = eventually("NoHostAvailable", Duration::from_secs(30), || async {
         get_mm(&client, &big, "huge").await.filter(|m| {
             condition(m, cond::HOST_ASSOCIATED)
                 .is_some_and(|c| c.reason == reasons::NO_HOST_AVAILABLE)
@@ -134,13 +143,17 @@ async fn contention_never_claims_a_host_twice_and_no_host_is_reported() {
         .clone();
     assert!(message.contains("1 below minCPU 32"), "{message}");
     assert!(message.contains("1 without tags [gpu]"), "{message}");
-    eventually("a NoHostAvailable event", 10, || async {
-        let found = events(&client, &big, "huge", reasons::NO_HOST_AVAILABLE).await;
-        found
-            .first()
-            .filter(|e| e.type_.as_deref() == Some("Warning"))
-            .map(|_| ())
-    })
+    eventually(
+        "a NoHostAvailable event",
+        Duration::from_secs(10),
+        || async {
+            let found = events(&client, &big, "huge", reasons::NO_HOST_AVAILABLE).await;
+            found
+                .first()
+                .filter(|e| e.type_.as_deref() == Some("Warning"))
+                .map(|_| ())
+        },
+    )
     .await;
     // A fitting host appears: the waiting machine is woken and claims it.
     create_host(&client, &big, "gpu-box", "az1", 48, 262_144).await;
@@ -152,13 +165,17 @@ async fn contention_never_claims_a_host_twice_and_no_host_is_reported() {
         )
         .await
         .unwrap();
-    eventually("the new host to be claimed", 30, || async {
-        claims(&client, &big)
-            .await
-            .get("huge")
-            .filter(|h| h.as_slice() == ["gpu-box"])
-            .map(|_| ())
-    })
+    eventually(
+        "the new host to be claimed",
+        Duration::from_secs(30),
+        || async {
+            claims(&client, &big)
+                .await
+                .get("huge")
+                .filter(|h| h.as_slice() == ["gpu-box"])
+                .map(|_| ())
+        },
+    )
     .await;
 }
 
@@ -219,9 +236,11 @@ async fn hosts_of_an_open_inventory_are_claimed_across_namespaces_exactly_once()
         create_machine_pair(&client, &teams[0], "m", Some("b"), None, json!({})),
         create_machine_pair(&client, &teams[1], "m", Some("b"), None, json!({})),
     );
-    let holder = eventually("one claim across namespaces", 30, || async {
-        hosts(&client, &shared).await[0].spec.consumer_ref.clone()
-    })
+    let holder = eventually(
+        "one claim across namespaces",
+        Duration::from_secs(30),
+        || async { hosts(&client, &shared).await[0].spec.consumer_ref.clone() },
+    )
     .await;
     let winner = holder
         .namespace
@@ -235,18 +254,27 @@ async fn hosts_of_an_open_inventory_are_claimed_across_namespaces_exactly_once()
         (host_ref.name.as_str(), host_ref.namespace.as_deref()),
         ("last", Some(shared.as_str()))
     );
-    eventually("the loser's NoHostAvailable", 30, || async {
-        get_mm(&client, &loser, "m").await.filter(|m| {
-            condition(m, cond::HOST_ASSOCIATED)
-                .is_some_and(|c| c.reason == reasons::NO_HOST_AVAILABLE)
-        })
-    })
+    eventually(
+        "the loser's NoHostAvailable",
+        Duration::from_secs(30),
+        || async {
+            get_mm(&client, &loser, "m").await.filter(|m| {
+                condition(m, cond::HOST_ASSOCIATED)
+                    .is_some_and(|c| c.reason == reasons::NO_HOST_AVAILABLE)
+            })
+        },
+    )
     .await;
-    eventually("the winner's deployment", 30, || async {
-        let host = hosts(&client, &shared).await.pop()?;
-        (host.status?.provisioning_state == Some(capmaas_api::host::ProvisioningState::Deployed))
+    eventually(
+        "the winner's deployment",
+        Duration::from_secs(30),
+        || async {
+            let host = hosts(&client, &shared).await.pop()?;
+            (host.status?.provisioning_state
+                == Some(capmaas_api::host::ProvisioningState::Deployed))
             .then_some(())
-    })
+        },
+    )
     .await;
 
     // A namespace the inventory does not admit: a free host of it is never proposed.
@@ -254,12 +282,16 @@ async fn hosts_of_an_open_inventory_are_claimed_across_namespaces_exactly_once()
     create_cluster(&client, &outsider, true, false).await;
     imported("spare").await;
     create_machine_pair(&client, &outsider, "m", Some("b"), None, json!({})).await;
-    let waiting = eventually("the outsider's NoHostAvailable", 30, || async {
-        get_mm(&client, &outsider, "m").await.filter(|m| {
-            condition(m, cond::HOST_ASSOCIATED)
-                .is_some_and(|c| c.reason == reasons::NO_HOST_AVAILABLE)
-        })
-    })
+    let waiting = eventually(
+        "the outsider's NoHostAvailable",
+        Duration::from_secs(30),
+        || async {
+            get_mm(&client, &outsider, "m").await.filter(|m| {
+                condition(m, cond::HOST_ASSOCIATED)
+                    .is_some_and(|c| c.reason == reasons::NO_HOST_AVAILABLE)
+            })
+        },
+    )
     .await;
     let message = &condition(&waiting, cond::HOST_ASSOCIATED).unwrap().message;
     assert!(
@@ -267,10 +299,14 @@ async fn hosts_of_an_open_inventory_are_claimed_across_namespaces_exactly_once()
         "{message}"
     );
     // The loser, admitted, takes the spare host instead (woken by the host's creation).
-    eventually("the loser's claim of the spare host", 30, || async {
-        let mm = get_mm(&client, &loser, "m").await?;
-        (mm.status?.host_ref?.name == "spare").then_some(())
-    })
+    eventually(
+        "the loser's claim of the spare host",
+        Duration::from_secs(30),
+        || async {
+            let mm = get_mm(&client, &loser, "m").await?;
+            (mm.status?.host_ref?.name == "spare").then_some(())
+        },
+    )
     .await;
     let spare = hosts(&client, &shared)
         .await
@@ -302,20 +338,28 @@ async fn hosts_of_an_open_inventory_are_claimed_across_namespaces_exactly_once()
         json!({"resourcePool": "gpu-pool"}),
     )
     .await;
-    let on_demand = eventually("the on-demand inventory", 30, || async {
-        inventories("default")
-            .get_opt("pool-gpu-pool")
-            .await
-            .unwrap()
-    })
+    let on_demand = eventually(
+        "the on-demand inventory",
+        Duration::from_secs(30),
+        || async {
+            inventories("default")
+                .get_opt("pool-gpu-pool")
+                .await
+                .unwrap()
+        },
+    )
     .await;
     assert_eq!(on_demand.spec.resource_pool, "gpu-pool");
     assert!(on_demand.admits(&outsider) && on_demand.admits("anyone"));
-    let message = eventually("the gpu machine's message naming it", 30, || async {
-        let mm = get_mm(&client, &outsider, "gpu").await?;
-        let message = condition(&mm, cond::HOST_ASSOCIATED)?.message.clone();
-        message.contains("imported on demand").then_some(message)
-    })
+    let message = eventually(
+        "the gpu machine's message naming it",
+        Duration::from_secs(30),
+        || async {
+            let mm = get_mm(&client, &outsider, "gpu").await?;
+            let message = condition(&mm, cond::HOST_ASSOCIATED)?.message.clone();
+            message.contains("imported on demand").then_some(message)
+        },
+    )
     .await;
     assert!(
         message.contains("MaasInventory default/pool-gpu-pool"),

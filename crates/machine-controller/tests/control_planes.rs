@@ -5,10 +5,12 @@
 
 mod common;
 
+use std::time::Duration;
+
 use capmaas_api::{MaasHost, MaasMachine, keys};
-use capmaas_runtime::Runtime;
-use capmaas_testenv::TestEnv;
+use capmaas_runtime::embedded::Running;
 use capmaas_testenv::objects::{apply, deploy_base_rbac};
+use capmaas_testenv::{TestEnv, eventually};
 use common::*;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
@@ -16,7 +18,6 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, ResourceExt};
 use machine_controller::{BINARY, ControllerArgs};
 use serde_json::{Value, json};
-use tokio_util::sync::CancellationToken;
 
 /// A stand-in CRD for a control-plane provider's kind: served, any fields kept.
 fn control_plane_crd(group: &str, version: &str, kind: &str) -> CustomResourceDefinition {
@@ -43,9 +44,7 @@ async fn apply_machine_controller_rbac(client: &Client) {
 }
 
 /// machine-controller in-process, authenticated as its ServiceAccount: RBAC applies.
-async fn start_as_service_account(
-    env: &TestEnv,
-) -> (CancellationToken, tokio::task::JoinHandle<()>) {
+async fn start_as_service_account(env: &TestEnv) -> Running {
     let (yaml, _) = env
         .service_account_kubeconfig("capmaas-system", "capmaas-machine-controller")
         .await
@@ -54,18 +53,12 @@ async fn start_as_service_account(
     let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
         .await
         .unwrap();
-    let stop = CancellationToken::new();
-    let runtime = Runtime::embedded(BINARY, config, stop.clone(), &["--concurrency=4"])
-        .await
-        .unwrap();
     let args = ControllerArgs::default();
-    let task = tokio::spawn(async move {
-        runtime
-            .run(move |term| machine_controller::run(term, args.clone()))
-            .await
-            .unwrap();
-    });
-    (stop, task)
+    Running::start(BINARY, config, &["--concurrency=4"], move |term| {
+        machine_controller::run(term, args.clone())
+    })
+    .await
+    .unwrap()
 }
 
 async fn create_dynamic(
@@ -119,7 +112,7 @@ async fn provision_then_delete(
 ) -> MaasHost {
     eventually(
         &format!("{machine} provisioned on {host_name}"),
-        30,
+        Duration::from_secs(30),
         || async {
             get_mm(client, ns, machine)
                 .await
@@ -132,9 +125,11 @@ async fn provision_then_delete(
         .delete(machine, &DeleteParams::default())
         .await
         .unwrap();
-    eventually(&format!("{machine} released and gone"), 30, || async {
-        get_mm(client, ns, machine).await.is_none().then_some(())
-    })
+    eventually(
+        &format!("{machine} released and gone"),
+        Duration::from_secs(30),
+        || async { get_mm(client, ns, machine).await.is_none().then_some(()) },
+    )
     .await;
     host(client, ns, host_name).await
 }
@@ -154,18 +149,27 @@ async fn machines_of_any_control_plane_kind_are_released_and_their_hosts_kept_fo
     for crd in [&rke2, &acme] {
         crds.create(&PostParams::default(), crd).await.unwrap();
     }
-    eventually("the stand-in CRDs served", 30, || async {
-        for crd in [&rke2, &acme] {
-            let version = format!("{}/{}", crd.spec.group, crd.spec.versions[0].name);
-            capmaas_testenv::objects::kind_api(&client, "default", &version, &crd.spec.names.kind)
+    eventually(
+        "the stand-in CRDs served",
+        Duration::from_secs(30),
+        || async {
+            for crd in [&rke2, &acme] {
+                let version = format!("{}/{}", crd.spec.group, crd.spec.versions[0].name);
+                capmaas_testenv::objects::kind_api(
+                    &client,
+                    "default",
+                    &version,
+                    &crd.spec.names.kind,
+                )
                 .await
                 .ok()?;
-        }
-        Some(())
-    })
+            }
+            Some(())
+        },
+    )
     .await;
     apply_machine_controller_rbac(&client).await;
-    let (stop, _task) = start_as_service_account(&env).await;
+    let controller = start_as_service_account(&env).await;
 
     let ns = env.create_namespace("mc-cp").await.unwrap();
     create_cluster(&client, &ns, true, false).await;
@@ -202,14 +206,18 @@ async fn machines_of_any_control_plane_kind_are_released_and_their_hosts_kept_fo
     // The control plane's next machine takes its server back over a smaller free one.
     create_host(&client, &ns, "cp-small", "az1", 2, 4096).await;
     create_machine_pair(&client, &ns, "rke-1", Some("b"), Some(&cp), json!({})).await;
-    eventually("rke-1 on the reserved server", 30, || async {
-        let holder = host(&client, &ns, "cp-a")
-            .await
-            .spec
-            .consumer_ref
-            .map(|c| c.name);
-        (holder.as_deref() == Some("rke-1")).then_some(())
-    })
+    eventually(
+        "rke-1 on the reserved server",
+        Duration::from_secs(30),
+        || async {
+            let holder = host(&client, &ns, "cp-a")
+                .await
+                .spec
+                .consumer_ref
+                .map(|c| c.name);
+            (holder.as_deref() == Some("rke-1")).then_some(())
+        },
+    )
     .await;
 
     // A kind our RBAC does not name: reading it is refused (403), which neither blocks the
@@ -249,5 +257,5 @@ async fn machines_of_any_control_plane_kind_are_released_and_their_hosts_kept_fo
         .expect("a reservation for the Acme control plane");
     assert_eq!(reservation.owner.kind, "AcmeControlPlane");
     assert_eq!(reservation.owner.uid, acme_cp.uid().unwrap());
-    stop.cancel();
+    drop(controller);
 }

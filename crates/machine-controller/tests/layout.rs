@@ -5,7 +5,9 @@
 
 use std::path::PathBuf;
 
-use capmaas_testenv::layout::{assert_no_import_cycles, module_imports};
+use capmaas_testenv::layout::{
+    assert_below, assert_imported_by_none, assert_no_import_cycles, module_imports,
+};
 
 fn src() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src")
@@ -19,21 +21,18 @@ fn no_module_imports_one_that_imports_it_back() {
 #[test]
 fn act_is_on_top_and_state_below_the_steps() {
     let graph = module_imports(&src()).unwrap();
-    for (module, uses) in &graph {
-        assert!(!uses.contains("act"), "{module} imports act");
-    }
+    assert_imported_by_none(&graph, "act");
     let steps = ["act", "claiming", "deployed", "release"];
     for step in steps {
         assert!(graph.contains_key(step), "module {step} not found");
     }
-    for module in [
-        "state", "context", "decide", "status", "host_ops", "error", "watch",
-    ] {
-        let uses = &graph[module];
-        for step in steps {
-            assert!(!uses.contains(step), "{module} imports {step}");
-        }
-    }
+    assert_below(
+        &graph,
+        &[
+            "state", "context", "decide", "status", "host_ops", "error", "watch",
+        ],
+        &steps,
+    );
     for step in ["claiming", "deployed", "release"] {
         for other in ["claiming", "deployed", "release"] {
             assert!(

@@ -4,9 +4,11 @@
 
 mod common;
 
+use std::time::Duration;
+
 use capmaas_api::conditions::{self as cond, reasons};
 use capmaas_api::{MaasHost, MaasMachine, keys};
-use capmaas_testenv::TestEnv;
+use capmaas_testenv::{TestEnv, eventually};
 use common::*;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
@@ -38,7 +40,7 @@ async fn pause_and_node_reuse() {
     create_cluster(&client, &paused, true, true).await;
     create_host(&client, &paused, "h1", "az1", 4, 8192).await;
     create_machine_pair(&client, &paused, "p1", Some("b"), None, json!({})).await;
-    let mm = eventually("the Paused condition", 30, || async {
+    let mm = eventually("the Paused condition", Duration::from_secs(30), || async {
         get_mm(&client, &paused, "p1")
             .await
             .filter(|m| condition(m, cond::PAUSED).is_some_and(|c| c.status == "True"))
@@ -48,16 +50,22 @@ async fn pause_and_node_reuse() {
     assert_eq!(holder(&client, &paused, "h1").await, None);
     // Unpausing the Cluster (a watched change) resumes at once.
     set_cluster_paused(&client, &paused, false).await;
-    eventually("the claim after unpausing", 30, || async {
-        (holder(&client, &paused, "h1").await.as_deref() == Some("p1")).then_some(())
-    })
+    eventually(
+        "the claim after unpausing",
+        Duration::from_secs(30),
+        || async { (holder(&client, &paused, "h1").await.as_deref() == Some("p1")).then_some(()) },
+    )
     .await;
     // The claim is written before the status of the same reconcile: read until it shows.
-    let mm = eventually("Paused=False after unpausing", 30, || async {
-        get_mm(&client, &paused, "p1")
-            .await
-            .filter(|m| condition(m, cond::PAUSED).is_some_and(|c| c.status == "False"))
-    })
+    let mm = eventually(
+        "Paused=False after unpausing",
+        Duration::from_secs(30),
+        || async {
+            get_mm(&client, &paused, "p1")
+                .await
+                .filter(|m| condition(m, cond::PAUSED).is_some_and(|c| c.status == "False"))
+        },
+    )
     .await;
     assert!(
         mm.finalizers()
@@ -80,7 +88,7 @@ async fn pause_and_node_reuse() {
     let (md, ms) = create_deployment(&client, &ns, "workers", "workers-v1").await;
     create_host(&client, &ns, "big", "az1", 16, 65536).await;
     create_machine_pair(&client, &ns, "w1", Some("b"), Some(&ms), json!({})).await;
-    eventually("w1 provisioned on big", 30, || async {
+    eventually("w1 provisioned on big", Duration::from_secs(30), || async {
         get_mm(&client, &ns, "w1")
             .await
             .and_then(|m| m.spec.provider_id)
@@ -106,7 +114,7 @@ async fn pause_and_node_reuse() {
         .delete("w1", &DeleteParams::default())
         .await
         .unwrap();
-    eventually("w1 gone", 30, || async {
+    eventually("w1 gone", Duration::from_secs(30), || async {
         get_mm(&client, &ns, "w1").await.is_none().then_some(())
     })
     .await;
@@ -132,9 +140,11 @@ async fn pause_and_node_reuse() {
     // The deployment's next machine prefers the reserved host over a smaller free one.
     create_host(&client, &ns, "small", "az1", 2, 4096).await;
     create_machine_pair(&client, &ns, "w2", Some("b"), Some(&ms), json!({})).await;
-    eventually("w2 on the reserved host", 30, || async {
-        (holder(&client, &ns, "big").await.as_deref() == Some("w2")).then_some(())
-    })
+    eventually(
+        "w2 on the reserved host",
+        Duration::from_secs(30),
+        || async { (holder(&client, &ns, "big").await.as_deref() == Some("w2")).then_some(()) },
+    )
     .await;
     let big = host(&client, &ns, "big").await;
     assert!(
@@ -142,7 +152,7 @@ async fn pause_and_node_reuse() {
         "taken reservations are cleared"
     );
     assert!(!big.labels().contains_key(keys::LABEL_NODE_REUSE));
-    eventually("a HostReused event", 10, || async {
+    eventually("a HostReused event", Duration::from_secs(10), || async {
         (!events(&client, &ns, "w2", reasons::HOST_REUSED)
             .await
             .is_empty())
@@ -155,12 +165,12 @@ async fn pause_and_node_reuse() {
         .delete("w2", &DeleteParams::default())
         .await
         .unwrap();
-    eventually("w2 gone", 30, || async {
+    eventually("w2 gone", Duration::from_secs(30), || async {
         get_mm(&client, &ns, "w2").await.is_none().then_some(())
     })
     .await;
     create_machine_pair(&client, &ns, "other", Some("b"), None, json!({"minCPU": 8})).await;
-    let waiting = eventually("other waiting", 30, || async {
+    let waiting = eventually("other waiting", Duration::from_secs(30), || async {
         get_mm(&client, &ns, "other").await.filter(|m| {
             condition(m, cond::HOST_ASSOCIATED)
                 .is_some_and(|c| c.reason == reasons::NO_HOST_AVAILABLE)
@@ -183,8 +193,10 @@ async fn pause_and_node_reuse() {
         )
         .await
         .unwrap();
-    eventually("other on the formerly reserved host", 30, || async {
-        (holder(&client, &ns, "big").await.as_deref() == Some("other")).then_some(())
-    })
+    eventually(
+        "other on the formerly reserved host",
+        Duration::from_secs(30),
+        || async { (holder(&client, &ns, "big").await.as_deref() == Some("other")).then_some(()) },
+    )
     .await;
 }

@@ -7,12 +7,13 @@
 mod common;
 
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use capmaas_api::common::MachineAddressType;
 use capmaas_api::conditions as cond;
 use capmaas_api::{MaasHost, MaasMachine, keys};
 use capmaas_runtime::controller::workload::reason::KUBECONFIG_REFUSED;
-use capmaas_testenv::TestEnv;
+use capmaas_testenv::{TestEnv, eventually};
 use common::*;
 use k8s_openapi::api::core::v1::Node;
 use kube::ResourceExt;
@@ -52,11 +53,15 @@ async fn machine_is_provisioned_linked_to_its_node_and_released() {
     )
     .await;
 
-    let mm = eventually("the MaasMachine to be provisioned", 60, || async {
-        get_mm(&client, &ns, "m1")
-            .await
-            .filter(|m| m.status.as_ref().and_then(|s| s.ready) == Some(true))
-    })
+    let mm = eventually(
+        "the MaasMachine to be provisioned",
+        Duration::from_secs(60),
+        || async {
+            get_mm(&client, &ns, "m1")
+                .await
+                .filter(|m| m.status.as_ref().and_then(|s| s.ready) == Some(true))
+        },
+    )
     .await;
     assert_eq!(
         mm.spec.provider_id.as_deref(),
@@ -107,7 +112,7 @@ async fn machine_is_provisioned_linked_to_its_node_and_released() {
         .unwrap();
     assert!(big.spec.consumer_ref.is_none());
 
-    let node = eventually("the Node's providerID", 30, || async {
+    let node = eventually("the Node's providerID", Duration::from_secs(30), || async {
         nodes.get("node-small").await.ok().filter(|n| {
             n.spec
                 .as_ref()
@@ -121,9 +126,11 @@ async fn machine_is_provisioned_linked_to_its_node_and_released() {
         Some("maas:///az1/sys-node-small")
     );
     for reason in ["HostClaimed", "MachineDeployed"] {
-        eventually(&format!("event {reason}"), 10, || async {
-            (!events(&client, &ns, "m1", reason).await.is_empty()).then_some(())
-        })
+        eventually(
+            &format!("event {reason}"),
+            Duration::from_secs(10),
+            || async { (!events(&client, &ns, "m1", reason).await.is_empty()).then_some(()) },
+        )
         .await;
     }
     // The Node was there when the machine was provisioned: linked in the same reconcile and
@@ -156,13 +163,17 @@ async fn machine_is_provisioned_linked_to_its_node_and_released() {
         .await
         .unwrap();
     let hosts_api: Api<MaasHost> = Api::namespaced(client.clone(), &ns);
-    let releasing = eventually("the host to be releasing", 30, || async {
-        let h = hosts_api.get("node-small").await.unwrap();
-        let state = h.status.as_ref().and_then(|s| s.provisioning_state);
-        (h.spec.provisioning.is_none()
-            && state == Some(capmaas_api::host::ProvisioningState::Releasing))
-        .then_some(h)
-    })
+    let releasing = eventually(
+        "the host to be releasing",
+        Duration::from_secs(30),
+        || async {
+            let h = hosts_api.get("node-small").await.unwrap();
+            let state = h.status.as_ref().and_then(|s| s.provisioning_state);
+            (h.spec.provisioning.is_none()
+                && state == Some(capmaas_api::host::ProvisioningState::Releasing))
+            .then_some(h)
+        },
+    )
     .await;
     assert!(
         releasing.spec.consumer_ref.is_some(),
@@ -178,9 +189,11 @@ async fn machine_is_provisioned_linked_to_its_node_and_released() {
 
     // Released: the claim goes, then the object.
     gateway.hold_release.store(false, Ordering::SeqCst);
-    eventually("the MaasMachine to be gone", 30, || async {
-        get_mm(&client, &ns, "m1").await.is_none().then_some(())
-    })
+    eventually(
+        "the MaasMachine to be gone",
+        Duration::from_secs(30),
+        || async { get_mm(&client, &ns, "m1").await.is_none().then_some(()) },
+    )
     .await;
     let host = hosts_api.get("node-small").await.unwrap();
     assert!(host.spec.consumer_ref.is_none());
@@ -208,12 +221,16 @@ async fn exec_plugin_kubeconfig_is_refused_and_never_run() {
     let _controller = start_controller(&env, Some(&ns), 2).await;
     create_machine_pair(&client, &ns, "m1", Some("m1-bootstrap"), None, json!({})).await;
 
-    let event = eventually("a KubeconfigRefused Warning Event", 60, || async {
-        events(&client, &ns, "m1", KUBECONFIG_REFUSED)
-            .await
-            .into_iter()
-            .next()
-    })
+    let event = eventually(
+        "a KubeconfigRefused Warning Event",
+        Duration::from_secs(60),
+        || async {
+            events(&client, &ns, "m1", KUBECONFIG_REFUSED)
+                .await
+                .into_iter()
+                .next()
+        },
+    )
     .await;
     assert_eq!(event.type_.as_deref(), Some("Warning"));
     let note = event.note.unwrap_or_default();

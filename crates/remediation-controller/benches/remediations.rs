@@ -31,13 +31,12 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use capmaas_api::MaasRemediation;
-use capmaas_runtime::Runtime;
-use capmaas_testenv::{ApiRequests, TestEnv};
+use capmaas_runtime::embedded::Running;
+use capmaas_testenv::{ApiRequests, TestEnv, env_or};
 use common::{condition, create_herd, create_herd_remediations, herd_host, start_herd_gateway};
 use kube::api::{Api, ListParams};
 use kube::{Client, ResourceExt};
 use remediation_controller::{BINARY, ControllerArgs, DEFAULT_CONCURRENCY};
-use tokio_util::sync::CancellationToken;
 
 /// How long the remediations may take until every one is done.
 const DONE_TIMEOUT: Duration = Duration::from_secs(600);
@@ -45,13 +44,6 @@ const DONE_TIMEOUT: Duration = Duration::from_secs(600);
 const POLL: Duration = Duration::from_millis(100);
 /// The controller counts as quiet when no write happened for this long.
 const QUIET: Duration = Duration::from_secs(2);
-
-fn env_number(var: &str, default: f64) -> f64 {
-    std::env::var(var)
-        .ok()
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(default)
-}
 
 /// Requests since `before` once no write happened for [`QUIET`].
 async fn settled(client: &Client, before: &ApiRequests) -> ApiRequests {
@@ -83,17 +75,6 @@ fn remediated(r: &MaasRemediation) -> bool {
     condition(r, "Ready").is_some_and(|c| c.status == "True" && c.reason == "Remediated")
 }
 
-fn peak_rss_mib(status: &str) -> Option<f64> {
-    let kib: f64 = status
-        .lines()
-        .find(|l| l.starts_with("VmHWM:"))?
-        .split_whitespace()
-        .nth(1)?
-        .parse()
-        .ok()?;
-    Some(kib / 1024.0)
-}
-
 #[tokio::main(flavor = "multi_thread")]
 async fn main() {
     if std::env::var_os("RUST_LOG").is_some() {
@@ -102,12 +83,8 @@ async fn main() {
             .with_writer(std::io::stderr)
             .init();
     }
-    let n = std::env::var("BENCH_REMEDIATIONS")
-        .ok()
-        .and_then(|v| v.trim().parse::<usize>().ok())
-        .unwrap_or(100)
-        .max(1);
-    let power = env_number("BENCH_POWER_SECONDS", 0.0).max(0.0);
+    let n = env_or("BENCH_REMEDIATIONS", 100_usize).max(1);
+    let power = env_or("BENCH_POWER_SECONDS", 0.0_f64).max(0.0);
     let cores = std::thread::available_parallelism().map_or(0, std::num::NonZero::get);
     let profile = if cfg!(debug_assertions) {
         "debug"
@@ -130,15 +107,14 @@ async fn main() {
     );
     let ns = env.create_namespace("bench-rem").await.unwrap();
     let herd = create_herd(&env, &ns, n).await;
-    let stop = CancellationToken::new();
     let concurrency = format!("--concurrency={DEFAULT_CONCURRENCY}");
     let config = env.kube_config().await.unwrap();
-    let runtime = Runtime::embedded(BINARY, config, stop.clone(), &[&concurrency])
-        .await
-        .unwrap();
-    let metrics = runtime.metrics().clone();
-    let controller =
-        tokio::spawn(runtime.run(move |term| remediation_controller::run(term, args.clone())));
+    let controller = Running::start(BINARY, config, &[&concurrency], move |term| {
+        remediation_controller::run(term, args.clone())
+    })
+    .await
+    .unwrap();
+    let metrics = controller.metrics().clone();
     let gateway = start_herd_gateway(&client, &herd, Duration::from_secs_f64(power));
 
     let before = settled(&client, &ApiRequests::default()).await;
@@ -227,10 +203,7 @@ async fn main() {
     for e in &errors {
         println!("{e}");
     }
-    let bench = std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .as_deref()
-        .and_then(peak_rss_mib);
+    let bench = capmaas_testenv::peak_rss_kib(std::process::id()).map(|k| k as f64 / 1024.0);
     let apiserver = env
         .processes()
         .iter()
@@ -243,6 +216,5 @@ async fn main() {
         apiserver.map_or_else(|| "?".into(), |k| format!("{:.0}", k as f64 / 1024.0)),
     );
     drop(gateway);
-    stop.cancel();
-    let _ = tokio::time::timeout(Duration::from_secs(10), controller).await;
+    let _ = controller.stop(Duration::from_secs(10)).await;
 }

@@ -13,7 +13,7 @@ use std::time::Duration;
 use capmaas_api::conditions::reasons::{WAITING_FOR_NODE, WAITING_FOR_POWER_OFF};
 use capmaas_api::remediation::RemediationPhase;
 use capmaas_api::{MaasHost, MaasRemediation};
-use capmaas_testenv::TestEnv;
+use capmaas_testenv::{TestEnv, eventually};
 use common::*;
 use k8s_openapi::api::core::v1::Node;
 use kube::ResourceExt;
@@ -44,7 +44,7 @@ async fn all_remediations(
     secs: u64,
     check: impl Fn(&MaasRemediation) -> bool,
 ) -> Vec<MaasRemediation> {
-    eventually(what, secs, || async {
+    eventually(what, Duration::from_secs(secs), || async {
         let items = list::<MaasRemediation>(client, ns).await;
         (items.len() == N && items.iter().all(&check)).then_some(items)
     })
@@ -58,7 +58,7 @@ async fn all_hosts_requested(client: &kube::Client, ns: &str, wanted: bool) {
     } else {
         "every reboot request withdrawn"
     };
-    eventually(what, 30, || async {
+    eventually(what, Duration::from_secs(30), || async {
         let hosts = list::<MaasHost>(client, ns).await;
         (hosts.len() == N && hosts.iter().all(|h| requested(h) == wanted)).then_some(())
     })

@@ -13,7 +13,7 @@ use std::time::Duration;
 use capmaas_api::MaasRemediation;
 use capmaas_api::keys::{ANNOTATION_HOST_UNHEALTHY, FINALIZER_MAAS_REMEDIATION};
 use capmaas_api::remediation::RemediationPhase;
-use capmaas_testenv::TestEnv;
+use capmaas_testenv::{TestEnv, eventually};
 use common::*;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams};
@@ -23,9 +23,11 @@ fn remediated(r: &MaasRemediation) -> bool {
 }
 
 async fn wait_remediated(client: &kube::Client, ns: &str) -> MaasRemediation {
-    eventually("the Node back and the remediation Ready", 60, || async {
-        get_remediation(client, ns).await.filter(remediated)
-    })
+    eventually(
+        "the Node back and the remediation Ready",
+        Duration::from_secs(60),
+        || async { get_remediation(client, ns).await.filter(remediated) },
+    )
     .await
 }
 
@@ -99,7 +101,7 @@ async fn reboot_restore_delete_and_kill() {
     assert!(!events(&client, &ok, "NodeRestored").await.is_empty());
 
     // (b) The server is held off (the gateway powered it off, never acknowledged).
-    eventually("the host held off", 30, || async {
+    eventually("the host held off", Duration::from_secs(30), || async {
         let h = host(&client, &deleted).await;
         let off = h.status.as_ref().and_then(|s| s.power_state)
             == Some(capmaas_api::host::PowerState::Off);
@@ -113,7 +115,7 @@ async fn reboot_restore_delete_and_kill() {
         .delete(MACHINE, &DeleteParams::default())
         .await
         .unwrap();
-    eventually("the remediation gone", 30, || async {
+    eventually("the remediation gone", Duration::from_secs(30), || async {
         get_remediation(&client, &deleted)
             .await
             .is_none()
@@ -124,33 +126,40 @@ async fn reboot_restore_delete_and_kill() {
         !requested(&host(&client, &deleted).await),
         "the request is gone"
     );
-    let h = eventually("the host powered on again", 30, || async {
-        let h = host(&client, &deleted).await;
-        (h.status.as_ref().and_then(|s| s.power_state) == Some(capmaas_api::host::PowerState::On))
+    let h = eventually(
+        "the host powered on again",
+        Duration::from_secs(30),
+        || async {
+            let h = host(&client, &deleted).await;
+            (h.status.as_ref().and_then(|s| s.power_state)
+                == Some(capmaas_api::host::PowerState::On))
             .then_some(h)
-    })
+        },
+    )
     .await;
     assert!(!h.annotations().contains_key(ANNOTATION_HOST_UNHEALTHY));
     assert!(
         !has_out_of_service(&node(&client, &deleted).await),
         "unfenced"
     );
-    eventually("the gateway's one power-on", 10, || async {
-        (gw_del.ons.load(Ordering::SeqCst) == 1).then_some(())
-    })
+    eventually(
+        "the gateway's one power-on",
+        Duration::from_secs(10),
+        || async { (gw_del.ons.load(Ordering::SeqCst) == 1).then_some(()) },
+    )
     .await;
 
     // (c) Killed right after the host went off: the next controller finishes the same cycle.
     let gw_kill = start_gateway(&client, &killed);
     gw_kill.stall.store(true, Ordering::SeqCst);
     create_remediation(&client, &killed, 2, 600).await;
-    eventually("the reboot request", 30, || async {
+    eventually("the reboot request", Duration::from_secs(30), || async {
         requested(&host(&client, &killed).await).then_some(())
     })
     .await;
     drop(controller);
     gw_kill.stall.store(false, Ordering::SeqCst);
-    eventually("the host off", 30, || async {
+    eventually("the host off", Duration::from_secs(30), || async {
         (gw_kill.offs.load(Ordering::SeqCst) == 1).then_some(())
     })
     .await;
@@ -217,11 +226,11 @@ async fn gives_up_after_the_last_attempt_times_out() {
     gateway.stall.store(true, Ordering::SeqCst);
     let _controller = start_controller(&env).await;
     create_remediation(&client, &ns, 1, 100).await;
-    eventually("the reboot request", 30, || async {
+    eventually("the reboot request", Duration::from_secs(30), || async {
         requested(&host(&client, &ns).await).then_some(())
     })
     .await;
-    let r = eventually("giving up", 160, || async {
+    let r = eventually("giving up", Duration::from_secs(160), || async {
         get_remediation(&client, &ns).await.filter(|r| {
             r.status.as_ref().and_then(|s| s.phase) == Some(RemediationPhase::DeletingMachine)
         })
@@ -271,11 +280,15 @@ async fn a_host_claimed_by_another_machine_is_never_power_cycled() {
     let gateway = start_gateway(&client, &ns);
     let _controller = start_controller(&env).await;
     create_remediation(&client, &ns, 2, 600).await;
-    let r = eventually("the remediation Failed, HostMissing", 30, || async {
-        get_remediation(&client, &ns)
-            .await
-            .filter(|r| r.status.as_ref().and_then(|s| s.phase) == Some(RemediationPhase::Failed))
-    })
+    let r = eventually(
+        "the remediation Failed, HostMissing",
+        Duration::from_secs(30),
+        || async {
+            get_remediation(&client, &ns).await.filter(|r| {
+                r.status.as_ref().and_then(|s| s.phase) == Some(RemediationPhase::Failed)
+            })
+        },
+    )
     .await;
     let progress = condition(&r, "RemediationInProgress").unwrap();
     assert_eq!(progress.reason, "HostMissing", "{progress:?}");

@@ -46,6 +46,7 @@ pub mod client;
 pub mod client_spans;
 pub mod conditions;
 pub mod controller;
+pub mod embedded;
 pub mod error;
 pub mod fence;
 pub mod flags;

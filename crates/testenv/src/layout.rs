@@ -103,6 +103,31 @@ pub fn assert_no_import_cycles(src_dir: &Path) {
     }
 }
 
+/// Panics when a module of `graph` uses `module`: the top of a layering, which calls the
+/// modules below it and is called by none (such as a controller's `act`).
+// A test helper: a wrong import fails the test, like `assert!`.
+#[allow(clippy::panic)]
+pub fn assert_imported_by_none(graph: &ImportGraph, module: &str) {
+    for (importer, uses) in graph {
+        assert!(!uses.contains(module), "{importer} imports {module}");
+    }
+}
+
+/// Panics when one of the `lower` modules of `graph` is missing or uses one of the `upper`
+/// ones: the lower layer (state, pure decisions) must not reach up into the steps that act.
+// A test helper: a wrong import fails the test, like `assert!`.
+#[allow(clippy::panic)]
+pub fn assert_below(graph: &ImportGraph, lower: &[&str], upper: &[&str]) {
+    for module in lower {
+        let uses = graph
+            .get(*module)
+            .unwrap_or_else(|| panic!("module {module} not found"));
+        for step in upper {
+            assert!(!uses.contains(*step), "{module} imports {step}");
+        }
+    }
+}
+
 fn collect_rs_files(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
     for entry in std::fs::read_dir(dir)? {
         let path = entry?.path();

@@ -172,3 +172,32 @@ fn assert_no_import_cycles_lists_them() {
     ];
     assert_no_import_cycles(src(&files).path());
 }
+
+#[test]
+fn layering_checks_name_the_wrong_import() {
+    let files = [
+        ("lib.rs", "mod act; mod step; mod state;"),
+        ("act.rs", "use crate::step;\nuse crate::state;"),
+        ("step.rs", "use crate::state;"),
+        ("state.rs", "use crate::step; // reaches up"),
+    ];
+    let graph = module_imports(src(&files).path()).unwrap();
+    assert_imported_by_none(&graph, "act");
+    assert_below(&graph, &["step"], &["act"]);
+    let panicked = |check: &dyn Fn()| {
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(check)).unwrap_err();
+        caught.downcast_ref::<String>().cloned().unwrap_or_default()
+    };
+    assert_eq!(
+        panicked(&|| assert_below(&graph, &["state"], &["act", "step"])),
+        "state imports step"
+    );
+    assert_eq!(
+        panicked(&|| assert_below(&graph, &["missing"], &["act"])),
+        "module missing not found"
+    );
+    assert_eq!(
+        panicked(&|| assert_imported_by_none(&graph, "state")),
+        "act imports state"
+    );
+}

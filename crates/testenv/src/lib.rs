@@ -40,11 +40,21 @@ pub use crate::crds::{
 };
 pub use crate::error::{Error, Result};
 pub use crate::pki::{Authority, CertPair};
-pub use crate::process::{Process, cpu_time_of, free_port};
+pub use crate::process::{Process, cpu_time_of, free_port, peak_rss_kib, proc_status_kib, rss_kib};
 pub use crate::wait::{POLL_INTERVAL, eventually, poll_until};
 pub use crate::webhooks::WebhookServing;
 
 const CRD_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The value of environment variable `name` (surrounding white space ignored), or `default`
+/// when it is unset or does not parse: the knobs of the benchmarks (`BENCH_*` sizes, rates,
+/// durations), where a typo should fall back to the documented default, not abort a long run.
+pub fn env_or<T: std::str::FromStr>(name: &str, default: T) -> T {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(default)
+}
 
 /// The repository root (this crate lives in `crates/testenv`).
 pub fn repo_root() -> PathBuf {
@@ -112,6 +122,16 @@ impl TestEnv {
         Self::builder()
             .controller_manager(false)
             .our_crds(false)
+            .capi_crds(false)
+            .start()
+            .await
+    }
+
+    /// Only etcd and kube-apiserver with our CRDs: no controller-manager, no CAPI CRDs (tests
+    /// of the CRDs themselves and of the admission webhooks and policies).
+    pub async fn our_crds_only() -> Result<Self> {
+        Self::builder()
+            .controller_manager(false)
             .capi_crds(false)
             .start()
             .await

@@ -71,26 +71,17 @@ impl Process {
 
     /// Resident memory now (`VmRSS`), KiB, while the process runs (Linux `/proc`).
     pub fn resident_memory_kib(&self) -> Option<u64> {
-        self.proc_status_kib("VmRSS:")
+        rss_kib(self.pid()?)
     }
 
     /// Peak resident memory so far (`VmHWM`), KiB, while the process runs.
     pub fn peak_resident_memory_kib(&self) -> Option<u64> {
-        self.proc_status_kib("VmHWM:")
+        peak_rss_kib(self.pid()?)
     }
 
     /// CPU time used so far (user and system), while the process runs (Linux `/proc`).
     pub fn cpu_time(&self) -> Option<std::time::Duration> {
         cpu_time_of(self.pid()?)
-    }
-
-    fn proc_status_kib(&self, field: &str) -> Option<u64> {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid()?)).ok()?;
-        status
-            .lines()
-            .find(|l| l.starts_with(field))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|v| v.parse().ok())
     }
 
     /// Path of the file that receives the process output.
@@ -174,6 +165,28 @@ pub fn free_port() -> Result<u16> {
     Ok(port)
 }
 
+/// A `kB` field of `/proc/<pid>/status` (`field` without its colon, e.g. `VmHWM`), in KiB;
+/// `None` when the process is gone, the file cannot be read or has no such field (not Linux).
+/// `pid` may be [`std::process::id`] for the calling process itself.
+pub fn proc_status_kib(pid: u32, field: &str) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|value| value.split_whitespace().next())
+        .and_then(|kib| kib.parse().ok())
+}
+
+/// Resident memory of process `pid` now (`VmRSS`), KiB ([`proc_status_kib`]).
+pub fn rss_kib(pid: u32) -> Option<u64> {
+    proc_status_kib(pid, "VmRSS")
+}
+
+/// Peak resident memory of process `pid` so far (`VmHWM`), KiB ([`proc_status_kib`]).
+pub fn peak_rss_kib(pid: u32) -> Option<u64> {
+    proc_status_kib(pid, "VmHWM")
+}
+
 /// CPU time (user and system) process `pid` has used, from `/proc/<pid>/stat`; `None` when the
 /// process is gone or the file cannot be read. The counters are in USER_HZ, which Linux fixes
 /// at 100 per second for user space on every architecture we run on.
@@ -194,6 +207,16 @@ pub fn cpu_time_of(pid: u32) -> Option<std::time::Duration> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn memory_of_this_process_is_read_from_proc() {
+        let me = std::process::id();
+        let (now, peak) = (rss_kib(me).unwrap(), peak_rss_kib(me).unwrap());
+        assert!(now > 0 && peak >= now, "VmRSS {now} KiB, VmHWM {peak} KiB");
+        // A prefix of another field is not that field.
+        assert_eq!(proc_status_kib(me, "VmH"), None);
+        assert_eq!(proc_status_kib(u32::MAX, "VmHWM"), None);
+    }
 
     #[test]
     fn tail_keeps_the_last_lines() {

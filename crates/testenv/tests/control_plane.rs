@@ -142,11 +142,7 @@ async fn two_environments_run_side_by_side_and_clean_up() {
             .controller_manager(false)
             .audit_log(true)
             .start(),
-        TestEnv::builder()
-            .our_crds(false)
-            .capi_crds(false)
-            .controller_manager(false)
-            .start(),
+        TestEnv::api_server_only(),
     );
     let (management, workload) = (management.unwrap(), workload.unwrap());
     assert_ne!(management.server_url(), workload.server_url());

@@ -34,12 +34,7 @@ fn to_dynamic(value: &Value) -> DynamicObject {
 
 #[tokio::test]
 async fn every_valid_example_is_accepted_and_defaulted() {
-    let env = TestEnv::builder()
-        .capi_crds(false)
-        .controller_manager(false)
-        .start()
-        .await
-        .unwrap();
+    let env = TestEnv::our_crds_only().await.unwrap();
     let client = env.client();
     let ns = env.create_namespace("valid").await.unwrap();
 
@@ -86,12 +81,7 @@ async fn every_valid_example_is_accepted_and_defaulted() {
 
 #[tokio::test]
 async fn every_validation_rule_rejects_its_example_naming_the_field() {
-    let env = TestEnv::builder()
-        .capi_crds(false)
-        .controller_manager(false)
-        .start()
-        .await
-        .unwrap();
+    let env = TestEnv::our_crds_only().await.unwrap();
     let client = env.client();
     let ns = env.create_namespace("invalid").await.unwrap();
 
@@ -242,12 +232,7 @@ async fn status_subresource_finalizers_and_garbage_collection() {
 
 #[tokio::test]
 async fn kubectl_shows_printer_columns_and_the_cluster_api_category() {
-    let env = TestEnv::builder()
-        .capi_crds(false)
-        .controller_manager(false)
-        .start()
-        .await
-        .unwrap();
+    let env = TestEnv::our_crds_only().await.unwrap();
     let client = env.client();
     let ns = env.create_namespace("kubectl").await.unwrap();
     for example in valid_examples()

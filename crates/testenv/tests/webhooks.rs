@@ -71,13 +71,7 @@ async fn serve(serving: WebhookServing) {
 
 #[tokio::test]
 async fn a_local_validating_webhook_is_called_by_the_api_server() {
-    let env = TestEnv::builder()
-        .our_crds(false)
-        .capi_crds(false)
-        .controller_manager(false)
-        .start()
-        .await
-        .unwrap();
+    let env = TestEnv::api_server_only().await.unwrap();
     let serving = WebhookServing::generate().unwrap();
     tokio::spawn(serve(serving.clone()));
 

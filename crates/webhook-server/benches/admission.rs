@@ -32,18 +32,12 @@ mod common;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use capmaas_testenv::env_or;
 use capmaas_testenv::objects::kind_api;
 use common::{API_VERSION, object, serve};
 use kube::api::PostParams;
 use kube::core::DynamicObject;
 use serde_json::{Value, json};
-
-fn env_or(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
 
 fn pool(name: &str, third_octet: u64) -> Value {
     let base = format!("10.{}.{}", 100 + third_octet / 256, third_octet % 256);

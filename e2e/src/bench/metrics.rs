@@ -154,7 +154,7 @@ pub(super) fn peak_rss(harness: &Harness) -> BTreeMap<String, f64> {
             out.insert(process.name().to_owned(), kib_to_mib(kib));
         }
     }
-    if let Some(kib) = own_peak_kib() {
+    if let Some(kib) = capmaas_testenv::peak_rss_kib(std::process::id()) {
         out.insert(BENCH_PROCESS.to_owned(), kib_to_mib(kib));
     }
     out
@@ -186,15 +186,6 @@ pub(super) fn cpu_seconds(harness: &Harness) -> BTreeMap<String, f64> {
 /// figure is the peak since the bench started, which the notes say.
 pub(super) fn reset_own_peak() {
     let _ = std::fs::write("/proc/self/clear_refs", "5");
-}
-
-fn own_peak_kib() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    status
-        .lines()
-        .find(|l| l.starts_with("VmHWM:"))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse().ok())
 }
 
 fn kib_to_mib(kib: u64) -> f64 {

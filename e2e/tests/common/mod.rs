@@ -84,6 +84,26 @@ pub async fn capi(h: &Harness, ns: &str, kind: &str) -> Api<DynamicObject> {
     .await
 }
 
+/// Every CAPI core object of `kind` in `ns`.
+pub async fn list_capi(h: &Harness, ns: &str, kind: &str) -> Vec<DynamicObject> {
+    capi(h, ns, kind)
+        .await
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+}
+
+/// Whether `object`'s name contains `part` (`workers`, `control-plane`: which of a cluster's
+/// Machines it is).
+pub fn name_contains(object: &DynamicObject, part: &str) -> bool {
+    object
+        .metadata
+        .name
+        .as_deref()
+        .is_some_and(|n| n.contains(part))
+}
+
 pub async fn declare(h: &Harness, spec: &ClusterSpec) {
     let kubeconfig = h.workload.kubeconfig_yaml().unwrap();
     apply(
@@ -99,12 +119,7 @@ pub async fn declare(h: &Harness, spec: &ClusterSpec) {
 
 /// Machines of the cluster that are Running with a nodeRef.
 pub async fn running_machines(h: &Harness, ns: &str) -> Vec<DynamicObject> {
-    let machines = capi(h, ns, "Machine")
-        .await
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items;
+    let machines = list_capi(h, ns, "Machine").await;
     machines
         .into_iter()
         .filter(|m| {
@@ -121,13 +136,7 @@ pub async fn wait_running(h: &mut Harness, ns: &str, count: usize) -> Vec<Dynami
         POLL,
         || async {
             let running = running_machines(h, ns).await;
-            let total = capi(h, ns, "Machine")
-                .await
-                .list(&ListParams::default())
-                .await
-                .unwrap()
-                .items
-                .len();
+            let total = list_capi(h, ns, "Machine").await.len();
             Ok((running.len() == count && total == count).then_some(running))
         },
     )
@@ -138,12 +147,8 @@ pub async fn wait_running(h: &mut Harness, ns: &str, count: usize) -> Vec<Dynami
 
 /// How many MaasHosts have a consumer.
 pub async fn claimed_hosts(h: &Harness, ns: &str) -> usize {
-    infra(h, ns, "MaasHost")
+    list_infra(h, ns, "MaasHost")
         .await
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
         .iter()
         .filter(|host| host.data["spec"]["consumerRef"].is_object())
         .count()
@@ -151,12 +156,7 @@ pub async fn claimed_hosts(h: &Harness, ns: &str) -> usize {
 
 /// Every consumed host has one consumer and no consumer has two hosts.
 pub async fn assert_no_double_claims(h: &Harness, ns: &str) {
-    let hosts = infra(h, ns, "MaasHost")
-        .await
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items;
+    let hosts = list_infra(h, ns, "MaasHost").await;
     let mut consumers: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for host in &hosts {
         if let Some(name) = host.data["spec"]["consumerRef"]["name"].as_str() {
@@ -193,39 +193,21 @@ pub fn in_use(h: &Harness) -> usize {
 pub async fn describe_rollout(h: &Harness, ns: &str) -> String {
     use std::fmt::Write as _;
     let mut out = String::new();
-    for md in capi(h, ns, "MachineDeployment")
-        .await
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-    {
+    for md in list_capi(h, ns, "MachineDeployment").await {
         let _ = writeln!(
             out,
             "MachineDeployment {:?}: {}",
             md.metadata.name, md.data["status"]
         );
     }
-    for m in capi(h, ns, "Machine")
-        .await
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-    {
+    for m in list_capi(h, ns, "Machine").await {
         let _ = writeln!(
             out,
             "Machine {:?} phase {} conditions {}",
             m.metadata.name, m.data["status"]["phase"], m.data["status"]["conditions"]
         );
     }
-    for m in infra(h, ns, "MaasMachine")
-        .await
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-    {
+    for m in list_infra(h, ns, "MaasMachine").await {
         let _ = writeln!(
             out,
             "MaasMachine {:?} status {}",

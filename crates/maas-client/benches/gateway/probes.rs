@@ -67,17 +67,3 @@ pub(crate) fn cpu_ticks(pid: u32) -> u64 {
     capmaas_testenv::cpu_time_of(pid)
         .map_or(0, |t| u64::try_from(t.as_millis() / 10).unwrap_or(u64::MAX))
 }
-
-/// Resident memory of process `pid` now and its peak (`VmRSS`, `VmHWM`), in KiB.
-pub(crate) fn rss_kib(pid: u32) -> (u64, u64) {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let field = |name: &str| {
-        status
-            .lines()
-            .find(|l| l.starts_with(name))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0)
-    };
-    (field("VmRSS:"), field("VmHWM:"))
-}

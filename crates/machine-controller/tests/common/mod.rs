@@ -9,13 +9,12 @@
 )]
 
 use std::collections::BTreeMap;
-use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use capmaas_api::{MaasHost, MaasMachine};
-use capmaas_runtime::Runtime;
+use capmaas_runtime::embedded::Running;
 use capmaas_testenv::TestEnv;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
@@ -26,53 +25,24 @@ use kube::discovery::ApiResource;
 use kube::{Client, ResourceExt};
 use machine_controller::{BINARY, ControllerArgs};
 use serde_json::{Value, json};
-use tokio_util::sync::CancellationToken;
 
 pub const CLUSTER: &str = "c1";
 pub const INFRA_GROUP: &str = "infrastructure.cluster.x-k8s.io";
 
-/// The controller running in-process (`Runtime::embedded`); stops on drop.
-pub struct RunningController {
-    stop: CancellationToken,
-    task: tokio::task::JoinHandle<Result<(), capmaas_runtime::Error>>,
-}
-
-impl Drop for RunningController {
-    fn drop(&mut self) {
-        self.stop.cancel();
-        self.task.abort();
-    }
-}
-
 /// Starts the controller against `env`, watching `namespace` (or all namespaces), with
-/// `concurrency` reconciles in parallel.
-pub async fn start_controller(
-    env: &TestEnv,
-    namespace: Option<&str>,
-    concurrency: u16,
-) -> RunningController {
+/// `concurrency` reconciles in parallel; it stops when the returned value is dropped.
+pub async fn start_controller(env: &TestEnv, namespace: Option<&str>, concurrency: u16) -> Running {
     let config = env.kube_config().await.unwrap();
-    let stop = CancellationToken::new();
     let concurrency = format!("--concurrency={concurrency}");
     let mut flags = vec![concurrency.as_str()];
     let namespace = namespace.map(|ns| format!("--namespace={ns}"));
     flags.extend(namespace.as_deref());
-    let runtime = Runtime::embedded(BINARY, config, stop.clone(), &flags)
-        .await
-        .unwrap();
     let args = ControllerArgs::default();
-    let task = tokio::spawn(runtime.run(move |term| machine_controller::run(term, args.clone())));
-    RunningController { stop, task }
-}
-
-/// Polls `check` until it returns `Some`, or panics after `secs` seconds
-/// ([`capmaas_testenv::eventually`]).
-pub async fn eventually<T, F, Fut>(what: &str, secs: u64, check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    capmaas_testenv::eventually(what, Duration::from_secs(secs), check).await
+    Running::start(BINARY, config, &flags, move |term| {
+        machine_controller::run(term, args.clone())
+    })
+    .await
+    .unwrap()
 }
 
 fn dynamic_api(
@@ -299,12 +269,7 @@ pub fn condition<'a>(
     mm: &'a MaasMachine,
     type_: &str,
 ) -> Option<&'a k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
-    mm.status
-        .as_ref()?
-        .conditions
-        .as_ref()?
-        .iter()
-        .find(|c| c.type_ == type_)
+    capmaas_runtime::get_condition(mm.status.as_ref()?.conditions.as_ref()?, type_)
 }
 
 /// Events regarding object `name` with `reason`.

@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
 use capmaas_api::{MaasHost, MaasRemediation};
-use capmaas_runtime::Runtime;
+use capmaas_runtime::embedded::Running;
 use capmaas_testenv::TestEnv;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{Node, Secret};
@@ -26,7 +26,6 @@ use kube::discovery::ApiResource;
 use kube::{Client, ResourceExt};
 use remediation_controller::{BINARY, ControllerArgs, FenceMode};
 use serde_json::{Value, json};
-use tokio_util::sync::CancellationToken;
 
 pub const CLUSTER: &str = "c1";
 pub const MACHINE: &str = "m1";
@@ -35,40 +34,18 @@ pub const REBOOT_PREFIX: &str = "reboot.maas.cluster.x-k8s.io/";
 pub const REBOOT_STATE: &str = "maas.cluster.x-k8s.io/reboot-state";
 pub const OUT_OF_SERVICE: &str = "node.kubernetes.io/out-of-service";
 
-/// The controller running in-process (`Runtime::embedded`); stops (like a kill) on drop.
-pub struct RunningController {
-    stop: CancellationToken,
-    task: tokio::task::JoinHandle<Result<(), capmaas_runtime::Error>>,
-}
-
-impl Drop for RunningController {
-    fn drop(&mut self) {
-        self.stop.cancel();
-        self.task.abort();
-    }
-}
-
-pub async fn start_controller(env: &TestEnv) -> RunningController {
+/// The controller running in-process; stops (like a kill) when the returned value is dropped.
+pub async fn start_controller(env: &TestEnv) -> Running {
     let config = env.kube_config().await.unwrap();
-    let stop = CancellationToken::new();
-    let runtime = Runtime::embedded(BINARY, config, stop.clone(), &["--concurrency=4"])
-        .await
-        .unwrap();
     let args = ControllerArgs {
         fence: FenceMode::Taint,
         poll_interval: Duration::from_millis(300),
     };
-    let task =
-        tokio::spawn(runtime.run(move |term| remediation_controller::run(term, args.clone())));
-    RunningController { stop, task }
-}
-
-pub async fn eventually<T, F, Fut>(what: &str, secs: u64, check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    capmaas_testenv::eventually(what, Duration::from_secs(secs), check).await
+    Running::start(BINARY, config, &["--concurrency=4"], move |term| {
+        remediation_controller::run(term, args.clone())
+    })
+    .await
+    .unwrap()
 }
 
 pub fn capi_api(client: &Client, ns: &str, kind: &str, plural: &str) -> Api<DynamicObject> {
@@ -322,12 +299,7 @@ pub fn condition<'a>(
     r: &'a MaasRemediation,
     type_: &str,
 ) -> Option<&'a k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
-    r.status
-        .as_ref()?
-        .conditions
-        .as_ref()?
-        .iter()
-        .find(|c| c.type_ == type_)
+    capmaas_runtime::get_condition(r.status.as_ref()?.conditions.as_ref()?, type_)
 }
 
 pub fn requested(host: &MaasHost) -> bool {

@@ -27,12 +27,7 @@ pub struct Served {
 /// Starts the API server and webhook-server (the `webhook-server` binary of this build), and
 /// registers the configurations of `deploy/`.
 pub async fn serve() -> Served {
-    let env = TestEnv::builder()
-        .capi_crds(false)
-        .controller_manager(false)
-        .start()
-        .await
-        .unwrap();
+    let env = TestEnv::our_crds_only().await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let serving = WebhookServing::generate().unwrap();
     let cert_dir = serving.write_files(&dir.path().join("certs")).unwrap();
