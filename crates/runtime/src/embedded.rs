@@ -5,9 +5,9 @@
 //! ```no_run
 //! # async fn demo(config: kube::Config) -> Result<(), Box<dyn std::error::Error>> {
 //! use std::time::Duration;
-//! use capmaas_runtime::{BoxError, Context, embedded::Running};
+//! use capmaas_runtime::{BoxError, Term, embedded::Running};
 //!
-//! async fn run(term: Context) -> Result<(), BoxError> {
+//! async fn run(term: Term) -> Result<(), BoxError> {
 //!     term.cancel.cancelled().await;
 //!     Ok(())
 //! }
@@ -25,7 +25,7 @@ use std::time::Duration;
 use tokio::task::{JoinError, JoinHandle};
 use tokio_util::sync::CancellationToken;
 
-use crate::{BoxError, Context, Error, MetricsRegistry, Result, Runtime};
+use crate::{BoxError, Error, MetricsRegistry, Result, Runtime, Term};
 
 /// A controller running in-process ([`Runtime::embedded`] then [`Runtime::run`] on a spawned
 /// task).
@@ -71,7 +71,7 @@ impl Running {
         controller: F,
     ) -> Result<Self>
     where
-        F: FnMut(Context) -> Fut + Send + 'static,
+        F: FnMut(Term) -> Fut + Send + 'static,
         Fut: Future<Output = std::result::Result<(), E>> + Send + 'static,
         E: Into<BoxError> + Send + 'static,
     {
