@@ -233,7 +233,7 @@ async fn set_workers(h: &Harness, ns: &str, replicas: usize) {
         .unwrap();
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn workers_take_addresses_hostnames_and_metadata_from_a_pool_and_wait_when_it_is_empty() {
     let _one = ONE_AT_A_TIME.lock().await;
     let mut h = Harness::start(HarnessConfig::default()).await.unwrap();
