@@ -50,7 +50,7 @@ impl Error {
     /// Whether the step loop should read again and decide again: a write lost a race (a
     /// guarded patch, or 409 Conflict), or a kit write found the object gone meanwhile.
     pub fn is_conflict(&self) -> bool {
-        matches!(self, Self::Kit(e) if e.is_conflict() || e.is_gone())
+        matches!(self, Self::Kit(e) if e.read_again())
     }
 }
 

@@ -213,9 +213,10 @@ impl Failed {
         matches!(self.source, Error::Gone(_))
     }
 
-    /// Whether the API server answered 404 Not Found.
-    pub fn is_not_found(&self) -> bool {
-        matches!(&self.source, Error::KubeApi(e) if is_not_found(e))
+    /// Whether a step loop should read everything again and decide again: the write lost a race,
+    /// or found its object gone (the fresh read then finds nothing, and the reconcile ends).
+    pub fn read_again(&self) -> bool {
+        self.is_conflict() || self.is_gone()
     }
 }
 
