@@ -1,7 +1,8 @@
 //! Errors of the cluster-controller, classified for metrics and the requeue policy.
 
+use capmaas_runtime::Requeue;
+use capmaas_runtime::error::ControllerError;
 use capmaas_runtime::error::Failed;
-use capmaas_runtime::{ErrorCategory, Requeue};
 
 /// A failed reconcile of a MaasCluster. The category of each is its variant name in
 /// snake_case; the kit's failures carry their own ([`capmaas_runtime::Error`]).
@@ -19,23 +20,21 @@ pub enum Error {
     DnsRecordConflict(String),
 }
 
-impl ErrorCategory for Error {
-    fn category(&self) -> &'static str {
+impl ControllerError for Error {
+    fn kit(&self) -> Option<&Failed> {
         match self {
-            Self::Kit(e) => e.category(),
-            domain => domain.into(),
+            Self::Kit(e) => Some(e),
+            _ => None,
         }
     }
 
-    fn requeue(&self) -> Requeue {
-        match self {
-            Self::Kit(e) => e.requeue(),
-            Self::InvalidSpec(_) | Self::DnsRecordConflict(_) => Requeue::InvalidSpec,
-        }
+    fn variant(&self) -> &'static str {
+        self.into()
     }
 
-    fn quiet(&self) -> bool {
-        matches!(self, Self::Kit(e) if e.quiet())
+    /// A spec a human must fix, or a record someone else owns.
+    fn domain_requeue(&self) -> Requeue {
+        Requeue::InvalidSpec
     }
 }
 
@@ -45,6 +44,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use capmaas_runtime::ErrorCategory;
 
     #[test]
     fn spec_problems_are_not_retried_quickly() {

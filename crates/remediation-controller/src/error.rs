@@ -1,8 +1,9 @@
 //! Errors of the remediation-controller, classified for metrics and requeue.
 
+use capmaas_runtime::Requeue;
 use capmaas_runtime::controller::workload::WorkloadError;
+use capmaas_runtime::error::ControllerError;
 use capmaas_runtime::error::Failed;
-use capmaas_runtime::{ErrorCategory, Requeue};
 
 /// Errors of one reconcile. The category of each is its variant name in snake_case; the kit's
 /// failures carry their own ([`capmaas_runtime::Error`]).
@@ -56,17 +57,20 @@ impl Error {
 
 pub use capmaas_runtime::error::{is_conflict, is_not_found};
 
-impl ErrorCategory for Error {
-    fn category(&self) -> &'static str {
+impl ControllerError for Error {
+    fn kit(&self) -> Option<&Failed> {
         match self {
-            Self::Kit(e) => e.category(),
-            domain => domain.into(),
+            Self::Kit(e) => Some(e),
+            _ => None,
         }
     }
 
-    fn requeue(&self) -> Requeue {
+    fn variant(&self) -> &'static str {
+        self.into()
+    }
+
+    fn domain_requeue(&self) -> Requeue {
         match self {
-            Self::Kit(e) => e.requeue(),
             // A person must fix the Secret; the long fixed delay (or any change to the
             // remediation) brings the next attempt.
             Self::WorkloadKubeconfig(
@@ -76,8 +80,9 @@ impl ErrorCategory for Error {
         }
     }
 
-    fn quiet(&self) -> bool {
-        self.is_conflict()
+    /// Lost races and objects gone meanwhile are normal operation: the step loop reads again.
+    fn kit_quiet(&self, failed: &Failed) -> bool {
+        failed.read_again()
     }
 }
 
@@ -87,6 +92,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
+    use capmaas_runtime::ErrorCategory;
 
     use capmaas_runtime::error::failed;
 

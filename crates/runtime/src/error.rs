@@ -39,6 +39,51 @@ pub trait ErrorCategory {
     }
 }
 
+/// A controller's error: the kit's [`Failed`] beside the controller's own domain variants
+/// (`Kit(#[from] Failed)` and the rest). Implementing it gives [`ErrorCategory`]: a kit failure
+/// is categorised, retried and logged as the kit says; a domain variant's category is its
+/// variant name ([`variant`](Self::variant), from `strum::IntoStaticStr`), its requeue and
+/// quietness are the controller's.
+pub trait ControllerError {
+    /// The kit failure this error is, if it is one.
+    fn kit(&self) -> Option<&Failed>;
+
+    /// The category of a domain variant: its name in snake_case.
+    fn variant(&self) -> &'static str;
+
+    /// How a domain variant is requeued.
+    fn domain_requeue(&self) -> Requeue {
+        Requeue::Transient
+    }
+
+    /// Whether a domain variant is part of normal operation (logged at debug level).
+    fn domain_quiet(&self) -> bool {
+        false
+    }
+
+    /// Whether a kit failure is part of normal operation: a lost race, by default.
+    fn kit_quiet(&self, failed: &Failed) -> bool {
+        failed.quiet()
+    }
+}
+
+impl<T: ControllerError> ErrorCategory for T {
+    fn category(&self) -> &'static str {
+        self.kit()
+            .map_or_else(|| self.variant(), ErrorCategory::category)
+    }
+
+    fn requeue(&self) -> Requeue {
+        self.kit()
+            .map_or_else(|| self.domain_requeue(), ErrorCategory::requeue)
+    }
+
+    fn quiet(&self) -> bool {
+        self.kit()
+            .map_or_else(|| self.domain_quiet(), |failed| self.kit_quiet(failed))
+    }
+}
+
 /// Boxed error returned by a controller future run under [`crate::Runtime::run`].
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
