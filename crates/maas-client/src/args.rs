@@ -12,6 +12,18 @@ use capmaas_api::dns::AllowedDomains;
 use capmaas_runtime::flags::{leader_namespace_from_env, parse_duration};
 use maas_api_client::{ApiKey, Config as MaasConfig, RetryPolicy};
 
+/// What `--help` says the binary is: the package description.
+pub const ABOUT: &str = env!("CARGO_PKG_DESCRIPTION");
+/// Binary name; the field manager is `capmaas-maas-client`.
+pub const BINARY: &str = "maas-client";
+/// `--concurrency` default: objects of each kind reconciled in parallel. MAAS traffic is
+/// bounded separately (`--maas-max-concurrency`, `--maas-rate-limit`), and a host reconcile
+/// that calls MAAS spends most of its time waiting its turn there: with 8 slots, a burst of
+/// claims filled them all with allocations waiting for the rate limit, and a host whose
+/// deployment had finished waited behind them just to write its status (docs/maas-client.md
+/// has the figures).
+pub const DEFAULT_CONCURRENCY: u16 = 64;
+
 /// Environment variable holding the MAAS URL.
 pub const ENV_MAAS_ENDPOINT: &str = "MAAS_ENDPOINT";
 /// Environment variable equivalent of `--maas-allow-insecure-http` (`true`).

@@ -10,8 +10,8 @@ use kube::ResourceExt;
 use kube::runtime::reflector::{ObjectRef, Store};
 use tokio::sync::mpsc;
 
+use crate::args::GatewayConfig;
 use crate::cache::MachineCache;
-use crate::config::GatewayConfig;
 use crate::maas::Maas;
 
 /// Settings the reconcilers need.
@@ -31,7 +31,7 @@ pub struct Settings {
     pub orphan_grace_period: Duration,
     /// `--release-unclaimed-after`: hosts reporting `Unclaimed` this long are released.
     pub release_unclaimed_after: Option<Duration>,
-    /// Interval of the batched observation of machines in flight ([`crate::host::observe`]).
+    /// Interval of the batched observation of machines in flight ([`crate::host::watch`]).
     pub observe_interval: Duration,
     /// The namespace the gateway watches (`--namespace`); `None` = all.
     pub namespace: Option<String>,
@@ -57,7 +57,7 @@ pub struct Gateway {
     pub settings: Arc<Settings>,
     /// Wakes MaasHost reconciles (inventory sync found a change).
     pub host_trigger: mpsc::UnboundedSender<ObjectRef<MaasHost>>,
-    /// Machines MAAS is changing, observed together ([`crate::host::observe`]).
+    /// Machines MAAS is changing, observed together ([`crate::host::watch`]).
     pub in_flight: crate::in_flight::InFlight,
     /// When each inventory last synced in this term ([`crate::inventory::schedule`]).
     pub inventory_syncs: crate::inventory::schedule::SyncTimes,

@@ -1,7 +1,7 @@
 //! Errors of the gateway's reconcilers, classified for metrics and requeue.
 
-use capmaas_runtime::error::{Failed, failed};
-use capmaas_runtime::{ErrorCategory, Requeue};
+use capmaas_runtime::Requeue;
+use capmaas_runtime::error::{ControllerError, Failed, failed};
 use maas_api_client::MaasError;
 
 /// Everything a reconcile can fail with. The category of each is its variant name in
@@ -67,8 +67,16 @@ impl From<capmaas_runtime::Error> for Error {
     }
 }
 
-impl ErrorCategory for Error {
-    fn category(&self) -> &'static str {
+impl ControllerError for Error {
+    fn kit(&self) -> Option<&Failed> {
+        match self {
+            Self::Kit(e) => Some(e),
+            _ => None,
+        }
+    }
+
+    /// The variant name, but for MAAS's failures, classified by what MAAS answered.
+    fn variant(&self) -> &'static str {
         match self {
             Self::Maas { source, .. } => match source {
                 MaasError::Fenced => "fenced",
@@ -79,14 +87,12 @@ impl ErrorCategory for Error {
                 MaasError::Conflict { .. } | MaasError::NoMatchingMachine { .. } => "maas_conflict",
                 _ => "maas_error",
             },
-            Self::Kit(e) => e.category(),
             domain => domain.into(),
         }
     }
 
-    fn requeue(&self) -> Requeue {
+    fn domain_requeue(&self) -> Requeue {
         match self {
-            Self::Kit(e) => e.requeue(),
             Self::InvalidSpec(_)
             | Self::Maas {
                 source: MaasError::BadRequest { .. },
@@ -96,17 +102,17 @@ impl ErrorCategory for Error {
         }
     }
 
-    /// Conflicts, and MAAS writes refused by the leadership fence (the term is ending).
-    fn quiet(&self) -> bool {
-        matches!(self, Self::Kit(e) if e.quiet())
-            || matches!(self, Self::BindingContended { .. })
-            || matches!(
-                self,
-                Self::Maas {
+    /// A lost binding race, and MAAS writes refused by the leadership fence (the term is
+    /// ending).
+    fn domain_quiet(&self) -> bool {
+        matches!(
+            self,
+            Self::BindingContended { .. }
+                | Self::Maas {
                     source: MaasError::Fenced,
                     ..
                 }
-            )
+        )
     }
 }
 
@@ -116,6 +122,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use capmaas_runtime::ErrorCategory;
 
     #[test]
     fn categories_are_low_cardinality() {

@@ -1,5 +1,5 @@
 //! The machines MAAS is changing and the hosts waiting for them: filled by the host controller,
-//! read by the batched observation ([`crate::host::observe`]). Plain state, no I/O.
+//! read by the batched observation ([`crate::host::watch`]). Plain state, no I/O.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};

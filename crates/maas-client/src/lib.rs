@@ -1,11 +1,11 @@
 //! The MAAS gateway Deployment (binary `maas-client`): the only component that talks to MAAS.
 //!
 //! - [`inventory`]: one filtered MAAS list per MaasInventory per sync; MaasHosts created,
-//!   relabelled, marked missing or deleted ([`inventory::plan::plan_inventory_sync`]).
-//! - [`host`]: the provisioning state machine ([`host::step::next_step`]): allocate the exact
+//!   relabelled, marked missing or deleted ([`inventory::decide::plan_inventory_sync`]).
+//! - [`host`]: the provisioning state machine ([`host::decide::next_step`]): allocate the exact
 //!   machine with our agent_name (or deploy a Ready one, which allocates it in the same call),
 //!   record it, annotate, rename, deploy, release, reboot; what MAAS does meanwhile is observed
-//!   for all hosts with one list per interval ([`host::observe`]).
+//!   for all hosts with one list per interval ([`host::watch`]).
 //! - [`dns`]: MaasDNSRecord → MAAS DNS resource, with a finalizer.
 //! - [`ippool`]: MaasIPPool with `spec.maasSubnet` → MAAS reserved IP ranges, with a finalizer.
 //! - [`binding`]: one MAAS machine, one MaasHost in the whole cluster (a Lease per machine).
@@ -18,9 +18,9 @@
 //! are driven by the kit ([`capmaas_runtime::controller::run`]: metrics, backoff, error policy,
 //! stop at the end of the term); [`run_term`] wires them.
 
+pub mod args;
 pub mod binding;
 pub mod cache;
-pub mod config;
 pub mod context;
 pub mod dns;
 pub mod error;
@@ -50,22 +50,12 @@ use kube::runtime::{WatchStreamExt, watcher};
 use maas_api_client::MaasClient;
 use tracing::{info, warn};
 
+use crate::args::{Environment, GatewayArgs, GatewayConfig};
 use crate::cache::MachineCache;
-use crate::config::{Environment, GatewayArgs, GatewayConfig};
 use crate::context::{Gateway, Settings};
 use crate::maas::{Maas, MaasMetrics};
 
-/// What `--help` says the binary is: the package description.
-pub const ABOUT: &str = env!("CARGO_PKG_DESCRIPTION");
-/// Binary name; the field manager is `capmaas-maas-client`.
-pub const BINARY: &str = "maas-client";
-/// `--concurrency` default: objects of each kind reconciled in parallel. MAAS traffic is
-/// bounded separately (`--maas-max-concurrency`, `--maas-rate-limit`), and a host reconcile
-/// that calls MAAS spends most of its time waiting its turn there: with 8 slots, a burst of
-/// claims filled them all with allocations waiting for the rate limit, and a host whose
-/// deployment had finished waited behind them just to write its status (docs/maas-client.md
-/// has the figures).
-pub const DEFAULT_CONCURRENCY: u16 = 64;
+pub use args::{ABOUT, BINARY, DEFAULT_CONCURRENCY};
 
 /// Resolves the configuration (flags and `MAAS_*` environment), builds the runtime and runs
 /// until shutdown: what `main` does.
@@ -188,14 +178,14 @@ pub async fn run_term(term: Term, maas: Maas, config: GatewayConfig) -> Result<(
             hosts,
             ReconcilerSettings::for_term(&term, "maashost"),
             gw.clone(),
-            host::controller::reconcile,
-            host::step::trace_relation,
+            host::act::reconcile,
+            host::decide::trace_relation,
         ),
         run(
             inventories,
             ReconcilerSettings::for_term(&term, "maasinventory"),
             gw.clone(),
-            inventory::controller::reconcile,
+            inventory::act::reconcile,
         ),
         run(
             records,
@@ -210,7 +200,7 @@ pub async fn run_term(term: Term, maas: Maas, config: GatewayConfig) -> Result<(
             ippool::reconcile,
         ),
         sweeper::run(gw.clone(), term.cancel.clone()),
-        host::observe::run(gw.clone(), term.cancel.clone()),
+        host::watch::run(gw.clone(), term.cancel.clone()),
         binding_watch,
     );
     Ok(())

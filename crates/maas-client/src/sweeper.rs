@@ -34,10 +34,10 @@ use maas_api_client::{Machine, MachineFilter, MachineStatus, ReleaseRequest};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-use crate::binding;
+use crate::binding::Bindings;
 use crate::context::Gateway;
 use crate::host::annotations as ann;
-use crate::host::controller::recorded_allocation;
+use crate::host::state::recorded_allocation;
 
 /// An orphan to release now, with the request built from the policy recorded on it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -350,7 +350,7 @@ pub async fn run(gw: Arc<Gateway>, cancel: CancellationToken) {
             Ok(next) => memory = next,
             Err(e) => warn!(error = %e, "orphan sweep failed"),
         }
-        match binding::collect_stale(&gw, &gw.bindings.state()).await {
+        match Bindings::of(&gw).collect_stale(&gw.bindings.state()).await {
             Ok(0) => {}
             Ok(deleted) => info!(deleted, "deleted host bindings whose host is gone"),
             Err(e) => warn!(error = %e, "host binding collection failed"),

@@ -13,7 +13,8 @@ use kube::Api;
 use kube::api::{DeleteParams, PostParams};
 use maas_api_client::{AllocateRequest, ApiKey, MaasClient};
 use maas_client::host::annotations as ann;
-use maas_client::inventory::controller::{DeleteOutcome, delete_unchanged, existing};
+use maas_client::inventory::act::{DeleteOutcome, delete_unchanged};
+use maas_client::inventory::state::existing;
 use maas_sim::NodeStatus;
 use support::*;
 

@@ -1,32 +1,146 @@
-//! The MAAS operations behind the steps that need more than one call: allocate (or adopt),
-//! deploy (with user data and network data), release, power on.
+//! Executing a step of the provisioning state machine ([`Run::execute`]), with the MAAS
+//! operations behind the steps that need more than one call: allocate (or adopt), deploy (with
+//! user data and network data), release, power on, and the static addresses around them.
 
-use capmaas_runtime::error::failed;
+use std::collections::BTreeSet;
+use std::net::IpAddr;
 use std::time::Duration;
 
 use capmaas_api::common::SecretKeyReference;
 use capmaas_api::host::HostAllocation;
 use capmaas_runtime::status::now;
-use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
-use kube::api::Api;
 use maas_api_client::{
     AllocateRequest, DeployRequest, MaasError, MachineFilter, MachineStatus, PowerState,
 };
-use tracing::info;
+use tracing::{info, warn};
 
-use super::annotations::{self as ann, RebootState};
+use super::annotations::unix_now;
+use super::annotations::{self as ann, RebootState, StaticAddresses};
+use super::decide::Step;
+use super::machines::Machines;
+use super::network::Applying;
+use super::run::Run;
+use super::static_links;
+use crate::binding::{self, Bindings, Bound};
+use crate::error::{Error, Result};
+use crate::maas::Timed;
 
 /// How old an Allocated view may be for a deploy to be sent on it without reading the machine
 /// again: the answer of the call just before (allocate, annotations, hostname) in the same
 /// reconcile.
 const FRESH_FOR_DEPLOY: Duration = Duration::from_secs(1);
-use super::run::{Run, unix_now};
-use crate::binding::{self, Bound};
-use crate::error::{Error, Result};
-use crate::maas::Timed;
 
 impl Run<'_> {
+    /// Executes a step; returns whether the next step may follow at once (false after an
+    /// operation MAAS completes asynchronously).
+    pub(super) async fn execute(&mut self, step: Step) -> Result<bool> {
+        let sid = self.system_id.clone();
+        let maas = self.gw.maas.clone();
+        match step {
+            Step::Wait { .. } => return Ok(false),
+            Step::Allocate => {
+                self.allocate_or_adopt().await?;
+                return Ok(true);
+            }
+            Step::SetAnnotations => {
+                let m = maas
+                    .set_workload_annotations(&sid, &self.facts.annotations)
+                    .await
+                    .map_err(Error::maas("set workload annotations"))?;
+                self.seen(m);
+                return Ok(true);
+            }
+            Step::SetHostname(name) => {
+                let m = maas
+                    .update_hostname(&sid, &name)
+                    .await
+                    .map_err(Error::maas("set hostname"))?;
+                self.seen(m);
+                return Ok(true);
+            }
+            Step::RecordOriginalHostname(original) => {
+                self.patch_annotation(ann::ORIGINAL_HOSTNAME, Some(original.clone()))
+                    .await?;
+                self.facts.original_hostname = Some(original);
+                return Ok(true);
+            }
+            Step::ForgetOriginalHostname => {
+                self.patch_annotation(ann::ORIGINAL_HOSTNAME, None).await?;
+                self.facts.original_hostname = None;
+                return Ok(true);
+            }
+            Step::Deploy => self.deploy().await?,
+            Step::Release => self.release().await?,
+            Step::RetryDeployment => {
+                let failures = self.facts.deploy_failures.saturating_add(1);
+                self.patch_annotation(ann::DEPLOY_FAILURES, Some(failures.to_string()))
+                    .await?;
+                self.facts.deploy_failures = failures;
+                let note = format!(
+                    "MAAS deployment failed; retry {failures} of {}",
+                    self.facts.max_deploy_retries
+                );
+                self.gw
+                    .base
+                    .events
+                    .warning(self.host, "DeploymentRetried", &note)
+                    .await;
+                self.release().await?;
+            }
+            Step::UnlinkStaticAddresses => {
+                self.unlink_static_addresses().await?;
+                return Ok(true);
+            }
+            Step::ForgetStaticAddresses => {
+                self.forget_static_addresses().await?;
+                return Ok(true);
+            }
+            Step::ResetFailures => {
+                self.patch_annotation(ann::DEPLOY_FAILURES, None).await?;
+                self.facts.deploy_failures = 0;
+                return Ok(true);
+            }
+            Step::BeginReboot => {
+                self.patch_annotation(ann::REBOOT_STATE, Some(ann::POWERED_OFF.to_owned()))
+                    .await?;
+                self.facts.reboot = RebootState::PoweringOff;
+                self.gw
+                    .base
+                    .events
+                    .normal(
+                        self.host,
+                        "RebootStarted",
+                        "powering off for a reboot request",
+                    )
+                    .await;
+                return Ok(true);
+            }
+            Step::PowerOff => {
+                let answer = maas
+                    .power_off(&sid, &self.comment("reboot"))
+                    .await
+                    .map_err(Error::maas("power off"))?;
+                match answer.transpose() {
+                    Some(machine) => self.seen(machine),
+                    None => self.refresh().await?,
+                }
+            }
+            Step::PowerOn => self.power_on().await?,
+            Step::FinishReboot => {
+                self.patch_annotation(ann::REBOOT_STATE, None).await?;
+                self.facts.reboot = RebootState::Idle;
+                self.gw
+                    .base
+                    .events
+                    .normal(self.host, "RebootFinished", "powered on again")
+                    .await;
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
     /// Allocates the exact machine with our agent_name, or adopts it when MAAS already shows it
     /// allocated with our agent_name (a previous attempt whose answer or record was lost).
     /// Records the allocation in status before anything else happens.
@@ -39,8 +153,9 @@ impl Run<'_> {
     pub(super) async fn allocate_or_adopt(&mut self) -> Result<()> {
         let namespace = self.host.namespace().unwrap_or_default();
         let name = self.host.name_any();
-        if let Bound::TakenBy(holder) =
-            binding::acquire(self.gw, &self.system_id, &namespace, &name).await?
+        if let Bound::TakenBy(holder) = Bindings::of(self.gw)
+            .acquire(&self.system_id, &namespace, &name)
+            .await?
         {
             return Err(Error::NotOurs {
                 system_id: self.system_id.clone(),
@@ -136,33 +251,6 @@ impl Run<'_> {
         Ok(())
     }
 
-    /// A Secret of the deployment request: in the consumer's namespace, which is not the
-    /// host's when the host's inventory admits claims from other namespaces.
-    pub(super) async fn secret_value(&self, reference: &SecretKeyReference) -> Result<Vec<u8>> {
-        let host_namespace = self.host.namespace().unwrap_or_default();
-        let namespace = self
-            .host
-            .spec
-            .consumer_ref
-            .as_ref()
-            .map_or(host_namespace.as_str(), |c| c.namespace_or(&host_namespace));
-        let api: Api<Secret> = Api::namespaced(self.gw.base.client.clone(), namespace);
-        let secret = api
-            .get(&reference.name)
-            .await
-            .map_err(failed("read Secret"))?;
-        secret
-            .data
-            .and_then(|mut d| d.remove(&reference.key))
-            .map(|b| b.0)
-            .ok_or_else(|| {
-                Error::InvalidSpec(format!(
-                    "Secret {} has no key {}",
-                    reference.name, reference.key
-                ))
-            })
-    }
-
     pub(super) async fn deploy(&mut self) -> Result<()> {
         let Some(provisioning) = self.host.spec.provisioning.clone() else {
             return Ok(());
@@ -207,8 +295,7 @@ impl Run<'_> {
             self.apply_network_data(reference).await?;
         } else {
             // No network data: static addresses recorded by an earlier deployment go.
-            self.settle_static_addresses(&std::collections::BTreeSet::new())
-                .await?;
+            self.settle_static_addresses(&BTreeSet::new()).await?;
         }
         let request = DeployRequest {
             distro_series: Some(provisioning.image.clone()),
@@ -293,5 +380,116 @@ impl Run<'_> {
             .map_err(Error::maas("power on"))?;
         self.seen(m);
         Ok(())
+    }
+
+    /// Makes the machine's MAAS interfaces match the rendered network data; does only what is
+    /// missing, so it is safe to repeat after a crash. The data is checked against the machine
+    /// first; its static addresses are recorded (and recorded ones it no longer asks for
+    /// unlinked) before the first link.
+    async fn apply_network_data(&mut self, reference: &SecretKeyReference) -> Result<()> {
+        let raw = self.secret_value(reference).await?;
+        let text = String::from_utf8(raw).map_err(|_| {
+            Error::InvalidSpec(format!(
+                "network data in Secret {} is not UTF-8",
+                reference.name
+            ))
+        })?;
+        let machines = Machines::of(self.gw);
+        let system_id = self.system_id.clone();
+        let mut applying = Applying::start(machines, &system_id, &text).await?;
+        let checked = applying.check(self.machine.as_deref()).await?;
+        if !checked.notes.is_empty() {
+            let note = checked.notes.join("; ");
+            warn!(system_id = %self.system_id, %note, "network data: not applied to MAAS");
+            self.gw
+                .base
+                .events
+                .warning(self.host, "NetworkDataNotApplied", &note)
+                .await;
+        }
+        self.settle_static_addresses(&checked.static_addresses)
+            .await?;
+        self.machine = applying.converge(self.machine.clone()).await?;
+        Ok(())
+    }
+
+    /// Before network data is applied to the (Allocated) machine: unlinks the recorded
+    /// addresses the data no longer asks for (an earlier deployment's, e.g. before a retry
+    /// with other data or for another consumer), then records exactly `wanted`.
+    async fn settle_static_addresses(&mut self, wanted: &BTreeSet<IpAddr>) -> Result<()> {
+        if let Some(recorded) = self.facts.static_addresses.clone() {
+            self.unlink_recorded(&recorded, wanted).await?;
+        }
+        let target = (!wanted.is_empty()).then(|| StaticAddresses::Listed(wanted.clone()));
+        if self.facts.static_addresses != target {
+            let value = (!wanted.is_empty()).then(|| ann::encode_static_addresses(wanted));
+            self.patch_annotation(ann::STATIC_ADDRESSES, value).await?;
+            self.facts.static_addresses = target;
+        }
+        Ok(())
+    }
+
+    /// The step on a released machine nobody wants deployed: reads it fresh, unlinks every
+    /// recorded static link, and forgets the record once MAAS shows none. A machine that is
+    /// no longer Ready is left for the next step to decide.
+    async fn unlink_static_addresses(&mut self) -> Result<()> {
+        self.refresh().await?;
+        let ready = self
+            .machine
+            .as_ref()
+            .is_some_and(|m| m.status == MachineStatus::Ready);
+        let Some(recorded) = self.facts.static_addresses.clone().filter(|_| ready) else {
+            return Ok(());
+        };
+        if self.unlink_recorded(&recorded, &BTreeSet::new()).await? {
+            let note = format!(
+                "removed the static addresses of released MAAS machine {}",
+                self.system_id
+            );
+            self.gw
+                .base
+                .events
+                .normal(self.host, "StaticAddressesReleased", &note)
+                .await;
+        }
+        self.forget_static_addresses().await
+    }
+
+    /// Removes the record (its links are gone, or so is the machine).
+    async fn forget_static_addresses(&mut self) -> Result<()> {
+        self.patch_annotation(ann::STATIC_ADDRESSES, None).await?;
+        self.facts.static_addresses = None;
+        Ok(())
+    }
+
+    /// Unlinks the static links `recorded` covers, except addresses in `keep`, from the
+    /// machine as last read; `true` when anything was unlinked.
+    async fn unlink_recorded(
+        &mut self,
+        recorded: &StaticAddresses,
+        keep: &BTreeSet<IpAddr>,
+    ) -> Result<bool> {
+        let links = static_links::doomed(self.machine.as_deref(), recorded, keep);
+        if links.is_empty() {
+            return Ok(false);
+        }
+        if let StaticAddresses::Unreadable(value) = recorded {
+            let note = format!(
+                "annotation {} is unreadable ({value:?}): unlinking every static address of \
+                 MAAS machine {}",
+                ann::STATIC_ADDRESSES,
+                self.system_id
+            );
+            warn!(system_id = %self.system_id, %value, "unreadable static-address record");
+            self.gw
+                .base
+                .events
+                .warning(self.host, "StaticAddressesUnreadable", &note)
+                .await;
+        }
+        let machines = Machines::of(self.gw);
+        self.machine =
+            static_links::unlink(machines, &self.system_id, &links, recorded, keep).await?;
+        Ok(true)
     }
 }

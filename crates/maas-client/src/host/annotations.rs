@@ -219,6 +219,11 @@ pub fn recorded_static_links(
     out
 }
 
+/// Now, in unix seconds (the encoding of the reboot-state annotation).
+pub fn unix_now() -> i64 {
+    jiff::Timestamp::now().as_second()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

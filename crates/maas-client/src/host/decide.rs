@@ -400,5 +400,5 @@ pub fn starts_later(next: &Step, backlog: Duration) -> Option<Duration> {
 }
 
 #[cfg(test)]
-#[path = "step_tests.rs"]
+#[path = "decide_tests.rs"]
 mod tests;

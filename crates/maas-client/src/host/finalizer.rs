@@ -10,12 +10,8 @@
 
 use capmaas_api::{MaasHost, keys};
 use capmaas_runtime::controller::finalizer;
-use capmaas_runtime::error::failed;
-use kube::ResourceExt;
 
-use super::run::Run;
-use super::step::{HostFacts, Wait};
-use crate::error::Result;
+use super::decide::{HostFacts, Wait};
 
 /// What the finalizer needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -85,46 +81,6 @@ fn nothing_left(ended: Wait) -> bool {
             | Wait::Missing
             | Wait::Unclaimed
     )
-}
-
-impl Run<'_> {
-    /// Applies `change`; `true` when the host is gone (its last finalizer removed while
-    /// deleting), and the reconcile has nothing left to write.
-    pub(super) async fn change_finalizer(&mut self, change: Change) -> Result<bool> {
-        let current = self.written.clone().unwrap_or_else(|| self.host.clone());
-        let field_manager = &self.gw.base.field_manager;
-        match change {
-            Change::Keep => Ok(false),
-            Change::Add => {
-                let written = finalizer::add(
-                    &self.api,
-                    &current,
-                    keys::FINALIZER_MAAS_HOST,
-                    field_manager,
-                )
-                .await
-                .map_err(failed("updating the finalizer"))?;
-                self.wrote(written);
-                Ok(false)
-            }
-            Change::Remove => {
-                let written = finalizer::remove(
-                    &self.api,
-                    &current,
-                    keys::FINALIZER_MAAS_HOST,
-                    field_manager,
-                )
-                .await
-                .map_err(failed("updating the finalizer"))?;
-                let gone = current.metadata.deletion_timestamp.is_some()
-                    && written.as_ref().is_none_or(|h| h.finalizers().is_empty());
-                if let Some(written) = written {
-                    self.wrote(written);
-                }
-                Ok(gone)
-            }
-        }
-    }
 }
 
 #[cfg(test)]

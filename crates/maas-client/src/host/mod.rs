@@ -1,13 +1,19 @@
 //! The MaasHost controller: provisioning state machine, reboot requests, status.
+//!
+//! `state` observes, `decide` picks the next step (pure), `act` walks the steps and writes the
+//! status; `run` holds one reconcile's state and shared writes, `actions` executes a step.
+//! `watch` is the batched observation of machines in flight that wakes their hosts.
 
+pub mod act;
 mod actions;
 pub mod annotations;
-pub mod controller;
+pub mod decide;
 pub mod finalizer;
+mod machines;
 pub mod network;
-pub mod observe;
 mod run;
+pub mod state;
 mod static_links;
 pub mod status;
-pub mod step;
 pub mod user_data;
+pub mod watch;

@@ -1,30 +1,30 @@
 //! [`Run`]: one reconcile of a MaasHost in progress: the host, what is known of its machine,
-//! and the writes every step shares (cache update, refresh, annotation patch, status).
-//! The step loop (`controller`) and the multi-call operations (`actions`) both work on it;
-//! it uses neither.
+//! and the reads and writes every step shares (machine refresh, Secrets, annotation patch,
+//! finalizer, status). The step loop (`act`) and the step executor (`actions`) both work on
+//! it; it uses neither. These two files are the only ones that extend `Run`.
 
-use capmaas_runtime::error::failed;
 use std::sync::Arc;
 use std::time::Duration;
 
-use capmaas_api::MaasHost;
+use capmaas_api::common::SecretKeyReference;
 use capmaas_api::host::{HostAllocation, ProvisioningState};
+use capmaas_api::{MaasHost, keys};
+use capmaas_runtime::controller::finalizer;
+use capmaas_runtime::error::failed;
 use capmaas_runtime::status::{apply_status, now};
+use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
-use maas_api_client::{MaasError, Machine, MachineStatus};
+use maas_api_client::{Machine, MachineStatus};
 use serde_json::json;
 
+use super::decide::{HostFacts, Wait, held_by_us};
+use super::finalizer::Change;
+use super::machines::Machines;
 use super::status::{StatusInput, build_status, progress_report_wait};
-use super::step::{HostFacts, Wait, held_by_us};
 use crate::context::Gateway;
 use crate::error::{Error, Result};
 use crate::maas::Timed;
-
-/// Now, in unix seconds (the encoding of the reboot-state annotation).
-pub(super) fn unix_now() -> i64 {
-    jiff::Timestamp::now().as_second()
-}
 
 /// The state of one MaasHost reconcile.
 pub(super) struct Run<'a> {
@@ -60,20 +60,12 @@ pub(super) struct Run<'a> {
 impl Run<'_> {
     /// Records a machine MAAS returned.
     pub(super) fn seen(&mut self, answer: Timed<Machine>) {
-        self.gw.cache.observe(answer.value.clone(), answer.sent);
-        self.machine = Some(Arc::new(answer.value));
+        self.machine = Some(Machines::of(self.gw).seen(answer));
     }
 
     /// Reads the machine from MAAS again (`None` when it is gone).
     pub(super) async fn refresh(&mut self) -> Result<()> {
-        match self.gw.maas.get_machine(&self.system_id).await {
-            Ok(m) => self.seen(m),
-            Err(MaasError::NotFound { .. }) => {
-                self.gw.cache.forget_machine(&self.system_id);
-                self.machine = None;
-            }
-            Err(e) => return Err(Error::maas("get machine")(e)),
-        }
+        self.machine = Machines::of(self.gw).read(&self.system_id).await?;
         Ok(())
     }
 
@@ -207,6 +199,71 @@ impl Run<'_> {
                 .events
                 .normal(self.host, "Allocated", &note)
                 .await;
+        }
+    }
+
+    /// A Secret of the deployment request: in the consumer's namespace, which is not the
+    /// host's when the host's inventory admits claims from other namespaces.
+    pub(super) async fn secret_value(&self, reference: &SecretKeyReference) -> Result<Vec<u8>> {
+        let host_namespace = self.host.namespace().unwrap_or_default();
+        let namespace = self
+            .host
+            .spec
+            .consumer_ref
+            .as_ref()
+            .map_or(host_namespace.as_str(), |c| c.namespace_or(&host_namespace));
+        let api: Api<Secret> = Api::namespaced(self.gw.base.client.clone(), namespace);
+        let secret = api
+            .get(&reference.name)
+            .await
+            .map_err(failed("read Secret"))?;
+        secret
+            .data
+            .and_then(|mut d| d.remove(&reference.key))
+            .map(|b| b.0)
+            .ok_or_else(|| {
+                Error::InvalidSpec(format!(
+                    "Secret {} has no key {}",
+                    reference.name, reference.key
+                ))
+            })
+    }
+
+    /// Applies `change`; `true` when the host is gone (its last finalizer removed while
+    /// deleting), and the reconcile has nothing left to write.
+    pub(super) async fn change_finalizer(&mut self, change: Change) -> Result<bool> {
+        let current = self.written.clone().unwrap_or_else(|| self.host.clone());
+        let field_manager = &self.gw.base.field_manager;
+        match change {
+            Change::Keep => Ok(false),
+            Change::Add => {
+                let written = finalizer::add(
+                    &self.api,
+                    &current,
+                    keys::FINALIZER_MAAS_HOST,
+                    field_manager,
+                )
+                .await
+                .map_err(failed("updating the finalizer"))?;
+                self.wrote(written);
+                Ok(false)
+            }
+            Change::Remove => {
+                let written = finalizer::remove(
+                    &self.api,
+                    &current,
+                    keys::FINALIZER_MAAS_HOST,
+                    field_manager,
+                )
+                .await
+                .map_err(failed("updating the finalizer"))?;
+                let gone = current.metadata.deletion_timestamp.is_some()
+                    && written.as_ref().is_none_or(|h| h.finalizers().is_empty());
+                if let Some(written) = written {
+                    self.wrote(written);
+                }
+                Ok(gone)
+            }
         }
     }
 }

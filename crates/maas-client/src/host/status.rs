@@ -8,7 +8,7 @@ use capmaas_runtime::conditions::{ConditionStatus, NewCondition, set_condition, 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use maas_api_client::Machine;
 
-use super::step::Wait;
+use super::decide::Wait;
 use crate::mapping;
 
 /// Reason of `Provisioned=False` on a host whose request cannot be carried out as written

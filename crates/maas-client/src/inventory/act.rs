@@ -15,20 +15,18 @@ use futures::StreamExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
 use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
-use maas_api_client::MachineFilter;
 use serde_json::json;
 use tracing::{debug, info, warn};
 
-use super::plan::{
-    ExistingHost, HostAction, Listed, ObjectVersion, Undecoded, imported_elsewhere_message,
-    inventory_counts, plan_inventory_sync, skipped_message,
+use super::decide::{
+    HostAction, ObjectVersion, imported_elsewhere_message, inventory_counts, plan_inventory_sync,
 };
 use super::schedule::{LastSync, next_sync_in};
+use super::state::{Observed, observe};
 use super::status::{failed_status, synced_status};
-use crate::binding::{self, Bound};
+use crate::binding::{self, Bindings, Bound};
 use crate::context::Gateway;
 use crate::error::{Error, Result};
-use crate::maas::Timed;
 
 /// API calls on hosts and their bindings in flight during one sync. One at a time, an import
 /// of thousands of machines takes minutes (two or three calls per machine, each waiting for
@@ -44,24 +42,6 @@ pub fn sync_interval(inventory: &MaasInventory, flag: Option<Duration>) -> Durat
             u64::try_from(inventory.spec.sync_interval_seconds.max(1)).unwrap_or(30),
         )
     })
-}
-
-/// The host as the plan sees it, with the version a delete is conditioned on.
-pub fn existing(host: &MaasHost) -> ExistingHost {
-    let status = host.status.as_ref();
-    ExistingHost {
-        name: host.name_any(),
-        system_id: host.spec.system_id.clone(),
-        labels: host.labels().clone(),
-        consumed: host.spec.consumer_ref.is_some(),
-        missing: status.and_then(|s| s.missing).unwrap_or(false),
-        reserved: host.spec.reservation.is_some(),
-        allocated: status.is_some_and(|s| s.allocation.is_some()),
-        version: ObjectVersion {
-            uid: host.metadata.uid.clone(),
-            resource_version: host.metadata.resource_version.clone(),
-        },
-    }
 }
 
 /// What a conditioned delete of a host did.
@@ -136,44 +116,20 @@ async fn sync(inventory: &MaasInventory, gw: &Gateway) -> Result<Action> {
         }
     }
     let spec = &inventory.spec;
-    let mut filter = MachineFilter::new().pool(spec.resource_pool.clone());
-    for zone in spec.zones.iter().flatten() {
-        filter = filter.zone(zone.clone());
-    }
-    for tag in spec.tags.iter().flatten() {
-        filter = filter.tag(tag.clone());
-    }
-    // Lenient: a machine that does not decode is skipped and reported, the others sync.
-    let Timed {
-        value: listing,
+    let Observed {
+        listed,
+        undecoded,
+        skipped,
+        skipped_count,
+        hosts,
+        changed,
         sent,
-    } = gw
-        .maas
-        .list_machines_lenient(&filter)
-        .await
-        .map_err(Error::maas("list machines"))?;
-    let undecoded = Undecoded::from_skipped(&listing.skipped);
-    let skipped = skipped_message(&listing.skipped);
-    let hosts: Vec<ExistingHost> = gw
-        .hosts_of(&namespace, &name)
-        .iter()
-        .map(|h| existing(h))
-        .collect();
-    // The plan needs of each machine its system id, status and labels only: taken before the
-    // machines move into the cache, so thousands of them are never held twice.
-    let listed: Vec<Listed> = listing
-        .machines
-        .iter()
-        .map(|m| Listed::new(m, &name, spec.host_labels.as_ref()))
-        .collect();
-    // The cache holds what decoded: a host whose machine did not is unlisted there, so the host
-    // controller reads that machine directly (and reports the decode error on the host).
-    let changed = gw.cache.sync_inventory(&key, listing.machines, sent);
+    } = observe(inventory, gw, &key).await?;
     let actions = plan_inventory_sync(
         &listed,
         &undecoded,
         &hosts,
-        &changed.into_iter().collect(),
+        &changed,
         spec.host_labels.as_ref(),
     );
     let api: Api<MaasHost> = Api::namespaced(gw.base.client.clone(), &namespace);
@@ -210,7 +166,7 @@ async fn sync(inventory: &MaasInventory, gw: &Gateway) -> Result<Action> {
     }
     debug!(namespace, inventory = %name, machines = listed.len(), actions = actions.len(), kept_changed, "inventory synced");
     if let Some(message) = &skipped {
-        warn!(namespace, inventory = %name, skipped = listing.skipped.len(), "{message}");
+        warn!(namespace, inventory = %name, skipped = skipped_count, "{message}");
     }
     // The actions ran concurrently: named in a fixed order, or the message (and with it the
     // status) would change from one sync to the next by order alone.
@@ -223,7 +179,7 @@ async fn sync(inventory: &MaasInventory, gw: &Gateway) -> Result<Action> {
         .join(" ");
     // Once per change of the report, not every interval: the condition keeps it.
     if !report.is_empty() && synced_message(inventory) != Some(report.as_str()) {
-        let reason = if listing.skipped.is_empty() {
+        let reason = if skipped_count == 0 {
             MACHINES_IMPORTED_ELSEWHERE
         } else {
             MACHINES_SKIPPED
@@ -346,12 +302,16 @@ async fn imported_elsewhere(
     host: &str,
 ) -> Result<Option<String>> {
     let me = binding::holder_identity(namespace, host);
-    let bound = match binding::known_holder(gw, system_id) {
+    let bound = match Bindings::of(gw).known_holder(system_id) {
         Some(holder) if holder != me => return Ok(Some(holder)),
         // Ours as far as the reflector knows: the API server confirms.
-        Some(_) => binding::acquire(gw, system_id, namespace, host).await?,
+        Some(_) => Bindings::of(gw).acquire(system_id, namespace, host).await?,
         // None known, as for every machine of a first import: create it straight away.
-        None => binding::acquire_new(gw, system_id, namespace, host).await?,
+        None => {
+            Bindings::of(gw)
+                .acquire_new(system_id, namespace, host)
+                .await?
+        }
     };
     Ok(match bound {
         Bound::Ours => None,

@@ -381,5 +381,5 @@ pub fn inventory_counts(
 }
 
 #[cfg(test)]
-#[path = "plan_tests.rs"]
+#[path = "decide_tests.rs"]
 mod tests;

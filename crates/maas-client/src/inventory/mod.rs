@@ -1,6 +1,10 @@
 //! The MaasInventory controller: imports MAAS machines as MaasHosts.
+//!
+//! `state` observes (one filtered MAAS list), `decide` plans the host changes (pure), `act`
+//! carries them out and writes the status built by `status`; `schedule` spaces the syncs.
 
-pub mod controller;
-pub mod plan;
+pub mod act;
+pub mod decide;
 pub mod schedule;
+pub mod state;
 pub mod status;

@@ -18,7 +18,7 @@ use capmaas_api::conditions::{self as cond, reasons};
 use capmaas_runtime::conditions::{ConditionStatus, NewCondition, set_condition, summarize_ready};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-use super::plan::InventoryCounts;
+use super::decide::InventoryCounts;
 
 /// How the gateway reaches MAAS, said on every inventory (`MAASConnectionSecure`) so that an
 /// operator who accepted plain http sees the risk where they look at the hosts.

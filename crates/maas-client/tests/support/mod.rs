@@ -24,7 +24,7 @@ use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
-use maas_client::config::{Environment, GatewayArgs, GatewayConfig};
+use maas_client::args::{Environment, GatewayArgs, GatewayConfig};
 use tokio_util::sync::CancellationToken;
 
 /// The binary's command line, as its `main` parses it.

@@ -1,26 +1,28 @@
 //! Applying rendered network data to the (Allocated) machine before deploy: plan a phase
-//! ([`plan_network`]), carry it out, read the machine again, until nothing is left. Bad data
+//! ([`plan_network`]), carry it out, read the machine again, until nothing is left. An
+//! [`Applying`] works through the narrow [`Machines`] handle: MAAS and the machine cache. Bad data
 //! and MAAS refusals (an address another machine holds, a missing VLAN...) are
 //! [`Error::InvalidSpec`] naming the link or network; the host reports them and is not
 //! deployed.
 
 use std::collections::BTreeSet;
+use std::net::IpAddr;
+use std::sync::Arc;
 
-use capmaas_api::common::SecretKeyReference;
 use maas_api_client::{
-    CreateBondRequest, CreateVlanInterfaceRequest, DefaultGateways, InterfaceUpdate,
-    LinkSubnetRequest, MaasError, Vlan,
+    CreateBondRequest, CreateVlanInterfaceRequest, InterfaceUpdate, LinkSubnetRequest, MaasError,
+    Machine, Subnet, Vlan,
 };
-use tracing::{info, warn};
+use tracing::info;
 
-use super::plan::{MaasNetwork, NetAction, plan_network};
-use super::{self as network, LinkKind, NetworkDataError};
+use super::plan::{MaasNetwork, NetAction, NetworkPlan, plan_network};
+use super::{self as network, LinkKind, NetworkDataError, RenderedNetworkData};
 use crate::error::{Error, Result};
-use crate::host::run::Run;
+use crate::host::machines::Machines;
 
-/// Phases at most: settling the recorded static addresses, structure, VLAN interfaces on new
-/// bonds, links, gateway, and one spare.
-const MAX_ROUNDS: usize = 7;
+/// Phases at most once the recorded static addresses are settled: structure, VLAN interfaces
+/// on new bonds, links, gateway, one spare, and the one that finds nothing left.
+const MAX_ROUNDS: usize = 6;
 
 /// A MAAS refusal of what the data asks for is an invalid spec naming it; anything else
 /// (MAAS down, a 409 state change) stays a MAAS error to retry.
@@ -47,24 +49,35 @@ fn spec(e: &NetworkDataError) -> Error {
     Error::InvalidSpec(e.to_string())
 }
 
-impl Run<'_> {
-    /// Makes the machine's MAAS interfaces match the rendered network data; does only what is
-    /// missing, so it is safe to repeat after a crash.
-    pub(in crate::host) async fn apply_network_data(
-        &mut self,
-        reference: &SecretKeyReference,
-    ) -> Result<()> {
-        let raw = self.secret_value(reference).await?;
-        let text = String::from_utf8(raw).map_err(|_| {
-            Error::InvalidSpec(format!(
-                "network data in Secret {} is not UTF-8",
-                reference.name
-            ))
-        })?;
-        let data = network::parse(&text).map_err(|e| spec(&e))?;
-        let static_addresses = data.static_addresses();
-        let subnets = self
-            .gw
+/// The network data of one deployment being applied to one machine, with what MAAS showed of
+/// its networks so far.
+pub(in crate::host) struct Applying<'a> {
+    machines: Machines<'a>,
+    system_id: &'a str,
+    data: RenderedNetworkData,
+    subnets: Vec<Subnet>,
+    wants_vlans: bool,
+    vlans: Vec<Vlan>,
+    fabrics_read: BTreeSet<i64>,
+}
+
+/// What the first plan tells before anything is changed.
+pub(in crate::host) struct Checked {
+    /// What the data asks for that MAAS does not model (reported, not applied).
+    pub(in crate::host) notes: Vec<String>,
+    /// The static addresses the data links: recorded on the host before the first link.
+    pub(in crate::host) static_addresses: BTreeSet<IpAddr>,
+}
+
+impl<'a> Applying<'a> {
+    /// Parses the data and reads MAAS's subnets.
+    pub(in crate::host) async fn start(
+        machines: Machines<'a>,
+        system_id: &'a str,
+        text: &str,
+    ) -> Result<Self> {
+        let data = network::parse(text).map_err(|e| spec(&e))?;
+        let subnets = machines
             .maas
             .list_subnets()
             .await
@@ -73,69 +86,48 @@ impl Run<'_> {
             .links
             .iter()
             .any(|l| l.link_kind() == Some(LinkKind::Vlan));
-        let mut vlans: Vec<Vlan> = Vec::new();
-        let mut fabrics_read = BTreeSet::new();
+        Ok(Self {
+            machines,
+            system_id,
+            data,
+            subnets,
+            wants_vlans,
+            vlans: Vec::new(),
+            fabrics_read: BTreeSet::new(),
+        })
+    }
+
+    /// Plans against `machine` once: an error here is the data's, found before MAAS is touched.
+    pub(in crate::host) async fn check(&mut self, machine: Option<&Machine>) -> Result<Checked> {
+        let plan = self.plan(machine).await?;
+        Ok(Checked {
+            notes: plan.notes,
+            static_addresses: self.data.static_addresses(),
+        })
+    }
+
+    /// Carries out phases until the interfaces match the data; returns the machine as last read.
+    pub(in crate::host) async fn converge(
+        mut self,
+        mut machine: Option<Arc<Machine>>,
+    ) -> Result<Option<Arc<Machine>>> {
         let mut calls = 0usize;
-        for round in 0..MAX_ROUNDS {
-            let machine = self.machine.clone().ok_or_else(|| {
-                Error::InvalidSpec(format!("MAAS machine {} is gone", self.system_id))
-            })?;
-            if wants_vlans {
-                let fabrics: BTreeSet<i64> = machine
-                    .interface_set
-                    .iter()
-                    .filter_map(|i| i.vlan.as_ref().map(|v| v.fabric_id))
-                    .collect();
-                let missing: Vec<i64> = fabrics.difference(&fabrics_read).copied().collect();
-                for fabric in &missing {
-                    let listed = self
-                        .gw
-                        .maas
-                        .list_vlans(*fabric)
-                        .await
-                        .map_err(Error::maas("list VLANs"))?;
-                    vlans.extend(listed);
-                    fabrics_read.insert(*fabric);
-                }
-            }
-            let gateways: &DefaultGateways = &machine.default_gateways;
-            let view = MaasNetwork {
-                interfaces: &machine.interface_set,
-                subnets: &subnets,
-                vlans: &vlans,
-                gateways,
-            };
-            let plan = plan_network(&data, &view).map_err(|e| spec(&e))?;
-            if round == 0 {
-                if !plan.notes.is_empty() {
-                    let note = plan.notes.join("; ");
-                    warn!(system_id = %self.system_id, %note, "network data: not applied to MAAS");
-                    self.gw
-                        .base
-                        .events
-                        .warning(self.host, "NetworkDataNotApplied", &note)
-                        .await;
-                }
-                // The data is valid: record its static addresses before the first link (and
-                // unlink recorded ones it no longer asks for); plan again if that changed MAAS.
-                if self.settle_static_addresses(&static_addresses).await? {
-                    continue;
-                }
-            }
+        for _ in 0..MAX_ROUNDS {
+            let plan = self.plan(machine.as_deref()).await?;
             if plan.is_done() {
                 if calls > 0 {
                     info!(system_id = %self.system_id, calls, "applied network data to the MAAS interfaces");
                 }
-                return Ok(());
+                return Ok(machine);
             }
             if plan.actions.is_empty() {
                 break;
             }
             for action in plan.actions {
-                self.apply_net_action(action).await?;
+                self.act(action).await?;
                 calls += 1;
             }
-            self.refresh().await?;
+            machine = self.machines.read(self.system_id).await?;
         }
         Err(Error::InvalidSpec(format!(
             "network data: the MAAS interfaces of {} do not converge to it",
@@ -143,8 +135,40 @@ impl Run<'_> {
         )))
     }
 
-    async fn apply_net_action(&self, action: NetAction) -> Result<()> {
-        let (maas, sid) = (&self.gw.maas, self.system_id.as_str());
+    /// The next phase against `machine`, after reading the VLANs of fabrics not seen yet.
+    async fn plan(&mut self, machine: Option<&Machine>) -> Result<NetworkPlan> {
+        let machine = machine.ok_or_else(|| {
+            Error::InvalidSpec(format!("MAAS machine {} is gone", self.system_id))
+        })?;
+        if self.wants_vlans {
+            let fabrics: BTreeSet<i64> = machine
+                .interface_set
+                .iter()
+                .filter_map(|i| i.vlan.as_ref().map(|v| v.fabric_id))
+                .collect();
+            let missing: Vec<i64> = fabrics.difference(&self.fabrics_read).copied().collect();
+            for fabric in missing {
+                let listed = self
+                    .machines
+                    .maas
+                    .list_vlans(fabric)
+                    .await
+                    .map_err(Error::maas("list VLANs"))?;
+                self.vlans.extend(listed);
+                self.fabrics_read.insert(fabric);
+            }
+        }
+        let view = MaasNetwork {
+            interfaces: &machine.interface_set,
+            subnets: &self.subnets,
+            vlans: &self.vlans,
+            gateways: &machine.default_gateways,
+        };
+        plan_network(&self.data, &view).map_err(|e| spec(&e))
+    }
+
+    async fn act(&self, action: NetAction) -> Result<()> {
+        let (maas, sid) = (self.machines.maas, self.system_id);
         match action {
             NetAction::DeleteInterface {
                 interface,

@@ -13,6 +13,7 @@
 //! interface configuration is [`plan`].
 
 mod apply;
+pub(in crate::host) use apply::Applying;
 pub mod plan;
 mod resolve;
 
