@@ -14,11 +14,11 @@ use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 
 use crate::context::Ctx;
-use crate::decide::{Step, bootstrap_secret, decide};
+use crate::decide::{Step, decide};
 use crate::error::{Error, Result};
 use crate::host_ops::{self, Mutation};
 use crate::state::{State, host_namespace, mm_api, write_status};
-use crate::status::{claimed_by, provisioning_request, step_conditions};
+use crate::status::{claimed_by, step_conditions};
 use crate::{claiming, data, deployed, release};
 
 /// Most steps one reconcile performs before yielding (each step is one write at most).
@@ -249,22 +249,21 @@ async fn update_release_policy(ctx: &Ctx, state: &mut State) -> Result<Flow> {
     Ok(Flow::Continue)
 }
 
-/// Writes the deployment request (`spec.provisioning`) on the claimed host.
+/// Writes the deployment request (`spec.provisioning`) on the claimed host, when it can be made
+/// ([`host_ops::deployment_request`]).
 async fn request_deployment(ctx: &Ctx, state: &mut State) -> Result<Flow> {
-    let (Some(host), Some(machine)) = (state.host.as_ref(), state.machine.as_ref()) else {
-        return Ok(Flow::Continue);
-    };
-    let Some(user_data) = bootstrap_secret(&state.mm, machine) else {
+    let Some(host) = state.host.as_ref() else {
         return Ok(Flow::Continue);
     };
     let rendered = state
         .data_claim
         .as_ref()
         .and_then(|c| crate::decide::rendered_data(c, state.data.as_ref()));
-    if state.mm.spec.data_template.is_some() && rendered.is_none() {
+    let Some(request) =
+        host_ops::deployment_request(&state.mm, state.machine.as_ref(), host, rendered)
+    else {
         return Ok(Flow::Continue);
-    }
-    let request = provisioning_request(&state.mm, user_data, host, rendered);
+    };
     let (host_ns, name) = (host_namespace(host)?, host.name_any());
     let mm = state.mm.clone();
     state.host = host_ops::update_host(ctx, &host_ns, &name, "requesting deployment", |h| {
@@ -276,16 +275,6 @@ async fn request_deployment(ctx: &Ctx, state: &mut State) -> Result<Flow> {
     })
     .await?
     .filter(|h| claimed_by(h, &mm));
-    ctx.base
-        .events
-        .normal(
-            &mm,
-            reasons::MACHINE_DEPLOY_STARTED,
-            &format!(
-                "deployment of host {name} with image {} requested",
-                mm.spec.image
-            ),
-        )
-        .await;
+    host_ops::announce_deployment(ctx, &mm, &name).await;
     Ok(Flow::Continue)
 }

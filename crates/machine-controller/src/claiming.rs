@@ -129,7 +129,6 @@ pub(crate) async fn choose_and_claim(ctx: &Ctx, state: &mut State) -> Result<Flo
         if !ctx.claims.try_mark(&host_ns, &recorded, &uid) {
             return Ok(Flow::Done(Action::requeue(retry_delay())));
         }
-        let deploy = host_ops::deploy_with_claim(&state.mm, state.machine.as_ref());
         // A recorded host the namespace may no longer claim (its inventory closed to it) is
         // not claimed: the intent is withdrawn like any lost claim.
         let admitted = ctx
@@ -143,7 +142,7 @@ pub(crate) async fn choose_and_claim(ctx: &Ctx, state: &mut State) -> Result<Flo
                 &host_ns,
                 &recorded,
                 &request,
-                deploy.as_ref(),
+                state.machine.as_ref(),
             );
             claim.await?
         } else {
@@ -254,21 +253,11 @@ pub(crate) async fn reclaim(ctx: &Ctx, state: &mut State) -> Result<Flow> {
     }
 }
 
-/// The Event of a deployment requested together with the claim (else `RequestDeployment`
-/// sends it).
+/// The Event of a deployment requested together with the claim.
 async fn deployment_requested(ctx: &Ctx, state: &State, host: &MaasHost) {
-    if host.spec.provisioning.is_none() {
-        return;
+    if host.spec.provisioning.is_some() {
+        host_ops::announce_deployment(ctx, &state.mm, &host.name_any()).await;
     }
-    let note = format!(
-        "deployment of host {} with image {} requested",
-        host.name_any(),
-        state.mm.spec.image
-    );
-    ctx.base
-        .events
-        .normal(&state.mm, reasons::MACHINE_DEPLOY_STARTED, &note)
-        .await;
 }
 
 /// Half a second to one and a half, so machines that lost the same race do not retry in
@@ -290,10 +279,9 @@ async fn claim_with_intent(
     request: &HostRequest,
 ) -> Result<Option<MaasHost>> {
     let host = candidate.name_any();
-    let deploy = host_ops::deploy_with_claim(&state.mm, state.machine.as_ref());
     let consumer = consumer_ref(&state.mm, host_ns).ok_or(Failed::missing("name or uid"))?;
     let mut expected = candidate.clone();
-    host_ops::mark_claimed(&mut expected, &state.mm, &consumer, deploy.as_ref());
+    host_ops::mark_claimed(&mut expected, &state.mm, &consumer, state.machine.as_ref());
     let intended = intended_status(
         &Observed {
             host: Some(&expected),
@@ -304,7 +292,8 @@ async fn claim_with_intent(
     );
     let before = owned_status(&state.mm);
     state.replace_mm(apply_owned(ctx, &state.mm, &intended, RECORDING_HOST).await?);
-    match host_ops::claim(ctx, &state.mm, host_ns, &host, request, deploy.as_ref()).await? {
+    let machine = state.machine.as_ref();
+    match host_ops::claim(ctx, &state.mm, host_ns, &host, request, machine).await? {
         Claim::Won(h) => Ok(Some(*h)),
         Claim::Lost => {
             let restored = MaasMachineStatus {

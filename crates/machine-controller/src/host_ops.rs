@@ -2,8 +2,10 @@
 //! a concurrent writer (another machine, the gateway) makes it fail with 409 and we look again.
 
 use capmaas_api::capi::Machine;
-use capmaas_api::common::{ConsumerReference, SecretKeyReference};
-use capmaas_api::{MaasHost, MaasMachine, keys};
+use capmaas_api::common::ConsumerReference;
+use capmaas_api::conditions::reasons;
+use capmaas_api::host::HostProvisioning;
+use capmaas_api::{MaasData, MaasHost, MaasMachine, keys};
 use capmaas_runtime::error::{Failed, failed};
 use capmaas_runtime::trace_context;
 use kube::api::PostParams;
@@ -15,16 +17,34 @@ use crate::decide::bootstrap_secret;
 use crate::error::{Result, is_conflict};
 use crate::status::{claimed_by, consumer_ref, provisioning_request};
 
-/// The user data to send with the claim, when the deployment can be requested at once: the
-/// bootstrap data is there and no data template has to be rendered for the host first.
-pub fn deploy_with_claim(
+/// The deployment request (`spec.provisioning`) for `host`, when it can be made now: the
+/// bootstrap data is there and, with a data template, the machine's data is rendered. The one
+/// builder of the request, whichever write carries it: the claim (nothing is rendered yet
+/// then, so only without a data template: one host write and one gateway wake-up fewer per
+/// machine) or the `RequestDeployment` step.
+pub fn deployment_request(
     mm: &MaasMachine,
     machine: Option<&Machine>,
-) -> Option<SecretKeyReference> {
-    if mm.spec.data_template.is_some() {
+    host: &MaasHost,
+    rendered: Option<&MaasData>,
+) -> Option<HostProvisioning> {
+    if mm.spec.data_template.is_some() && rendered.is_none() {
         return None;
     }
-    bootstrap_secret(mm, machine?)
+    let user_data = bootstrap_secret(mm, machine?)?;
+    Some(provisioning_request(mm, user_data, host, rendered))
+}
+
+/// The Event of a deployment request, whichever write carried it.
+pub async fn announce_deployment(ctx: &Ctx, mm: &MaasMachine, host: &str) {
+    let note = format!(
+        "deployment of host {host} with image {} requested",
+        mm.spec.image
+    );
+    ctx.base
+        .events
+        .normal(mm, reasons::MACHINE_DEPLOY_STARTED, &note)
+        .await;
 }
 
 /// Attempts for one host write when the host keeps changing under us (status updates by the
@@ -94,16 +114,15 @@ pub enum Claim {
 /// Claims `host` for `mm`: sets `consumerRef` (and drops a reservation the request may take)
 /// under the resourceVersion of a fresh read that still shows the host free and fitting.
 ///
-/// With `deploy` (the machine's user data, when nothing else has to be prepared for the
-/// deployment, see [`deploy_with_claim`]), the deployment request goes in the same write:
-/// one host write and one gateway wake-up fewer per machine.
+/// When the deployment can be requested at once ([`deployment_request`] with the CAPI
+/// `machine`), the request goes in the same write.
 pub async fn claim(
     ctx: &Ctx,
     mm: &MaasMachine,
     namespace: &str,
     host: &str,
     request: &HostRequest,
-    deploy: Option<&SecretKeyReference>,
+    machine: Option<&Machine>,
 ) -> Result<Claim> {
     let consumer = consumer_ref(mm, namespace).ok_or(Failed::missing("name or uid"))?;
     let now = jiff::Timestamp::now();
@@ -111,7 +130,7 @@ pub async fn claim(
         if claimed_by(h, mm) || choose::exclusion(request, h, now).is_some() {
             return Mutation::Keep;
         }
-        mark_claimed(h, mm, &consumer, deploy);
+        mark_claimed(h, mm, &consumer, machine);
         Mutation::Write
     })
     .await?;
@@ -122,18 +141,18 @@ pub async fn claim(
 }
 
 /// What a claim changes on a host: `consumer` holds it, a reservation it may take is used up,
-/// and with `deploy` the deployment request goes along ([`claim`]).
+/// and the deployment request goes along when it can be made now ([`deployment_request`]).
 pub fn mark_claimed(
     h: &mut MaasHost,
     mm: &MaasMachine,
     consumer: &ConsumerReference,
-    deploy: Option<&SecretKeyReference>,
+    machine: Option<&Machine>,
 ) {
     h.spec.consumer_ref = Some(consumer.clone());
     h.spec.reservation = None;
     h.labels_mut().remove(keys::LABEL_NODE_REUSE);
-    if let Some(user_data) = deploy {
-        h.spec.provisioning = Some(provisioning_request(mm, user_data.clone(), h, None));
+    if let Some(request) = deployment_request(mm, machine, h, None) {
+        h.spec.provisioning = Some(request);
     }
 }
 
