@@ -44,6 +44,7 @@ fmt:
 lint:
     cargo fmt --all -- --check
     cargo clippy --workspace --all-targets -- -D warnings
+    cargo xtask layout
 
 # Everything needed, then every test: unit, integration against a real API server, simulator,
 # python-libmaas, and the end-to-end scenarios (which run the built binaries).

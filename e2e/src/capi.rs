@@ -7,7 +7,7 @@ use std::time::Duration;
 use capmaas_testenv::objects::load_yaml_documents;
 use capmaas_testenv::{Process, TestEnv, WebhookServing, cache_dir, free_port};
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 /// The user CAPI core runs as (client certificate, group `system:masters`).
 pub const CAPI_USER: &str = "capi-manager";
@@ -30,7 +30,7 @@ pub async fn start_core_manager(env: &TestEnv, dir: &Path) -> Result<Process> {
     let (kubeconfig, _) = env.user_kubeconfig(CAPI_USER, &["system:masters"]).await?;
     let kubeconfig_path = dir.join("capi-manager.kubeconfig");
     std::fs::write(&kubeconfig_path, kubeconfig)
-        .map_err(crate::Error::io("writing the kubeconfig of capi-manager"))?;
+        .map_err(Error::io("writing the kubeconfig of capi-manager"))?;
     let health_port = free_port()?;
     let diagnostics_port = free_port()?;
     let mut args = vec![

@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 
-use capmaas_testenv::layout::{assert_no_import_cycles, module_imports};
+use xtask::layout::{assert_no_import_cycles, module_imports};
 
 fn ipam() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("src/ipam")

@@ -9,7 +9,7 @@ use clap::{Args, CommandFactory, FromArgMatches, Parser};
 
 use crate::error::{BoxError, error_chain};
 use crate::flags::CommonArgs;
-use crate::{Runtime, Term};
+use crate::runtime::{Runtime, Term};
 
 /// The command line of a binary: the flags every binary shares, and its own.
 #[derive(Debug, Parser)]

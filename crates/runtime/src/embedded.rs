@@ -25,7 +25,9 @@ use std::time::Duration;
 use tokio::task::{JoinError, JoinHandle};
 use tokio_util::sync::CancellationToken;
 
-use crate::{BoxError, Error, MetricsRegistry, Result, Runtime, Term};
+use crate::error::{BoxError, Error, Result};
+use crate::metrics::MetricsRegistry;
+use crate::runtime::{Runtime, Term};
 
 /// A controller running in-process ([`Runtime::embedded`] then [`Runtime::run`] on a spawned
 /// task).

@@ -346,7 +346,7 @@ async fn drive<C, E>(
 ) -> Result<(), Closed>
 where
     C: Future<Output = Result<(), E>> + GracefulConnection,
-    E: Into<crate::BoxError>,
+    E: Into<crate::error::BoxError>,
 {
     let mut conn = std::pin::pin!(conn);
     // Set once the connection was asked to close: when it is dropped if still open.
@@ -388,7 +388,7 @@ where
 #[derive(Debug, thiserror::Error)]
 enum Closed {
     #[error(transparent)]
-    Error(crate::BoxError),
+    Error(crate::error::BoxError),
     #[error("closed; it did not finish within its grace period")]
     CloseOverdue,
     #[error("an answer was not written within the request timeout")]
@@ -403,10 +403,10 @@ trait GracefulConnection {
 impl<I, S, E, B> GracefulConnection for auto::Connection<'_, I, S, E>
 where
     S: hyper::service::HttpService<Incoming, ResBody = B>,
-    S::Error: Into<crate::BoxError>,
+    S::Error: Into<crate::error::BoxError>,
     I: hyper::rt::Read + hyper::rt::Write + Unpin,
     B: Body + 'static,
-    B::Error: Into<crate::BoxError>,
+    B::Error: Into<crate::error::BoxError>,
     E: auto::HttpServerConnExec<S::Future, B>,
 {
     fn close_gracefully(self: Pin<&mut Self>) {

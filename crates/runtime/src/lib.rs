@@ -64,8 +64,6 @@ pub mod status;
 pub mod telemetry;
 pub mod trace_context;
 
-use std::time::Duration;
-
 pub use backoff::{BackoffConfig, ObjectBackoff};
 pub use binary::{exit_code, main, serve};
 pub use client::{KubeClients, field_manager};
@@ -81,18 +79,9 @@ pub use health::{Health, Watchdog};
 pub use leader::{LeaderElectionConfig, run_while_leader};
 pub use metrics::{ControllerMetrics, MetricsRegistry, ReconcileMetrics, ReconcileTimer};
 pub use own_writes::OwnWrites;
-pub use runtime::{Runtime, RuntimeBuilder, Settings, Term};
+pub use runtime::{
+    DEFAULT_CONCURRENCY, DEFAULT_DRAIN_TIMEOUT, Runtime, RuntimeBuilder, Settings, Term,
+    install_crypto_provider,
+};
 pub use status::{apply_status, apply_status_at};
 pub use telemetry::TelemetryGuard;
-
-/// Default time a controller gets to stop after its term is cancelled.
-pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(20);
-/// Default `--concurrency` when the binary does not choose one.
-pub const DEFAULT_CONCURRENCY: u16 = 4;
-
-/// Installs rustls' ring provider as the process default. Idempotent; the runtime builder calls
-/// it, binaries that use TLS before building the runtime call it first.
-pub fn install_crypto_provider() {
-    // Err only means a provider is already installed, which is what we want.
-    let _ = rustls::crypto::ring::default_provider().install_default();
-}

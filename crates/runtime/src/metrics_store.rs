@@ -10,7 +10,7 @@ use kube::runtime::reflector::{Lookup, Store};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::DescriptorEncoder;
 
-use crate::MetricsRegistry;
+use crate::metrics::MetricsRegistry;
 use crate::metrics::{Attached, TermSlot};
 
 /// Encodes a controller's families from the objects of a store at one scrape.

@@ -9,6 +9,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
+use crate::client::{KubeClients, field_manager};
 use crate::error::{BoxError, Error, Result, error_chain};
 use crate::fence::Fence;
 use crate::flags::{self, CommonArgs};
@@ -16,10 +17,19 @@ use crate::health::Health;
 use crate::leader::{self, LeaderElectionConfig, run_while_leader};
 use crate::metrics::{MetricsRegistry, ReconcileMetrics};
 use crate::telemetry::{self, TelemetryGuard};
-use crate::{
-    DEFAULT_CONCURRENCY, DEFAULT_DRAIN_TIMEOUT, KubeClients, field_manager,
-    install_crypto_provider, server, shutdown,
-};
+use crate::{server, shutdown};
+
+/// Default time a controller gets to stop after its term is cancelled.
+pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(20);
+/// Default `--concurrency` when the binary does not choose one.
+pub const DEFAULT_CONCURRENCY: u16 = 4;
+
+/// Installs rustls' ring provider as the process default. Idempotent; the runtime builder calls
+/// it, binaries that use TLS before building the runtime call it first.
+pub fn install_crypto_provider() {
+    // Err only means a provider is already installed, which is what we want.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
 
 /// Settings resolved from flags and per-binary defaults.
 #[derive(Debug, Clone)]

@@ -6,10 +6,12 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::Namespace;
 use kube::Api;
 
+use crate::env::TestEnv;
 use crate::error::{Error, Result};
+use crate::kubeconfig;
+use crate::paths::{cache_dir, repo_root};
 use crate::pki::{self, Authority};
 use crate::process::{self, Process};
-use crate::{TestEnv, cache_dir, kubeconfig, repo_root};
 
 const START_ATTEMPTS: usize = 3;
 
@@ -335,4 +337,45 @@ async fn wait_for_default_namespace(client: &kube::Client) -> Result<()> {
         what: "namespace default".into(),
         seconds: 5,
     })
+}
+
+/// The ways to start a [`TestEnv`], beside the [`Builder`] itself.
+impl TestEnv {
+    /// Starts etcd, kube-apiserver and kube-controller-manager and installs our CRDs and
+    /// the CAPI CRDs.
+    pub async fn start() -> Result<Self> {
+        Builder::default().start().await
+    }
+
+    /// A builder to choose what runs and what is installed.
+    pub fn builder() -> Builder {
+        Builder::default()
+    }
+
+    /// Only etcd and kube-apiserver: no controller-manager, no CRDs (tests of generic
+    /// Kubernetes behaviour, or a stand-in workload cluster).
+    pub async fn api_server_only() -> Result<Self> {
+        Self::builder()
+            .controller_manager(false)
+            .our_crds(false)
+            .capi_crds(false)
+            .start()
+            .await
+    }
+
+    /// Only etcd and kube-apiserver with our CRDs: no controller-manager, no CAPI CRDs (tests
+    /// of the CRDs themselves and of the admission webhooks and policies).
+    pub async fn our_crds_only() -> Result<Self> {
+        Self::builder()
+            .controller_manager(false)
+            .capi_crds(false)
+            .start()
+            .await
+    }
+
+    /// Our CRDs and CAPI's, without kube-controller-manager (no garbage collection, no
+    /// namespace deletion): what most controller tests need, and faster to start.
+    pub async fn without_controller_manager() -> Result<Self> {
+        Self::builder().controller_manager(false).start().await
+    }
 }

@@ -120,7 +120,7 @@ pub fn json_contains(actual: &Value, expected: &Value) -> bool {
 /// component's ServiceAccount and RBAC, as documents to apply (the tests that run a binary
 /// with exactly its Deployment's permissions).
 pub fn deploy_base_rbac(components: &[&str]) -> Result<Vec<Value>> {
-    let base = crate::repo_root().join("deploy/base");
+    let base = crate::paths::repo_root().join("deploy/base");
     let mut documents = load_yaml_documents(&base.join("namespace.yaml"))?;
     for component in components {
         for file in ["serviceaccount.yaml", "rbac.yaml"] {

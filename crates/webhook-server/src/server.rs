@@ -174,7 +174,7 @@ impl Admission {
                 }
             },
             Err(e) => {
-                let e = crate::Error::BadReview(e);
+                let e = crate::error::Error::BadReview(e);
                 warn!(kind = kind.name(), mode = mode.as_str(), error = %e, "unreadable admission review");
                 self.count(kind, mode, "none", "error", started);
                 return text(StatusCode::BAD_REQUEST, format!("{e}\n"));

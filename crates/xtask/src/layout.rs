@@ -1,5 +1,5 @@
-//! Source layout checks for the controller crates: which crate-internal modules each
-//! module uses, and whether those uses form a cycle.
+//! Source layout checks for the workspace crates: which crate-internal modules each module
+//! uses, whether those uses form a cycle, and which modules reach up to the crate root.
 //!
 //! A small hand-written scanner (no parser, no regexes) reads every `*.rs` file under a
 //! crate's `src` folder. Comments, string and character literals are skipped, then every
@@ -12,14 +12,14 @@
 //! Module names follow the file layout: `src/foo.rs` is `foo`, `src/foo/mod.rs` is `foo`,
 //! `src/foo/bar.rs` is `foo::bar`. The crate roots (`lib.rs`, `main.rs`) and `src/bin/` are
 //! not modules here: everything is below the root, so uses of items re-exported by the root
-//! are not counted. Ignored as test-only: files and folders named `tests`, `*_tests`,
+//! are not edges of the graph; [`root_imports`] lists them instead. Ignored as test-only: files and folders named `tests`, `*_tests`,
 //! `test_support` and `fixtures`, files starting with `#![cfg(test)]`, and items marked
 //! `#[cfg(test)]` (such as inline `mod tests { ... }` blocks). Uses of a module by itself,
 //! by its submodules or by its parents are not edges.
 //!
 //! ```no_run
 //! # fn demo() {
-//! capmaas_testenv::layout::assert_no_import_cycles(
+//! xtask::layout::assert_no_import_cycles(
 //!     &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
 //! );
 //! # }
@@ -39,6 +39,42 @@ const TEST_ONLY: &[&str] = &["tests", "test_support", "fixtures"];
 
 /// The crate-internal module uses of every module under `src_dir`.
 pub fn module_imports(src_dir: &Path) -> std::io::Result<ImportGraph> {
+    let sources = module_sources(src_dir)?;
+    let modules: BTreeSet<Vec<String>> = sources.iter().map(|(m, _)| m.clone()).collect();
+    let mut graph = ImportGraph::new();
+    for (module, source) in &sources {
+        let uses = graph.entry(module.join("::")).or_default();
+        for path in referenced_paths(source, module) {
+            if let Some(target) = longest_known_prefix(&path, &modules)
+                && !related(module, target)
+            {
+                uses.insert(target.join("::"));
+            }
+        }
+    }
+    Ok(graph)
+}
+
+/// Every use of the crate root by a module under `src_dir`, as `(module, path)`: a path that
+/// names no module, so an item `lib.rs` or `main.rs` defines or re-exports (`crate::BINARY`,
+/// `crate::Error`). A module takes what it needs from the module that defines it; the root
+/// only wires modules together and is used by none, so it can never sit inside a circle.
+pub fn root_imports(src_dir: &Path) -> std::io::Result<Vec<(String, String)>> {
+    let sources = module_sources(src_dir)?;
+    let modules: BTreeSet<Vec<String>> = sources.iter().map(|(m, _)| m.clone()).collect();
+    let mut found = BTreeSet::new();
+    for (module, source) in &sources {
+        for path in referenced_paths(source, module) {
+            if !path.is_empty() && longest_known_prefix(&path, &modules).is_none() {
+                found.insert((module.join("::"), path.join("::")));
+            }
+        }
+    }
+    Ok(found.into_iter().collect())
+}
+
+/// The non-test modules under `src_dir` with their source.
+fn module_sources(src_dir: &Path) -> std::io::Result<Vec<(Vec<String>, String)>> {
     let mut files = Vec::new();
     collect_rs_files(src_dir, &mut files)?;
     files.sort();
@@ -55,19 +91,7 @@ pub fn module_imports(src_dir: &Path) -> std::io::Result<ImportGraph> {
         }
         sources.push((module, std::fs::read_to_string(&file)?));
     }
-    let modules: BTreeSet<Vec<String>> = sources.iter().map(|(m, _)| m.clone()).collect();
-    let mut graph = ImportGraph::new();
-    for (module, source) in &sources {
-        let uses = graph.entry(module.join("::")).or_default();
-        for path in referenced_paths(source, module) {
-            if let Some(target) = longest_known_prefix(&path, &modules)
-                && !related(module, target)
-            {
-                uses.insert(target.join("::"));
-            }
-        }
-    }
-    Ok(graph)
+    Ok(sources)
 }
 
 /// Every cycle in the import graph of the modules under `src_dir` (see [`module_imports`]),
@@ -126,6 +150,39 @@ pub fn assert_below(graph: &ImportGraph, lower: &[&str], upper: &[&str]) {
             assert!(!uses.contains(*step), "{module} imports {step}");
         }
     }
+}
+
+/// The `src` folder of the crate whose manifest folder is `manifest_dir` (a test passes
+/// `env!("CARGO_MANIFEST_DIR")`).
+pub fn src_of(manifest_dir: &str) -> PathBuf {
+    Path::new(manifest_dir).join("src")
+}
+
+/// The shape of a controller crate (docs/architecture.md): no import cycle; `top` (the module
+/// that walks the steps) imported by no module; none of the `lower` modules (state, pure
+/// decisions) using any of the `steps` that act or `top`. Returns the graph for the crate's
+/// own further rules.
+// A test helper: a wrong import fails the test, like `assert!`.
+#[allow(clippy::panic)]
+pub fn assert_controller_shape(
+    src_dir: &Path,
+    top: &str,
+    steps: &[&str],
+    lower: &[&str],
+) -> ImportGraph {
+    assert_no_import_cycles(src_dir);
+    let graph = match module_imports(src_dir) {
+        Ok(graph) => graph,
+        Err(e) => panic!("reading the modules under {}: {e}", src_dir.display()),
+    };
+    assert_imported_by_none(&graph, top);
+    for step in steps {
+        assert!(graph.contains_key(*step), "module {step} not found");
+    }
+    let mut upper = steps.to_vec();
+    upper.push(top);
+    assert_below(&graph, lower, &upper);
+    graph
 }
 
 fn collect_rs_files(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {

@@ -201,3 +201,30 @@ fn layering_checks_name_the_wrong_import() {
         "act imports state"
     );
 }
+
+#[test]
+fn uses_of_the_crate_root_are_found_and_module_paths_are_not() {
+    let dir = src(&[
+        (
+            "lib.rs",
+            "mod a; mod b; pub use crate::a::A; pub const NAME: &str = \"x\";",
+        ),
+        (
+            "a.rs",
+            "use crate::b::B;\nuse crate::NAME;\n// crate::IN_A_COMMENT\npub struct A(B);",
+        ),
+        (
+            "b.rs",
+            "pub struct B;\nfn f() -> &'static str { super::NAME }",
+        ),
+        ("c/mod.rs", "use super::A;"),
+    ]);
+    assert_eq!(
+        root_imports(dir.path()).unwrap(),
+        [
+            ("a".to_owned(), "NAME".to_owned()),
+            ("b".to_owned(), "NAME".to_owned()),
+            ("c".to_owned(), "A".to_owned()),
+        ]
+    );
+}

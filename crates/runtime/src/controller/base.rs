@@ -5,7 +5,7 @@ use std::time::Duration;
 use kube::Client;
 
 use super::Events;
-use crate::Term;
+use crate::runtime::Term;
 
 /// The part of a controller's context that every controller has: each `Ctx` embeds one, so
 /// none of them builds its client, field manager or Event recorder on its own.

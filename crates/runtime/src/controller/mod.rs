@@ -36,7 +36,7 @@ pub use events::Events;
 pub use reconciler::{ReconcilerSettings, error_policy, run, run_traced};
 pub use steps::{Flow, Steps, walk};
 
-use crate::Health;
+use crate::health::Health;
 
 /// The value a watch predicate (`WatchStreamExt::predicate_filter`) compares: a hash of what of
 /// an object matters to the watcher, so changes of anything else (status rewrites, managed

@@ -14,9 +14,11 @@ use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, info, info_span, warn};
 
+use crate::backoff::ObjectBackoff;
 use crate::error::{ErrorCategory, error_chain};
+use crate::metrics::ControllerMetrics;
+use crate::runtime::Term;
 use crate::trace_context::{self, Relation};
-use crate::{ControllerMetrics, ObjectBackoff, Term};
 
 /// What the kit needs to run one controller.
 #[derive(Debug, Clone)]

@@ -9,7 +9,7 @@ use http_body_util::{BodyExt, LengthLimitError, Limited};
 use hyper::body::Body;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::BoxError;
+use crate::error::BoxError;
 
 /// Bytes that requests of one server may hold at once (bodies being received, or whatever a
 /// handler charges for its work), shared by all its connections. A reservation waits until its
