@@ -6,6 +6,13 @@ use capmaas_runtime::flags::parse_duration;
 
 use crate::prober::ProberConfig;
 
+/// What `--help` says the binary is.
+pub const ABOUT: &str = "The MaasCluster controller of the MAAS Cluster API provider.";
+/// Binary name; also gives the field manager `capmaas-cluster-controller` and the Lease name.
+pub const BINARY: &str = "cluster-controller";
+/// `--concurrency` default: cluster reconciles are cheap and few.
+pub const DEFAULT_CONCURRENCY: u16 = 4;
+
 /// cluster-controller flags.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ControllerArgs {

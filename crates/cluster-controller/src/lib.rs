@@ -36,18 +36,12 @@ use capmaas_runtime::controller::{self as kit, Base, ReconcilerSettings, ready_w
 use capmaas_runtime::{BoxError, CommonArgs};
 use kube::runtime::{Controller, PredicateConfig, WatchStreamExt, watcher};
 
-pub use args::ControllerArgs;
+pub use args::{ABOUT, BINARY, ControllerArgs, DEFAULT_CONCURRENCY};
 pub use error::{Error, Result};
 
 use crate::context::Ctx;
 use crate::prober::Prober;
 
-/// What `--help` says the binary is.
-pub const ABOUT: &str = "The MaasCluster controller of the MAAS Cluster API provider.";
-/// Binary name; also gives the field manager `capmaas-cluster-controller` and the Lease name.
-pub const BINARY: &str = "cluster-controller";
-/// `--concurrency` default: cluster reconciles are cheap and few.
-pub const DEFAULT_CONCURRENCY: u16 = 4;
 /// The `controller` label of this controller's metrics and logs.
 pub const CONTROLLER: &str = "maascluster";
 /// Server-side watch timeout; below the idle timeouts of common load balancers.

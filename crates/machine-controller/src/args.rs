@@ -1,5 +1,14 @@
 //! Flags of the machine-controller beyond the common ones.
 
+/// What `--help` says the binary is.
+pub const ABOUT: &str = "Reconciles MaasMachines: chooses and claims MaasHosts, requests their \
+                         deployment, sets providerIDs and links workload Nodes.";
+/// Binary name; also gives the field manager and event reporter `capmaas-machine-controller`
+/// and the Lease name.
+pub const BINARY: &str = "machine-controller";
+/// Default `--concurrency` / `--machine-concurrency` (CAPMAAS uses 2).
+pub const DEFAULT_CONCURRENCY: u16 = 10;
+
 /// machine-controller flags.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct ControllerArgs {

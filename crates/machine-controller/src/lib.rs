@@ -46,19 +46,11 @@ use capmaas_runtime::controller::{
 use capmaas_runtime::{BoxError, CommonArgs};
 use kube::runtime::{Controller, PredicateConfig, WatchStreamExt, watcher};
 
-pub use args::ControllerArgs;
+pub use args::{ABOUT, BINARY, ControllerArgs, DEFAULT_CONCURRENCY};
 pub use error::{Error, Result};
 
 use crate::context::{Caches, Ctx};
 
-/// What `--help` says the binary is.
-pub const ABOUT: &str = "Reconciles MaasMachines: chooses and claims MaasHosts, requests their \
-                         deployment, sets providerIDs and links workload Nodes.";
-/// Binary name; also gives the field manager and event reporter `capmaas-machine-controller`
-/// and the Lease name.
-pub const BINARY: &str = "machine-controller";
-/// Default `--concurrency` / `--machine-concurrency` (CAPMAAS uses 2).
-pub const DEFAULT_CONCURRENCY: u16 = 10;
 /// The `controller` label of this controller's metrics and logs.
 pub const CONTROLLER: &str = "maasmachine";
 

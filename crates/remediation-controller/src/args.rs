@@ -4,6 +4,15 @@ use std::time::Duration;
 
 use capmaas_runtime::flags::parse_duration;
 
+/// What `--help` says the binary is.
+pub const ABOUT: &str = "The MaasRemediation controller of the MAAS Cluster API provider.";
+/// Binary name; also gives the field manager and event reporter
+/// `capmaas-remediation-controller` and the Lease name.
+pub const BINARY: &str = "remediation-controller";
+/// `--concurrency` default: remediations mostly wait, and many may run at once when a rack
+/// goes down.
+pub const DEFAULT_CONCURRENCY: u16 = 10;
+
 /// How the Node of a machine being power-cycled is fenced off.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum FenceMode {

@@ -41,19 +41,11 @@ use capmaas_runtime::controller::{
 use capmaas_runtime::{BoxError, CommonArgs};
 use kube::runtime::{Controller, watcher};
 
-pub use args::{ControllerArgs, FenceMode};
+pub use args::{ABOUT, BINARY, ControllerArgs, DEFAULT_CONCURRENCY, FenceMode};
 pub use error::{Error, Result};
 
 use crate::context::Ctx;
 
-/// What `--help` says the binary is.
-pub const ABOUT: &str = "The MaasRemediation controller of the MAAS Cluster API provider.";
-/// Binary name; also gives the field manager and event reporter
-/// `capmaas-remediation-controller` and the Lease name.
-pub const BINARY: &str = "remediation-controller";
-/// `--concurrency` default: remediations mostly wait, and many may run at once when a rack
-/// goes down.
-pub const DEFAULT_CONCURRENCY: u16 = 10;
 /// The `controller` label of this controller's metrics and logs.
 pub const CONTROLLER: &str = "maasremediation";
 

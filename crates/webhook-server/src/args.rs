@@ -7,6 +7,11 @@ use capmaas_runtime::http::Limits;
 
 use crate::server::{AdmissionLimits, DEFAULT_BUFFERED_BYTES, DEFAULT_DECODING_BYTES};
 
+/// What `--help` says the binary is.
+pub const ABOUT: &str = "Defaulting and validation webhooks of the MAAS Cluster API provider.";
+/// Binary name; also the field manager and Lease prefix of the runtime (unused: no leader).
+pub const BINARY: &str = "webhook-server";
+
 /// `webhook-server` flags. CAPMAAS's manager takes `--webhook-port`; the cert dir flag and
 /// file names are controller-runtime's, so cert-manager Secrets mount unchanged.
 #[derive(Debug, Clone, clap::Args)]

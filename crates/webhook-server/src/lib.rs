@@ -35,18 +35,13 @@ use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 use tracing::info;
 
-pub use args::WebhookArgs;
+pub use args::{ABOUT, BINARY, WebhookArgs};
 pub use error::{Error, Result};
 
 use crate::cache::Caches;
 use crate::metrics::AdmissionMetrics;
 use crate::server::Admission;
 use crate::tls::{CertFiles, ReloadingCert};
-
-/// What `--help` says the binary is.
-pub const ABOUT: &str = "Defaulting and validation webhooks of the MAAS Cluster API provider.";
-/// Binary name; also the field manager and Lease prefix of the runtime (unused: no leader).
-pub const BINARY: &str = "webhook-server";
 
 /// Installs the process-wide rustls crypto provider (idempotent).
 pub fn install_crypto() {
