@@ -39,6 +39,7 @@ mod machines;
 pub mod model;
 mod network;
 mod observer;
+mod text;
 mod transport;
 
 pub use auth::{ApiKey, ApiKeyError};
