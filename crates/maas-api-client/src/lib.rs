@@ -27,6 +27,7 @@
 //! ([`RequestObserver`]). See `docs/maas-api-client.md`.
 
 mod auth;
+mod calls;
 mod config;
 mod dns;
 mod error;
