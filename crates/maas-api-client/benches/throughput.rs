@@ -94,23 +94,16 @@ async fn main() -> anyhow::Result<()> {
         }
         let client_time = t.elapsed();
 
-        let t = Instant::now();
-        for _ in 0..PER_ROUND {
-            nonce += 1;
-            let resp = signed_get(&raw, &url, &key, &format!("raw{nonce}")).await?;
-            let body = resp.bytes().await?;
+        let raw_time = raw_round(&raw, &url, &key, &mut nonce, "raw", |body| {
             anyhow::ensure!(!body.is_empty());
-        }
-        let raw_time = t.elapsed();
-
-        let t = Instant::now();
-        for _ in 0..PER_ROUND {
-            nonce += 1;
-            let resp = signed_get(&raw, &url, &key, &format!("dec{nonce}")).await?;
-            let body = resp.bytes().await?;
-            let _machine: Machine = serde_json::from_slice(&body)?;
-        }
-        let raw_decode_time = t.elapsed();
+            Ok(())
+        })
+        .await?;
+        let raw_decode_time = raw_round(&raw, &url, &key, &mut nonce, "dec", |body| {
+            let _machine: Machine = serde_json::from_slice(body)?;
+            Ok(())
+        })
+        .await?;
         // Round 0 warms up the raw client's connection; it is not counted.
         if round > 0 {
             modes[0].push(client_time);
@@ -165,6 +158,25 @@ async fn main() -> anyhow::Result<()> {
         per(client_time) - per(raw_decode_time)
     );
     Ok(())
+}
+
+/// The time of [`PER_ROUND`] plain reqwest GETs of `url`, each body handed to `check`; the
+/// nonces go on from `nonce`, prefixed so that two modes never send the same one.
+async fn raw_round(
+    raw: &reqwest::Client,
+    url: &str,
+    key: &ApiKey,
+    nonce: &mut u64,
+    prefix: &str,
+    check: impl Fn(&[u8]) -> anyhow::Result<()>,
+) -> anyhow::Result<Duration> {
+    let t = Instant::now();
+    for _ in 0..PER_ROUND {
+        *nonce += 1;
+        let resp = signed_get(raw, url, key, &format!("{prefix}{nonce}")).await?;
+        check(&resp.bytes().await?)?;
+    }
+    Ok(t.elapsed())
 }
 
 /// A GET of `url` through plain reqwest, signed afresh with `nonce`.

@@ -2,8 +2,7 @@
 
 use std::net::IpAddr;
 
-use http::Method;
-
+use crate::calls::{collection, numbered_item};
 use crate::error::MaasError;
 use crate::form::Params;
 use crate::model::{DnsResource, Domain};
@@ -88,7 +87,7 @@ pub struct DomainSpec {
 }
 
 fn dns_resource_path(id: i64) -> Vec<String> {
-    vec!["dnsresources".to_owned(), id.to_string()]
+    numbered_item("dnsresources", id)
 }
 
 impl MaasClient {
@@ -97,23 +96,15 @@ impl MaasClient {
         &self,
         filter: &DnsResourceFilter,
     ) -> Result<Vec<DnsResource>, MaasError> {
-        let call = Call::new(
-            "dnsresources.list",
-            Method::GET,
-            vec!["dnsresources".to_owned()],
-        )
-        .params(filter.to_params());
+        let call =
+            Call::get("dnsresources.list", collection("dnsresources")).params(filter.to_params());
         self.json(call).await
     }
 
     /// `GET /dnsresources/{id}/`.
     pub async fn get_dns_resource(&self, id: i64) -> Result<DnsResource, MaasError> {
-        self.json(Call::new(
-            "dnsresources.get",
-            Method::GET,
-            dns_resource_path(id),
-        ))
-        .await
+        self.get_json("dnsresources.get", dns_resource_path(id))
+            .await
     }
 
     /// `POST /dnsresources/` (admin). Not retried; after an ambiguous failure, list by FQDN.
@@ -121,13 +112,8 @@ impl MaasClient {
         &self,
         spec: &DnsResourceSpec,
     ) -> Result<DnsResource, MaasError> {
-        let call = Call::new(
-            "dnsresources.create",
-            Method::POST,
-            vec!["dnsresources".to_owned()],
-        )
-        .params(spec.to_params());
-        self.json(call).await
+        self.create("dnsresources.create", "dnsresources", spec.to_params())
+            .await
     }
 
     /// `PUT /dnsresources/{id}/` (admin). Idempotent, retried.
@@ -136,28 +122,24 @@ impl MaasClient {
         id: i64,
         spec: &DnsResourceSpec,
     ) -> Result<DnsResource, MaasError> {
-        let call = Call::new("dnsresources.update", Method::PUT, dns_resource_path(id))
-            .params(spec.to_params())
-            .idempotent();
-        self.json(call).await
+        self.put_json(
+            "dnsresources.update",
+            dns_resource_path(id),
+            spec.to_params(),
+        )
+        .await
     }
 
     /// `DELETE /dnsresources/{id}/` (admin). Retried; a [`MaasError::NotFound`] after a retry
     /// means an earlier attempt already deleted it, so callers treat NotFound as done.
     pub async fn delete_dns_resource(&self, id: i64) -> Result<(), MaasError> {
-        let call =
-            Call::new("dnsresources.delete", Method::DELETE, dns_resource_path(id)).idempotent();
-        self.discard(call).await
+        self.delete_item("dnsresources.delete", dns_resource_path(id))
+            .await
     }
 
     /// `GET /domains/`.
     pub async fn list_domains(&self) -> Result<Vec<Domain>, MaasError> {
-        self.json(Call::new(
-            "domains.list",
-            Method::GET,
-            vec!["domains".to_owned()],
-        ))
-        .await
+        self.get_json("domains.list", collection("domains")).await
     }
 
     /// `POST /domains/` (admin). Not retried.
@@ -167,9 +149,7 @@ impl MaasClient {
             .push("name", spec.name.clone())
             .push_bool("authoritative", spec.authoritative)
             .push_opt("ttl", spec.ttl);
-        let call =
-            Call::new("domains.create", Method::POST, vec!["domains".to_owned()]).params(params);
-        self.json(call).await
+        self.create("domains.create", "domains", params).await
     }
 }
 

@@ -5,6 +5,8 @@ use std::time::Duration;
 
 use http::{HeaderMap, StatusCode};
 
+use crate::text::clip;
+
 /// Longest error body (in bytes) kept in an error; MAAS can answer with whole HTML pages.
 pub const MAX_ERROR_BODY: usize = 512;
 
@@ -343,14 +345,7 @@ fn summarise_html(text: &str) -> String {
 
 /// Truncates to at most [`MAX_ERROR_BODY`] bytes on a character boundary.
 pub(crate) fn truncate(text: &str) -> String {
-    if text.len() <= MAX_ERROR_BODY {
-        return text.to_owned();
-    }
-    let mut end = MAX_ERROR_BODY;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}...", &text[..end])
+    clip(text, MAX_ERROR_BODY)
 }
 
 #[cfg(test)]

@@ -4,8 +4,6 @@
 use std::fmt;
 use std::str::FromStr;
 
-use http::Method;
-
 use crate::error::MaasError;
 use crate::form::Params;
 use crate::model::{Interface, Vlan};
@@ -163,13 +161,9 @@ impl MaasClient {
         system_id: &str,
         request: &CreateBondRequest,
     ) -> Result<Interface, MaasError> {
-        let call = Call::new(
-            "interfaces.create_bond",
-            Method::POST,
-            interfaces_path(system_id)?,
-        )
-        .op("create_bond")
-        .params(request.to_params());
+        let call = Call::post("interfaces.create_bond", interfaces_path(system_id)?)
+            .op("create_bond")
+            .params(request.to_params());
         self.json(call).await
     }
 
@@ -179,13 +173,9 @@ impl MaasClient {
         system_id: &str,
         request: &CreateVlanInterfaceRequest,
     ) -> Result<Interface, MaasError> {
-        let call = Call::new(
-            "interfaces.create_vlan",
-            Method::POST,
-            interfaces_path(system_id)?,
-        )
-        .op("create_vlan")
-        .params(request.to_params());
+        let call = Call::post("interfaces.create_vlan", interfaces_path(system_id)?)
+            .op("create_vlan")
+            .params(request.to_params());
         self.json(call).await
     }
 
@@ -196,14 +186,12 @@ impl MaasClient {
         interface_id: i64,
         update: &InterfaceUpdate,
     ) -> Result<Interface, MaasError> {
-        let call = Call::new(
+        self.put_json(
             "interfaces.update",
-            Method::PUT,
             interface_path(system_id, interface_id)?,
+            update.to_params(),
         )
-        .params(update.to_params())
-        .idempotent();
-        self.json(call).await
+        .await
     }
 
     /// `DELETE /nodes/{system_id}/interfaces/{id}/`. Retried; a [`MaasError::NotFound`] after
@@ -213,13 +201,11 @@ impl MaasClient {
         system_id: &str,
         interface_id: i64,
     ) -> Result<(), MaasError> {
-        let call = Call::new(
+        self.delete_item(
             "interfaces.delete",
-            Method::DELETE,
             interface_path(system_id, interface_id)?,
         )
-        .idempotent();
-        self.discard(call).await
+        .await
     }
 
     /// `POST .../interfaces/{id}/?op=set_default_gateway`: the gateway of the subnet of
@@ -233,9 +219,8 @@ impl MaasClient {
     ) -> Result<Interface, MaasError> {
         let mut params = Params::new();
         params.push_opt("link_id", link_id);
-        let call = Call::new(
+        let call = Call::post(
             "interfaces.set_default_gateway",
-            Method::POST,
             interface_path(system_id, interface_id)?,
         )
         .op("set_default_gateway")
@@ -246,15 +231,14 @@ impl MaasClient {
 
     /// `GET /fabrics/{fabric_id}/vlans/`.
     pub async fn list_vlans(&self, fabric_id: i64) -> Result<Vec<Vlan>, MaasError> {
-        self.json(Call::new(
+        self.get_json(
             "vlans.list",
-            Method::GET,
             vec![
                 "fabrics".to_owned(),
                 fabric_id.to_string(),
                 "vlans".to_owned(),
             ],
-        ))
+        )
         .await
     }
 }

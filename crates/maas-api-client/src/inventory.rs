@@ -1,7 +1,6 @@
 //! Zones, resource pools, tags, boot resources and the server version.
 
-use http::Method;
-
+use crate::calls::collection;
 use crate::error::MaasError;
 use crate::form::Params;
 use crate::model::{BootResource, ResourcePool, Tag, TagUpdateResult, Version, Zone};
@@ -49,28 +48,18 @@ fn tag_path(name: &str) -> Result<Vec<String>, MaasError> {
 impl MaasClient {
     /// `GET /zones/`.
     pub async fn list_zones(&self) -> Result<Vec<Zone>, MaasError> {
-        self.json(Call::new(
-            "zones.list",
-            Method::GET,
-            vec!["zones".to_owned()],
-        ))
-        .await
+        self.get_json("zones.list", collection("zones")).await
     }
 
     /// `GET /resourcepools/`.
     pub async fn list_resource_pools(&self) -> Result<Vec<ResourcePool>, MaasError> {
-        self.json(Call::new(
-            "resourcepools.list",
-            Method::GET,
-            vec!["resourcepools".to_owned()],
-        ))
-        .await
+        self.get_json("resourcepools.list", collection("resourcepools"))
+            .await
     }
 
     /// `GET /tags/`.
     pub async fn list_tags(&self) -> Result<Vec<Tag>, MaasError> {
-        self.json(Call::new("tags.list", Method::GET, vec!["tags".to_owned()]))
-            .await
+        self.get_json("tags.list", collection("tags")).await
     }
 
     /// `POST /tags/` (admin). Not retried; a duplicate name is a 400.
@@ -81,8 +70,7 @@ impl MaasClient {
             .push_opt("comment", spec.comment.as_ref())
             .push_opt("definition", spec.definition.as_ref())
             .push_opt("kernel_opts", spec.kernel_opts.as_ref());
-        let call = Call::new("tags.create", Method::POST, vec!["tags".to_owned()]).params(params);
-        self.json(call).await
+        self.create("tags.create", "tags", params).await
     }
 
     /// Tags machines (`POST /tags/{name}/?op=update_nodes` with `add=`). Idempotent, retried.
@@ -111,7 +99,7 @@ impl MaasClient {
     ) -> Result<TagUpdateResult, MaasError> {
         let mut params = Params::new();
         params.push_all(key, system_ids);
-        let call = Call::new("tags.update_nodes", Method::POST, tag_path(tag)?)
+        let call = Call::post("tags.update_nodes", tag_path(tag)?)
             .op("update_nodes")
             .params(params)
             .idempotent();
@@ -127,22 +115,12 @@ impl MaasClient {
         if kind != BootResourceKind::All {
             params.push("type", kind.as_str());
         }
-        let call = Call::new(
-            "bootresources.list",
-            Method::GET,
-            vec!["boot-resources".to_owned()],
-        )
-        .params(params);
+        let call = Call::get("bootresources.list", collection("boot-resources")).params(params);
         self.json(call).await
     }
 
     /// `GET /version/` (anonymous in MAAS, signed anyway).
     pub async fn version(&self) -> Result<Version, MaasError> {
-        self.json(Call::new(
-            "version",
-            Method::GET,
-            vec!["version".to_owned()],
-        ))
-        .await
+        self.get_json("version", collection("version")).await
     }
 }

@@ -3,12 +3,11 @@
 
 use std::net::IpAddr;
 
-use http::Method;
-
+use crate::calls::{collection, numbered_item};
 use crate::error::MaasError;
 use crate::form::Params;
 use crate::model::{IpRange, IpRangeType};
-use crate::transport::{Call, MaasClient};
+use crate::transport::MaasClient;
 
 /// Fields of a new or updated IP range.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,42 +60,33 @@ impl IpRangeSpec {
 }
 
 fn iprange_path(id: i64) -> Vec<String> {
-    vec!["ipranges".to_owned(), id.to_string()]
+    numbered_item("ipranges", id)
 }
 
 impl MaasClient {
     /// `GET /ipranges/`.
     pub async fn list_ipranges(&self) -> Result<Vec<IpRange>, MaasError> {
-        self.json(Call::new(
-            "ipranges.list",
-            Method::GET,
-            vec!["ipranges".to_owned()],
-        ))
-        .await
+        self.get_json("ipranges.list", collection("ipranges")).await
     }
 
     /// `POST /ipranges/`. Not retried (a repeat would overlap the first); after an ambiguous
     /// failure, list and look for the range. An overlap with another range is a
     /// [`MaasError::BadRequest`] on `start_ip`/`end_ip`.
     pub async fn create_iprange(&self, spec: &IpRangeSpec) -> Result<IpRange, MaasError> {
-        let call = Call::new("ipranges.create", Method::POST, vec!["ipranges".to_owned()])
-            .params(spec.to_params());
-        self.json(call).await
+        self.create("ipranges.create", "ipranges", spec.to_params())
+            .await
     }
 
     /// `PUT /ipranges/{id}/` (addresses and comment). Idempotent, retried.
     pub async fn update_iprange(&self, id: i64, spec: &IpRangeSpec) -> Result<IpRange, MaasError> {
-        let call = Call::new("ipranges.update", Method::PUT, iprange_path(id))
-            .params(spec.to_update_params())
-            .idempotent();
-        self.json(call).await
+        self.put_json("ipranges.update", iprange_path(id), spec.to_update_params())
+            .await
     }
 
     /// `DELETE /ipranges/{id}/`. Retried; a [`MaasError::NotFound`] after a retry means an
     /// earlier attempt already deleted it.
     pub async fn delete_iprange(&self, id: i64) -> Result<(), MaasError> {
-        let call = Call::new("ipranges.delete", Method::DELETE, iprange_path(id)).idempotent();
-        self.discard(call).await
+        self.delete_item("ipranges.delete", iprange_path(id)).await
     }
 }
 

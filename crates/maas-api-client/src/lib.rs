@@ -27,6 +27,7 @@
 //! ([`RequestObserver`]). See `docs/maas-api-client.md`.
 
 mod auth;
+mod calls;
 mod config;
 mod dns;
 mod error;
@@ -39,6 +40,7 @@ mod machines;
 pub mod model;
 mod network;
 mod observer;
+mod text;
 mod transport;
 
 pub use auth::{ApiKey, ApiKeyError};

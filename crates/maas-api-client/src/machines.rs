@@ -2,8 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use http::Method;
-
+use crate::calls::collection;
 use crate::error::{ErrorContext, MaasError};
 use crate::form::Params;
 use crate::machine_requests::{
@@ -21,10 +20,7 @@ fn machine_path(system_id: &str) -> Result<Vec<String>, MaasError> {
 }
 
 fn list_call(filter: &MachineFilter) -> Result<Call, MaasError> {
-    Ok(
-        Call::new("machines.list", Method::GET, vec!["machines".to_owned()])
-            .params(filter.to_params()?),
-    )
+    Ok(Call::get("machines.list", collection("machines")).params(filter.to_params()?))
 }
 
 fn comment_params(comment: Option<&str>) -> Params {
@@ -58,24 +54,16 @@ impl MaasClient {
 
     /// `GET /machines/{system_id}/`.
     pub async fn get_machine(&self, system_id: &str) -> Result<Machine, MaasError> {
-        self.json(Call::new(
-            "machines.get",
-            Method::GET,
-            machine_path(system_id)?,
-        ))
-        .await
+        self.get_json("machines.get", machine_path(system_id)?)
+            .await
     }
 
     /// `POST /machines/?op=allocate`. Never retried; a 409 is [`MaasError::NoMatchingMachine`].
     pub async fn allocate(&self, request: &AllocateRequest) -> Result<Machine, MaasError> {
-        let call = Call::new(
-            "machines.allocate",
-            Method::POST,
-            vec!["machines".to_owned()],
-        )
-        .op("allocate")
-        .params(request.to_params())
-        .context(ErrorContext::Allocate);
+        let call = Call::post("machines.allocate", collection("machines"))
+            .op("allocate")
+            .params(request.to_params())
+            .context(ErrorContext::Allocate);
         let machine: Machine = self.json(call).await?;
         // The machine MAAS chose: known only now, recorded on the caller's call span.
         tracing::Span::current().record("maas.system_id", machine.system_id.as_str());
@@ -88,7 +76,7 @@ impl MaasClient {
         system_id: &str,
         request: &DeployRequest,
     ) -> Result<Machine, MaasError> {
-        let call = Call::new("machines.deploy", Method::POST, machine_path(system_id)?)
+        let call = Call::post("machines.deploy", machine_path(system_id)?)
             .op("deploy")
             .params(request.to_params());
         self.json(call).await
@@ -101,7 +89,7 @@ impl MaasClient {
         system_id: &str,
         request: &ReleaseRequest,
     ) -> Result<Machine, MaasError> {
-        let call = Call::new("machines.release", Method::POST, machine_path(system_id)?)
+        let call = Call::post("machines.release", machine_path(system_id)?)
             .op("release")
             .params(request.to_params())
             .idempotent();
@@ -115,10 +103,8 @@ impl MaasClient {
         system_id: &str,
         comment: Option<&str>,
     ) -> Result<Machine, MaasError> {
-        let call = Call::new("machines.power_on", Method::POST, machine_path(system_id)?)
-            .op("power_on")
-            .params(comment_params(comment));
-        self.json(call).await
+        self.commented_op("machines.power_on", "power_on", system_id, comment)
+            .await
     }
 
     /// `POST /machines/{id}/?op=power_off`; `None` when the power type cannot power off.
@@ -132,7 +118,7 @@ impl MaasClient {
         if stop_mode == StopMode::Soft {
             params.push("stop_mode", "soft");
         }
-        let call = Call::new("machines.power_off", Method::POST, machine_path(system_id)?)
+        let call = Call::post("machines.power_off", machine_path(system_id)?)
             .op("power_off")
             .params(params)
             .idempotent();
@@ -142,12 +128,8 @@ impl MaasClient {
     /// `GET /machines/{id}/?op=query_power_state` (asks the BMC; slow, prefer the cached
     /// `power_state` field).
     pub async fn query_power_state(&self, system_id: &str) -> Result<PowerState, MaasError> {
-        let call = Call::new(
-            "machines.query_power_state",
-            Method::GET,
-            machine_path(system_id)?,
-        )
-        .op("query_power_state");
+        let call = Call::get("machines.query_power_state", machine_path(system_id)?)
+            .op("query_power_state");
         let report: PowerStateReport = self.json(call).await?;
         Ok(report.state)
     }
@@ -158,10 +140,8 @@ impl MaasClient {
         system_id: &str,
         comment: Option<&str>,
     ) -> Result<Machine, MaasError> {
-        let call = Call::new("machines.abort", Method::POST, machine_path(system_id)?)
-            .op("abort")
-            .params(comment_params(comment));
-        self.json(call).await
+        self.commented_op("machines.abort", "abort", system_id, comment)
+            .await
     }
 
     /// `POST /machines/{id}/?op=mark_broken` (owner only).
@@ -170,14 +150,8 @@ impl MaasClient {
         system_id: &str,
         comment: Option<&str>,
     ) -> Result<Machine, MaasError> {
-        let call = Call::new(
-            "machines.mark_broken",
-            Method::POST,
-            machine_path(system_id)?,
-        )
-        .op("mark_broken")
-        .params(comment_params(comment));
-        self.json(call).await
+        self.commented_op("machines.mark_broken", "mark_broken", system_id, comment)
+            .await
     }
 
     /// `POST /machines/{id}/?op=mark_fixed` (admin only).
@@ -186,14 +160,8 @@ impl MaasClient {
         system_id: &str,
         comment: Option<&str>,
     ) -> Result<Machine, MaasError> {
-        let call = Call::new(
-            "machines.mark_fixed",
-            Method::POST,
-            machine_path(system_id)?,
-        )
-        .op("mark_fixed")
-        .params(comment_params(comment));
-        self.json(call).await
+        self.commented_op("machines.mark_fixed", "mark_fixed", system_id, comment)
+            .await
     }
 
     /// `POST /machines/{id}/?op=set_workload_annotations`: sets the given keys, leaves others.
@@ -230,6 +198,21 @@ impl MaasClient {
         self.annotations_call(system_id, params).await
     }
 
+    /// `POST /machines/{id}/?op=<op>` whose only parameter is the event-log comment; never
+    /// retried, as none of these ops is safe to repeat blindly.
+    async fn commented_op(
+        &self,
+        name: &'static str,
+        op: &'static str,
+        system_id: &str,
+        comment: Option<&str>,
+    ) -> Result<Machine, MaasError> {
+        let call = Call::post(name, machine_path(system_id)?)
+            .op(op)
+            .params(comment_params(comment));
+        self.json(call).await
+    }
+
     async fn annotations_call(
         &self,
         system_id: &str,
@@ -238,9 +221,8 @@ impl MaasClient {
         if params.is_empty() {
             return self.get_machine(system_id).await;
         }
-        let call = Call::new(
+        let call = Call::post(
             "machines.set_workload_annotations",
-            Method::POST,
             machine_path(system_id)?,
         )
         .op("set_workload_annotations")
@@ -257,9 +239,7 @@ impl MaasClient {
     ) -> Result<Machine, MaasError> {
         let mut params = Params::new();
         params.push("hostname", hostname);
-        let call = Call::new("machines.update", Method::PUT, machine_path(system_id)?)
-            .params(params)
-            .idempotent();
-        self.json(call).await
+        self.put_json("machines.update", machine_path(system_id)?, params)
+            .await
     }
 }

@@ -2,8 +2,7 @@
 
 use std::net::IpAddr;
 
-use http::Method;
-
+use crate::calls::{collection, numbered_item};
 use crate::error::{ErrorContext, MaasError};
 use crate::form::Params;
 use crate::model::{Interface, LinkMode, Subnet};
@@ -75,12 +74,8 @@ pub(crate) fn interface_path(system_id: &str, interface_id: i64) -> Result<Vec<S
 impl MaasClient {
     /// `GET /nodes/{system_id}/interfaces/`.
     pub async fn list_interfaces(&self, system_id: &str) -> Result<Vec<Interface>, MaasError> {
-        self.json(Call::new(
-            "interfaces.list",
-            Method::GET,
-            interfaces_path(system_id)?,
-        ))
-        .await
+        self.get_json("interfaces.list", interfaces_path(system_id)?)
+            .await
     }
 
     /// `GET /nodes/{system_id}/interfaces/{id}/`.
@@ -89,12 +84,8 @@ impl MaasClient {
         system_id: &str,
         interface_id: i64,
     ) -> Result<Interface, MaasError> {
-        self.json(Call::new(
-            "interfaces.get",
-            Method::GET,
-            interface_path(system_id, interface_id)?,
-        ))
-        .await
+        self.get_json("interfaces.get", interface_path(system_id, interface_id)?)
+            .await
     }
 
     /// `POST .../interfaces/{id}/?op=link_subnet`. Not retried (a repeat would clash).
@@ -108,9 +99,8 @@ impl MaasClient {
         interface_id: i64,
         request: &LinkSubnetRequest,
     ) -> Result<Interface, MaasError> {
-        let call = Call::new(
+        let call = Call::post(
             "interfaces.link_subnet",
-            Method::POST,
             interface_path(system_id, interface_id)?,
         )
         .op("link_subnet")
@@ -128,9 +118,8 @@ impl MaasClient {
     ) -> Result<Interface, MaasError> {
         let mut params = Params::new();
         params.push("id", link_id.to_string());
-        let call = Call::new(
+        let call = Call::post(
             "interfaces.unlink_subnet",
-            Method::POST,
             interface_path(system_id, interface_id)?,
         )
         .op("unlink_subnet")
@@ -140,22 +129,13 @@ impl MaasClient {
 
     /// `GET /subnets/`.
     pub async fn list_subnets(&self) -> Result<Vec<Subnet>, MaasError> {
-        self.json(Call::new(
-            "subnets.list",
-            Method::GET,
-            vec!["subnets".to_owned()],
-        ))
-        .await
+        self.get_json("subnets.list", collection("subnets")).await
     }
 
     /// `GET /subnets/{id}/`.
     pub async fn get_subnet(&self, subnet_id: i64) -> Result<Subnet, MaasError> {
-        self.json(Call::new(
-            "subnets.get",
-            Method::GET,
-            vec!["subnets".to_owned(), subnet_id.to_string()],
-        ))
-        .await
+        self.get_json("subnets.get", numbered_item("subnets", subnet_id))
+            .await
     }
 }
 

@@ -14,7 +14,9 @@ use maas_api_client::{
     ReleaseRequest, StopMode, TagSpec,
 };
 use maas_sim::SimConfig;
-use support::{client, first_id, instant, start, static_link, wait_for_status};
+use support::{
+    allocate, allocated_to, client, first_id, instant, start, static_link, wait_for_status,
+};
 
 #[tokio::test]
 async fn full_lifecycle() {
@@ -28,13 +30,7 @@ async fn full_lifecycle() {
         .unwrap();
     assert_eq!(ready.len(), 5);
     let target = ready[2].clone();
-    assert!(
-        client
-            .list_machines(&MachineFilter::new().agent_name(agent))
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert!(allocated_to(&client, agent).await.is_empty());
 
     let allocated = client
         .allocate(&AllocateRequest {
@@ -47,10 +43,7 @@ async fn full_lifecycle() {
         .unwrap();
     assert_eq!(allocated.system_id, target.system_id);
     assert_eq!(allocated.status, MachineStatus::Allocated);
-    let mine = client
-        .list_machines(&MachineFilter::new().agent_name(agent))
-        .await
-        .unwrap();
+    let mine = allocated_to(&client, agent).await;
     assert_eq!(mine.len(), 1);
     assert_eq!(mine[0].system_id, target.system_id);
     let id = target.system_id.as_str();
@@ -158,13 +151,7 @@ async fn full_lifecycle() {
     let released = wait_for_status(&client, id, MachineStatus::Ready).await;
     assert!(released.annotations().is_empty());
     assert!(released.owner.is_none());
-    assert!(
-        client
-            .list_machines(&MachineFilter::new().agent_name(agent))
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert!(allocated_to(&client, agent).await.is_empty());
 }
 
 #[tokio::test]
@@ -176,13 +163,7 @@ async fn abort_broken_and_fixed() {
     .await;
     let client = client(&sim);
     let id = first_id(&client).await;
-    client
-        .allocate(&AllocateRequest {
-            system_id: Some(id.clone()),
-            ..AllocateRequest::default()
-        })
-        .await
-        .unwrap();
+    allocate(&client, &id).await;
     let deploying = client.deploy(&id, &DeployRequest::default()).await.unwrap();
     assert_eq!(deploying.status, MachineStatus::Deploying);
     let aborted = client.abort(&id, Some("stop")).await.unwrap();

@@ -105,6 +105,14 @@ fn client(url: &str, limit: u64, retry: RetryPolicy) -> MaasClient {
     MaasClient::new(config).unwrap()
 }
 
+/// The error of a strict listing of every machine, which these tests expect to fail.
+async fn strict_listing_error(client: &MaasClient) -> MaasError {
+    client
+        .list_machines(&MachineFilter::new())
+        .await
+        .unwrap_err()
+}
+
 fn machine(id: &str) -> Value {
     json!({"system_id": id, "hostname": format!("h-{id}"), "status": 4, "power_state": "off"})
 }
@@ -256,10 +264,7 @@ async fn one_malformed_machine_of_a_hundred_is_skipped_and_reported() {
     assert_eq!(list.skipped[1].index, 58);
 
     // The strict listing refuses the whole answer, naming the operation.
-    let err = client
-        .list_machines(&MachineFilter::new())
-        .await
-        .unwrap_err();
+    let err = strict_listing_error(&client).await;
     assert!(
         matches!(
             &err,
@@ -276,10 +281,7 @@ async fn one_malformed_machine_of_a_hundred_is_skipped_and_reported() {
 async fn simulator_listing_over_a_small_limit_is_refused_and_fits_the_default() {
     let sim = start(instant(20)).await;
     let small = build(builder(&sim).max_response_bytes(1024));
-    let err = small
-        .list_machines(&MachineFilter::new())
-        .await
-        .unwrap_err();
+    let err = strict_listing_error(&small).await;
     assert!(
         matches!(
             err,

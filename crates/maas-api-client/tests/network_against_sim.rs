@@ -7,11 +7,11 @@
 mod support;
 
 use maas_api_client::{
-    AllocateRequest, BondMode, CreateBondRequest, CreateVlanInterfaceRequest, InterfaceUpdate,
-    IpRangeSpec, IpRangeType, LinkMode, LinkSubnetRequest, MaasError,
+    BondMode, CreateBondRequest, CreateVlanInterfaceRequest, InterfaceUpdate, IpRangeSpec,
+    IpRangeType, LinkMode, LinkSubnetRequest, MaasError,
 };
 use maas_sim::{NicSpec, SubnetSpec};
-use support::{client, instant, link_static, start, static_link};
+use support::{allocate, client, instant, link_static, start, static_link};
 
 #[tokio::test]
 async fn bond_vlan_links_and_gateway() {
@@ -35,13 +35,7 @@ async fn bond_vlan_links_and_gateway() {
     }
     let client = client(&sim);
     let id = ids[0].as_str();
-    client
-        .allocate(&AllocateRequest {
-            system_id: Some(id.to_owned()),
-            ..AllocateRequest::default()
-        })
-        .await
-        .unwrap();
+    allocate(&client, id).await;
     let nics = client.list_interfaces(id).await.unwrap();
     assert_eq!(nics.len(), 2);
     let fabric = nics[0].vlan.as_ref().unwrap().fabric_id;
@@ -127,13 +121,7 @@ async fn bond_vlan_links_and_gateway() {
     let link = static_link(&linked);
     // The same address for the other machine: MAAS's "already in use" is typed.
     let other = client.list_interfaces(&ids[1]).await.unwrap();
-    client
-        .allocate(&AllocateRequest {
-            system_id: Some(ids[1].clone()),
-            ..AllocateRequest::default()
-        })
-        .await
-        .unwrap();
+    allocate(&client, &ids[1]).await;
     let taken = link_static(&client, &ids[1], other[0].id, subnets[0].id, "10.20.3.3").await;
     assert!(taken.is_ok());
     let err = link_static(&client, id, vif.id, tagged_subnet.id, "10.40.0.10")

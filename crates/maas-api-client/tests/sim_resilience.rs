@@ -16,7 +16,8 @@ use maas_api_client::{
 };
 use maas_sim::{FaultConfig, SimConfig};
 use support::{
-    Recorder, build, builder, fast_retries, fault, first_id, instant, start, wait_for_status,
+    Recorder, build, builder, fast_retries, fault, first_id, instant, latency, start,
+    wait_for_status,
 };
 
 #[tokio::test]
@@ -218,10 +219,9 @@ async fn faults_and_refusals_map_to_typed_errors() {
 #[tokio::test]
 async fn timeouts_and_transport_errors() {
     let sim = start(instant(1)).await;
-    let mut slow = fault("zones.read", 503, None);
-    slow.ops[0].error_rate = 0.0;
-    slow.ops[0].latency_ms = 2_000;
-    sim.state().set_faults(slow).unwrap();
+    sim.state()
+        .set_faults(latency("zones.read", 2_000))
+        .unwrap();
     let attempts = Arc::new(Recorder::default());
     let client = build(
         builder(&sim)
@@ -255,10 +255,7 @@ async fn timeouts_and_transport_errors() {
 #[tokio::test]
 async fn concurrency_limit_is_global_per_client() {
     let sim = start(instant(4)).await;
-    let mut slow = fault("zones.read", 503, None);
-    slow.ops[0].error_rate = 0.0;
-    slow.ops[0].latency_ms = 100;
-    sim.state().set_faults(slow).unwrap();
+    sim.state().set_faults(latency("zones.read", 100)).unwrap();
     let client = build(builder(&sim).max_concurrent_requests(2));
     let started = std::time::Instant::now();
     let calls: Vec<_> = (0..6)

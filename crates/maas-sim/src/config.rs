@@ -256,22 +256,24 @@ impl SimConfig {
 mod tests {
     use super::*;
 
+    /// Instant timings but for deployments, which take `deploy` spread by `spread_percent`.
+    fn deploying_in(deploy: Duration, spread_percent: u32) -> Timings {
+        Timings {
+            deploy,
+            deploy_spread_percent: spread_percent,
+            ..Timings::zero()
+        }
+    }
+
     #[test]
     fn without_spread_every_deployment_takes_the_configured_time() {
-        let timings = Timings {
-            deploy: Duration::from_secs(30),
-            ..Timings::zero()
-        };
+        let timings = deploying_in(Duration::from_secs(30), 0);
         assert_eq!(timings.deploy_for(1, "abc123"), Duration::from_secs(30));
     }
 
     #[test]
     fn the_spread_is_deterministic_bounded_and_covers_the_range() {
-        let timings = Timings {
-            deploy: Duration::from_secs(100),
-            deploy_spread_percent: 30,
-            ..Timings::zero()
-        };
+        let timings = deploying_in(Duration::from_secs(100), 30);
         let times: Vec<Duration> = (0..500)
             .map(|i| timings.deploy_for(7, &format!("m{i:05}")))
             .collect();
@@ -293,11 +295,7 @@ mod tests {
 
     #[test]
     fn a_full_spread_runs_from_zero_to_twice_the_time() {
-        let timings = Timings {
-            deploy: Duration::from_secs(1),
-            deploy_spread_percent: 250,
-            ..Timings::zero()
-        };
+        let timings = deploying_in(Duration::from_secs(1), 250);
         assert!(
             (0..200)
                 .map(|i| timings.deploy_for(1, &i.to_string()))

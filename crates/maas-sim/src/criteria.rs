@@ -14,6 +14,17 @@ pub(crate) enum Mode {
     List,
 }
 
+impl Mode {
+    /// The name of a parameter the two forms spell differently (`id` when listing,
+    /// `system_id` when allocating).
+    fn key(self, list: &'static str, allocate: &'static str) -> &'static str {
+        match self {
+            Self::List => list,
+            Self::Allocate => allocate,
+        }
+    }
+}
+
 const IGNORED: &[&str] = &[
     "op",
     "comment",
@@ -250,23 +261,9 @@ pub(crate) fn parse(params: &Params, world: &World, mode: Mode) -> Result<Criter
         }
     }
     let mut c = Criteria {
-        system_ids: strings(
-            params,
-            if mode == Mode::List {
-                "id"
-            } else {
-                "system_id"
-            },
-        ),
+        system_ids: strings(params, mode.key("id", "system_id")),
         not_system_ids: strings(params, "not_id"),
-        names: strings(
-            params,
-            if mode == Mode::List {
-                "hostname"
-            } else {
-                "name"
-            },
-        ),
+        names: strings(params, mode.key("hostname", "name")),
         not_names: strings(params, "not_hostname"),
         macs: strings(params, "mac_address")
             .into_iter()
@@ -307,12 +304,8 @@ pub(crate) fn parse(params: &Params, world: &World, mode: Mode) -> Result<Criter
             ("not_status", &mut c.not_statuses),
         ] {
             for v in strings(params, key) {
-                let status = NodeStatus::from_filter(&v).ok_or_else(|| {
-                    ApiError::field(
-                        key,
-                        format!("Select a valid choice. {v} is not one of the available choices."),
-                    )
-                })?;
+                let status =
+                    NodeStatus::from_filter(&v).ok_or_else(|| ApiError::invalid_choice(key, v))?;
                 target.push(status);
             }
         }

@@ -115,6 +115,24 @@ impl ApiError {
         }
     }
 
+    /// 400 of a form field left out or empty, in Django's words.
+    pub(crate) fn required(field: &str) -> Self {
+        Self::field(field, "This field is required.")
+    }
+
+    /// 400 of a choice field given a value outside its choices, in Django's words.
+    pub(crate) fn invalid_choice(field: &str, value: impl std::fmt::Display) -> Self {
+        Self::field(
+            field,
+            format!("Select a valid choice. {value} is not one of the available choices."),
+        )
+    }
+
+    /// 400 of a model choice field given an unknown object; Django does not echo the value.
+    pub(crate) fn invalid_model_choice(field: &str) -> Self {
+        Self::invalid_choice(field, "That choice")
+    }
+
     /// 404 `No <Model> matches the given query.`
     pub(crate) fn no_match(model: &str) -> Self {
         Self::text(

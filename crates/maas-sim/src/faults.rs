@@ -40,39 +40,30 @@ fn default_status() -> u16 {
 /// All active faults. Settable at start (config, `--faults FILE`) and at run time
 /// (`PUT /_sim/faults`, `SimHandle::set_faults`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+// Every field defaults, so a faults file names only the faults it wants.
+#[serde(default, deny_unknown_fields)]
 pub struct FaultConfig {
     /// Per-operation error rates and latencies.
-    #[serde(default)]
     pub ops: Vec<OpFault>,
     /// The next N deployments (any machine) end in Failed deployment (11).
-    #[serde(default)]
     pub fail_next_deploys: u32,
     /// Deployments of these machines end in Failed deployment (11) until removed.
-    #[serde(default)]
     pub fail_deploy_system_ids: Vec<String>,
     /// The next deployment of each listed machine fails (one entry consumed per deployment).
-    #[serde(default)]
     pub fail_next_deploy_system_ids: Vec<String>,
     /// The next N releases (without erase) end in Releasing failed (13).
-    #[serde(default)]
     pub fail_next_releases: u32,
     /// The next N disk erasures end in Failed disk erasing (15).
-    #[serde(default)]
     pub fail_next_erases: u32,
     /// Deployments of these machines lose power: Failed deployment with `power_state: error`.
-    #[serde(default)]
     pub power_fail_system_ids: Vec<String>,
     /// Start an outage of this many seconds when applied: every MAAS API call answers 503.
-    #[serde(default)]
     pub outage_seconds: Option<u64>,
     /// "MAAS did it but the answer was lost": successful calls whose answer is replaced by an
     /// error or withheld *after* the operation took effect (see [`LostAnswer`]).
-    #[serde(default)]
     pub lost_answers: Vec<LostAnswer>,
     /// Calls that time out *before* taking effect: nothing happens in the simulated MAAS, the
     /// connection is held, then closed without an answer (see [`TimeoutFault`]).
-    #[serde(default)]
     pub timeouts: Vec<TimeoutFault>,
 }
 
@@ -323,49 +314,48 @@ impl FaultConfig {
     /// Rejects values that cannot mean anything (a rate outside 0..=1, a non-error status).
     pub fn validate(&self) -> Result<(), String> {
         for fault in &self.ops {
-            if !(0.0..=1.0).contains(&fault.error_rate) {
-                return Err(format!(
-                    "error_rate of {} must be within 0.0..=1.0",
-                    fault.op
-                ));
-            }
-            if StatusCode::from_u16(fault.status)
-                .map_or(true, |s| !(s.is_client_error() || s.is_server_error()))
-            {
-                return Err(format!("status of {} must be a 4xx or 5xx code", fault.op));
-            }
+            check_rate(fault.error_rate, || format!("error_rate of {}", fault.op))?;
+            check_error_status(fault.status, || format!("status of {}", fault.op))?;
         }
         for lost in &self.lost_answers {
-            if !(0.0..=1.0).contains(&lost.rate) {
-                return Err(format!(
-                    "rate of the lost answers of {} must be within 0.0..=1.0",
-                    lost.op
-                ));
-            }
-            if StatusCode::from_u16(lost.status)
-                .map_or(true, |s| !(s.is_client_error() || s.is_server_error()))
-            {
-                return Err(format!(
-                    "status of the lost answers of {} must be a 4xx or 5xx code",
-                    lost.op
-                ));
-            }
+            check_rate(lost.rate, || {
+                format!("rate of the lost answers of {}", lost.op)
+            })?;
+            check_error_status(lost.status, || {
+                format!("status of the lost answers of {}", lost.op)
+            })?;
             if lost.op.is_empty() {
                 return Err("a lost answer needs an op (an operation key or *)".to_owned());
             }
         }
         for timeout in &self.timeouts {
-            if !(0.0..=1.0).contains(&timeout.rate) {
-                return Err(format!(
-                    "rate of the timeouts of {} must be within 0.0..=1.0",
-                    timeout.op
-                ));
-            }
+            check_rate(timeout.rate, || {
+                format!("rate of the timeouts of {}", timeout.op)
+            })?;
             if timeout.op.is_empty() {
                 return Err("a timeout needs an op (an operation key or *)".to_owned());
             }
         }
         Ok(())
+    }
+}
+
+/// A probability must lie in `0.0..=1.0`; `what` names the field in the refusal.
+fn check_rate(rate: f64, what: impl FnOnce() -> String) -> Result<(), String> {
+    if (0.0..=1.0).contains(&rate) {
+        Ok(())
+    } else {
+        Err(format!("{} must be within 0.0..=1.0", what()))
+    }
+}
+
+/// An injected failure must carry a 4xx or 5xx status, or the client would read it as an
+/// answer; `what` names the field in the refusal.
+fn check_error_status(status: u16, what: impl FnOnce() -> String) -> Result<(), String> {
+    if StatusCode::from_u16(status).is_ok_and(|s| s.is_client_error() || s.is_server_error()) {
+        Ok(())
+    } else {
+        Err(format!("{} must be a 4xx or 5xx code", what()))
     }
 }
 

@@ -54,29 +54,19 @@ fn lost_answer_counts_down_and_exact_op_wins() {
         ],
         ..Default::default()
     };
-    let status = |lost: Option<Lost>| match lost {
+    // The status of the error that replaces the answer to `op`; rate 1 needs no roll.
+    let lost_status = |cfg: &mut FaultConfig, op: &str| match lose_answer(cfg, op, || {
+        panic!("no roll needed at rate 1")
+    }) {
         Some(Lost::Error(e)) => Some(e.status.as_u16()),
         other => panic!("unexpected {other:?}"),
     };
-    let no_roll = || panic!("no roll needed at rate 1");
-    assert_eq!(
-        status(lose_answer(&mut cfg, "machines.allocate", no_roll)),
-        Some(502)
-    );
-    assert_eq!(
-        status(lose_answer(&mut cfg, "machines.allocate", no_roll)),
-        Some(502)
-    );
+    assert_eq!(lost_status(&mut cfg, "machines.allocate"), Some(502));
+    assert_eq!(lost_status(&mut cfg, "machines.allocate"), Some(502));
     assert_eq!(cfg.lost_answers[1].times, Some(0));
     // Used up: the wildcard applies again.
-    assert_eq!(
-        status(lose_answer(&mut cfg, "machines.allocate", no_roll)),
-        Some(500)
-    );
-    assert_eq!(
-        status(lose_answer(&mut cfg, "machine.deploy", no_roll)),
-        Some(500)
-    );
+    assert_eq!(lost_status(&mut cfg, "machines.allocate"), Some(500));
+    assert_eq!(lost_status(&mut cfg, "machine.deploy"), Some(500));
     assert_eq!(cfg.lost_answers[0].times, None);
 }
 
@@ -167,30 +157,13 @@ fn lost_answer_validation() {
 
 #[test]
 fn validation_rejects_bad_rates_and_statuses() {
-    assert!(
-        FaultConfig {
-            ops: vec![fault("x", 1.5, 503)],
-            ..Default::default()
-        }
-        .validate()
-        .is_err()
-    );
-    assert!(
-        FaultConfig {
-            ops: vec![fault("x", 0.5, 200)],
-            ..Default::default()
-        }
-        .validate()
-        .is_err()
-    );
-    assert!(
-        FaultConfig {
-            ops: vec![fault("x", 0.5, 409)],
-            ..Default::default()
-        }
-        .validate()
-        .is_ok()
-    );
+    let with = |op: OpFault| FaultConfig {
+        ops: vec![op],
+        ..Default::default()
+    };
+    assert!(with(fault("x", 1.5, 503)).validate().is_err());
+    assert!(with(fault("x", 0.5, 200)).validate().is_err());
+    assert!(with(fault("x", 0.5, 409)).validate().is_ok());
 }
 
 #[test]

@@ -10,7 +10,7 @@ use serde::{Serialize, Serializer};
 
 use crate::faults::{FaultConfig, LostAnswer};
 use crate::history::StatusChange;
-use crate::model::{Machine, PowerState, ReleaseRecord, Tag};
+use crate::model::{Machine, PowerState, ReleaseRecord};
 use crate::shared::Shared;
 use crate::status::NodeStatus;
 use crate::world::World;
@@ -180,6 +180,21 @@ impl SimHandle {
         })
     }
 
+    /// Adds machine `system_id` to one of the per-machine fault lists; unknown machines are
+    /// refused so a typo cannot leave a test waiting for a fault that never fires.
+    fn add_machine_fault(
+        &self,
+        system_id: &str,
+        list: impl FnOnce(&mut FaultConfig) -> &mut Vec<String>,
+    ) -> Result<(), HandleError> {
+        self.with_world(|w| {
+            w.machine_index(system_id)
+                .ok_or_else(|| HandleError::NoSuchMachine(system_id.to_owned()))?;
+            list(&mut w.faults).push(system_id.to_owned());
+            Ok(())
+        })
+    }
+
     /// Every machine, ordered by id.
     pub fn machines(&self) -> Vec<MachineView> {
         self.with_world(|w| w.machines.iter().map(MachineView::of).collect())
@@ -320,17 +335,7 @@ impl SimHandle {
 
     /// Adds a tag (created when missing) to a machine.
     pub fn add_tag(&self, system_id: &str, tag: &str) -> Result<(), HandleError> {
-        self.with_world(|w| {
-            if !w.tags.iter().any(|t| t.name == tag) {
-                w.tags.push(Tag {
-                    name: tag.to_owned(),
-                    definition: String::new(),
-                    comment: String::new(),
-                    kernel_opts: String::new(),
-                });
-            }
-            Ok::<(), HandleError>(())
-        })?;
+        self.with_world(|w| w.ensure_tag(tag));
         self.with_machine(system_id, |m| {
             m.tags.insert(tag.to_owned());
         })
@@ -358,34 +363,17 @@ impl SimHandle {
 
     /// The next deployment of this machine ends in Failed deployment (11).
     pub fn fail_next_deploy(&self, system_id: &str) -> Result<(), HandleError> {
-        self.with_world(|w| {
-            w.machine_index(system_id)
-                .ok_or_else(|| HandleError::NoSuchMachine(system_id.to_owned()))?;
-            w.faults
-                .fail_next_deploy_system_ids
-                .push(system_id.to_owned());
-            Ok(())
-        })
+        self.add_machine_fault(system_id, |faults| &mut faults.fail_next_deploy_system_ids)
     }
 
     /// Every deployment of this machine fails until [`Self::clear_deploy_failure`].
     pub fn fail_all_deploys(&self, system_id: &str) -> Result<(), HandleError> {
-        self.with_world(|w| {
-            w.machine_index(system_id)
-                .ok_or_else(|| HandleError::NoSuchMachine(system_id.to_owned()))?;
-            w.faults.fail_deploy_system_ids.push(system_id.to_owned());
-            Ok(())
-        })
+        self.add_machine_fault(system_id, |faults| &mut faults.fail_deploy_system_ids)
     }
 
     /// The next deployment of this machine loses power: Failed deployment, `power_state: error`.
     pub fn power_fail_deploys(&self, system_id: &str) -> Result<(), HandleError> {
-        self.with_world(|w| {
-            w.machine_index(system_id)
-                .ok_or_else(|| HandleError::NoSuchMachine(system_id.to_owned()))?;
-            w.faults.power_fail_system_ids.push(system_id.to_owned());
-            Ok(())
-        })
+        self.add_machine_fault(system_id, |faults| &mut faults.power_fail_system_ids)
     }
 
     /// Undoes [`Self::fail_all_deploys`], [`Self::fail_next_deploy`] and [`Self::power_fail_deploys`].

@@ -12,8 +12,7 @@ use serde::Deserialize;
 use crate::config::SimConfig;
 use crate::error::SimError;
 use crate::model::{
-    BootResource, Disk, Domain, Interface, Link, LinkMode, Machine, Pool, PowerState, Subnet, Tag,
-    Zone,
+    BootResource, Disk, Domain, Interface, Link, LinkMode, Machine, Pool, PowerState, Subnet, Zone,
 };
 use crate::netsetup::{NicSpec, SubnetSpec};
 use crate::status::NodeStatus;
@@ -21,23 +20,19 @@ use crate::world::{Clock, SimRng, World};
 
 /// A YAML inventory file.
 #[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
+// Every field defaults, so an inventory file names only what it does not want generated.
+#[serde(default, deny_unknown_fields)]
 pub struct Inventory {
     /// Zones to create (besides `default`).
-    #[serde(default)]
     pub zones: Vec<String>,
     /// Resource pools to create (besides `default`).
-    #[serde(default)]
     pub pools: Vec<String>,
     /// Tags to create.
-    #[serde(default)]
     pub tags: Vec<String>,
     /// Machines; fields left out are generated.
-    #[serde(default)]
     pub machines: Vec<InventoryMachine>,
     /// Subnets besides the default `10.20.0.0/16` (fabric-0) and `10.30.0.0/16` (fabric-1),
     /// possibly on tagged VLANs (created when missing), with their IP ranges.
-    #[serde(default)]
     pub subnets: Vec<SubnetSpec>,
     /// The CIDR of fabric-0's subnet, where every generated NIC is linked, instead of
     /// `10.20.0.0/16`; its gateway is its first address. A test world whose servers must be
@@ -45,7 +40,6 @@ pub struct Inventory {
     pub provisioning_subnet: Option<String>,
     /// Custom images an operator uploaded (`Uploaded` boot resources) besides the synced Ubuntu
     /// releases and `u-2204-0-k-1330-0`.
-    #[serde(default)]
     pub images: Vec<InventoryImage>,
 }
 
@@ -337,17 +331,6 @@ fn generated_machine(
     }
 }
 
-fn add_tag(world: &mut World, name: &str) {
-    if !world.tags.iter().any(|t| t.name == name) {
-        world.tags.push(Tag {
-            name: name.to_owned(),
-            definition: String::new(),
-            comment: String::new(),
-            kernel_opts: String::new(),
-        });
-    }
-}
-
 fn apply_overrides(
     world: &mut World,
     m: &mut Machine,
@@ -381,7 +364,7 @@ fn apply_overrides(
         };
     }
     for t in &spec.tags {
-        add_tag(world, t);
+        world.ensure_tag(t);
         m.tags.insert(t.clone());
     }
     if let Some(sizes) = &spec.disks {
@@ -427,7 +410,7 @@ pub(crate) fn build_world(cfg: &SimConfig) -> Result<World, SimError> {
     let pools: Vec<String> = cfg.pools.iter().chain(&inv.pools).cloned().collect();
     let mut world = base_world(cfg, &zones, &pools);
     for t in &inv.tags {
-        add_tag(&mut world, t);
+        world.ensure_tag(t);
     }
     for image in &inv.images {
         if world.boot_resources.iter().any(|b| b.name == image.name) {

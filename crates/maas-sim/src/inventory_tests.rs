@@ -1,6 +1,18 @@
 //! Unit tests of the initial world: generation and the YAML inventory.
 use super::*;
 
+/// A default configuration that reads the inventory `yaml` from a file, and that file's path
+/// for rewriting it; the directory lives as long as the caller holds it.
+fn inventory_file(yaml: &str) -> (tempfile::TempDir, std::path::PathBuf, SimConfig) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("inv.yaml");
+    std::fs::write(&path, yaml).unwrap();
+    let cfg = SimConfig {
+        inventory_file: Some(path.clone()),
+        ..SimConfig::default()
+    };
+    (dir, path, cfg)
+}
 #[test]
 fn generation_is_deterministic_and_unique() {
     let cfg = SimConfig {
@@ -41,17 +53,9 @@ fn generation_is_deterministic_and_unique() {
 
 #[test]
 fn yaml_inventory_overrides_generated_fields() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("inv.yaml");
-    std::fs::write(
-        &path,
+    let (_dir, path, cfg) = inventory_file(
         "zones: [rack1]\ntags: [gpu]\nmachines:\n  - hostname: big\n    system_id: abc123\n    zone: rack1\n    cpu_count: 64\n    memory: 524288\n    tags: [gpu, nvme]\n  - hostname: small\n    status: new\n",
-    )
-    .unwrap();
-    let cfg = SimConfig {
-        inventory_file: Some(path.clone()),
-        ..SimConfig::default()
-    };
+    );
     let world = build_world(&cfg).unwrap();
     assert_eq!(world.machines.len(), 2);
     assert_eq!(world.machines[0].system_id, "abc123");
@@ -68,17 +72,9 @@ fn yaml_inventory_overrides_generated_fields() {
 
 #[test]
 fn yaml_inventory_adds_subnets_vlans_ranges_and_nics() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("inv.yaml");
-    std::fs::write(
-        &path,
+    let (_dir, path, cfg) = inventory_file(
         "subnets:\n  - cidr: 10.40.0.0/24\n    vid: 100\n    gateway_ip: 10.40.0.1\n    dns_servers: [10.40.0.2]\n    dynamic_ranges: [10.40.0.200-10.40.0.250]\n    reserved_ranges: [10.40.0.2-10.40.0.9]\nmachines:\n  - hostname: a\n    interfaces:\n      - {mac_address: '52:54:00:00:00:0A', subnet: 10.40.0.0/24}\n      - {mac_address: '52:54:00:00:00:0b'}\n",
-    )
-    .unwrap();
-    let cfg = SimConfig {
-        inventory_file: Some(path.clone()),
-        ..SimConfig::default()
-    };
+    );
     let world = build_world(&cfg).unwrap();
     assert_eq!(world.subnets.len(), 3);
     let tagged = &world.subnets[2];
@@ -106,13 +102,7 @@ fn yaml_inventory_adds_subnets_vlans_ranges_and_nics() {
 
 #[test]
 fn yaml_inventory_adds_uploaded_images_deployable_by_name() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("inv.yaml");
-    std::fs::write(&path, "images:\n  - name: u-2204-0-k-1264-0\n").unwrap();
-    let cfg = SimConfig {
-        inventory_file: Some(path),
-        ..SimConfig::default()
-    };
+    let (_dir, _, cfg) = inventory_file("images:\n  - name: u-2204-0-k-1264-0\n");
     let world = build_world(&cfg).unwrap();
     let image = world
         .boot_resources
@@ -129,17 +119,8 @@ fn yaml_inventory_adds_uploaded_images_deployable_by_name() {
 
 #[test]
 fn yaml_inventory_moves_the_provisioning_subnet() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("inv.yaml");
-    std::fs::write(
-        &path,
-        "provisioning_subnet: 127.20.0.0/16\nmachines:\n  - hostname: a\n",
-    )
-    .unwrap();
-    let cfg = SimConfig {
-        inventory_file: Some(path.clone()),
-        ..SimConfig::default()
-    };
+    let (_dir, path, cfg) =
+        inventory_file("provisioning_subnet: 127.20.0.0/16\nmachines:\n  - hostname: a\n");
     let world = build_world(&cfg).unwrap();
     let subnet = world.subnets.iter().find(|s| s.id == 1).unwrap();
     assert_eq!(subnet.cidr.to_string(), "127.20.0.0/16");

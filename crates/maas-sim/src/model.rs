@@ -2,6 +2,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
+use std::time::Duration;
 
 use ipnet::IpNet;
 use serde::{Deserialize, Serialize};
@@ -279,6 +280,38 @@ pub(crate) struct Pending {
 pub(crate) struct PendingPower {
     pub(crate) target: PowerState,
     pub(crate) due_ms: u64,
+}
+
+impl Pending {
+    /// A step that starts at `now_ms` (simulator clock) and is due `takes` later.
+    pub(crate) fn starting(
+        kind: PendingKind,
+        now_ms: u64,
+        takes: Duration,
+        outcome: Outcome,
+    ) -> Self {
+        Self {
+            kind,
+            started_ms: now_ms,
+            due_ms: now_ms + duration_ms(takes),
+            outcome,
+        }
+    }
+}
+
+impl PendingPower {
+    /// A change to `target` that the BMC carries out `takes` after `now_ms`.
+    pub(crate) fn starting(target: PowerState, now_ms: u64, takes: Duration) -> Self {
+        Self {
+            target,
+            due_ms: now_ms + duration_ms(takes),
+        }
+    }
+}
+
+/// `d` in whole milliseconds, saturating: the simulator clock counts milliseconds in a `u64`.
+fn duration_ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// How an accepted release request ended (see [`ReleaseRecord`]).

@@ -34,6 +34,22 @@ impl Params {
         self.get(key).filter(|v| !v.is_empty())
     }
 
+    /// The last value of `key`, refused as Django refuses a required field left empty.
+    pub(crate) fn required(&self, key: &str) -> Result<&str, ApiError> {
+        self.get_nonempty(key)
+            .ok_or_else(|| ApiError::required(key))
+    }
+
+    /// A required choice field, read with `parse` (`None` for a value outside the choices).
+    pub(crate) fn required_choice<T>(
+        &self,
+        key: &str,
+        parse: impl FnOnce(&str) -> Option<T>,
+    ) -> Result<T, ApiError> {
+        let text = self.required(key)?;
+        parse(text).ok_or_else(|| ApiError::invalid_choice(key, text))
+    }
+
     /// Every value of `key`, in order (`QueryDict.getlist`).
     pub fn all(&self, key: &str) -> Vec<&str> {
         self.pairs

@@ -5,15 +5,14 @@ use serde::{Deserialize, Serialize};
 
 /// The settings the simulator models, with MAAS's defaults (all off).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+// Every setting defaults (as MAAS's do), so a state file from before one was added still loads.
+#[serde(default)]
 pub(crate) struct Settings {
     /// "Erase nodes' disks prior to releasing": every release erases, whatever it asks for.
-    #[serde(default)]
     pub(crate) enable_disk_erasing_on_release: bool,
     /// An erase that does not say `secure_erase` uses this.
-    #[serde(default)]
     pub(crate) disk_erase_with_secure_erase: bool,
     /// An erase that does not say `quick_erase` uses this.
-    #[serde(default)]
     pub(crate) disk_erase_with_quick_erase: bool,
 }
 

@@ -122,6 +122,18 @@ impl World {
         self.next_id
     }
 
+    /// Creates the manual tag `name` unless it exists: naming a tag on a machine creates it.
+    pub(crate) fn ensure_tag(&mut self, name: &str) {
+        if !self.tags.iter().any(|t| t.name == name) {
+            self.tags.push(Tag {
+                name: name.to_owned(),
+                definition: String::new(),
+                comment: String::new(),
+                kernel_opts: String::new(),
+            });
+        }
+    }
+
     /// Applies every transition that is due.
     pub(crate) fn advance(&mut self) {
         let now = self.now_ms();

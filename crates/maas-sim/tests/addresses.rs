@@ -10,6 +10,11 @@ use common::{link_in_mode, status_text};
 use reqwest::Method;
 use serde_json::Value;
 
+/// The form of a static link to `ip` on subnet 1 (the default `10.20.0.0/16`).
+fn static_on_subnet_1(ip: &str) -> [(&'static str, &str); 3] {
+    [("mode", "static"), ("subnet", "1"), ("ip_address", ip)]
+}
+
 #[tokio::test]
 async fn static_addresses_held_elsewhere_are_refused() {
     let (t, ids) = setup().await;
@@ -17,26 +22,14 @@ async fn static_addresses_held_elsewhere_are_refused() {
         |id: &str, iface: &Value| format!("nodes/{id}/interfaces/{}/?op=link_subnet", iface["id"]);
     let a = ifaces(&t, &ids[0]).await;
     let b = ifaces(&t, &ids[1]).await;
-    t.json(
-        Method::POST,
-        &link(&ids[0], &a[1]),
-        &[
-            ("mode", "static"),
-            ("subnet", "1"),
-            ("ip_address", "10.20.7.7"),
-        ],
-    )
-    .await;
+    t.post_json(&link(&ids[0], &a[1]), &static_on_subnet_1("10.20.7.7"))
+        .await;
     // Another machine, and another interface of the same machine: 404, MAAS's
     // StaticIPAddressUnavailable.
     for (id, iface) in [(&ids[1], &b[0]), (&ids[0], &a[0])] {
         t.expect_post(
             &link(id, iface),
-            &[
-                ("mode", "static"),
-                ("subnet", "1"),
-                ("ip_address", "10.20.7.7"),
-            ],
+            &static_on_subnet_1("10.20.7.7"),
             (404, "IP address is already in use."),
         )
         .await;
@@ -53,15 +46,7 @@ async fn static_addresses_held_elsewhere_are_refused() {
         )
         .unwrap();
     let v = t
-        .json(
-            Method::POST,
-            &link(&ids[1], &b[0]),
-            &[
-                ("mode", "static"),
-                ("subnet", "1"),
-                ("ip_address", "10.20.0.15"),
-            ],
-        )
+        .post_json(&link(&ids[1], &b[0]), &static_on_subnet_1("10.20.0.15"))
         .await;
     assert!(
         v["links"]
@@ -71,8 +56,7 @@ async fn static_addresses_held_elsewhere_are_refused() {
             .any(|l| l["ip_address"] == "10.20.0.15")
     );
     let v = t
-        .json(
-            Method::POST,
+        .post_json(
             &link(&ids[1], &b[1]),
             &[("mode", "static"), ("subnet", "1")],
         )
@@ -84,7 +68,7 @@ async fn static_addresses_held_elsewhere_are_refused() {
     );
     // DHCP twice on one interface is refused.
     let dhcp = link(&ids[1], &b[1]);
-    t.json(Method::POST, &dhcp, &[("mode", "dhcp")]).await;
+    t.post_json(&dhcp, &[("mode", "dhcp")]).await;
     t.expect_post(
         &dhcp,
         &[("mode", "dhcp")],
@@ -97,8 +81,7 @@ async fn static_addresses_held_elsewhere_are_refused() {
 async fn ip_ranges_crud_and_overlaps() {
     let (t, _) = setup().await;
     let r = t
-        .json(
-            Method::POST,
+        .post_json(
             "ipranges/",
             &[
                 ("type", "reserved"),
@@ -176,7 +159,7 @@ async fn ip_ranges_crud_and_overlaps() {
         (r["start_ip"].as_str(), r["comment"].as_str()),
         (Some("10.20.5.5"), Some("mine"))
     );
-    let all = t.json(Method::GET, "ipranges/", &[]).await;
+    let all = t.get_json("ipranges/").await;
     assert_eq!(
         all.as_array().unwrap().len(),
         2,

@@ -176,7 +176,7 @@ async fn handle_mutations_show_through_the_api() {
     let ids = t.machine_ids();
     state.add_tag(&ids[1], "gpu").unwrap();
     let v = t
-        .json(Method::POST, "machines/?op=allocate", &[("tags", "gpu")])
+        .post_json("machines/?op=allocate", &[("tags", "gpu")])
         .await;
     assert_eq!(v["system_id"], ids[1].as_str());
     state.break_machine(&ids[1]).unwrap();

@@ -7,10 +7,9 @@ mod common;
 use std::time::Duration;
 
 use base64::Engine as _;
-use common::{start, start_instant, start_timed, status_text};
+use common::{json_with_status, start, start_instant, start_timed, status_text};
 use maas_sim::{NodeStatus, PowerState, SimConfig, Timings};
 use reqwest::Method;
-use serde_json::Value;
 
 #[tokio::test]
 async fn deploy_and_release_with_zero_durations() {
@@ -89,13 +88,9 @@ async fn deploy_on_ready_allocates_implicitly_and_bad_image_rolls_back() {
     let t = start_instant(1).await;
     let id = t.first_id();
     let resp = t
-        .post(
-            &format!("machines/{id}/?op=deploy"),
-            &[("distro_series", "plan9")],
-        )
+        .machine_post(&id, "deploy", &[("distro_series", "plan9")])
         .await;
-    assert_eq!(resp.status(), 400);
-    let v: Value = resp.json().await.unwrap();
+    let v = json_with_status(resp, 400).await;
     assert!(
         v["distro_series"][0]
             .as_str()
@@ -239,7 +234,7 @@ async fn abort_power_and_broken() {
     );
     let m = t.machine_op(&id, "mark_fixed", &[]).await;
     assert_eq!(m["status_name"], "Ready");
-    let (s, _) = status_text(t.post(&format!("machines/{id}/?op=release"), &[]).await).await;
+    let (s, _) = status_text(t.machine_post(&id, "release", &[]).await).await;
     assert_eq!(s, 200);
     t.expect_post(
         &format!("machines/{id}/?op=set_owner_data"),
@@ -288,9 +283,7 @@ async fn list_filters_server_side() {
         (400, r#"{"colour":["No such constraint."]}"#),
     )
     .await;
-    let v = t
-        .json(Method::GET, "machines/?op=list_allocated", &[])
-        .await;
+    let v = t.get_json("machines/?op=list_allocated").await;
     assert_eq!(v.as_array().unwrap().len(), 1);
 }
 

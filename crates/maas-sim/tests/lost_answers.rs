@@ -6,7 +6,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{count, impatient, one_deployed, op_fault, start_instant, status_text};
+use common::{count, impatient, one_deployed, op_fault, start_instant, status_text, unanswered};
 use maas_sim::{FaultConfig, LostAnswer, NodeStatus, PowerState};
 use reqwest::Method;
 use serde_json::json;
@@ -54,12 +54,11 @@ async fn timeout_mode_withholds_the_answer() {
         .add_lost_answer(LostAnswer::timeout("machine.deploy", Duration::from_millis(800)).once())
         .unwrap();
     let started = Instant::now();
-    let err = t
-        .signed_op(&impatient(200), &id, "deploy")
-        .form(&[("distro_series", "jammy")])
-        .send()
-        .await
-        .unwrap_err();
+    let err = unanswered(
+        t.signed_op(&impatient(200), &id, "deploy")
+            .form(&[("distro_series", "jammy")]),
+    )
+    .await;
     assert!(err.is_timeout(), "{err:?}");
     assert!(started.elapsed() < Duration::from_millis(700));
     let view = state.machine(&id).unwrap();
@@ -77,11 +76,7 @@ async fn timeout_mode_withholds_the_answer() {
         .add_lost_answer(LostAnswer::timeout("machine.deploy", Duration::from_millis(300)).once())
         .unwrap();
     let started = Instant::now();
-    let err = t
-        .signed_op(&t.client, &other, "deploy")
-        .send()
-        .await
-        .unwrap_err();
+    let err = unanswered(t.signed_op(&t.client, &other, "deploy")).await;
     assert!(!err.is_timeout(), "{err:?}");
     assert!(started.elapsed() >= Duration::from_millis(300));
     assert_eq!(state.machine(&other).unwrap().status, NodeStatus::Deployed);
@@ -98,11 +93,7 @@ async fn hold_zero_drops_the_connection_at_once() {
     state
         .add_lost_answer(LostAnswer::timeout("machine.release", Duration::ZERO).once())
         .unwrap();
-    let err = t
-        .signed_op(&t.client, &id, "release")
-        .send()
-        .await
-        .unwrap_err();
+    let err = unanswered(t.signed_op(&t.client, &id, "release")).await;
     assert!(!err.is_timeout(), "{err:?}");
     assert_eq!(state.machine(&id).unwrap().status, NodeStatus::Ready);
     assert_eq!(state.machine(&id).unwrap().releases.len(), 1);

@@ -42,8 +42,7 @@ async fn bond_vlan_static_gateway_and_release() {
     )
     .await;
     let bond = t
-        .json(
-            Method::POST,
+        .post_json(
             &bonds,
             &[
                 ("name", "bond0"),
@@ -87,7 +86,7 @@ async fn bond_vlan_static_gateway_and_release() {
     .await;
 
     // VLAN 100 of fabric-0, then a VLAN interface on the bond.
-    let vlans = t.json(Method::GET, "fabrics/0/vlans/", &[]).await;
+    let vlans = t.get_json("fabrics/0/vlans/").await;
     let vids: Vec<u64> = vlans
         .as_array()
         .unwrap()
@@ -120,11 +119,7 @@ async fn bond_vlan_static_gateway_and_release() {
     )
     .await;
     let vif = t
-        .json(
-            Method::POST,
-            &vlan_op,
-            &[("vlan", &tagged), ("parent", &bond_id)],
-        )
+        .post_json(&vlan_op, &[("vlan", &tagged), ("parent", &bond_id)])
         .await;
     assert_eq!(
         (vif["name"].as_str(), vif["type"].as_str()),
@@ -166,8 +161,7 @@ async fn bond_vlan_static_gateway_and_release() {
         t.expect_post(&link, &form, (400, want)).await;
     }
     let v = t
-        .json(
-            Method::POST,
+        .post_json(
             &link,
             &[
                 ("mode", "STATIC"),
@@ -191,7 +185,7 @@ async fn bond_vlan_static_gateway_and_release() {
         ),
     )
     .await;
-    t.json(Method::POST, &gw, &[("link_id", &link_id)]).await;
+    t.post_json(&gw, &[("link_id", &link_id)]).await;
     let m = t.machine_read(id, None).await;
     assert_eq!(
         m["default_gateways"]["ipv4"],

@@ -5,7 +5,10 @@
 
 mod common;
 
-use common::{link_in_mode, plaintext_header, send_json, start, start_instant, status_text};
+use common::{
+    expect_answer, link_in_mode, plaintext_header, send_json, sent, start, start_instant,
+    status_text,
+};
 use maas_sim::auth::{hmac_sha1_signature, signature_base_string};
 use maas_sim::{ApiKey, SimConfig};
 use reqwest::Method;
@@ -17,23 +20,16 @@ async fn static_links_refuse_addresses_in_use() {
     let ids = t.machine_ids();
     let mut iface_ids = Vec::new();
     for id in &ids {
-        let ifaces = t
-            .json(Method::GET, &format!("nodes/{id}/interfaces/"), &[])
-            .await;
+        let ifaces = t.get_json(&format!("nodes/{id}/interfaces/")).await;
         let iface = &ifaces[0];
         let link_id = iface["links"][0]["id"].as_u64().unwrap().to_string();
         let path = format!("nodes/{id}/interfaces/{}/", iface["id"]);
-        t.json(
-            Method::POST,
-            &format!("{path}?op=unlink_subnet"),
-            &[("id", &link_id)],
-        )
-        .await;
+        t.post_json(&format!("{path}?op=unlink_subnet"), &[("id", &link_id)])
+            .await;
         iface_ids.push(path);
     }
     let v = t
-        .json(
-            Method::POST,
+        .post_json(
             &format!("{}?op=link_subnet", iface_ids[0]),
             &[
                 ("subnet", "1"),
@@ -73,9 +69,9 @@ async fn static_links_refuse_addresses_in_use() {
     .await;
     let m = t.machine_op(&ids[0], "release", &[]).await;
     assert_eq!(m["ip_addresses"], json!(["10.20.0.50"]));
-    let subnet_ips = t.json(Method::GET, "subnets/1/?op=ip_addresses", &[]).await;
+    let subnet_ips = t.get_json("subnets/1/?op=ip_addresses").await;
     assert_eq!(subnet_ips[0]["ip"], "10.20.0.50");
-    let subnets = t.json(Method::GET, "subnets/", &[]).await;
+    let subnets = t.get_json("subnets/").await;
     assert_eq!(subnets.as_array().unwrap().len(), 2);
 }
 
@@ -83,8 +79,7 @@ async fn static_links_refuse_addresses_in_use() {
 async fn dns_resources_crud() {
     let t = start_instant(1).await;
     let r = t
-        .json(
-            Method::POST,
+        .post_json(
             "dnsresources/?op=",
             &[
                 ("fqdn", "c1.maas"),
@@ -127,11 +122,7 @@ async fn dns_resources_crud() {
     .await;
     assert_eq!(s, 400);
     let r = t
-        .json(
-            Method::POST,
-            "dnsresources/",
-            &[("name", "api"), ("domain", "maas")],
-        )
+        .post_json("dnsresources/", &[("name", "api"), ("domain", "maas")])
         .await;
     assert_eq!(r["fqdn"], "api.maas");
     t.expect_post(
@@ -153,12 +144,12 @@ async fn dns_resources_crud() {
         (404, "No DNSResource matches the given query."),
     )
     .await;
-    let d = t.json(Method::GET, "domains/", &[]).await;
+    let d = t.get_json("domains/").await;
     assert_eq!(
         (d[0]["name"].as_str(), d[0]["is_default"].as_bool()),
         (Some("maas"), Some(true))
     );
-    let d = t.json(Method::GET, "domains/name:maas/", &[]).await;
+    let d = t.get_json("domains/name:maas/").await;
     assert_eq!(d["id"], 0);
 }
 
@@ -167,29 +158,20 @@ async fn tags_zones_pools_and_boot_resources() {
     let t = start_instant(3).await;
     let ids = t.machine_ids();
     let tag = t
-        .json(
-            Method::POST,
-            "tags/",
-            &[("name", "gpu"), ("comment", "has a GPU")],
-        )
+        .post_json("tags/", &[("name", "gpu"), ("comment", "has a GPU")])
         .await;
     assert_eq!(tag["resource_uri"], "/MAAS/api/2.0/tags/gpu/");
     let (s, _) = status_text(t.post("tags/", &[("name", "bad name")]).await).await;
     assert_eq!(s, 400);
     let r = t
-        .json(
-            Method::POST,
+        .post_json(
             "tags/gpu/op-update_nodes",
             &[("add", &ids[0]), ("add", &ids[1]), ("add", "unknown")],
         )
         .await;
     assert_eq!(r, json!({"added": 2, "removed": 0}));
     let r = t
-        .json(
-            Method::POST,
-            "tags/gpu/?op=update_nodes",
-            &[("remove", &ids[1])],
-        )
+        .post_json("tags/gpu/?op=update_nodes", &[("remove", &ids[1])])
         .await;
     assert_eq!(r, json!({"added": 0, "removed": 1}));
     t.expect_post(
@@ -201,19 +183,16 @@ async fn tags_zones_pools_and_boot_resources() {
         ),
     )
     .await;
-    let tagged = t.json(Method::GET, "tags/gpu/?op=machines", &[]).await;
+    let tagged = t.get_json("tags/gpu/?op=machines").await;
     assert_eq!(tagged.as_array().unwrap().len(), 1);
     let z = t
-        .json(
-            Method::POST,
+        .post_json(
             "zones/",
             &[("name", "rack2"), ("description", "second rack")],
         )
         .await;
     assert_eq!(z["resource_uri"], "/MAAS/api/2.0/zones/rack2/");
-    let p = t
-        .json(Method::POST, "resourcepools/", &[("name", "gold")])
-        .await;
+    let p = t.post_json("resourcepools/", &[("name", "gold")]).await;
     let pid = p["id"].as_u64().unwrap();
     assert_eq!(
         p["resource_uri"],
@@ -231,8 +210,7 @@ async fn tags_zones_pools_and_boot_resources() {
         (Some("rack2"), Some("gold"))
     );
     let got = t
-        .json(
-            Method::POST,
+        .post_json(
             "machines/?op=allocate",
             &[("zone", "rack2"), ("pool", "gold")],
         )
@@ -276,32 +254,20 @@ async fn non_admin_users_see_only_their_machines() {
     assert_eq!(m["owner"], "alice");
     let list = send_json(as_user(&bob, Method::GET, "machines/")).await;
     assert_eq!(list.as_array().unwrap().len(), 2);
-    let resp = as_user(&bob, Method::GET, &format!("machines/{id}/"))
-        .send()
-        .await
-        .unwrap();
+    let resp = sent(as_user(&bob, Method::GET, &format!("machines/{id}/"))).await;
     assert_eq!(status_text(resp).await, (403, String::new()));
-    let resp = as_user(
+    let resp = sent(as_user(
         &bob,
         Method::POST,
         &format!("machines/{id}/?op=mark_broken"),
-    )
-    .send()
-    .await
-    .unwrap();
+    ))
+    .await;
     assert_eq!(resp.status(), 403);
-    let resp = as_user(&alice, Method::POST, "tags/")
-        .form(&[("name", "x")])
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(
-        status_text(resp).await,
-        (403, "This method is reserved for admin users.".to_owned())
-    );
+    let resp = sent(as_user(&alice, Method::POST, "tags/").form(&[("name", "x")])).await;
+    expect_answer(resp, (403, "This method is reserved for admin users.")).await;
     let who = send_json(as_user(&alice, Method::GET, "users/?op=whoami")).await;
     assert_eq!(who["is_superuser"], false);
-    let list: Value = t.json(Method::GET, "machines/", &[]).await;
+    let list: Value = t.get_json("machines/").await;
     assert_eq!(list.as_array().unwrap().len(), 3);
 }
 
@@ -347,26 +313,16 @@ oauth_signature_method=\"HMAC-SHA1\", oauth_version=\"1.0\", oauth_timestamp=\"{
         "h1",
         &parts[2],
     );
-    let resp = t
-        .client
-        .post(&url)
-        .query(&[("op", "allocate")])
-        .form(&[("cpu_count", "1")])
-        .header("Authorization", header)
-        .send()
-        .await
-        .unwrap();
+    let resp = sent(
+        t.client
+            .post(&url)
+            .query(&[("op", "allocate")])
+            .form(&[("cpu_count", "1")])
+            .header("Authorization", header),
+    )
+    .await;
     assert_eq!(resp.status(), 200);
     let header = sign("GET", &url, &[], "h2", "wrong-secret");
-    let resp = t
-        .client
-        .get(&url)
-        .header("Authorization", header)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(
-        status_text(resp).await,
-        (401, "Authorization Error: 'Invalid signature.'".to_owned())
-    );
+    let resp = sent(t.client.get(&url).header("Authorization", header)).await;
+    expect_answer(resp, (401, "Authorization Error: 'Invalid signature.'")).await;
 }

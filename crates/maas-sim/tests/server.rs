@@ -3,9 +3,8 @@
 
 mod common;
 
-use common::{plaintext_header, start, status_text};
+use common::{plaintext_header, sent, start, status_text};
 use maas_sim::{NodeStatus, SimConfig, Simulator, TlsFiles};
-use reqwest::Method;
 
 #[tokio::test]
 async fn https_with_pem_files() {
@@ -33,12 +32,12 @@ async fn https_with_pem_files() {
         .add_root_certificate(ca)
         .build()
         .unwrap();
-    let resp = client
-        .get(format!("{}api/2.0/machines/", sim.url()))
-        .header("Authorization", plaintext_header(&sim.api_key()))
-        .send()
-        .await
-        .unwrap();
+    let resp = sent(
+        client
+            .get(format!("{}api/2.0/machines/", sim.url()))
+            .header("Authorization", plaintext_header(&sim.api_key())),
+    )
+    .await;
     assert_eq!(resp.status(), 200);
     // The describe document advertises the https origin.
     let d: serde_json::Value = client
@@ -132,8 +131,7 @@ async fn state_file_survives_a_restart() {
     };
     let t = start(cfg.clone()).await;
     let id = t.allocate(&[("agent_name", "keep-me")]).await;
-    t.json(Method::POST, "tags/", &[("name", "persisted")])
-        .await;
+    t.post_json("tags/", &[("name", "persisted")]).await;
     t.sim.shutdown().await;
     assert!(state_file.exists());
     let sim = Simulator::start(cfg).await.unwrap();
@@ -179,11 +177,7 @@ async fn inventory_file_defines_the_machines() {
         ("aaa111", "az1", "prod")
     );
     let m = t
-        .json(
-            Method::POST,
-            "machines/?op=allocate",
-            &[("tags", "control-plane")],
-        )
+        .post_json("machines/?op=allocate", &[("tags", "control-plane")])
         .await;
     assert_eq!(m["hostname"], "cp-a");
 }

@@ -6,7 +6,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{count, impatient, start_instant, status_text};
+use common::{count, impatient, start_instant, status_text, unanswered};
 use maas_sim::{FaultConfig, LostAnswer, NodeStatus, TimeoutFault};
 use reqwest::Method;
 use serde_json::json;
@@ -28,12 +28,11 @@ async fn a_timed_out_call_takes_no_effect_and_gets_no_answer() {
         })
         .unwrap();
     let started = Instant::now();
-    let err = t
-        .signed(&impatient(200), Method::POST, "machines/?op=allocate")
-        .form(&[("system_id", id.as_str()), ("agent_name", "late")])
-        .send()
-        .await
-        .unwrap_err();
+    let err = unanswered(
+        t.signed(&impatient(200), Method::POST, "machines/?op=allocate")
+            .form(&[("system_id", id.as_str()), ("agent_name", "late")]),
+    )
+    .await;
     assert!(err.is_timeout(), "{err:?}");
     assert!(started.elapsed() < Duration::from_millis(700));
     assert_eq!(
@@ -48,11 +47,7 @@ async fn a_timed_out_call_takes_no_effect_and_gets_no_answer() {
 
     // A patient client waits `hold_ms`, then sees the connection closed without an answer.
     let started = Instant::now();
-    let err = t
-        .signed(&t.client, Method::POST, "machines/?op=allocate")
-        .send()
-        .await
-        .unwrap_err();
+    let err = unanswered(t.signed(&t.client, Method::POST, "machines/?op=allocate")).await;
     assert!(!err.is_timeout(), "{err:?}");
     assert!(started.elapsed() >= Duration::from_millis(800));
     assert!(t.all_in(NodeStatus::Ready));

@@ -3,28 +3,21 @@
 
 mod common;
 
-use common::{plaintext_header, start_instant, status_text};
+use common::{expect_answer, json_with_status, plaintext_header, sent, start_instant, status_text};
 use reqwest::Method;
 use serde_json::Value;
 
 #[tokio::test]
 async fn trailing_slash_is_mandatory_and_unknown_paths_are_404_text() {
     let t = start_instant(2).await;
-    let resp = t
-        .client
-        .get(t.api("machines"))
-        .header("Authorization", plaintext_header(&t.key))
-        .send()
-        .await
-        .unwrap();
+    let resp = sent(
+        t.client
+            .get(t.api("machines"))
+            .header("Authorization", plaintext_header(&t.key)),
+    )
+    .await;
     assert_eq!(resp.headers()["content-type"], "text/plain; charset=utf-8");
-    assert_eq!(
-        status_text(resp).await,
-        (
-            404,
-            "Unknown API endpoint: /MAAS/api/2.0/machines.".to_owned()
-        )
-    );
+    expect_answer(resp, (404, "Unknown API endpoint: /MAAS/api/2.0/machines.")).await;
     t.expect(
         Method::GET,
         "nothing/here/",
@@ -44,9 +37,8 @@ async fn trailing_slash_is_mandatory_and_unknown_paths_are_404_text() {
 #[tokio::test]
 async fn anonymous_version_describe_and_legacy_paths() {
     let t = start_instant(1).await;
-    let resp = t.client.get(t.api("version/")).send().await.unwrap();
-    assert_eq!(resp.status(), 200);
-    let v: Value = resp.json().await.unwrap();
+    let resp = sent(t.client.get(t.api("version/"))).await;
+    let v = json_with_status(resp, 200).await;
     assert!(
         v["capabilities"]
             .as_array()
@@ -54,7 +46,7 @@ async fn anonymous_version_describe_and_legacy_paths() {
             .iter()
             .any(|c| c == "authenticate-api")
     );
-    let resp = t.client.get(t.api("describe/")).send().await.unwrap();
+    let resp = sent(t.client.get(t.api("describe/"))).await;
     assert!(
         resp.headers()["content-type"]
             .to_str()
@@ -99,14 +91,13 @@ async fn op_dispatch_three_ways_and_empty_op_is_crud() {
             &[("distro_series", "jammy")],
         )
         .await;
-    assert_eq!(resp.status(), 200);
-    let m: Value = resp.json().await.unwrap();
+    let m = json_with_status(resp, 200).await;
     assert_eq!(
         (m["status"].as_u64(), m["status_name"].as_str()),
         (Some(9), Some("Deploying"))
     );
     // Empty op = CRUD read.
-    let list: Value = t.json(Method::GET, "machines/?op=", &[]).await;
+    let list: Value = t.get_json("machines/?op=").await;
     assert_eq!(list.as_array().unwrap().len(), 3);
     let calls = t.sim.state().call_counts();
     assert_eq!(calls.get("machines.allocate"), Some(&2));
@@ -143,41 +134,33 @@ async fn auth_failures_have_real_bodies() {
     assert_eq!((s, body.as_str()), (401, "Forbidden"));
     let parts: Vec<&str> = t.key.split(':').collect();
     let bad_consumer = format!("nope:{}:{}", parts[1], parts[2]);
-    let resp = t
-        .client
-        .get(t.api("machines/"))
-        .header("Authorization", plaintext_header(&bad_consumer))
-        .send()
-        .await
-        .unwrap();
+    let resp = sent(
+        t.client
+            .get(t.api("machines/"))
+            .header("Authorization", plaintext_header(&bad_consumer)),
+    )
+    .await;
     assert_eq!(resp.headers()["www-authenticate"], "OAuth realm=\"OAuth\"");
-    assert_eq!(
-        status_text(resp).await,
-        (401, "Authorization Error: Invalid API key.".to_owned())
-    );
+    expect_answer(resp, (401, "Authorization Error: Invalid API key.")).await;
     let bad_token = format!("{}:zzz:{}", parts[0], parts[2]);
-    let resp = t
-        .client
-        .get(t.api("machines/"))
-        .header("Authorization", plaintext_header(&bad_token))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(
-        status_text(resp).await,
-        (
-            401,
-            "Authorization Error: 'Invalid access token: zzz'".to_owned()
-        )
-    );
+    let resp = sent(
+        t.client
+            .get(t.api("machines/"))
+            .header("Authorization", plaintext_header(&bad_token)),
+    )
+    .await;
+    expect_answer(
+        resp,
+        (401, "Authorization Error: 'Invalid access token: zzz'"),
+    )
+    .await;
     let bad_secret = format!("{}:{}:wrong", parts[0], parts[1]);
-    let resp = t
-        .client
-        .get(t.api("machines/"))
-        .header("Authorization", plaintext_header(&bad_secret))
-        .send()
-        .await
-        .unwrap();
+    let resp = sent(
+        t.client
+            .get(t.api("machines/"))
+            .header("Authorization", plaintext_header(&bad_secret)),
+    )
+    .await;
     assert_eq!(resp.status(), 401);
     // The docs' curl form: unquoted values and a raw `&` (with a current timestamp: a stale
     // one is refused, as by MAAS).
@@ -189,13 +172,12 @@ async fn auth_failures_have_real_bodies() {
         "OAuth oauth_version=1.0, oauth_signature_method=PLAINTEXT, oauth_consumer_key={}, oauth_token={}, oauth_signature=&{}, oauth_nonce=abc, oauth_timestamp={now}",
         parts[0], parts[1], parts[2]
     );
-    let resp = t
-        .client
-        .get(t.api("machines/"))
-        .header("Authorization", raw)
-        .send()
-        .await
-        .unwrap();
+    let resp = sent(
+        t.client
+            .get(t.api("machines/"))
+            .header("Authorization", raw),
+    )
+    .await;
     assert_eq!(resp.status(), 200);
 }
 
@@ -231,7 +213,7 @@ async fn conflicts_and_validation_errors() {
         (s, body),
         (409, format!("No machine with system ID {a} available."))
     );
-    t.post(&format!("machines/{a}/?op=deploy"), &[]).await;
+    t.machine_post(&a, "deploy", &[]).await;
     t.expect_post(
         &format!("machines/{a}/?op=deploy"),
         &[],
@@ -241,7 +223,7 @@ async fn conflicts_and_validation_errors() {
         ),
     )
     .await;
-    let (s, body) = status_text(t.post(&format!("machines/{a}/?op=abort"), &[]).await).await;
+    let (s, body) = status_text(t.machine_post(&a, "abort", &[]).await).await;
     assert_eq!(
         (s, body),
         (
@@ -256,10 +238,7 @@ async fn conflicts_and_validation_errors() {
     )
     .await;
     let resp = t
-        .post(
-            &format!("machines/{a}/?op=deploy"),
-            &[("distro_series", "plan9")],
-        )
+        .machine_post(&a, "deploy", &[("distro_series", "plan9")])
         .await;
     assert_eq!(resp.status(), 409);
     t.expect_post(
@@ -298,8 +277,7 @@ Content-Transfer-Encoding: base64\r\nContent-Disposition: form-data; name=\"{nam
         .send()
         .await
         .unwrap();
-    assert_eq!(resp.status(), 200);
-    let m: Value = resp.json().await.unwrap();
+    let m = json_with_status(resp, 200).await;
     let view = t
         .sim
         .state()
@@ -310,15 +288,14 @@ Content-Transfer-Encoding: base64\r\nContent-Disposition: form-data; name=\"{nam
         ("capi", "hello")
     );
     // JSON bodies are invisible to MAAS handlers: the constraint is ignored, not applied.
-    let resp = t
-        .client
-        .post(t.api("machines/?op=allocate"))
-        .header("Authorization", plaintext_header(&t.key))
-        .header("Content-Type", "application/json")
-        .body(r#"{"cpu_count": 1000}"#)
-        .send()
-        .await
-        .unwrap();
+    let resp = sent(
+        t.client
+            .post(t.api("machines/?op=allocate"))
+            .header("Authorization", plaintext_header(&t.key))
+            .header("Content-Type", "application/json")
+            .body(r#"{"cpu_count": 1000}"#),
+    )
+    .await;
     assert_eq!(resp.status(), 200);
 }
 
@@ -335,7 +312,7 @@ async fn every_object_has_a_resource_uri() {
         "boot-resources/",
         "dnsresources/",
     ] {
-        let v = t.json(Method::GET, path, &[]).await;
+        let v = t.get_json(path).await;
         for item in v.as_array().unwrap() {
             assert!(
                 item["resource_uri"]
@@ -346,7 +323,7 @@ async fn every_object_has_a_resource_uri() {
             );
         }
     }
-    let who = t.json(Method::GET, "users/?op=whoami", &[]).await;
+    let who = t.get_json("users/?op=whoami").await;
     assert_eq!(
         (who["username"].as_str(), who["is_superuser"].as_bool()),
         (Some("admin"), Some(true))

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::Machine;
+use crate::text::clip;
 
 /// Longest decode error text kept for a skipped machine, in bytes (a type error quotes the
 /// offending value, which may be large).
@@ -80,18 +81,6 @@ fn system_id_of(element: &Value) -> Option<String> {
         .and_then(Value::as_str)
         .filter(|id| !id.is_empty() && id.len() <= MAX_SKIPPED_SYSTEM_ID)
         .map(ToOwned::to_owned)
-}
-
-/// Cuts `text` to at most `max` bytes on a character boundary, marking the cut with `...`.
-fn clip(text: &str, max: usize) -> String {
-    if text.len() <= max {
-        return text.to_owned();
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}...", &text[..end])
 }
 
 impl<'de> Deserialize<'de> for MachineList {

@@ -3,6 +3,18 @@
 //! Every type ignores unknown fields and defaults absent ones, so a newer MAAS does not break
 //! decoding; a field with the wrong type is a decode error, never a panic.
 
+/// Serializes enums of MAAS strings (the known values plus `Other` for any later one) as the
+/// wire string their `as_str` gives, so a value read from MAAS is written back unchanged.
+macro_rules! serialize_as_str {
+    ($($ty:ty),+ $(,)?) => {$(
+        impl serde::Serialize for $ty {
+            fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                serializer.serialize_str(self.as_str())
+            }
+        }
+    )+};
+}
+
 mod dns;
 mod inventory;
 mod list;

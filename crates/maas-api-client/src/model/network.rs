@@ -90,11 +90,7 @@ impl LinkMode {
     }
 }
 
-impl Serialize for LinkMode {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_str(self.as_str())
-    }
-}
+serialize_as_str!(LinkMode);
 
 impl<'de> Deserialize<'de> for LinkMode {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
@@ -265,11 +261,7 @@ impl IpRangeType {
     }
 }
 
-impl Serialize for IpRangeType {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_str(self.as_str())
-    }
-}
+serialize_as_str!(IpRangeType);
 
 impl<'de> Deserialize<'de> for IpRangeType {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {

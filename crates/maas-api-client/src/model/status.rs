@@ -224,11 +224,7 @@ impl fmt::Display for PowerState {
     }
 }
 
-impl Serialize for PowerState {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_str(self.as_str())
-    }
-}
+serialize_as_str!(PowerState);
 
 impl<'de> Deserialize<'de> for PowerState {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {

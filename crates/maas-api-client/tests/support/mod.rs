@@ -12,8 +12,9 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use maas_api_client::{
-    ApiKey, Config, ConfigBuilder, Interface, Link, LinkMode, LinkSubnetRequest, MaasClient,
-    MaasError, MachineStatus, RequestEvent, RequestObserver, RetryPolicy,
+    AllocateRequest, ApiKey, Config, ConfigBuilder, Interface, Link, LinkMode, LinkSubnetRequest,
+    MaasClient, MaasError, MachineFilter, MachineStatus, RequestEvent, RequestObserver,
+    RetryPolicy,
 };
 use maas_sim::{FaultConfig, OpFault, RunningSim, SimConfig, Simulator};
 
@@ -42,10 +43,7 @@ pub fn build(builder: ConfigBuilder) -> MaasClient {
 
 /// The system id of the first machine the client lists.
 pub async fn first_id(client: &MaasClient) -> String {
-    let machines = client
-        .list_machines(&maas_api_client::MachineFilter::new())
-        .await
-        .unwrap();
+    let machines = client.list_machines(&MachineFilter::new()).await.unwrap();
     machines[0].system_id.clone()
 }
 
@@ -72,6 +70,33 @@ pub fn fault(op: &str, status: u16, retry_after: Option<u64>) -> FaultConfig {
         }],
         ..FaultConfig::default()
     }
+}
+
+/// A fault that answers every `op` call after `latency_ms` without failing it.
+pub fn latency(op: &str, latency_ms: u64) -> FaultConfig {
+    let mut slow = fault(op, 503, None);
+    slow.ops[0].error_rate = 0.0;
+    slow.ops[0].latency_ms = latency_ms;
+    slow
+}
+
+/// Allocates machine `id` with no other constraint.
+pub async fn allocate(client: &MaasClient, id: &str) -> maas_api_client::Machine {
+    client
+        .allocate(&AllocateRequest {
+            system_id: Some(id.to_owned()),
+            ..AllocateRequest::default()
+        })
+        .await
+        .unwrap()
+}
+
+/// The machines allocated with `agent`.
+pub async fn allocated_to(client: &MaasClient, agent: &str) -> Vec<maas_api_client::Machine> {
+    client
+        .list_machines(&MachineFilter::new().agent_name(agent))
+        .await
+        .unwrap()
 }
 
 pub async fn wait_for_status(

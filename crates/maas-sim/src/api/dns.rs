@@ -32,9 +32,7 @@ fn name_and_domain(call: &Call<'_>) -> Result<(String, usize), ApiError> {
         let index = find_domain(call, domain).ok_or_else(|| ApiError::no_match("Domain"))?;
         return Ok((name.to_owned(), index));
     }
-    let fqdn = params
-        .get_nonempty("fqdn")
-        .ok_or_else(|| ApiError::field("fqdn", "This field is required."))?;
+    let fqdn = params.required("fqdn")?;
     let fqdn = fqdn.trim_end_matches('.');
     let (name, domain) = fqdn
         .split_once('.')

@@ -43,10 +43,7 @@ fn parse_bond_mode(call: &Call<'_>) -> Result<Option<String>, ApiError> {
     match call.params.get_nonempty("bond_mode") {
         None => Ok(None),
         Some(mode) if BOND_MODES.contains(&mode) => Ok(Some(mode.to_owned())),
-        Some(mode) => Err(ApiError::field(
-            "bond_mode",
-            format!("Select a valid choice. {mode} is not one of the available choices."),
-        )),
+        Some(mode) => Err(ApiError::invalid_choice("bond_mode", mode)),
     }
 }
 
@@ -78,12 +75,7 @@ fn parent_ids(call: &Call<'_>, index: usize, key: &str) -> Result<Vec<u64>, ApiE
             .interfaces
             .iter()
             .find(|i| i.id.to_string() == wanted || i.name == wanted)
-            .ok_or_else(|| {
-                ApiError::field(
-                    key,
-                    format!("Select a valid choice. {wanted} is not one of the available choices."),
-                )
-            })?;
+            .ok_or_else(|| ApiError::invalid_choice(key, wanted))?;
         if !out.contains(&iface.id) {
             out.push(iface.id);
         }
@@ -110,9 +102,9 @@ pub(super) fn create_bond(call: &mut Call<'_>) -> Result<Reply, ApiError> {
         .params
         .get_nonempty("name")
         .map(|n| n.trim().to_owned())
-        .ok_or_else(|| ApiError::field("name", "This field is required."))?;
+        .ok_or_else(|| ApiError::required("name"))?;
     if !call.params.contains("parents") {
-        return Err(ApiError::field("parents", "This field is required."));
+        return Err(ApiError::required("parents"));
     }
     let parents = parent_ids(call, index, "parents")?;
     if parents.is_empty() {
@@ -201,12 +193,7 @@ pub(super) fn create_vlan(call: &mut Call<'_>) -> Result<Reply, ApiError> {
         .parse::<u64>()
         .ok()
         .and_then(|id| call.world.vlan_info(id))
-        .ok_or_else(|| {
-            ApiError::field(
-                "vlan",
-                "Select a valid choice. That choice is not one of the available choices.",
-            )
-        })?;
+        .ok_or_else(|| ApiError::invalid_model_choice("vlan"))?;
     let parents = parent_ids(call, index, "parent")?;
     let mtu = parse_mtu(call)?;
     let [parent] = parents.as_slice() else {

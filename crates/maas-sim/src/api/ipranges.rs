@@ -78,7 +78,7 @@ fn parse_ip(call: &Call<'_>, key: &str, current: Option<IpAddr>) -> Result<IpAdd
             .trim()
             .parse()
             .map_err(|_| ApiError::field(key, "Enter a valid IPv4 or IPv6 address.")),
-        None => current.ok_or_else(|| ApiError::field(key, "This field is required.")),
+        None => current.ok_or_else(|| ApiError::required(key)),
     }
 }
 
@@ -111,7 +111,7 @@ fn validate(call: &Call<'_>, candidate: &IpRange) -> Result<(), ApiError> {
         ));
     }
     let Some(subnet) = call.world.subnet(candidate.subnet_id) else {
-        return Err(ApiError::field("subnet", "This field is required."));
+        return Err(ApiError::required("subnet"));
     };
     let cidr: IpNet = subnet.cidr;
     if !cidr.contains(&start) && !cidr.contains(&end) {
@@ -164,16 +164,7 @@ fn validate(call: &Call<'_>, candidate: &IpRange) -> Result<(), ApiError> {
 }
 
 fn create(call: &mut Call<'_>) -> Result<Reply, ApiError> {
-    let kind_text = call
-        .params
-        .get_nonempty("type")
-        .ok_or_else(|| ApiError::field("type", "This field is required."))?;
-    let kind = RangeKind::parse(kind_text).ok_or_else(|| {
-        ApiError::field(
-            "type",
-            format!("Select a valid choice. {kind_text} is not one of the available choices."),
-        )
-    })?;
+    let kind = call.params.required_choice("type", RangeKind::parse)?;
     if kind == RangeKind::Dynamic && !call.caller.is_admin {
         return Err(ApiError::text(
             StatusCode::FORBIDDEN,
@@ -184,12 +175,8 @@ fn create(call: &mut Call<'_>) -> Result<Reply, ApiError> {
     let end_ip = parse_ip(call, "end_ip", None)?;
     let subnet_id = match call.params.get_nonempty("subnet") {
         Some(spec) => {
-            let i = find_subnet(call, spec.trim()).ok_or_else(|| {
-                ApiError::field(
-                    "subnet",
-                    "Select a valid choice. That choice is not one of the available choices.",
-                )
-            })?;
+            let i = find_subnet(call, spec.trim())
+                .ok_or_else(|| ApiError::invalid_model_choice("subnet"))?;
             call.world.subnets[i].id
         }
         // MAAS picks the best (most specific) subnet for start_ip.
@@ -200,7 +187,7 @@ fn create(call: &mut Call<'_>) -> Result<Reply, ApiError> {
             .filter(|s| s.cidr.contains(&start_ip))
             .max_by_key(|s| s.cidr.prefix_len())
             .map(|s| s.id)
-            .ok_or_else(|| ApiError::field("subnet", "This field is required."))?,
+            .ok_or_else(|| ApiError::required("subnet"))?,
     };
     let candidate = IpRange {
         id: 0,

@@ -60,6 +60,14 @@ pub(super) fn check_interface_edit(
     Ok(())
 }
 
+/// Ends a change to the links of interface `iface`: a default gateway whose link went away
+/// goes with it, as in MAAS, and the answer is the interface as it is now.
+fn links_changed(call: &mut Call<'_>, index: usize, iface: usize) -> Reply {
+    netmodel::drop_stale_gateways(&mut call.world.machines[index]);
+    call.world.dirty = true;
+    interface_reply(call, index, iface)
+}
+
 pub(super) fn interface_reply(call: &Call<'_>, index: usize, iface: usize) -> Reply {
     let world = &*call.world;
     let m = &world.machines[index];
@@ -77,13 +85,6 @@ pub(super) fn fields(errors: &[(&str, String)]) -> ApiError {
         body: ErrorBody::Json(Value::Object(map)),
         headers: Vec::new(),
     }
-}
-
-fn invalid_choice(field: &str) -> ApiError {
-    ApiError::field(
-        field,
-        "Select a valid choice. That choice is not one of the available choices.",
-    )
 }
 
 /// The address a static link asks for, checked as MAAS's form and model do: inside the
@@ -152,29 +153,21 @@ pub(super) fn link_subnet(call: &mut Call<'_>) -> Result<Reply, ApiError> {
             ),
         ));
     }
-    let mode_text = call
-        .params
-        .get_nonempty("mode")
-        .ok_or_else(|| ApiError::field("mode", "This field is required."))?;
-    let mode = LinkMode::parse(mode_text).ok_or_else(|| {
-        ApiError::field(
-            "mode",
-            format!("Select a valid choice. {mode_text} is not one of the available choices."),
-        )
-    })?;
+    let mode = call.params.required_choice("mode", LinkMode::parse)?;
     // Without `force`, only the subnets of the interface's VLAN are choices.
     let vlan = call.world.interface_vlan(interface).map(|v| v.id);
     let subnet = match call.params.get_nonempty("subnet") {
         Some(spec) => {
-            let i = find_subnet(call, spec).ok_or_else(|| invalid_choice("subnet"))?;
+            let i =
+                find_subnet(call, spec).ok_or_else(|| ApiError::invalid_model_choice("subnet"))?;
             let subnet = call.world.subnets[i].clone();
             if !force && vlan.is_some_and(|v| v != subnet.vlan_id) {
-                return Err(invalid_choice("subnet"));
+                return Err(ApiError::invalid_model_choice("subnet"));
             }
             Some(subnet)
         }
         None if matches!(mode, LinkMode::Dhcp | LinkMode::LinkUp) => None,
-        None => return Err(ApiError::field("subnet", "This field is required.")),
+        None => return Err(ApiError::required("subnet")),
     };
     if mode == LinkMode::Dhcp
         && let Some(dhcp) = interface.links.iter().find(|l| l.mode == LinkMode::Dhcp)
@@ -237,9 +230,7 @@ pub(super) fn link_subnet(call: &mut Call<'_>) -> Result<Reply, ApiError> {
             None => {}
         }
     }
-    netmodel::drop_stale_gateways(&mut call.world.machines[index]);
-    call.world.dirty = true;
-    Ok(interface_reply(call, index, iface))
+    Ok(links_changed(call, index, iface))
 }
 
 pub(super) fn unlink_subnet(call: &mut Call<'_>) -> Result<Reply, ApiError> {
@@ -248,10 +239,7 @@ pub(super) fn unlink_subnet(call: &mut Call<'_>) -> Result<Reply, ApiError> {
     let id = call.params.get("id").unwrap_or_default().trim().to_owned();
     let interface = &mut call.world.machines[index].interfaces[iface];
     let Some(position) = interface.links.iter().position(|l| l.id.to_string() == id) else {
-        return Err(ApiError::field(
-            "id",
-            format!("Select a valid choice. {id} is not one of the available choices."),
-        ));
+        return Err(ApiError::invalid_choice("id", id));
     };
     interface.links.remove(position);
     if interface.links.is_empty() {
@@ -263,9 +251,7 @@ pub(super) fn unlink_subnet(call: &mut Call<'_>) -> Result<Reply, ApiError> {
             ..netmodel::link_up(placeholder)
         });
     }
-    netmodel::drop_stale_gateways(&mut call.world.machines[index]);
-    call.world.dirty = true;
-    Ok(interface_reply(call, index, iface))
+    Ok(links_changed(call, index, iface))
 }
 
 /// `set_default_gateway` (`InterfaceSetDefaultGatwayForm`): the links with a subnet that has
@@ -312,12 +298,7 @@ fn chosen_gateways(
         let link = usable
             .iter()
             .find(|(id, _, _)| id.to_string() == text.trim())
-            .ok_or_else(|| {
-                ApiError::field(
-                    "link_id",
-                    format!("Select a valid choice. {text} is not one of the available choices."),
-                )
-            })?;
+            .ok_or_else(|| ApiError::invalid_choice("link_id", text))?;
         return Ok(vec![(link.0, link.1)]);
     }
     let mut too_many = Vec::new();

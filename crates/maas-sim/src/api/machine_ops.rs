@@ -46,10 +46,6 @@ impl ReleaseFlags {
     }
 }
 
-pub(super) fn duration_ms(d: std::time::Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
-}
-
 /// Takes a Ready machine for `user` (allocate, or the implicit allocation of deploy).
 pub(crate) fn acquire(
     world: &mut World,
@@ -110,13 +106,12 @@ pub(crate) fn start_release(world: &mut World, index: usize, flags: ReleaseFlags
             } else {
                 m.status = NodeStatus::Releasing;
                 m.status_message = Some("Releasing".to_owned());
-                let due = now + duration_ms(timings.release);
-                m.pending = Some(Pending {
-                    kind: PendingKind::Release,
-                    started_ms: now,
-                    due_ms: due,
+                m.pending = Some(Pending::starting(
+                    PendingKind::Release,
+                    now,
+                    timings.release,
                     outcome,
-                });
+                ));
             }
         }
         EraseMode::Full | EraseMode::Quick => {
@@ -128,13 +123,7 @@ pub(crate) fn start_release(world: &mut World, index: usize, flags: ReleaseFlags
             m.status = NodeStatus::DiskErasing;
             m.status_message = Some("Erasing disks".to_owned());
             m.power_state = PowerState::On;
-            let due = now + duration_ms(span);
-            m.pending = Some(Pending {
-                kind: PendingKind::Erase,
-                started_ms: now,
-                due_ms: due,
-                outcome,
-            });
+            m.pending = Some(Pending::starting(PendingKind::Erase, now, span, outcome));
         }
     }
     world.dirty = true;
@@ -308,18 +297,14 @@ fn start_deploy(
     m.ephemeral_deploy = ephemeral;
     m.enable_hw_sync = hw_sync;
     m.power_on_count += 1;
-    let due = now + duration_ms(deploy_time);
-    m.pending = Some(Pending {
-        kind: PendingKind::Deploy,
-        started_ms: now,
-        due_ms: due,
+    m.pending = Some(Pending::starting(
+        PendingKind::Deploy,
+        now,
+        deploy_time,
         outcome,
-    });
+    ));
     if outcome != Outcome::PowerFail {
-        m.pending_power = Some(PendingPower {
-            target: PowerState::On,
-            due_ms: now + duration_ms(timings.power),
-        });
+        m.pending_power = Some(PendingPower::starting(PowerState::On, now, timings.power));
     }
     world.dirty = true;
 }

@@ -3,9 +3,7 @@
 
 use serde_json::Value;
 
-use super::machine_ops::{
-    deploy, duration_ms, find, find_editable, machine_reply, require_owner_or_admin,
-};
+use super::machine_ops::{deploy, find, find_editable, machine_reply, require_owner_or_admin};
 use super::{Call, Reply};
 use crate::error::ApiError;
 use crate::model::{Outcome, Pending, PendingKind, PendingPower, PowerState};
@@ -25,14 +23,14 @@ pub(super) fn power_on(call: &mut Call<'_>) -> Result<Reply, ApiError> {
         // On an Allocated machine power_on *is* a deploy, with the default image.
         return deploy(call);
     }
-    let now = call.world.now_ms();
-    let due = now + duration_ms(call.world.timings.power);
+    let pending = PendingPower::starting(
+        PowerState::On,
+        call.world.now_ms(),
+        call.world.timings.power,
+    );
     let m = &mut call.world.machines[index];
     m.power_on_count += 1;
-    m.pending_power = Some(PendingPower {
-        target: PowerState::On,
-        due_ms: due,
-    });
+    m.pending_power = Some(pending);
     call.world.dirty = true;
     call.world.advance();
     Ok(machine_reply(call.world, index))
@@ -44,12 +42,12 @@ pub(super) fn power_off(call: &mut Call<'_>) -> Result<Reply, ApiError> {
     if call.world.machines[index].power_type == "manual" {
         return Ok(Reply::ok(Value::Null));
     }
-    let now = call.world.now_ms();
-    let due = now + duration_ms(call.world.timings.power);
-    call.world.machines[index].pending_power = Some(PendingPower {
-        target: PowerState::Off,
-        due_ms: due,
-    });
+    let pending = PendingPower::starting(
+        PowerState::Off,
+        call.world.now_ms(),
+        call.world.timings.power,
+    );
+    call.world.machines[index].pending_power = Some(pending);
     call.world.dirty = true;
     call.world.advance();
     Ok(machine_reply(call.world, index))
@@ -145,8 +143,12 @@ pub(super) fn set_owner_data(call: &mut Call<'_>) -> Result<Reply, ApiError> {
 pub(super) fn commission(call: &mut Call<'_>) -> Result<Reply, ApiError> {
     call.require_admin()?;
     let index = find_editable(call)?;
-    let now = call.world.now_ms();
-    let due = now + duration_ms(call.world.timings.commission);
+    let pending = Pending::starting(
+        PendingKind::Commission,
+        call.world.now_ms(),
+        call.world.timings.commission,
+        Outcome::Success,
+    );
     let m = &mut call.world.machines[index];
     if !m.status.can_move_to(NodeStatus::Commissioning) || m.status == NodeStatus::Commissioning {
         return Err(ApiError::conflict(format!(
@@ -158,12 +160,7 @@ pub(super) fn commission(call: &mut Call<'_>) -> Result<Reply, ApiError> {
     m.status_message = Some("Commissioning".to_owned());
     "commission".clone_into(&mut m.status_action);
     m.power_state = PowerState::On;
-    m.pending = Some(Pending {
-        kind: PendingKind::Commission,
-        started_ms: now,
-        due_ms: due,
-        outcome: Outcome::Success,
-    });
+    m.pending = Some(pending);
     call.world.dirty = true;
     Ok(machine_reply(call.world, index))
 }

@@ -51,18 +51,12 @@ pub(super) fn update(call: &mut Call<'_>) -> Result<Reply, ApiError> {
     if let Some(zone) = p.get_nonempty("zone")
         && !world.zones.iter().any(|z| z.name == zone)
     {
-        return Err(ApiError::field(
-            "zone",
-            format!("Select a valid choice. {zone} is not one of the available choices."),
-        ));
+        return Err(ApiError::invalid_choice("zone", zone));
     }
     if let Some(pool) = p.get_nonempty("pool")
         && !world.pools.iter().any(|x| x.name == pool)
     {
-        return Err(ApiError::field(
-            "pool",
-            format!("Select a valid choice. {pool} is not one of the available choices."),
-        ));
+        return Err(ApiError::invalid_choice("pool", pool));
     }
     let domain_id = match p.get_nonempty("domain") {
         Some(d) => Some(
@@ -71,12 +65,7 @@ pub(super) fn update(call: &mut Call<'_>) -> Result<Reply, ApiError> {
                 .iter()
                 .find(|x| x.name == d || x.id.to_string() == d)
                 .map(|x| x.id)
-                .ok_or_else(|| {
-                    ApiError::field(
-                        "domain",
-                        format!("Select a valid choice. {d} is not one of the available choices."),
-                    )
-                })?,
+                .ok_or_else(|| ApiError::invalid_choice("domain", d))?,
         ),
         None => None,
     };
@@ -106,17 +95,25 @@ pub(super) fn update(call: &mut Call<'_>) -> Result<Reply, ApiError> {
         ));
     }
     let m = &mut call.world.machines[index];
-    if let Some(v) = p.get_nonempty("hostname") {
-        v.clone_into(&mut m.hostname);
+    // Text fields: an empty value is ignored, except where MAAS lets it clear the field.
+    for (key, field) in [
+        ("hostname", &mut m.hostname),
+        ("zone", &mut m.zone),
+        ("pool", &mut m.pool),
+        ("power_type", &mut m.power_type),
+        ("architecture", &mut m.architecture),
+    ] {
+        if let Some(v) = p.get_nonempty(key) {
+            v.clone_into(field);
+        }
     }
-    if let Some(v) = p.get("description") {
-        v.clone_into(&mut m.description);
-    }
-    if let Some(v) = p.get_nonempty("zone") {
-        v.clone_into(&mut m.zone);
-    }
-    if let Some(v) = p.get_nonempty("pool") {
-        v.clone_into(&mut m.pool);
+    for (key, field) in [
+        ("description", &mut m.description),
+        ("min_hwe_kernel", &mut m.min_hwe_kernel),
+    ] {
+        if let Some(v) = p.get(key) {
+            v.clone_into(field);
+        }
     }
     if let Some(v) = domain_id {
         m.domain_id = v;
@@ -129,15 +126,6 @@ pub(super) fn update(call: &mut Call<'_>) -> Result<Reply, ApiError> {
     }
     if swap.is_some() {
         m.swap_size = swap;
-    }
-    if let Some(v) = p.get_nonempty("power_type") {
-        v.clone_into(&mut m.power_type);
-    }
-    if let Some(v) = p.get_nonempty("architecture") {
-        v.clone_into(&mut m.architecture);
-    }
-    if let Some(v) = p.get("min_hwe_kernel") {
-        v.clone_into(&mut m.min_hwe_kernel);
     }
     call.world.dirty = true;
     let world = &*call.world;

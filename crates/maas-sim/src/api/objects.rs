@@ -22,12 +22,6 @@ fn deleted() -> Reply {
     Reply::Empty(StatusCode::NO_CONTENT)
 }
 
-fn required<'a>(call: &'a Call<'_>, key: &str) -> Result<&'a str, ApiError> {
-    call.params
-        .get_nonempty(key)
-        .ok_or_else(|| ApiError::field(key, "This field is required."))
-}
-
 pub(super) fn dispatch(kind: Kind, action: &str, call: &mut Call<'_>) -> Result<Reply, ApiError> {
     match kind {
         Kind::Zones | Kind::Zone => named_objects::<Zone>(kind == Kind::Zones, action, call),
@@ -171,7 +165,7 @@ fn named_objects<T: NamedObject>(
     if collection {
         if action == "create" {
             call.require_admin()?;
-            let name = required(call, "name")?.to_owned();
+            let name = call.params.required("name")?.to_owned();
             if T::split(call.world).0.iter().any(|o| o.name() == name) {
                 return Err(ApiError::field("name", T::DUPLICATE_NAME));
             }
@@ -234,7 +228,7 @@ fn domains(kind: Kind, action: &str, call: &mut Call<'_>) -> Result<Reply, ApiEr
     if kind == Kind::Domains {
         if action == "create" {
             call.require_admin()?;
-            let name = required(call, "name")?.to_owned();
+            let name = call.params.required("name")?.to_owned();
             if call.world.domains.iter().any(|d| d.name == name) {
                 return Err(ApiError::field(
                     "name",

@@ -10,11 +10,7 @@ use crate::params::parse_bool;
 use crate::settings::NAMES;
 
 pub(super) fn dispatch(action: &str, call: &mut Call<'_>) -> Result<Reply, ApiError> {
-    let name = call
-        .params
-        .get_nonempty("name")
-        .ok_or_else(|| ApiError::field("name", "This field is required."))?
-        .to_owned();
+    let name = call.params.required("name")?.to_owned();
     let unknown = || {
         ApiError::field(
             "name",

@@ -27,7 +27,7 @@ pub(super) fn dispatch(kind: Kind, action: &str, call: &mut Call<'_>) -> Result<
                 .trim()
                 .to_owned();
             if name.is_empty() {
-                return Err(ApiError::field("name", "This field is required."));
+                return Err(ApiError::required("name"));
             }
             if !valid_tag_name(&name) {
                 return Err(ApiError::field(

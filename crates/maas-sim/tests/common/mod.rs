@@ -193,6 +193,16 @@ impl TestSim {
         serde_json::from_str(&text).unwrap()
     }
 
+    /// The JSON of a successful POST of `form`.
+    pub async fn post_json(&self, path: &str, form: &[(&str, &str)]) -> Value {
+        self.json(Method::POST, path, form).await
+    }
+
+    /// The JSON of a successful parameterless GET.
+    pub async fn get_json(&self, path: &str) -> Value {
+        self.json(Method::GET, path, &[]).await
+    }
+
     /// Asserts the status and body text MAAS answers `method path` with.
     pub async fn expect(
         &self,
@@ -208,6 +218,11 @@ impl TestSim {
     /// Asserts the answer to a POST, the usual refusal shape.
     pub async fn expect_post(&self, path: &str, form: &[(&str, &str)], want: (u16, &str)) {
         self.expect(Method::POST, path, form, want).await;
+    }
+
+    /// The answer to `POST machines/{id}/?op={op}`, whatever its status.
+    pub async fn machine_post(&self, id: &str, op: &str, form: &[(&str, &str)]) -> Response {
+        self.post(&format!("machines/{id}/?op={op}"), form).await
     }
 
     /// The JSON of a successful `POST machines/{id}/?op={op}`.
@@ -290,8 +305,25 @@ pub async fn status_text(resp: Response) -> (u16, String) {
     (status, resp.text().await.unwrap())
 }
 
+/// Asserts the status and body text of a response.
+pub async fn expect_answer(resp: Response, want: (u16, &str)) {
+    let (status, body) = status_text(resp).await;
+    assert_eq!((status, body.as_str()), want);
+}
+
+/// The JSON body of a response, after asserting its status.
+pub async fn json_with_status(resp: Response, status: u16) -> Value {
+    assert_eq!(resp.status(), status);
+    resp.json().await.unwrap()
+}
+
 pub async fn sent(req: RequestBuilder) -> Response {
     req.send().await.unwrap()
+}
+
+/// Sends `req`, which must get no answer (a timeout or a dropped connection): the error.
+pub async fn unanswered(req: RequestBuilder) -> reqwest::Error {
+    req.send().await.unwrap_err()
 }
 
 /// The link of `mode` among an interface's links.
