@@ -22,14 +22,8 @@ pub enum Error {
 
 impl ControllerError for Error {
     fn kit(&self) -> Option<&Failed> {
-        match self {
-            Self::Kit(e) => Some(e),
-            _ => None,
-        }
-    }
-
-    fn variant(&self) -> &'static str {
-        self.into()
+        let Self::Kit(e) = self else { return None };
+        Some(e)
     }
 
     /// A spec a human must fix, or a record someone else owns.

@@ -69,10 +69,8 @@ impl From<capmaas_runtime::Error> for Error {
 
 impl ControllerError for Error {
     fn kit(&self) -> Option<&Failed> {
-        match self {
-            Self::Kit(e) => Some(e),
-            _ => None,
-        }
+        let Self::Kit(e) = self else { return None };
+        Some(e)
     }
 
     /// The variant name, but for MAAS's failures, classified by what MAAS answered.

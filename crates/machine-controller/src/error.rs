@@ -43,14 +43,8 @@ pub use capmaas_runtime::error::{is_conflict, is_not_found};
 
 impl ControllerError for Error {
     fn kit(&self) -> Option<&Failed> {
-        match self {
-            Self::Kit(e) => Some(e),
-            _ => None,
-        }
-    }
-
-    fn variant(&self) -> &'static str {
-        self.into()
+        let Self::Kit(e) = self else { return None };
+        Some(e)
     }
 
     fn domain_requeue(&self) -> Requeue {

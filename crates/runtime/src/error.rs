@@ -42,14 +42,19 @@ pub trait ErrorCategory {
 /// A controller's error: the kit's [`Failed`] beside the controller's own domain variants
 /// (`Kit(#[from] Failed)` and the rest). Implementing it gives [`ErrorCategory`]: a kit failure
 /// is categorised, retried and logged as the kit says; a domain variant's category is its
-/// variant name ([`variant`](Self::variant), from `strum::IntoStaticStr`), its requeue and
-/// quietness are the controller's.
+/// variant name in snake_case (`strum::IntoStaticStr`), its requeue and quietness are the
+/// controller's.
 pub trait ControllerError {
     /// The kit failure this error is, if it is one.
     fn kit(&self) -> Option<&Failed>;
 
-    /// The category of a domain variant: its name in snake_case.
-    fn variant(&self) -> &'static str;
+    /// The category of a domain variant: its name.
+    fn variant(&self) -> &'static str
+    where
+        for<'a> &'a Self: Into<&'static str>,
+    {
+        self.into()
+    }
 
     /// How a domain variant is requeued.
     fn domain_requeue(&self) -> Requeue {
@@ -67,7 +72,11 @@ pub trait ControllerError {
     }
 }
 
-impl<T: ControllerError> ErrorCategory for T {
+impl<T> ErrorCategory for T
+where
+    T: ControllerError,
+    for<'a> &'a T: Into<&'static str>,
+{
     fn category(&self) -> &'static str {
         self.kit()
             .map_or_else(|| self.variant(), ErrorCategory::category)
