@@ -11,6 +11,16 @@ use serde::{Deserialize, Serialize};
 
 use crate::kind::mirror_kind;
 
+/// A mirror of a CAPI core kind, in the version the controllers read.
+macro_rules! capi_kind {
+    ($($item:tt)*) => {
+        mirror_kind! {
+            #[kube(group = "cluster.x-k8s.io", version = "v1beta2")]
+            $($item)*
+        }
+    };
+}
+
 /// API group of the CAPI core kinds.
 pub const CAPI_GROUP: &str = "cluster.x-k8s.io";
 /// API version of the CAPI core kinds we read.
@@ -18,14 +28,9 @@ pub const CAPI_API_VERSION: &str = "cluster.x-k8s.io/v1beta2";
 /// Kind of the CAPI Cluster.
 pub const CLUSTER_KIND: &str = "Cluster";
 
-mirror_kind! {
+capi_kind! {
     /// `Cluster.spec`: what the infrastructure controllers read.
-    #[kube(
-        group = "cluster.x-k8s.io",
-        version = "v1beta2",
-        kind = "Cluster",
-        status = "ClusterStatus"
-    )]
+    #[kube(kind = "Cluster", status = "ClusterStatus")]
     pub struct ClusterSpec {
         /// Pauses reconciliation of the Cluster and everything belonging to it.
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -95,14 +100,9 @@ pub struct ClusterNetwork {
     pub api_server_port: Option<i32>,
 }
 
-mirror_kind! {
+capi_kind! {
     /// `Machine.spec`: what an infrastructure machine provider needs.
-    #[kube(
-        group = "cluster.x-k8s.io",
-        version = "v1beta2",
-        kind = "Machine",
-        status = "MachineStatus"
-    )]
+    #[kube(kind = "Machine", status = "MachineStatus")]
     pub struct MachineSpec {
         /// Name of the owning Cluster.
         #[serde(default)]
@@ -145,9 +145,9 @@ pub struct NodeReference {
     pub name: String,
 }
 
-mirror_kind! {
+capi_kind! {
     /// `MachineSet.spec`, only the machine template's infrastructure reference.
-    #[kube(group = "cluster.x-k8s.io", version = "v1beta2", kind = "MachineSet")]
+    #[kube(kind = "MachineSet")]
     pub struct MachineSetSpec {
         /// Name of the owning Cluster.
         #[serde(default)]
@@ -158,9 +158,9 @@ mirror_kind! {
     }
 }
 
-mirror_kind! {
+capi_kind! {
     /// `MachineDeployment.spec`, only the machine template's infrastructure reference.
-    #[kube(group = "cluster.x-k8s.io", version = "v1beta2", kind = "MachineDeployment")]
+    #[kube(kind = "MachineDeployment")]
     pub struct MachineDeploymentSpec {
         /// Name of the owning Cluster.
         #[serde(default)]

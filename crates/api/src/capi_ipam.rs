@@ -17,6 +17,16 @@ use serde::{Deserialize, Serialize};
 
 use crate::kind::mirror_kind;
 
+/// A mirror of a CAPI IPAM kind, in the storage version, which data-controller reads and writes.
+macro_rules! ipam_kind {
+    ($($item:tt)*) => {
+        mirror_kind! {
+            #[kube(group = "ipam.cluster.x-k8s.io", version = "v1beta2", derive = "PartialEq")]
+            $($item)*
+        }
+    };
+}
+
 /// API group of the CAPI IPAM kinds.
 pub const IPAM_GROUP: &str = "ipam.cluster.x-k8s.io";
 /// API version of the CAPI IPAM kinds we read and write (the storage version).
@@ -24,15 +34,9 @@ pub const IPAM_API_VERSION: &str = "ipam.cluster.x-k8s.io/v1beta2";
 /// Kind of our pool, as it appears in a `poolRef`.
 pub const MAAS_IP_POOL_KIND: &str = "MaasIPPool";
 
-mirror_kind! {
+ipam_kind! {
     /// `IPAddressClaim.spec`: a request for one address from a pool.
-    #[kube(
-        group = "ipam.cluster.x-k8s.io",
-        version = "v1beta2",
-        kind = "IPAddressClaim",
-        status = "IPAddressClaimStatus",
-        derive = "PartialEq"
-    )]
+    #[kube(kind = "IPAddressClaim", status = "IPAddressClaimStatus")]
     pub struct IPAddressClaimSpec {
         /// The pool to allocate from (required, immutable).
         #[serde(default)]
@@ -56,14 +60,9 @@ pub struct IPAddressClaimStatus {
     pub conditions: Option<Vec<Condition>>,
 }
 
-mirror_kind! {
+ipam_kind! {
     /// `IPAddress.spec`: an allocated address, bound to one claim. Immutable (CAPI's webhook).
-    #[kube(
-        group = "ipam.cluster.x-k8s.io",
-        version = "v1beta2",
-        kind = "IPAddress",
-        derive = "PartialEq"
-    )]
+    #[kube(kind = "IPAddress")]
     pub struct IPAddressSpec {
         /// The claim this address fulfils (required).
         #[serde(default)]
