@@ -7,8 +7,19 @@
 //! does not include them.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use kube::CustomResource;
 use serde::{Deserialize, Serialize};
+
+use crate::kind::mirror_kind;
+
+/// A mirror of a CAPI core kind, in the version the controllers read.
+macro_rules! capi_kind {
+    ($($item:tt)*) => {
+        mirror_kind! {
+            #[kube(group = "cluster.x-k8s.io", version = "v1beta2")]
+            $($item)*
+        }
+    };
+}
 
 /// API group of the CAPI core kinds.
 pub const CAPI_GROUP: &str = "cluster.x-k8s.io";
@@ -17,30 +28,23 @@ pub const CAPI_API_VERSION: &str = "cluster.x-k8s.io/v1beta2";
 /// Kind of the CAPI Cluster.
 pub const CLUSTER_KIND: &str = "Cluster";
 
-/// `Cluster.spec`: what the infrastructure controllers read.
-#[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[kube(
-    group = "cluster.x-k8s.io",
-    version = "v1beta2",
-    kind = "Cluster",
-    namespaced,
-    status = "ClusterStatus",
-    schema = "disabled"
-)]
-#[serde(rename_all = "camelCase")]
-pub struct ClusterSpec {
-    /// Pauses reconciliation of the Cluster and everything belonging to it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub paused: Option<bool>,
-    /// The cluster's InfraCluster (our MaasCluster).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub infrastructure_ref: Option<ContractObjectReference>,
-    /// An endpoint the user set on the Cluster itself; respected when present.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub control_plane_endpoint: Option<ClusterEndpoint>,
-    /// Cluster network settings (only the API server port is read).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cluster_network: Option<ClusterNetwork>,
+capi_kind! {
+    /// `Cluster.spec`: what the infrastructure controllers read.
+    #[kube(kind = "Cluster", status = "ClusterStatus")]
+    pub struct ClusterSpec {
+        /// Pauses reconciliation of the Cluster and everything belonging to it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub paused: Option<bool>,
+        /// The cluster's InfraCluster (our MaasCluster).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub infrastructure_ref: Option<ContractObjectReference>,
+        /// An endpoint the user set on the Cluster itself; respected when present.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub control_plane_endpoint: Option<ClusterEndpoint>,
+        /// Cluster network settings (only the API server port is read).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub cluster_network: Option<ClusterNetwork>,
+    }
 }
 
 /// `Cluster.status`, only the provisioning signal.
@@ -96,30 +100,23 @@ pub struct ClusterNetwork {
     pub api_server_port: Option<i32>,
 }
 
-/// `Machine.spec`: what an infrastructure machine provider needs.
-#[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[kube(
-    group = "cluster.x-k8s.io",
-    version = "v1beta2",
-    kind = "Machine",
-    namespaced,
-    status = "MachineStatus",
-    schema = "disabled"
-)]
-#[serde(rename_all = "camelCase")]
-pub struct MachineSpec {
-    /// Name of the owning Cluster.
-    #[serde(default)]
-    pub cluster_name: String,
-    /// Bootstrap configuration.
-    #[serde(default)]
-    pub bootstrap: MachineBootstrap,
-    /// The Machine's InfraMachine (our MaasMachine).
-    #[serde(default)]
-    pub infrastructure_ref: ContractObjectReference,
-    /// Failure domain (MAAS zone) CAPI chose for the Machine.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub failure_domain: Option<String>,
+capi_kind! {
+    /// `Machine.spec`: what an infrastructure machine provider needs.
+    #[kube(kind = "Machine", status = "MachineStatus")]
+    pub struct MachineSpec {
+        /// Name of the owning Cluster.
+        #[serde(default)]
+        pub cluster_name: String,
+        /// Bootstrap configuration.
+        #[serde(default)]
+        pub bootstrap: MachineBootstrap,
+        /// The Machine's InfraMachine (our MaasMachine).
+        #[serde(default)]
+        pub infrastructure_ref: ContractObjectReference,
+        /// Failure domain (MAAS zone) CAPI chose for the Machine.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub failure_domain: Option<String>,
+    }
 }
 
 /// `Machine.spec.bootstrap`.
@@ -148,42 +145,30 @@ pub struct NodeReference {
     pub name: String,
 }
 
-/// `MachineSet.spec`, only the machine template's infrastructure reference.
-#[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[kube(
-    group = "cluster.x-k8s.io",
-    version = "v1beta2",
-    kind = "MachineSet",
-    namespaced,
-    schema = "disabled"
-)]
-#[serde(rename_all = "camelCase")]
-pub struct MachineSetSpec {
-    /// Name of the owning Cluster.
-    #[serde(default)]
-    pub cluster_name: String,
-    /// Template of the Machines.
-    #[serde(default)]
-    pub template: MachineTemplate,
+capi_kind! {
+    /// `MachineSet.spec`, only the machine template's infrastructure reference.
+    #[kube(kind = "MachineSet")]
+    pub struct MachineSetSpec {
+        /// Name of the owning Cluster.
+        #[serde(default)]
+        pub cluster_name: String,
+        /// Template of the Machines.
+        #[serde(default)]
+        pub template: MachineTemplate,
+    }
 }
 
-/// `MachineDeployment.spec`, only the machine template's infrastructure reference.
-#[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[kube(
-    group = "cluster.x-k8s.io",
-    version = "v1beta2",
-    kind = "MachineDeployment",
-    namespaced,
-    schema = "disabled"
-)]
-#[serde(rename_all = "camelCase")]
-pub struct MachineDeploymentSpec {
-    /// Name of the owning Cluster.
-    #[serde(default)]
-    pub cluster_name: String,
-    /// Template of the Machines.
-    #[serde(default)]
-    pub template: MachineTemplate,
+capi_kind! {
+    /// `MachineDeployment.spec`, only the machine template's infrastructure reference.
+    #[kube(kind = "MachineDeployment")]
+    pub struct MachineDeploymentSpec {
+        /// Name of the owning Cluster.
+        #[serde(default)]
+        pub cluster_name: String,
+        /// Template of the Machines.
+        #[serde(default)]
+        pub template: MachineTemplate,
+    }
 }
 
 /// `MachineSet.spec.template` and `MachineDeployment.spec.template`.

@@ -13,8 +13,19 @@
 //! [`crate::crd::all_crds`] does not include them.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
-use kube::CustomResource;
 use serde::{Deserialize, Serialize};
+
+use crate::kind::mirror_kind;
+
+/// A mirror of a CAPI IPAM kind, in the storage version, which data-controller reads and writes.
+macro_rules! ipam_kind {
+    ($($item:tt)*) => {
+        mirror_kind! {
+            #[kube(group = "ipam.cluster.x-k8s.io", version = "v1beta2", derive = "PartialEq")]
+            $($item)*
+        }
+    };
+}
 
 /// API group of the CAPI IPAM kinds.
 pub const IPAM_GROUP: &str = "ipam.cluster.x-k8s.io";
@@ -23,26 +34,18 @@ pub const IPAM_API_VERSION: &str = "ipam.cluster.x-k8s.io/v1beta2";
 /// Kind of our pool, as it appears in a `poolRef`.
 pub const MAAS_IP_POOL_KIND: &str = "MaasIPPool";
 
-/// `IPAddressClaim.spec`: a request for one address from a pool.
-#[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[kube(
-    group = "ipam.cluster.x-k8s.io",
-    version = "v1beta2",
-    kind = "IPAddressClaim",
-    namespaced,
-    status = "IPAddressClaimStatus",
-    derive = "PartialEq",
-    schema = "disabled"
-)]
-#[serde(rename_all = "camelCase")]
-pub struct IPAddressClaimSpec {
-    /// The pool to allocate from (required, immutable).
-    #[serde(default)]
-    pub pool_ref: IPPoolReference,
-    /// Name of the Cluster the claim belongs to (newer CAPI releases; also the
-    /// `cluster.x-k8s.io/cluster-name` label).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cluster_name: Option<String>,
+ipam_kind! {
+    /// `IPAddressClaim.spec`: a request for one address from a pool.
+    #[kube(kind = "IPAddressClaim", status = "IPAddressClaimStatus")]
+    pub struct IPAddressClaimSpec {
+        /// The pool to allocate from (required, immutable).
+        #[serde(default)]
+        pub pool_ref: IPPoolReference,
+        /// Name of the Cluster the claim belongs to (newer CAPI releases; also the
+        /// `cluster.x-k8s.io/cluster-name` label).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub cluster_name: Option<String>,
+    }
 }
 
 /// `IPAddressClaim.status`.
@@ -57,33 +60,26 @@ pub struct IPAddressClaimStatus {
     pub conditions: Option<Vec<Condition>>,
 }
 
-/// `IPAddress.spec`: an allocated address, bound to one claim. Immutable (CAPI's webhook).
-#[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[kube(
-    group = "ipam.cluster.x-k8s.io",
-    version = "v1beta2",
-    kind = "IPAddress",
-    namespaced,
-    derive = "PartialEq",
-    schema = "disabled"
-)]
-#[serde(rename_all = "camelCase")]
-pub struct IPAddressSpec {
-    /// The claim this address fulfils (required).
-    #[serde(default)]
-    pub claim_ref: IPAddressClaimReference,
-    /// The pool the address comes from (required).
-    #[serde(default)]
-    pub pool_ref: IPPoolReference,
-    /// The address, e.g. `10.0.0.5` or `fd00::5` (required).
-    #[serde(default)]
-    pub address: String,
-    /// Prefix length of the network the address belongs to (required, 0..=128).
-    #[serde(default)]
-    pub prefix: i32,
-    /// Gateway of that network, when the pool has one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub gateway: Option<String>,
+ipam_kind! {
+    /// `IPAddress.spec`: an allocated address, bound to one claim. Immutable (CAPI's webhook).
+    #[kube(kind = "IPAddress")]
+    pub struct IPAddressSpec {
+        /// The claim this address fulfils (required).
+        #[serde(default)]
+        pub claim_ref: IPAddressClaimReference,
+        /// The pool the address comes from (required).
+        #[serde(default)]
+        pub pool_ref: IPPoolReference,
+        /// The address, e.g. `10.0.0.5` or `fd00::5` (required).
+        #[serde(default)]
+        pub address: String,
+        /// Prefix length of the network the address belongs to (required, 0..=128).
+        #[serde(default)]
+        pub prefix: i32,
+        /// Gateway of that network, when the pool has one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub gateway: Option<String>,
+    }
 }
 
 /// `poolRef` of claims and addresses: an object reference without version.

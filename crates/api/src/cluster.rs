@@ -3,96 +3,85 @@
 // `KubeSchema` copies each struct, `pub` included, into a function body to build
 // its schema; rustc then reports the copy as an unreachable `pub` item.
 #![allow(unreachable_pub)]
-// Printer columns repeat `type_ = "string"`, which is not a duplicated attribute.
-#![allow(clippy::duplicated_attributes)]
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
-use kube::{CustomResource, KubeSchema};
+use kube::KubeSchema;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::common::{Initialization, TemplateMetadata};
+use crate::kind::{provider_kind, provider_status};
 
-/// Desired state of a MaasCluster (CAPMAAS-compatible fields keep their JSON names).
-#[derive(CustomResource, Clone, Debug, PartialEq, Serialize, Deserialize, KubeSchema)]
-#[kube(
-    group = "infrastructure.cluster.x-k8s.io",
-    version = "v1beta1",
-    kind = "MaasCluster",
-    namespaced,
-    status = "MaasClusterStatus",
-    derive = "PartialEq",
-    doc = "MaasCluster is the infrastructure of one Cluster API cluster on MAAS: control-plane endpoint, DNS record and failure domains (MAAS zones).",
-    shortname = "maasc",
-    category = "cluster-api",
-    category = "maas",
-    printcolumn(
-        name = "Cluster",
-        type_ = "string",
-        json_path = r".metadata.labels.cluster\.x-k8s\.io/cluster-name",
-        description = "Cluster to which this MaasCluster belongs"
-    ),
-    printcolumn(
-        name = "Endpoint",
-        type_ = "string",
-        json_path = ".spec.controlPlaneEndpoint.host",
-        description = "Control-plane endpoint host"
-    ),
-    printcolumn(
-        name = "Port",
-        type_ = "integer",
-        json_path = ".spec.controlPlaneEndpoint.port",
-        description = "Control-plane endpoint port",
-        priority = 1
-    ),
-    printcolumn(
-        name = "DNSName",
-        type_ = "string",
-        json_path = ".status.network.dnsName",
-        description = "DNS name of the API server record"
-    ),
-    printcolumn(
-        name = "Provisioned",
-        type_ = "boolean",
-        json_path = ".status.initialization.provisioned",
-        description = "Infrastructure provisioned"
-    ),
-    printcolumn(
-        name = "Ready",
-        type_ = "string",
-        json_path = ".status.conditions[?(@.type==\"Ready\")].status",
-        description = "Ready condition"
-    ),
-    printcolumn(
-        name = "Age",
-        type_ = "date",
-        json_path = ".metadata.creationTimestamp"
-    )
-)]
-#[serde(rename_all = "camelCase")]
-#[x_kube(validation = Rule::new("!has(oldSelf.controlPlaneEndpoint) || oldSelf.controlPlaneEndpoint.host == '' || (has(self.controlPlaneEndpoint) && self.controlPlaneEndpoint == oldSelf.controlPlaneEndpoint)")
-    .message("spec.controlPlaneEndpoint is immutable once its host is set")
-    .field_path(".controlPlaneEndpoint")
-    .reason(Reason::FieldValueForbidden))]
-pub struct MaasClusterSpec {
-    /// MAAS DNS domain of the API server record, e.g. `maas`. Immutable.
-    #[schemars(length(min = 1, max = 253))]
-    #[x_kube(validation = Rule::new("self == oldSelf").message("spec.dnsDomain is immutable").reason(Reason::FieldValueForbidden))]
-    pub dns_domain: String,
-    /// Control-plane endpoint. When unset, the controller publishes
-    /// `<cluster>.<dnsDomain>` through a MaasDNSRecord and fills it in.
-    /// Immutable once its host is set.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub control_plane_endpoint: Option<ApiEndpoint>,
-    /// MAAS zones published as failure domains (all eligible for control-plane machines).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 64), inner(length(min = 1, max = 256)))]
-    pub failure_domains: Option<Vec<String>>,
-    /// How the control-plane DNS record is built.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub dns_record: Option<DnsRecordOptions>,
+provider_kind! {
+    /// Desired state of a MaasCluster (CAPMAAS-compatible fields keep their JSON names).
+    #[derive(KubeSchema)]
+    #[kube(
+        kind = "MaasCluster",
+        namespaced,
+        status = "MaasClusterStatus",
+        doc = "MaasCluster is the infrastructure of one Cluster API cluster on MAAS: control-plane endpoint, DNS record and failure domains (MAAS zones).",
+        shortname = "maasc",
+        printcolumn(
+            name = "Cluster",
+            type_ = "string",
+            json_path = r".metadata.labels.cluster\.x-k8s\.io/cluster-name",
+            description = "Cluster to which this MaasCluster belongs"
+        ),
+        printcolumn(
+            name = "Endpoint",
+            type_ = "string",
+            json_path = ".spec.controlPlaneEndpoint.host",
+            description = "Control-plane endpoint host"
+        ),
+        printcolumn(
+            name = "Port",
+            type_ = "integer",
+            json_path = ".spec.controlPlaneEndpoint.port",
+            description = "Control-plane endpoint port",
+            priority = 1
+        ),
+        printcolumn(
+            name = "DNSName",
+            type_ = "string",
+            json_path = ".status.network.dnsName",
+            description = "DNS name of the API server record"
+        ),
+        printcolumn(
+            name = "Provisioned",
+            type_ = "boolean",
+            json_path = ".status.initialization.provisioned",
+            description = "Infrastructure provisioned"
+        ),
+        printcolumn(
+            name = "Ready",
+            type_ = "string",
+            json_path = ".status.conditions[?(@.type==\"Ready\")].status",
+            description = "Ready condition"
+        )
+    )]
+    #[x_kube(validation = Rule::new("!has(oldSelf.controlPlaneEndpoint) || oldSelf.controlPlaneEndpoint.host == '' || (has(self.controlPlaneEndpoint) && self.controlPlaneEndpoint == oldSelf.controlPlaneEndpoint)")
+        .message("spec.controlPlaneEndpoint is immutable once its host is set")
+        .field_path(".controlPlaneEndpoint")
+        .reason(Reason::FieldValueForbidden))]
+    pub struct MaasClusterSpec {
+        /// MAAS DNS domain of the API server record, e.g. `maas`. Immutable.
+        #[schemars(length(min = 1, max = 253))]
+        #[x_kube(validation = Rule::new("self == oldSelf").message("spec.dnsDomain is immutable").reason(Reason::FieldValueForbidden))]
+        pub dns_domain: String,
+        /// Control-plane endpoint. When unset, the controller publishes
+        /// `<cluster>.<dnsDomain>` through a MaasDNSRecord and fills it in.
+        /// Immutable once its host is set.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub control_plane_endpoint: Option<ApiEndpoint>,
+        /// MAAS zones published as failure domains (all eligible for control-plane machines).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schemars(length(max = 64), inner(length(min = 1, max = 256)))]
+        pub failure_domains: Option<Vec<String>>,
+        /// How the control-plane DNS record is built.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub dns_record: Option<DnsRecordOptions>,
+    }
 }
 
 /// Host and port of the API server.
@@ -122,27 +111,21 @@ pub struct DnsRecordOptions {
     pub ttl: Option<i32>,
 }
 
-/// Observed state of a MaasCluster.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct MaasClusterStatus {
-    /// v1beta1 contract signal, set together with `initialization.provisioned`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ready: Option<bool>,
-    /// v1beta2 contract provisioning signal.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub initialization: Option<Initialization>,
-    /// Network facts of the cluster.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub network: Option<ClusterNetworkStatus>,
-    /// Failure domains (v1beta2 list shape) copied by CAPI to the Cluster.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 64), extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
-    pub failure_domains: Option<Vec<FailureDomain>>,
+provider_status! {
+    /// Observed state of a MaasCluster.
+    pub struct MaasClusterStatus {
+        /// v1beta1 contract signal, set together with `initialization.provisioned`.
+        pub ready: Option<bool>,
+        /// v1beta2 contract provisioning signal.
+        pub initialization: Option<Initialization>,
+        /// Network facts of the cluster.
+        pub network: Option<ClusterNetworkStatus>,
+        /// Failure domains (v1beta2 list shape) copied by CAPI to the Cluster.
+        #[schemars(length(max = 64), extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
+        pub failure_domains: Option<Vec<FailureDomain>>,
+    }
     /// `Ready`, `Paused`, `LoadBalancerReady`, `APIServerAvailable`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 32), extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
-    pub conditions: Option<Vec<Condition>>,
+    conditions
 }
 
 /// Network facts of a MaasCluster.
@@ -171,34 +154,26 @@ pub struct FailureDomain {
     pub attributes: Option<BTreeMap<String, String>>,
 }
 
-/// Template for MaasClusters created by ClusterClass.
-#[derive(CustomResource, Clone, Debug, PartialEq, Serialize, Deserialize, KubeSchema)]
-#[kube(
-    group = "infrastructure.cluster.x-k8s.io",
-    version = "v1beta1",
-    kind = "MaasClusterTemplate",
-    namespaced,
-    derive = "PartialEq",
-    doc = "MaasClusterTemplate holds a MaasCluster spec for ClusterClass. Immutable: create a new template to change it.",
-    shortname = "maasct",
-    category = "cluster-api",
-    category = "maas",
-    printcolumn(
-        name = "DNSDomain",
-        type_ = "string",
-        json_path = ".spec.template.spec.dnsDomain",
-        description = "MAAS DNS domain"
-    ),
-    printcolumn(
-        name = "Age",
-        type_ = "date",
-        json_path = ".metadata.creationTimestamp"
-    )
-)]
-pub struct MaasClusterTemplateSpec {
-    /// The MaasCluster to create. Immutable.
-    #[x_kube(validation = Rule::new("self == oldSelf").message("spec.template is immutable").reason(Reason::FieldValueForbidden))]
-    pub template: MaasClusterTemplateResource,
+provider_kind! {
+    /// Template for MaasClusters created by ClusterClass.
+    #[derive(KubeSchema)]
+    #[kube(
+        kind = "MaasClusterTemplate",
+        namespaced,
+        doc = "MaasClusterTemplate holds a MaasCluster spec for ClusterClass. Immutable: create a new template to change it.",
+        shortname = "maasct",
+        printcolumn(
+            name = "DNSDomain",
+            type_ = "string",
+            json_path = ".spec.template.spec.dnsDomain",
+            description = "MAAS DNS domain"
+        )
+    )]
+    pub struct MaasClusterTemplateSpec {
+        /// The MaasCluster to create. Immutable.
+        #[x_kube(validation = Rule::new("self == oldSelf").message("spec.template is immutable").reason(Reason::FieldValueForbidden))]
+        pub template: MaasClusterTemplateResource,
+    }
 }
 
 /// Metadata and spec of a templated MaasCluster.

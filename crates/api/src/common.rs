@@ -142,11 +142,13 @@ pub struct PoolReference {
     pub kind: String,
 }
 
-fn default_pool_api_group() -> String {
+/// Also the default of `MetaDataFromPool`, which names a pool by the same three fields.
+pub(crate) fn default_pool_api_group() -> String {
     crate::common::GROUP.to_owned()
 }
 
-fn default_pool_kind() -> String {
+/// Also the default of `MetaDataFromPool`, which names a pool by the same three fields.
+pub(crate) fn default_pool_kind() -> String {
     "MaasIPPool".to_owned()
 }
 

@@ -358,31 +358,23 @@ fn link_table(links: &NetworkLinks, issues: &mut Vec<TemplateIssue>) -> LinkTabl
 
 /// Static networks, then DHCP ones: unique ids, a usable link, routes of the network's family.
 fn network_issues(networks: &Networks, links: &LinkTable, issues: &mut Vec<TemplateIssue>) {
-    let statics = [
-        ("ipv4", IpFamily::V4, &networks.ipv4),
-        ("ipv6", IpFamily::V6, &networks.ipv6),
-    ]
-    .into_iter()
-    .flat_map(|(list, family, networks)| {
-        networks.iter().flatten().enumerate().map(move |(i, n)| {
-            let field = format!("spec.networkData.networks.{list}[{i}]");
-            (field, family, &n.id, &n.link, n.routes.as_deref())
-        })
-    });
-    let dhcp = [
-        ("ipv4DHCP", IpFamily::V4, &networks.ipv4_dhcp),
-        ("ipv6DHCP", IpFamily::V6, &networks.ipv6_dhcp),
-    ]
-    .into_iter()
-    .flat_map(|(list, family, networks)| {
-        networks.iter().flatten().enumerate().map(move |(i, n)| {
-            let field = format!("spec.networkData.networks.{list}[{i}]");
-            (field, family, &n.id, &n.link, n.routes.as_deref())
-        })
-    });
+    let statics = network_entries(
+        [
+            ("ipv4", IpFamily::V4, &networks.ipv4),
+            ("ipv6", IpFamily::V6, &networks.ipv6),
+        ],
+        |n| (&n.id, &n.link, n.routes.as_deref()),
+    );
+    let dhcp = network_entries(
+        [
+            ("ipv4DHCP", IpFamily::V4, &networks.ipv4_dhcp),
+            ("ipv6DHCP", IpFamily::V6, &networks.ipv6_dhcp),
+        ],
+        |n| (&n.id, &n.link, n.routes.as_deref()),
+    );
     let all = [LinkKind::Ethernet, LinkKind::Bond, LinkKind::Vlan];
     let mut ids: BTreeMap<&str, String> = BTreeMap::new();
-    for (field, family, id, link, routes) in statics.chain(dhcp) {
+    for (field, family, (id, link, routes)) in statics.chain(dhcp) {
         match ids.entry(id.as_str()) {
             Entry::Occupied(first) => issues.push(TemplateIssue {
                 field: format!("{field}.id"),
@@ -401,6 +393,23 @@ fn network_issues(networks: &Networks, links: &LinkTable, issues: &mut Vec<Templ
         }
         route_issues(routes.unwrap_or_default(), family, &field, issues);
     }
+}
+
+/// What [`network_issues`] checks of a network, read from a static or a DHCP one: id, link and
+/// routes. The two types have these fields but no common type.
+type NetworkParts<'a> = (&'a String, &'a String, Option<&'a [Route]>);
+
+/// The networks of two lists of one type, each with its field path and family.
+fn network_entries<'a, N>(
+    lists: [(&'static str, IpFamily, &'a Option<Vec<N>>); 2],
+    parts: fn(&'a N) -> NetworkParts<'a>,
+) -> impl Iterator<Item = (String, IpFamily, NetworkParts<'a>)> {
+    lists.into_iter().flat_map(move |(list, family, networks)| {
+        networks.iter().flatten().enumerate().map(move |(i, n)| {
+            let field = format!("spec.networkData.networks.{list}[{i}]");
+            (field, family, parts(n))
+        })
+    })
 }
 
 /// Literal route destinations and gateways of the other family than the network. A gateway

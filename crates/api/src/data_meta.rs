@@ -149,21 +149,13 @@ pub struct MetaDataFromPool {
     #[schemars(length(min = 1, max = 253))]
     pub name: String,
     /// API group of the pool kind.
-    #[serde(default = "default_pool_api_group")]
+    #[serde(default = "crate::common::default_pool_api_group")]
     #[schemars(length(max = 253))]
     pub api_group: String,
     /// Kind of the pool.
-    #[serde(default = "default_pool_kind")]
+    #[serde(default = "crate::common::default_pool_kind")]
     #[schemars(length(min = 1, max = 63))]
     pub kind: String,
-}
-
-fn default_pool_api_group() -> String {
-    crate::common::GROUP.to_owned()
-}
-
-fn default_pool_kind() -> String {
-    "MaasIPPool".to_owned()
 }
 
 impl MetaDataFromPool {

@@ -4,77 +4,65 @@
 // `KubeSchema` copies each struct, `pub` included, into a function body to build
 // its schema; rustc then reports the copy as an unreachable `pub` item.
 #![allow(unreachable_pub)]
-// Printer columns repeat `type_ = "string"`, which is not a duplicated attribute.
-#![allow(clippy::duplicated_attributes)]
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
-use kube::{CustomResource, KubeSchema};
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+use kube::KubeSchema;
 
-/// Desired DNS record.
-#[derive(CustomResource, Clone, Debug, PartialEq, Serialize, Deserialize, KubeSchema)]
-#[kube(
-    group = "infrastructure.cluster.x-k8s.io",
-    version = "v1beta1",
-    kind = "MaasDNSRecord",
-    namespaced,
-    status = "MaasDNSRecordStatus",
-    derive = "PartialEq",
-    doc = "MaasDNSRecord is one MAAS DNS resource <name>.<domain> with A/AAAA records for the given addresses. The record is deleted from MAAS when the object is deleted.",
-    shortname = "maasdns",
-    category = "cluster-api",
-    category = "maas",
-    printcolumn(
-        name = "Name",
-        type_ = "string",
-        json_path = ".spec.name",
-        description = "Host part of the FQDN"
-    ),
-    printcolumn(
-        name = "Domain",
-        type_ = "string",
-        json_path = ".spec.domain",
-        description = "MAAS DNS domain"
-    ),
-    printcolumn(
-        name = "Addresses",
-        type_ = "string",
-        json_path = ".spec.addresses",
-        description = "Published addresses"
-    ),
-    printcolumn(
-        name = "Ready",
-        type_ = "boolean",
-        json_path = ".status.ready",
-        description = "MAAS holds the requested addresses"
-    ),
-    printcolumn(
-        name = "Age",
-        type_ = "date",
-        json_path = ".metadata.creationTimestamp"
-    )
-)]
-#[serde(rename_all = "camelCase")]
-pub struct MaasDNSRecordSpec {
-    /// Host part of the FQDN (a DNS label). Immutable: a new name is a new record.
-    #[schemars(length(min = 1, max = 63), pattern(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"))]
-    #[x_kube(validation = Rule::new("self == oldSelf").message("spec.name is immutable").reason(Reason::FieldValueForbidden))]
-    pub name: String,
-    /// MAAS DNS domain, e.g. `maas`. Immutable.
-    #[schemars(length(min = 1, max = 253))]
-    #[x_kube(validation = Rule::new("self == oldSelf").message("spec.domain is immutable").reason(Reason::FieldValueForbidden))]
-    pub domain: String,
-    /// IPv4/IPv6 addresses of the record. An empty list keeps the record
-    /// without addresses (used before the first control-plane machine exists).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 32), inner(length(max = 64)))]
-    #[x_kube(validation = Rule::new("self.all(a, isIP(a))").message("spec.addresses must contain only IP addresses"))]
-    pub addresses: Option<Vec<String>>,
-    /// TTL in seconds; MAAS default when unset.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1, max = 604_800))]
-    pub ttl: Option<i32>,
+use crate::kind::{provider_kind, provider_status};
+
+provider_kind! {
+    /// Desired DNS record.
+    #[derive(KubeSchema)]
+    #[kube(
+        kind = "MaasDNSRecord",
+        namespaced,
+        status = "MaasDNSRecordStatus",
+        doc = "MaasDNSRecord is one MAAS DNS resource <name>.<domain> with A/AAAA records for the given addresses. The record is deleted from MAAS when the object is deleted.",
+        shortname = "maasdns",
+        printcolumn(
+            name = "Name",
+            type_ = "string",
+            json_path = ".spec.name",
+            description = "Host part of the FQDN"
+        ),
+        printcolumn(
+            name = "Domain",
+            type_ = "string",
+            json_path = ".spec.domain",
+            description = "MAAS DNS domain"
+        ),
+        printcolumn(
+            name = "Addresses",
+            type_ = "string",
+            json_path = ".spec.addresses",
+            description = "Published addresses"
+        ),
+        printcolumn(
+            name = "Ready",
+            type_ = "boolean",
+            json_path = ".status.ready",
+            description = "MAAS holds the requested addresses"
+        )
+    )]
+    pub struct MaasDNSRecordSpec {
+        /// Host part of the FQDN (a DNS label). Immutable: a new name is a new record.
+        #[schemars(length(min = 1, max = 63), pattern(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"))]
+        #[x_kube(validation = Rule::new("self == oldSelf").message("spec.name is immutable").reason(Reason::FieldValueForbidden))]
+        pub name: String,
+        /// MAAS DNS domain, e.g. `maas`. Immutable.
+        #[schemars(length(min = 1, max = 253))]
+        #[x_kube(validation = Rule::new("self == oldSelf").message("spec.domain is immutable").reason(Reason::FieldValueForbidden))]
+        pub domain: String,
+        /// IPv4/IPv6 addresses of the record. An empty list keeps the record
+        /// without addresses (used before the first control-plane machine exists).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schemars(length(max = 32), inner(length(max = 64)))]
+        #[x_kube(validation = Rule::new("self.all(a, isIP(a))").message("spec.addresses must contain only IP addresses"))]
+        pub addresses: Option<Vec<String>>,
+        /// TTL in seconds; MAAS default when unset.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schemars(range(min = 1, max = 604_800))]
+        pub ttl: Option<i32>,
+    }
 }
 
 impl MaasDNSRecordSpec {
@@ -84,39 +72,29 @@ impl MaasDNSRecordSpec {
     }
 }
 
-/// Observed state of a MaasDNSRecord, written by maas-client.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct MaasDNSRecordStatus {
-    /// Id of the MAAS DNS resource.
-    #[serde(
-        default,
-        rename = "dnsResourceID",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub dns_resource_id: Option<i64>,
-    /// maas-client asked MAAS to create the resource and has not recorded its id yet; a
-    /// resource of this name found meanwhile is this record's (its create answer was lost).
-    /// Without it (and without `dnsResourceID`), a resource of this name belongs to someone
-    /// else and is never taken over.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub creating: Option<bool>,
-    /// Addresses MAAS currently holds for the record.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 64))]
-    pub observed_addresses: Option<Vec<String>>,
-    /// MAAS holds exactly the requested addresses.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ready: Option<bool>,
-    /// Generation of the spec last synced.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub observed_generation: Option<i64>,
+provider_status! {
+    /// Observed state of a MaasDNSRecord, written by maas-client.
+    pub struct MaasDNSRecordStatus {
+        /// Id of the MAAS DNS resource.
+        #[serde(rename = "dnsResourceID")]
+        pub dns_resource_id: Option<i64>,
+        /// maas-client asked MAAS to create the resource and has not recorded its id yet; a
+        /// resource of this name found meanwhile is this record's (its create answer was lost).
+        /// Without it (and without `dnsResourceID`), a resource of this name belongs to someone
+        /// else and is never taken over.
+        pub creating: Option<bool>,
+        /// Addresses MAAS currently holds for the record.
+        #[schemars(length(max = 64))]
+        pub observed_addresses: Option<Vec<String>>,
+        /// MAAS holds exactly the requested addresses.
+        pub ready: Option<bool>,
+        /// Generation of the spec last synced.
+        pub observed_generation: Option<i64>,
+    }
     /// Conditions written by maas-client: `DNSRecordSynced` and `Ready`, which follows it.
     /// `DNSRecordSynced` is True when MAAS holds exactly the requested addresses, and False when it
     /// holds others or the name is not this record's to publish (the reason says which).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 32), extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
-    pub conditions: Option<Vec<Condition>>,
+    conditions
 }
 
 /// The MAAS DNS domains an installation may publish names in (maas-client's

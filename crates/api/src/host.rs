@@ -9,116 +9,106 @@
 // `KubeSchema` copies each struct, `pub` included, into a function body to build
 // its schema; rustc then reports the copy as an unreachable `pub` item.
 #![allow(unreachable_pub)]
-// Printer columns repeat `type_ = "string"`, which is not a duplicated attribute.
-#![allow(clippy::duplicated_attributes)]
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
-use kube::{CustomResource, KubeSchema};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::KubeSchema;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::common::{ConsumerReference, ReleasePolicy, SecretKeyReference};
+use crate::kind::{provider_kind, provider_status};
 
-/// Desired state of a MaasHost.
-#[derive(CustomResource, Clone, Debug, PartialEq, Serialize, Deserialize, KubeSchema)]
-#[kube(
-    group = "infrastructure.cluster.x-k8s.io",
-    version = "v1beta1",
-    kind = "MaasHost",
-    namespaced,
-    status = "MaasHostStatus",
-    derive = "PartialEq",
-    doc = "MaasHost mirrors one MAAS machine of an imported resource pool. Machines claim a host through spec.consumerRef and ask for deployment through spec.provisioning; maas-client executes the request and reports MAAS state in status.",
-    shortname = "mhost",
-    category = "cluster-api",
-    category = "maas",
-    printcolumn(
-        name = "SystemID",
-        type_ = "string",
-        json_path = ".spec.systemID",
-        description = "MAAS system id"
-    ),
-    printcolumn(
-        name = "MAASStatus",
-        type_ = "string",
-        json_path = ".status.maasStatusName",
-        description = "MAAS status name"
-    ),
-    printcolumn(
-        name = "Power",
-        type_ = "string",
-        json_path = ".status.powerState",
-        description = "Power state"
-    ),
-    printcolumn(
-        name = "Consumer",
-        type_ = "string",
-        json_path = ".spec.consumerRef.name",
-        description = "Object that claimed the host"
-    ),
-    printcolumn(
-        name = "Zone",
-        type_ = "string",
-        json_path = ".status.zone",
-        description = "MAAS zone"
-    ),
-    printcolumn(
-        name = "Pool",
-        type_ = "string",
-        json_path = ".status.pool",
-        description = "MAAS resource pool"
-    ),
-    printcolumn(
-        name = "CPU",
-        type_ = "integer",
-        json_path = ".status.cpuCount",
-        description = "CPU cores"
-    ),
-    printcolumn(
-        name = "MemoryMiB",
-        type_ = "integer",
-        json_path = ".status.memoryMiB",
-        description = "Memory (MiB)"
-    ),
-    printcolumn(
-        name = "State",
-        type_ = "string",
-        json_path = ".status.provisioningState",
-        description = "Provisioning state",
-        priority = 1
-    ),
-    printcolumn(
-        name = "Reason",
-        type_ = "string",
-        json_path = ".status.conditions[?(@.type==\"Provisioned\")].reason",
-        description = "Why the host is in its state (Unclaimed: allocated to this installation, claimed by no consumer)"
-    ),
-    printcolumn(
-        name = "Age",
-        type_ = "date",
-        json_path = ".metadata.creationTimestamp"
-    )
-)]
-#[serde(rename_all = "camelCase")]
-pub struct MaasHostSpec {
-    /// MAAS system id of the machine. Immutable. One MAAS machine backs at most one
-    /// MaasHost in the whole cluster; a host made by hand (not imported by a MaasInventory)
-    /// is managed only with the annotation `maas.cluster.x-k8s.io/hand-made: "true"`.
-    #[serde(rename = "systemID")]
-    #[schemars(length(min = 1, max = 64))]
-    #[x_kube(validation = Rule::new("self == oldSelf").message("spec.systemID is immutable").reason(Reason::FieldValueForbidden))]
-    pub system_id: String,
-    /// The object that claimed this host (a MaasMachine). Set with a
-    /// resourceVersion precondition so two machines never claim one host.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub consumer_ref: Option<ConsumerReference>,
-    /// Deployment request; maas-client allocates and deploys the machine
-    /// while it is set and releases the machine when it is removed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub provisioning: Option<HostProvisioning>,
-    /// Node-reuse reservation for the next machine of one owner.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reservation: Option<HostReservation>,
+provider_kind! {
+    /// Desired state of a MaasHost.
+    #[derive(KubeSchema)]
+    #[kube(
+        kind = "MaasHost",
+        namespaced,
+        status = "MaasHostStatus",
+        doc = "MaasHost mirrors one MAAS machine of an imported resource pool. Machines claim a host through spec.consumerRef and ask for deployment through spec.provisioning; maas-client executes the request and reports MAAS state in status.",
+        shortname = "mhost",
+        printcolumn(
+            name = "SystemID",
+            type_ = "string",
+            json_path = ".spec.systemID",
+            description = "MAAS system id"
+        ),
+        printcolumn(
+            name = "MAASStatus",
+            type_ = "string",
+            json_path = ".status.maasStatusName",
+            description = "MAAS status name"
+        ),
+        printcolumn(
+            name = "Power",
+            type_ = "string",
+            json_path = ".status.powerState",
+            description = "Power state"
+        ),
+        printcolumn(
+            name = "Consumer",
+            type_ = "string",
+            json_path = ".spec.consumerRef.name",
+            description = "Object that claimed the host"
+        ),
+        printcolumn(
+            name = "Zone",
+            type_ = "string",
+            json_path = ".status.zone",
+            description = "MAAS zone"
+        ),
+        printcolumn(
+            name = "Pool",
+            type_ = "string",
+            json_path = ".status.pool",
+            description = "MAAS resource pool"
+        ),
+        printcolumn(
+            name = "CPU",
+            type_ = "integer",
+            json_path = ".status.cpuCount",
+            description = "CPU cores"
+        ),
+        printcolumn(
+            name = "MemoryMiB",
+            type_ = "integer",
+            json_path = ".status.memoryMiB",
+            description = "Memory (MiB)"
+        ),
+        printcolumn(
+            name = "State",
+            type_ = "string",
+            json_path = ".status.provisioningState",
+            description = "Provisioning state",
+            priority = 1
+        ),
+        printcolumn(
+            name = "Reason",
+            type_ = "string",
+            json_path = ".status.conditions[?(@.type==\"Provisioned\")].reason",
+            description = "Why the host is in its state (Unclaimed: allocated to this installation, claimed by no consumer)"
+        )
+    )]
+    pub struct MaasHostSpec {
+        /// MAAS system id of the machine. Immutable. One MAAS machine backs at most one
+        /// MaasHost in the whole cluster; a host made by hand (not imported by a MaasInventory)
+        /// is managed only with the annotation `maas.cluster.x-k8s.io/hand-made: "true"`.
+        #[serde(rename = "systemID")]
+        #[schemars(length(min = 1, max = 64))]
+        #[x_kube(validation = Rule::new("self == oldSelf").message("spec.systemID is immutable").reason(Reason::FieldValueForbidden))]
+        pub system_id: String,
+        /// The object that claimed this host (a MaasMachine). Set with a
+        /// resourceVersion precondition so two machines never claim one host.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub consumer_ref: Option<ConsumerReference>,
+        /// Deployment request; maas-client allocates and deploys the machine
+        /// while it is set and releases the machine when it is removed.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub provisioning: Option<HostProvisioning>,
+        /// Node-reuse reservation for the next machine of one owner.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub reservation: Option<HostReservation>,
+    }
 }
 
 /// What to deploy on the host.
@@ -272,90 +262,66 @@ pub struct HostAllocation {
     pub allocated_at: Option<Time>,
 }
 
-/// Observed state of a MaasHost, written by maas-client.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct MaasHostStatus {
-    /// Hostname of the machine in MAAS. maas-client sets `spec.provisioning.hostname` in MAAS
-    /// before deploying and gives the original name back after the release.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub hostname: Option<String>,
-    /// MAAS numeric status.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub maas_status: Option<i32>,
-    /// MAAS status name, e.g. `Ready`, `Deployed`, `Failed deployment`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub maas_status_name: Option<String>,
-    /// MAAS status message of the last event. A change of it alone (progress while MAAS works
-    /// on the machine) is reported at most once a minute.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub status_message: Option<String>,
-    /// Power state.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub power_state: Option<PowerState>,
-    /// Number of CPU cores.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cpu_count: Option<i32>,
-    /// Memory in MiB.
-    #[serde(default, rename = "memoryMiB", skip_serializing_if = "Option::is_none")]
-    pub memory_mib: Option<i64>,
-    /// Total storage in GiB.
-    #[serde(
-        default,
-        rename = "storageGiB",
-        skip_serializing_if = "Option::is_none"
-    )]
-    pub storage_gib: Option<i64>,
-    /// Architecture, e.g. `amd64/generic`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub architecture: Option<String>,
-    /// MAAS zone of the machine. machine-controller matches it against the failure domain of a
-    /// Machine.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub zone: Option<String>,
-    /// MAAS resource pool.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pool: Option<String>,
-    /// Tags of the machine in MAAS, sorted. machine-controller only picks a host that carries
-    /// every tag the MaasMachine asks for.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 256))]
-    pub tags: Option<Vec<String>>,
-    /// Network interfaces of the machine as MAAS reports them (name and MAC), sorted by name.
-    /// MaasDataTemplates look MAC addresses up here by interface name.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 64), extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
-    pub interfaces: Option<Vec<HostInterface>>,
-    /// IP addresses MAAS reports for the deployed machine.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 64))]
-    pub addresses: Option<Vec<String>>,
-    /// Life-cycle state derived from MAAS status and the request.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub provisioning_state: Option<ProvisioningState>,
-    /// What maas-client recorded when it allocated the machine to this installation (agent name,
-    /// consumer UID, time). Kept while the installation holds the machine; maas-client reads it
-    /// to tell an allocation for the current consumer from an earlier one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub allocation: Option<HostAllocation>,
-    /// Image MAAS deployed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub deployed_image: Option<String>,
-    /// Last time maas-client refreshed this status.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_updated: Option<Time>,
-    /// The machine is gone from MAAS (kept while consumed, never silently deleted).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub missing: Option<bool>,
-    /// Generation of the spec last acted upon.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub observed_generation: Option<i64>,
+provider_status! {
+    /// Observed state of a MaasHost, written by maas-client.
+    pub struct MaasHostStatus {
+        /// Hostname of the machine in MAAS. maas-client sets `spec.provisioning.hostname` in MAAS
+        /// before deploying and gives the original name back after the release.
+        pub hostname: Option<String>,
+        /// MAAS numeric status.
+        pub maas_status: Option<i32>,
+        /// MAAS status name, e.g. `Ready`, `Deployed`, `Failed deployment`.
+        pub maas_status_name: Option<String>,
+        /// MAAS status message of the last event. A change of it alone (progress while MAAS works
+        /// on the machine) is reported at most once a minute.
+        pub status_message: Option<String>,
+        /// Power state.
+        pub power_state: Option<PowerState>,
+        /// Number of CPU cores.
+        pub cpu_count: Option<i32>,
+        /// Memory in MiB.
+        #[serde(rename = "memoryMiB")]
+        pub memory_mib: Option<i64>,
+        /// Total storage in GiB.
+        #[serde(rename = "storageGiB")]
+        pub storage_gib: Option<i64>,
+        /// Architecture, e.g. `amd64/generic`.
+        pub architecture: Option<String>,
+        /// MAAS zone of the machine. machine-controller matches it against the failure domain of a
+        /// Machine.
+        pub zone: Option<String>,
+        /// MAAS resource pool.
+        pub pool: Option<String>,
+        /// Tags of the machine in MAAS, sorted. machine-controller only picks a host that carries
+        /// every tag the MaasMachine asks for.
+        #[schemars(length(max = 256))]
+        pub tags: Option<Vec<String>>,
+        /// Network interfaces of the machine as MAAS reports them (name and MAC), sorted by name.
+        /// MaasDataTemplates look MAC addresses up here by interface name.
+        #[schemars(length(max = 64), extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
+        pub interfaces: Option<Vec<HostInterface>>,
+        /// IP addresses MAAS reports for the deployed machine.
+        #[schemars(length(max = 64))]
+        pub addresses: Option<Vec<String>>,
+        /// Life-cycle state derived from MAAS status and the request.
+        pub provisioning_state: Option<ProvisioningState>,
+        /// What maas-client recorded when it allocated the machine to this installation (agent name,
+        /// consumer UID, time). Kept while the installation holds the machine; maas-client reads it
+        /// to tell an allocation for the current consumer from an earlier one.
+        pub allocation: Option<HostAllocation>,
+        /// Image MAAS deployed.
+        pub deployed_image: Option<String>,
+        /// Last time maas-client refreshed this status.
+        pub last_updated: Option<Time>,
+        /// The machine is gone from MAAS (kept while consumed, never silently deleted).
+        pub missing: Option<bool>,
+        /// Generation of the spec last acted upon.
+        pub observed_generation: Option<i64>,
+    }
     /// Conditions written by maas-client: `HostPresent` (the MAAS machine exists and this host
     /// manages it), `Provisioned` (progress of the deployment request) and `Ready`, which
     /// summarizes `HostPresent` and, while a deployment is requested, `Provisioned`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 32), extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
-    pub conditions: Option<Vec<Condition>>,
+    conditions
 }
 
 #[cfg(test)]

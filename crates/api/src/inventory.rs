@@ -1,98 +1,87 @@
 //! `MaasInventory`: imports the MAAS machines of one resource pool as MaasHosts.
 
-// Printer columns repeat `type_ = "string"`, which is not a duplicated attribute.
-#![allow(clippy::duplicated_attributes)]
-
 use std::collections::BTreeMap;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
-use kube::CustomResource;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-/// Which MAAS machines to import into this namespace.
-#[derive(CustomResource, Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[kube(
-    group = "infrastructure.cluster.x-k8s.io",
-    version = "v1beta1",
-    kind = "MaasInventory",
-    plural = "maasinventories",
-    namespaced,
-    status = "MaasInventoryStatus",
-    derive = "PartialEq",
-    doc = "MaasInventory imports the MAAS machines of one resource pool (optionally only some zones or tags) into its namespace as MaasHosts, one list call per sync.",
-    shortname = "maasinv",
-    category = "cluster-api",
-    category = "maas",
-    printcolumn(
-        name = "Pool",
-        type_ = "string",
-        json_path = ".spec.resourcePool",
-        description = "MAAS resource pool"
-    ),
-    printcolumn(
-        name = "Hosts",
-        type_ = "integer",
-        json_path = ".status.hostCount",
-        description = "Imported hosts"
-    ),
-    printcolumn(
-        name = "Available",
-        type_ = "integer",
-        json_path = ".status.available",
-        description = "Hosts free to claim"
-    ),
-    printcolumn(
-        name = "Consumed",
-        type_ = "integer",
-        json_path = ".status.consumed",
-        description = "Hosts claimed by machines"
-    ),
-    printcolumn(
-        name = "Missing",
-        type_ = "integer",
-        json_path = ".status.missing",
-        description = "Hosts gone from MAAS",
-        priority = 1
-    ),
-    printcolumn(
-        name = "LastChange",
-        type_ = "date",
-        json_path = ".status.lastSyncTime",
-        description = "Last sync that changed the status"
-    ),
-    printcolumn(
-        name = "Age",
-        type_ = "date",
-        json_path = ".metadata.creationTimestamp"
-    )
-)]
-#[serde(rename_all = "camelCase")]
-pub struct MaasInventorySpec {
-    /// MAAS resource pool to import.
-    #[schemars(length(min = 1, max = 256))]
-    pub resource_pool: String,
-    /// Only import machines of these zones (all zones when empty).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 32), inner(length(min = 1, max = 256)))]
-    pub zones: Option<Vec<String>>,
-    /// Only import machines carrying all these tags.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 32), inner(length(min = 1, max = 256)))]
-    pub tags: Option<Vec<String>>,
-    /// Seconds between two MAAS syncs.
-    #[serde(default = "default_sync_interval_seconds")]
-    #[schemars(range(min = 10, max = 86_400))]
-    pub sync_interval_seconds: i32,
-    /// Extra labels put on every imported MaasHost.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(extend("maxProperties" = 32))]
-    pub host_labels: Option<BTreeMap<String, String>>,
-    /// Other namespaces whose MaasMachines may claim this inventory's hosts (the inventory's
-    /// own namespace always may). Absent: only the own namespace. The deployment's Secrets
-    /// stay in the claimer's namespace.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub claim_namespaces: Option<ClaimNamespaces>,
+use crate::kind::{provider_kind, provider_status};
+
+provider_kind! {
+    /// Which MAAS machines to import into this namespace.
+    #[derive(JsonSchema)]
+    #[kube(
+        kind = "MaasInventory",
+        plural = "maasinventories",
+        namespaced,
+        status = "MaasInventoryStatus",
+        doc = "MaasInventory imports the MAAS machines of one resource pool (optionally only some zones or tags) into its namespace as MaasHosts, one list call per sync.",
+        shortname = "maasinv",
+        printcolumn(
+            name = "Pool",
+            type_ = "string",
+            json_path = ".spec.resourcePool",
+            description = "MAAS resource pool"
+        ),
+        printcolumn(
+            name = "Hosts",
+            type_ = "integer",
+            json_path = ".status.hostCount",
+            description = "Imported hosts"
+        ),
+        printcolumn(
+            name = "Available",
+            type_ = "integer",
+            json_path = ".status.available",
+            description = "Hosts free to claim"
+        ),
+        printcolumn(
+            name = "Consumed",
+            type_ = "integer",
+            json_path = ".status.consumed",
+            description = "Hosts claimed by machines"
+        ),
+        printcolumn(
+            name = "Missing",
+            type_ = "integer",
+            json_path = ".status.missing",
+            description = "Hosts gone from MAAS",
+            priority = 1
+        ),
+        printcolumn(
+            name = "LastChange",
+            type_ = "date",
+            json_path = ".status.lastSyncTime",
+            description = "Last sync that changed the status"
+        )
+    )]
+    pub struct MaasInventorySpec {
+        /// MAAS resource pool to import.
+        #[schemars(length(min = 1, max = 256))]
+        pub resource_pool: String,
+        /// Only import machines of these zones (all zones when empty).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schemars(length(max = 32), inner(length(min = 1, max = 256)))]
+        pub zones: Option<Vec<String>>,
+        /// Only import machines carrying all these tags.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schemars(length(max = 32), inner(length(min = 1, max = 256)))]
+        pub tags: Option<Vec<String>>,
+        /// Seconds between two MAAS syncs.
+        #[serde(default = "default_sync_interval_seconds")]
+        #[schemars(range(min = 10, max = 86_400))]
+        pub sync_interval_seconds: i32,
+        /// Extra labels put on every imported MaasHost.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schemars(extend("maxProperties" = 32))]
+        pub host_labels: Option<BTreeMap<String, String>>,
+        /// Other namespaces whose MaasMachines may claim this inventory's hosts (the inventory's
+        /// own namespace always may). Absent: only the own namespace. The deployment's Secrets
+        /// stay in the claimer's namespace.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub claim_namespaces: Option<ClaimNamespaces>,
+    }
 }
 
 /// Namespaces admitted to claim an inventory's hosts: a namespace is admitted when it is
@@ -172,47 +161,36 @@ fn default_sync_interval_seconds() -> i32 {
     30
 }
 
-/// Observed state of a MaasInventory, written by maas-client.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct MaasInventoryStatus {
-    /// Number of MaasHosts owned by this inventory.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub host_count: Option<i32>,
-    /// Hosts free to claim.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub available: Option<i32>,
-    /// Hosts claimed by a consumer.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub consumed: Option<i32>,
-    /// Hosts being allocated or deployed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub provisioning: Option<i32>,
-    /// Number of the inventory's MAAS machines in MAAS status `Deployed`, whoever deployed them;
-    /// counted by maas-client at its last successful sync.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub deployed: Option<i32>,
-    /// Hosts gone from MAAS.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub missing: Option<i32>,
-    /// Hosts failed or broken in MAAS.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub failed: Option<i32>,
-    /// Time of the last successful sync that changed this status (counts, conditions, observed
-    /// generation). A sync that finds nothing new writes nothing, so this is not a heartbeat: a
-    /// failing sync sets `Synced=False` at once.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_sync_time: Option<Time>,
-    /// Generation of the spec last synced.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub observed_generation: Option<i64>,
+provider_status! {
+    /// Observed state of a MaasInventory, written by maas-client.
+    pub struct MaasInventoryStatus {
+        /// Number of MaasHosts owned by this inventory.
+        pub host_count: Option<i32>,
+        /// Hosts free to claim.
+        pub available: Option<i32>,
+        /// Hosts claimed by a consumer.
+        pub consumed: Option<i32>,
+        /// Hosts being allocated or deployed.
+        pub provisioning: Option<i32>,
+        /// Number of the inventory's MAAS machines in MAAS status `Deployed`, whoever deployed them;
+        /// counted by maas-client at its last successful sync.
+        pub deployed: Option<i32>,
+        /// Hosts gone from MAAS.
+        pub missing: Option<i32>,
+        /// Hosts failed or broken in MAAS.
+        pub failed: Option<i32>,
+        /// Time of the last successful sync that changed this status (counts, conditions, observed
+        /// generation). A sync that finds nothing new writes nothing, so this is not a heartbeat: a
+        /// failing sync sets `Synced=False` at once.
+        pub last_sync_time: Option<Time>,
+        /// Generation of the spec last synced.
+        pub observed_generation: Option<i64>,
+    }
     /// Conditions written by maas-client: `Synced`, `Ready` and `MAASConnectionSecure`. `Synced`
     /// is False (reason `MaasUnavailable`) when the last MAAS sync failed and `Ready` follows it;
     /// `MAASConnectionSecure` is False when MAAS is reached over plain http, without affecting
     /// `Ready`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 32), extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
-    pub conditions: Option<Vec<Condition>>,
+    conditions
 }
 
 #[cfg(test)]

@@ -11,72 +11,63 @@
 // `KubeSchema` copies each struct, `pub` included, into a function body to build
 // its schema; rustc then reports the copy as an unreachable `pub` item.
 #![allow(unreachable_pub)]
-// Printer columns repeat `type_ = "string"`, which is not a duplicated attribute.
-#![allow(clippy::duplicated_attributes)]
 
 use std::net::IpAddr;
 
-use kube::{CustomResource, KubeSchema};
+use kube::KubeSchema;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::kind::provider_kind;
+
 use crate::keys::FINALIZER_MAAS_IP_ADDRESS_LOCK;
 
-/// Who holds an address: one `IPAddressClaim` of a MaasIPPool.
-#[derive(CustomResource, Clone, Debug, PartialEq, Eq, Serialize, Deserialize, KubeSchema)]
-#[kube(
-    group = "infrastructure.cluster.x-k8s.io",
-    version = "v1beta1",
-    kind = "MaasIPAddressLock",
-    derive = "PartialEq",
-    doc = "MaasIPAddressLock holds one IP address for one IPAddressClaim of a MaasIPPool, whatever its namespace: named after the address, it makes the API server refuse a second holder. Written by data-controller only; it goes when the claim's IPAddress is released (deleted before, it stays terminating, still holding).",
-    shortname = "maasiplock",
-    category = "cluster-api",
-    category = "maas",
-    printcolumn(
-        name = "Address",
-        type_ = "string",
-        json_path = ".spec.address",
-        description = "The address held"
-    ),
-    printcolumn(
-        name = "Namespace",
-        type_ = "string",
-        json_path = ".spec.claim.namespace",
-        description = "Namespace of the claim and its pool"
-    ),
-    printcolumn(
-        name = "Claim",
-        type_ = "string",
-        json_path = ".spec.claim.name",
-        description = "The IPAddressClaim holding the address"
-    ),
-    printcolumn(
-        name = "Pool",
-        type_ = "string",
-        json_path = ".spec.pool",
-        description = "The MaasIPPool the address came from"
-    ),
-    printcolumn(
-        name = "Age",
-        type_ = "date",
-        json_path = ".metadata.creationTimestamp"
-    )
-)]
-#[serde(rename_all = "camelCase")]
-pub struct MaasIPAddressLockSpec {
-    /// The address, in its canonical form; the object's name is [`lock_name`] of it.
-    #[schemars(length(max = 45))]
-    #[x_kube(validation = Rule::new("isIP(self)").message("spec.address must be an IP address"))]
-    #[x_kube(validation = Rule::new("self == oldSelf").message("spec.address is immutable: a lock is released by deleting it").reason(Reason::FieldValueForbidden))]
-    pub address: String,
-    /// The claim holding the address.
-    #[x_kube(validation = Rule::new("self == oldSelf").message("spec.claim is immutable: a lock is released by deleting it").reason(Reason::FieldValueForbidden))]
-    pub claim: LockHolder,
-    /// The MaasIPPool (in the claim's namespace) the address was allocated from.
-    #[schemars(length(max = 253))]
-    #[x_kube(validation = Rule::new("self == oldSelf").message("spec.pool is immutable").reason(Reason::FieldValueForbidden))]
-    pub pool: String,
+provider_kind! {
+    /// Who holds an address: one `IPAddressClaim` of a MaasIPPool.
+    #[derive(Eq, KubeSchema)]
+    #[kube(
+        kind = "MaasIPAddressLock",
+        doc = "MaasIPAddressLock holds one IP address for one IPAddressClaim of a MaasIPPool, whatever its namespace: named after the address, it makes the API server refuse a second holder. Written by data-controller only; it goes when the claim's IPAddress is released (deleted before, it stays terminating, still holding).",
+        shortname = "maasiplock",
+        printcolumn(
+            name = "Address",
+            type_ = "string",
+            json_path = ".spec.address",
+            description = "The address held"
+        ),
+        printcolumn(
+            name = "Namespace",
+            type_ = "string",
+            json_path = ".spec.claim.namespace",
+            description = "Namespace of the claim and its pool"
+        ),
+        printcolumn(
+            name = "Claim",
+            type_ = "string",
+            json_path = ".spec.claim.name",
+            description = "The IPAddressClaim holding the address"
+        ),
+        printcolumn(
+            name = "Pool",
+            type_ = "string",
+            json_path = ".spec.pool",
+            description = "The MaasIPPool the address came from"
+        )
+    )]
+    pub struct MaasIPAddressLockSpec {
+        /// The address, in its canonical form; the object's name is [`lock_name`] of it.
+        #[schemars(length(max = 45))]
+        #[x_kube(validation = Rule::new("isIP(self)").message("spec.address must be an IP address"))]
+        #[x_kube(validation = Rule::new("self == oldSelf").message("spec.address is immutable: a lock is released by deleting it").reason(Reason::FieldValueForbidden))]
+        pub address: String,
+        /// The claim holding the address.
+        #[x_kube(validation = Rule::new("self == oldSelf").message("spec.claim is immutable: a lock is released by deleting it").reason(Reason::FieldValueForbidden))]
+        pub claim: LockHolder,
+        /// The MaasIPPool (in the claim's namespace) the address was allocated from.
+        #[schemars(length(max = 253))]
+        #[x_kube(validation = Rule::new("self == oldSelf").message("spec.pool is immutable").reason(Reason::FieldValueForbidden))]
+        pub pool: String,
+    }
 }
 
 /// One incarnation of an `IPAddressClaim`.

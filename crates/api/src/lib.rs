@@ -37,6 +37,7 @@ pub mod ipam_layout;
 pub mod ipam_lock;
 pub mod ipam_net;
 pub mod keys;
+mod kind;
 pub mod machine;
 pub mod names;
 pub mod reboot;

@@ -3,11 +3,8 @@
 // `KubeSchema` copies each struct, `pub` included, into a function body to build
 // its schema; rustc then reports the copy as an unreachable `pub` item.
 #![allow(unreachable_pub)]
-// Printer columns repeat `type_ = "string"`, which is not a duplicated attribute.
-#![allow(clippy::duplicated_attributes)]
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
-use kube::{CustomResource, KubeSchema};
+use kube::KubeSchema;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -15,230 +12,202 @@ use crate::common::{
     HostReference, HostSelector, Initialization, LocalObjectReference, MachineAddress,
     ReleasePolicy, SecretKeyReference, TemplateMetadata,
 };
+use crate::kind::{provider_kind, provider_status};
 
-/// Desired state of a MaasMachine (CAPMAAS-compatible fields keep their JSON names).
-#[derive(CustomResource, Clone, Debug, PartialEq, Serialize, Deserialize, KubeSchema)]
-#[kube(
-    group = "infrastructure.cluster.x-k8s.io",
-    version = "v1beta1",
-    kind = "MaasMachine",
-    namespaced,
-    status = "MaasMachineStatus",
-    derive = "PartialEq",
-    doc = "MaasMachine is one Cluster API machine backed by a MAAS server (a MaasHost) that is allocated, imaged with the bootstrap data and watched.",
-    shortname = "maasm",
-    category = "cluster-api",
-    category = "maas",
-    printcolumn(
-        name = "Cluster",
-        type_ = "string",
-        json_path = r".metadata.labels.cluster\.x-k8s\.io/cluster-name",
-        description = "Cluster to which this MaasMachine belongs"
-    ),
-    printcolumn(
-        name = "Host",
-        type_ = "string",
-        json_path = ".status.hostRef.name",
-        description = "MaasHost backing this machine"
-    ),
-    printcolumn(
-        name = "SystemID",
-        type_ = "string",
-        json_path = ".spec.systemID",
-        description = "MAAS system id"
-    ),
-    printcolumn(
-        name = "ProviderID",
-        type_ = "string",
-        json_path = ".spec.providerID",
-        description = "Provider ID of the workload Node"
-    ),
-    printcolumn(
-        name = "State",
-        type_ = "string",
-        json_path = ".status.machineState",
-        description = "MAAS status name",
-        priority = 1
-    ),
-    printcolumn(
-        name = "Ready",
-        type_ = "boolean",
-        json_path = ".status.ready",
-        description = "Machine is provisioned"
-    ),
-    printcolumn(
-        name = "Age",
-        type_ = "date",
-        json_path = ".metadata.creationTimestamp"
-    )
-)]
-#[serde(rename_all = "camelCase")]
-#[x_kube(validation = Rule::new("!has(oldSelf.providerID) || oldSelf.providerID == '' || (has(self.providerID) && self.providerID == oldSelf.providerID)")
-    .message("spec.providerID is immutable once set")
-    .field_path(".providerID")
-    .reason(Reason::FieldValueForbidden))]
-pub struct MaasMachineSpec {
-    /// MAAS zone to place the machine in; a hard constraint when set.
-    /// CAPI's `Machine.spec.failureDomain` wins when both are set.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 256))]
-    pub failure_domain: Option<String>,
-    /// MAAS system id of the allocated machine, written by the controller.
-    #[serde(default, rename = "systemID", skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 64))]
-    pub system_id: Option<String>,
-    /// `maas:///<zone>/<system_id>`, written by the controller. Immutable once set.
-    #[serde(
-        default,
-        rename = "providerID",
-        skip_serializing_if = "Option::is_none"
+provider_kind! {
+    /// Desired state of a MaasMachine (CAPMAAS-compatible fields keep their JSON names).
+    #[derive(KubeSchema)]
+    #[kube(
+        kind = "MaasMachine",
+        namespaced,
+        status = "MaasMachineStatus",
+        doc = "MaasMachine is one Cluster API machine backed by a MAAS server (a MaasHost) that is allocated, imaged with the bootstrap data and watched.",
+        shortname = "maasm",
+        printcolumn(
+            name = "Cluster",
+            type_ = "string",
+            json_path = r".metadata.labels.cluster\.x-k8s\.io/cluster-name",
+            description = "Cluster to which this MaasMachine belongs"
+        ),
+        printcolumn(
+            name = "Host",
+            type_ = "string",
+            json_path = ".status.hostRef.name",
+            description = "MaasHost backing this machine"
+        ),
+        printcolumn(
+            name = "SystemID",
+            type_ = "string",
+            json_path = ".spec.systemID",
+            description = "MAAS system id"
+        ),
+        printcolumn(
+            name = "ProviderID",
+            type_ = "string",
+            json_path = ".spec.providerID",
+            description = "Provider ID of the workload Node"
+        ),
+        printcolumn(
+            name = "State",
+            type_ = "string",
+            json_path = ".status.machineState",
+            description = "MAAS status name",
+            priority = 1
+        ),
+        printcolumn(
+            name = "Ready",
+            type_ = "boolean",
+            json_path = ".status.ready",
+            description = "Machine is provisioned"
+        )
     )]
-    #[schemars(length(max = 512))]
-    pub provider_id: Option<String>,
-    /// MAAS resource pool the host must belong to.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 256))]
-    pub resource_pool: Option<String>,
-    /// Minimum number of CPU cores. Immutable.
-    #[serde(rename = "minCPU")]
-    #[schemars(range(min = 0))]
-    #[x_kube(validation = Rule::new("self == oldSelf").message("spec.minCPU is immutable").reason(Reason::FieldValueForbidden))]
-    pub min_cpu: i32,
-    /// Minimum memory in MB. Immutable.
-    #[schemars(range(min = 0))]
-    #[x_kube(validation = Rule::new("self == oldSelf").message("spec.minMemory is immutable").reason(Reason::FieldValueForbidden))]
-    pub min_memory: i32,
-    /// Minimum total storage in GB (hosts with less are not chosen).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 0))]
-    pub min_disk_size: Option<i32>,
-    /// MAAS tags the host must carry (all of them).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 32), inner(length(min = 1, max = 256)))]
-    pub tags: Option<Vec<String>>,
-    /// Image to deploy: `osystem/series` (e.g. `ubuntu/jammy`) or a custom image name. Immutable.
-    #[schemars(length(min = 1, max = 256))]
-    #[x_kube(validation = Rule::new("self == oldSelf").message("spec.image is immutable").reason(Reason::FieldValueForbidden))]
-    pub image: String,
-    /// Deploy to memory instead of disk (MAAS `ephemeral_deploy`).
-    #[serde(default)]
-    pub deploy_in_memory: bool,
-    /// Only hosts whose labels match are chosen.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub host_selector: Option<HostSelector>,
-    /// MaasDataTemplate rendering per-machine metadata and network data.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub data_template: Option<LocalObjectReference>,
-    /// Disk erasure and force flag used when the machine is released. Absent: no erase is asked
-    /// for, and MAAS's own erase-on-release setting decides. An edit takes effect at the release
-    /// (it is recorded on the MAAS machine while deployed).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub release_policy: Option<ReleasePolicy>,
-    /// User data Secret to deploy instead of the Machine's bootstrap data.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub user_data: Option<SecretKeyReference>,
+    #[x_kube(validation = Rule::new("!has(oldSelf.providerID) || oldSelf.providerID == '' || (has(self.providerID) && self.providerID == oldSelf.providerID)")
+        .message("spec.providerID is immutable once set")
+        .field_path(".providerID")
+        .reason(Reason::FieldValueForbidden))]
+    pub struct MaasMachineSpec {
+        /// MAAS zone to place the machine in; a hard constraint when set.
+        /// CAPI's `Machine.spec.failureDomain` wins when both are set.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schemars(length(max = 256))]
+        pub failure_domain: Option<String>,
+        /// MAAS system id of the allocated machine, written by the controller.
+        #[serde(default, rename = "systemID", skip_serializing_if = "Option::is_none")]
+        #[schemars(length(max = 64))]
+        pub system_id: Option<String>,
+        /// `maas:///<zone>/<system_id>`, written by the controller. Immutable once set.
+        #[serde(
+            default,
+            rename = "providerID",
+            skip_serializing_if = "Option::is_none"
+        )]
+        #[schemars(length(max = 512))]
+        pub provider_id: Option<String>,
+        /// MAAS resource pool the host must belong to.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schemars(length(max = 256))]
+        pub resource_pool: Option<String>,
+        /// Minimum number of CPU cores. Immutable.
+        #[serde(rename = "minCPU")]
+        #[schemars(range(min = 0))]
+        #[x_kube(validation = Rule::new("self == oldSelf").message("spec.minCPU is immutable").reason(Reason::FieldValueForbidden))]
+        pub min_cpu: i32,
+        /// Minimum memory in MB. Immutable.
+        #[schemars(range(min = 0))]
+        #[x_kube(validation = Rule::new("self == oldSelf").message("spec.minMemory is immutable").reason(Reason::FieldValueForbidden))]
+        pub min_memory: i32,
+        /// Minimum total storage in GB (hosts with less are not chosen).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schemars(range(min = 0))]
+        pub min_disk_size: Option<i32>,
+        /// MAAS tags the host must carry (all of them).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schemars(length(max = 32), inner(length(min = 1, max = 256)))]
+        pub tags: Option<Vec<String>>,
+        /// Image to deploy: `osystem/series` (e.g. `ubuntu/jammy`) or a custom image name. Immutable.
+        #[schemars(length(min = 1, max = 256))]
+        #[x_kube(validation = Rule::new("self == oldSelf").message("spec.image is immutable").reason(Reason::FieldValueForbidden))]
+        pub image: String,
+        /// Deploy to memory instead of disk (MAAS `ephemeral_deploy`).
+        #[serde(default)]
+        pub deploy_in_memory: bool,
+        /// Only hosts whose labels match are chosen.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub host_selector: Option<HostSelector>,
+        /// MaasDataTemplate rendering per-machine metadata and network data.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub data_template: Option<LocalObjectReference>,
+        /// Disk erasure and force flag used when the machine is released. Absent: no erase is asked
+        /// for, and MAAS's own erase-on-release setting decides. An edit takes effect at the release
+        /// (it is recorded on the MAAS machine while deployed).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub release_policy: Option<ReleasePolicy>,
+        /// User data Secret to deploy instead of the Machine's bootstrap data.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub user_data: Option<SecretKeyReference>,
+    }
 }
 
-/// Observed state of a MaasMachine.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct MaasMachineStatus {
-    /// v1beta1 contract signal, set together with `initialization.provisioned`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ready: Option<bool>,
-    /// v1beta2 contract provisioning signal.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub initialization: Option<Initialization>,
-    /// The MaasHost claimed for this machine.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub host_ref: Option<HostReference>,
-    /// MAAS system id of the claimed host.
-    #[serde(default, rename = "systemID", skip_serializing_if = "Option::is_none")]
-    pub system_id: Option<String>,
-    /// MAAS `status_name` of the machine (CAPMAAS field).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub machine_state: Option<String>,
-    /// Whether MAAS reports the machine powered on (CAPMAAS field).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub machine_powered: Option<bool>,
-    /// MAAS hostname of the machine.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub hostname: Option<String>,
-    /// Control plane only: the machine's addresses are in the cluster DNS record (CAPMAAS field).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub dns_attached: Option<bool>,
-    /// Addresses copied by CAPI to the Machine.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 64))]
-    pub addresses: Option<Vec<MachineAddress>>,
-    /// MAAS zone the machine was deployed in.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub failure_domain: Option<String>,
+provider_status! {
+    /// Observed state of a MaasMachine.
+    pub struct MaasMachineStatus {
+        /// v1beta1 contract signal, set together with `initialization.provisioned`.
+        pub ready: Option<bool>,
+        /// v1beta2 contract provisioning signal.
+        pub initialization: Option<Initialization>,
+        /// The MaasHost claimed for this machine.
+        pub host_ref: Option<HostReference>,
+        /// MAAS system id of the claimed host.
+        #[serde(rename = "systemID")]
+        pub system_id: Option<String>,
+        /// MAAS `status_name` of the machine (CAPMAAS field).
+        pub machine_state: Option<String>,
+        /// Whether MAAS reports the machine powered on (CAPMAAS field).
+        pub machine_powered: Option<bool>,
+        /// MAAS hostname of the machine.
+        pub hostname: Option<String>,
+        /// Control plane only: the machine's addresses are in the cluster DNS record (CAPMAAS field).
+        pub dns_attached: Option<bool>,
+        /// Addresses copied by CAPI to the Machine.
+        #[schemars(length(max = 64))]
+        pub addresses: Option<Vec<MachineAddress>>,
+        /// MAAS zone the machine was deployed in.
+        pub failure_domain: Option<String>,
+    }
     /// `Ready`, `Paused`, `HostAssociated`, `DataReady`, `MachineDeployed`, `DNSAttached`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 32), extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
-    pub conditions: Option<Vec<Condition>>,
+    conditions
 }
 
-/// Template for MaasMachines created by MachineDeployments and control planes.
-#[derive(CustomResource, Clone, Debug, PartialEq, Serialize, Deserialize, KubeSchema)]
-#[kube(
-    group = "infrastructure.cluster.x-k8s.io",
-    version = "v1beta1",
-    kind = "MaasMachineTemplate",
-    namespaced,
-    derive = "PartialEq",
-    doc = "MaasMachineTemplate holds a MaasMachine spec for MachineDeployments and control planes. spec.template is immutable: create a new template to change it.",
-    shortname = "maasmt",
-    category = "cluster-api",
-    category = "maas",
-    printcolumn(
-        name = "Image",
-        type_ = "string",
-        json_path = ".spec.template.spec.image",
-        description = "Image to deploy"
-    ),
-    printcolumn(
-        name = "MinCPU",
-        type_ = "integer",
-        json_path = ".spec.template.spec.minCPU",
-        description = "Minimum CPU cores"
-    ),
-    printcolumn(
-        name = "MinMemory",
-        type_ = "integer",
-        json_path = ".spec.template.spec.minMemory",
-        description = "Minimum memory (MB)"
-    ),
-    printcolumn(
-        name = "NodeReuse",
-        type_ = "boolean",
-        json_path = ".spec.nodeReuse",
-        description = "Re-use hosts during rollouts"
-    ),
-    printcolumn(
-        name = "Age",
-        type_ = "date",
-        json_path = ".metadata.creationTimestamp"
-    )
-)]
-#[serde(rename_all = "camelCase")]
-pub struct MaasMachineTemplateSpec {
-    /// The MaasMachine to create. Immutable.
-    #[x_kube(validation = Rule::new("self == oldSelf").message("spec.template is immutable").reason(Reason::FieldValueForbidden))]
-    pub template: MaasMachineTemplateResource,
-    /// Keep the host of a deleted machine reserved for the next machine of
-    /// the same owner (MachineDeployment or control plane), so a rollout
-    /// re-images the same servers. Needs a scale-down-first rollout strategy.
-    #[serde(default)]
-    pub node_reuse: bool,
-    /// How long a node-reuse reservation lasts before the host is free again.
-    #[serde(
-        default = "default_node_reuse_ttl_seconds",
-        rename = "nodeReuseTTLSeconds"
+provider_kind! {
+    /// Template for MaasMachines created by MachineDeployments and control planes.
+    #[derive(KubeSchema)]
+    #[kube(
+        kind = "MaasMachineTemplate",
+        namespaced,
+        doc = "MaasMachineTemplate holds a MaasMachine spec for MachineDeployments and control planes. spec.template is immutable: create a new template to change it.",
+        shortname = "maasmt",
+        printcolumn(
+            name = "Image",
+            type_ = "string",
+            json_path = ".spec.template.spec.image",
+            description = "Image to deploy"
+        ),
+        printcolumn(
+            name = "MinCPU",
+            type_ = "integer",
+            json_path = ".spec.template.spec.minCPU",
+            description = "Minimum CPU cores"
+        ),
+        printcolumn(
+            name = "MinMemory",
+            type_ = "integer",
+            json_path = ".spec.template.spec.minMemory",
+            description = "Minimum memory (MB)"
+        ),
+        printcolumn(
+            name = "NodeReuse",
+            type_ = "boolean",
+            json_path = ".spec.nodeReuse",
+            description = "Re-use hosts during rollouts"
+        )
     )]
-    #[schemars(range(min = 60, max = 604_800))]
-    pub node_reuse_ttl_seconds: i32,
+    pub struct MaasMachineTemplateSpec {
+        /// The MaasMachine to create. Immutable.
+        #[x_kube(validation = Rule::new("self == oldSelf").message("spec.template is immutable").reason(Reason::FieldValueForbidden))]
+        pub template: MaasMachineTemplateResource,
+        /// Keep the host of a deleted machine reserved for the next machine of
+        /// the same owner (MachineDeployment or control plane), so a rollout
+        /// re-images the same servers. Needs a scale-down-first rollout strategy.
+        #[serde(default)]
+        pub node_reuse: bool,
+        /// How long a node-reuse reservation lasts before the host is free again.
+        #[serde(
+            default = "default_node_reuse_ttl_seconds",
+            rename = "nodeReuseTTLSeconds"
+        )]
+        #[schemars(range(min = 60, max = 604_800))]
+        pub node_reuse_ttl_seconds: i32,
+    }
 }
 
 /// Default reservation lifetime: long enough for a slow re-image, short

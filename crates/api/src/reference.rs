@@ -157,6 +157,18 @@ fn walk(out: &mut String, path: &str, schema: &Value, required: bool) {
     if path.ends_with(".conditions") {
         return;
     }
+    walk_properties(out, path, schema);
+    if let Some(items) = schema.get("items") {
+        if items.get("properties").is_some() {
+            walk_properties(out, &format!("{path}[]"), items);
+        } else if !constraints(items, false).is_empty() {
+            walk(out, &format!("{path}[]"), items, false);
+        }
+    }
+}
+
+/// The rows of the properties of `schema`, an object or an array's items, found at `path`.
+fn walk_properties(out: &mut String, path: &str, schema: &Value) {
     if let Some(properties) = schema.get("properties").and_then(Value::as_object) {
         for (name, sub) in properties {
             walk(
@@ -165,22 +177,6 @@ fn walk(out: &mut String, path: &str, schema: &Value, required: bool) {
                 sub,
                 is_required(schema, name),
             );
-        }
-    }
-    if let Some(items) = schema.get("items") {
-        if items.get("properties").is_some() {
-            if let Some(properties) = items.get("properties").and_then(Value::as_object) {
-                for (name, sub) in properties {
-                    walk(
-                        out,
-                        &format!("{path}[].{name}"),
-                        sub,
-                        is_required(items, name),
-                    );
-                }
-            }
-        } else if !constraints(items, false).is_empty() {
-            walk(out, &format!("{path}[]"), items, false);
         }
     }
 }

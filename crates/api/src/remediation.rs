@@ -4,65 +4,54 @@
 // `KubeSchema` copies each struct, `pub` included, into a function body to build
 // its schema; rustc then reports the copy as an unreachable `pub` item.
 #![allow(unreachable_pub)]
-// Printer columns repeat `type_ = "string"`, which is not a duplicated attribute.
-#![allow(clippy::duplicated_attributes)]
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
-use kube::{CustomResource, KubeSchema};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::KubeSchema;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::common::TemplateMetadata;
+use crate::kind::{provider_kind, provider_status};
 
-/// How to remediate the unhealthy machine.
-#[derive(
-    CustomResource, Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema,
-)]
-#[kube(
-    group = "infrastructure.cluster.x-k8s.io",
-    version = "v1beta1",
-    kind = "MaasRemediation",
-    namespaced,
-    status = "MaasRemediationStatus",
-    derive = "PartialEq",
-    doc = "MaasRemediation is created by a MachineHealthCheck for one unhealthy Machine (same name): the Node is fenced and the server power-cycled up to retryLimit times before the Machine is handed back for replacement.",
-    shortname = "maasr",
-    category = "cluster-api",
-    category = "maas",
-    printcolumn(
-        name = "Strategy",
-        type_ = "string",
-        json_path = ".spec.strategy.type",
-        description = "Remediation strategy"
-    ),
-    printcolumn(
-        name = "Phase",
-        type_ = "string",
-        json_path = ".status.phase",
-        description = "Remediation phase"
-    ),
-    printcolumn(
-        name = "Retries",
-        type_ = "integer",
-        json_path = ".status.retryCount",
-        description = "Attempts made"
-    ),
-    printcolumn(
-        name = "LastRemediated",
-        type_ = "date",
-        json_path = ".status.lastRemediated",
-        description = "Start of the last attempt"
-    ),
-    printcolumn(
-        name = "Age",
-        type_ = "date",
-        json_path = ".metadata.creationTimestamp"
-    )
-)]
-pub struct MaasRemediationSpec {
-    /// Remediation strategy and limits.
-    #[serde(default)]
-    pub strategy: RemediationStrategy,
+provider_kind! {
+    /// How to remediate the unhealthy machine.
+    #[derive(Default, Eq, JsonSchema)]
+    #[kube(
+        kind = "MaasRemediation",
+        namespaced,
+        status = "MaasRemediationStatus",
+        doc = "MaasRemediation is created by a MachineHealthCheck for one unhealthy Machine (same name): the Node is fenced and the server power-cycled up to retryLimit times before the Machine is handed back for replacement.",
+        shortname = "maasr",
+        printcolumn(
+            name = "Strategy",
+            type_ = "string",
+            json_path = ".spec.strategy.type",
+            description = "Remediation strategy"
+        ),
+        printcolumn(
+            name = "Phase",
+            type_ = "string",
+            json_path = ".status.phase",
+            description = "Remediation phase"
+        ),
+        printcolumn(
+            name = "Retries",
+            type_ = "integer",
+            json_path = ".status.retryCount",
+            description = "Attempts made"
+        ),
+        printcolumn(
+            name = "LastRemediated",
+            type_ = "date",
+            json_path = ".status.lastRemediated",
+            description = "Start of the last attempt"
+        )
+    )]
+    pub struct MaasRemediationSpec {
+        /// Remediation strategy and limits.
+        #[serde(default)]
+        pub strategy: RemediationStrategy,
+    }
 }
 
 /// Remediation strategy.
@@ -123,62 +112,49 @@ pub enum RemediationPhase {
     Failed,
 }
 
-/// Observed state of a MaasRemediation, written by remediation-controller.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct MaasRemediationStatus {
-    /// Current phase.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub phase: Option<RemediationPhase>,
-    /// Reboots done so far.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub retry_count: Option<i32>,
-    /// Start of the last attempt.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_remediated: Option<Time>,
+provider_status! {
+    /// Observed state of a MaasRemediation, written by remediation-controller.
+    pub struct MaasRemediationStatus {
+        /// Current phase.
+        pub phase: Option<RemediationPhase>,
+        /// Reboots done so far.
+        pub retry_count: Option<i32>,
+        /// Start of the last attempt.
+        pub last_remediated: Option<Time>,
+    }
     /// Conditions written by remediation-controller: `RemediationInProgress`, `Ready` and
     /// `Paused`. `RemediationInProgress` is True while an attempt waits for the power-off or the
     /// Node; `Ready` turns True once the Node is Ready again after a reboot; `Paused` is True while
     /// the Cluster, this object or its Machine is paused.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 32), extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
-    pub conditions: Option<Vec<Condition>>,
+    conditions
 }
 
-/// Template referenced by a MachineHealthCheck's `remediation.templateRef`.
-#[derive(CustomResource, Clone, Debug, PartialEq, Serialize, Deserialize, KubeSchema)]
-#[kube(
-    group = "infrastructure.cluster.x-k8s.io",
-    version = "v1beta1",
-    kind = "MaasRemediationTemplate",
-    namespaced,
-    derive = "PartialEq",
-    doc = "MaasRemediationTemplate is referenced by a MachineHealthCheck; CAPI copies spec.template into a MaasRemediation named after each unhealthy Machine. Immutable.",
-    shortname = "maasrt",
-    category = "cluster-api",
-    category = "maas",
-    printcolumn(
-        name = "Strategy",
-        type_ = "string",
-        json_path = ".spec.template.spec.strategy.type",
-        description = "Remediation strategy"
-    ),
-    printcolumn(
-        name = "RetryLimit",
-        type_ = "integer",
-        json_path = ".spec.template.spec.strategy.retryLimit",
-        description = "Maximum reboots"
-    ),
-    printcolumn(
-        name = "Age",
-        type_ = "date",
-        json_path = ".metadata.creationTimestamp"
-    )
-)]
-pub struct MaasRemediationTemplateSpec {
-    /// The MaasRemediation to create. Immutable.
-    #[x_kube(validation = Rule::new("self == oldSelf").message("spec.template is immutable").reason(Reason::FieldValueForbidden))]
-    pub template: MaasRemediationTemplateResource,
+provider_kind! {
+    /// Template referenced by a MachineHealthCheck's `remediation.templateRef`.
+    #[derive(KubeSchema)]
+    #[kube(
+        kind = "MaasRemediationTemplate",
+        namespaced,
+        doc = "MaasRemediationTemplate is referenced by a MachineHealthCheck; CAPI copies spec.template into a MaasRemediation named after each unhealthy Machine. Immutable.",
+        shortname = "maasrt",
+        printcolumn(
+            name = "Strategy",
+            type_ = "string",
+            json_path = ".spec.template.spec.strategy.type",
+            description = "Remediation strategy"
+        ),
+        printcolumn(
+            name = "RetryLimit",
+            type_ = "integer",
+            json_path = ".spec.template.spec.strategy.retryLimit",
+            description = "Maximum reboots"
+        )
+    )]
+    pub struct MaasRemediationTemplateSpec {
+        /// The MaasRemediation to create. Immutable.
+        #[x_kube(validation = Rule::new("self == oldSelf").message("spec.template is immutable").reason(Reason::FieldValueForbidden))]
+        pub template: MaasRemediationTemplateResource,
+    }
 }
 
 /// Metadata and spec of a templated MaasRemediation.

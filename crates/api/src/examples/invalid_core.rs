@@ -3,18 +3,12 @@
 use serde_json::json;
 
 use super::valid::{maas_cluster, maas_cluster_template, maas_machine, maas_machine_template};
-use super::{InvalidExample, merged, rejected_create as create, rejected_update as update};
+use super::{
+    InvalidExample, REQUIRED, UNSUPPORTED, merged, rejected_create as create,
+    rejected_update as update,
+};
 
-const REQUIRED: &str = "Required value";
-const UNSUPPORTED: &str = "Unsupported value";
-
-pub(super) fn all() -> Vec<InvalidExample> {
-    let mut cases = cluster();
-    cases.extend(machine());
-    cases
-}
-
-fn cluster() -> Vec<InvalidExample> {
+pub(super) fn cluster() -> Vec<InvalidExample> {
     let c = maas_cluster();
     let ct = maas_cluster_template();
     vec![
@@ -136,7 +130,7 @@ fn cluster() -> Vec<InvalidExample> {
     ]
 }
 
-fn machine() -> Vec<InvalidExample> {
+pub(super) fn machine() -> Vec<InvalidExample> {
     let m = maas_machine();
     let mt = maas_machine_template();
     let expressions =

@@ -5,22 +5,14 @@ use serde_json::{Value, json};
 use super::valid::{
     maas_data, maas_data_claim, maas_data_template, maas_ip_address_lock, maas_ip_pool,
 };
-use super::{InvalidExample, merged, rejected_create as create, rejected_update as update};
-
-const REQUIRED: &str = "Required value";
-const UNSUPPORTED: &str = "Unsupported value";
-
-pub(super) fn all() -> Vec<InvalidExample> {
-    let mut cases = data_template();
-    cases.extend(claim_and_data());
-    cases.extend(ip_pool());
-    cases.extend(ip_lock());
-    cases
-}
+use super::{
+    InvalidExample, REQUIRED, UNSUPPORTED, merged, rejected_create as create,
+    rejected_update as update,
+};
 
 /// Locks are named after their address by data-controller; the schema does not check the
 /// name, so the cases carry plain names.
-fn ip_lock() -> Vec<InvalidExample> {
+pub(super) fn ip_lock() -> Vec<InvalidExample> {
     let l = maas_ip_address_lock();
     vec![
         create(
@@ -64,7 +56,7 @@ fn route(route: &Value) -> Value {
     json!({"spec": {"networkData": {"networks": {"ipv4DHCP": [{"id": "storage", "link": "eno1", "routes": [route]}]}}}})
 }
 
-fn data_template() -> Vec<InvalidExample> {
+pub(super) fn data_template() -> Vec<InvalidExample> {
     let t = maas_data_template();
     let mac = json!({"fromHostInterface": "eno1"});
     vec![
@@ -222,7 +214,7 @@ fn data_template() -> Vec<InvalidExample> {
     ]
 }
 
-fn claim_and_data() -> Vec<InvalidExample> {
+pub(super) fn claim_and_data() -> Vec<InvalidExample> {
     let c = maas_data_claim();
     let d = maas_data();
     vec![
@@ -292,7 +284,7 @@ fn range(range: &Value) -> Value {
     json!({"spec": {"pools": [range]}})
 }
 
-fn ip_pool() -> Vec<InvalidExample> {
+pub(super) fn ip_pool() -> Vec<InvalidExample> {
     let p = maas_ip_pool();
     vec![
         create(

@@ -5,18 +5,11 @@ use serde_json::json;
 use super::valid::{
     maas_dns_record, maas_host, maas_inventory, maas_remediation, maas_remediation_template,
 };
-use super::{InvalidExample, rejected_create as create, rejected_update as update};
+use super::{
+    InvalidExample, REQUIRED, UNSUPPORTED, rejected_create as create, rejected_update as update,
+};
 
-const REQUIRED: &str = "Required value";
-const UNSUPPORTED: &str = "Unsupported value";
-
-pub(super) fn all() -> Vec<InvalidExample> {
-    let mut cases = host_and_inventory();
-    cases.extend(dns_and_remediation());
-    cases
-}
-
-fn host_and_inventory() -> Vec<InvalidExample> {
+pub(super) fn host_and_inventory() -> Vec<InvalidExample> {
     let h = maas_host();
     let inv = maas_inventory();
     let reservation = |r: serde_json::Value| json!({"spec": {"reservation": r}});
@@ -102,7 +95,7 @@ fn host_and_inventory() -> Vec<InvalidExample> {
     ]
 }
 
-fn dns_and_remediation() -> Vec<InvalidExample> {
+pub(super) fn dns_and_remediation() -> Vec<InvalidExample> {
     let d = maas_dns_record();
     let r = maas_remediation();
     let rt = maas_remediation_template();

@@ -62,10 +62,17 @@ pub fn valid_examples() -> Vec<Example> {
 
 /// One case per validation rule of every kind.
 pub fn invalid_examples() -> Vec<InvalidExample> {
-    let mut cases = invalid_core::all();
-    cases.extend(invalid_ops::all());
-    cases.extend(invalid_data::all());
-    cases
+    let kinds: [fn() -> Vec<InvalidExample>; 8] = [
+        invalid_core::cluster,
+        invalid_core::machine,
+        invalid_ops::host_and_inventory,
+        invalid_ops::dns_and_remediation,
+        invalid_data::data_template,
+        invalid_data::claim_and_data,
+        invalid_data::ip_pool,
+        invalid_data::ip_lock,
+    ];
+    kinds.into_iter().flat_map(|cases| cases()).collect()
 }
 
 /// A minimal valid object and what the API server stores after applying
@@ -112,6 +119,11 @@ pub(crate) fn merged(base: &Value, patch: &Value) -> Value {
         (_, other) => other.clone(),
     }
 }
+
+/// What the API server says of a required field left out.
+const REQUIRED: &str = "Required value";
+/// What the API server says of a value outside an enum.
+const UNSUPPORTED: &str = "Unsupported value";
 
 /// A create-time case: `patch` merged into `base`, named `name`.
 pub(crate) fn rejected_create(
