@@ -199,7 +199,7 @@ impl Cluster {
         self.spec
             .infrastructure_ref
             .as_ref()
-            .filter(|r| r.kind == "MaasCluster" && r.api_group == crate::GROUP)
+            .filter(|r| r.kind == "MaasCluster" && r.api_group == crate::common::GROUP)
             .map(|r| r.name.as_str())
             .filter(|n| !n.is_empty())
     }
@@ -315,14 +315,14 @@ mod tests {
                 },
             )
         };
-        let ours = with_ref(crate::GROUP, "MaasCluster", "c-maas");
+        let ours = with_ref(crate::common::GROUP, "MaasCluster", "c-maas");
         assert_eq!(ours.maas_cluster_name(), Some("c-maas"));
-        let metal3 = with_ref(crate::GROUP, "Metal3Cluster", "c");
+        let metal3 = with_ref(crate::common::GROUP, "Metal3Cluster", "c");
         assert_eq!(metal3.maas_cluster_name(), None);
         let other_group = with_ref("example.com", "MaasCluster", "c");
         assert_eq!(other_group.maas_cluster_name(), None);
         assert_eq!(
-            with_ref(crate::GROUP, "MaasCluster", "").maas_cluster_name(),
+            with_ref(crate::common::GROUP, "MaasCluster", "").maas_cluster_name(),
             None
         );
     }
@@ -387,7 +387,7 @@ mod tests {
     fn decodes_machine_set_and_deployment_templates() {
         let template = json!({"spec": {
             "clusterName": "prod",
-            "infrastructureRef": {"apiGroup": crate::GROUP, "kind": "MaasMachineTemplate", "name": "workers"}
+            "infrastructureRef": {"apiGroup": crate::common::GROUP, "kind": "MaasMachineTemplate", "name": "workers"}
         }});
         let set: MachineSet = serde_json::from_value(json!({
             "apiVersion": CAPI_API_VERSION, "kind": "MachineSet",

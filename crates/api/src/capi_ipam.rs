@@ -101,7 +101,7 @@ impl IPPoolReference {
     /// A reference to the `MaasIPPool` `name`.
     pub fn maas_ip_pool(name: &str) -> Self {
         Self {
-            api_group: crate::GROUP.to_owned(),
+            api_group: crate::common::GROUP.to_owned(),
             kind: MAAS_IP_POOL_KIND.to_owned(),
             name: name.to_owned(),
         }
@@ -110,7 +110,9 @@ impl IPPoolReference {
     /// Whether this references a `MaasIPPool` (group `infrastructure.cluster.x-k8s.io`) by a
     /// non-empty name.
     pub fn is_maas_ip_pool(&self) -> bool {
-        self.api_group == crate::GROUP && self.kind == MAAS_IP_POOL_KIND && !self.name.is_empty()
+        self.api_group == crate::common::GROUP
+            && self.kind == MAAS_IP_POOL_KIND
+            && !self.name.is_empty()
     }
 }
 

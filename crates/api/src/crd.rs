@@ -6,12 +6,16 @@ use std::collections::BTreeMap;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
 
+use crate::cluster::{MaasCluster, MaasClusterTemplate};
+use crate::data::{MaasData, MaasDataClaim, MaasDataTemplate};
+use crate::dns::MaasDNSRecord;
 use crate::error::Error;
-use crate::{
-    MaasCluster, MaasClusterTemplate, MaasDNSRecord, MaasData, MaasDataClaim, MaasDataTemplate,
-    MaasHost, MaasIPAddressLock, MaasIPPool, MaasInventory, MaasMachine, MaasMachineTemplate,
-    MaasRemediation, MaasRemediationTemplate,
-};
+use crate::host::MaasHost;
+use crate::inventory::MaasInventory;
+use crate::ipam::MaasIPPool;
+use crate::ipam_lock::MaasIPAddressLock;
+use crate::machine::{MaasMachine, MaasMachineTemplate};
+use crate::remediation::{MaasRemediation, MaasRemediationTemplate};
 
 /// Contract label: this provider implements CAPI contract v1beta2 with API version v1beta1.
 pub const CONTRACT_LABEL: &str = "cluster.x-k8s.io/v1beta2";

@@ -133,7 +133,7 @@ fn stale_crd_files(root: &Path, files: &[GeneratedFile]) -> Result<Vec<PathBuf>,
             });
         }
     };
-    let prefix = format!("{}_", crate::GROUP);
+    let prefix = format!("{}_", crate::common::GROUP);
     let mut stale = Vec::new();
     for entry in entries {
         let entry = entry.map_err(|source| Error::Io {

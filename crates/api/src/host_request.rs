@@ -5,8 +5,11 @@
 use kube::Resource;
 
 use crate::common::{ConsumerReference, LocalObjectReference, SecretKeyReference};
+use crate::data::MaasData;
 use crate::host::HostProvisioning;
-use crate::{MaasData, MaasHost, MaasMachine, keys};
+use crate::host::MaasHost;
+use crate::keys;
+use crate::machine::MaasMachine;
 
 /// The consumer reference naming `mm` (needs its UID) on a host in `host_namespace`: the
 /// machine's namespace is written when it is not the host's.

@@ -18,8 +18,8 @@ use std::net::IpAddr;
 
 use ipnet::IpNet;
 
-use crate::MaasIPPoolSpec;
 use crate::ipam::IpPoolRange;
+use crate::ipam::MaasIPPoolSpec;
 pub use crate::ipam_net::{Family, LayoutError, LayoutFault, from_u128, to_u128};
 use crate::ipam_net::{
     has_reserved_ends, host_mask, merge, parse_dns, parse_exclusion, parse_ip, parse_net,

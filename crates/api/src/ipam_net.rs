@@ -9,8 +9,8 @@ use std::str::FromStr;
 
 use ipnet::IpNet;
 
-use crate::MaasIPPoolSpec;
 use crate::ipam::IpPoolRange;
+use crate::ipam::MaasIPPoolSpec;
 
 /// An address family.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -3,7 +3,7 @@
 use serde_json::{Value, json};
 
 use super::{DefaultedExample, Example};
-use crate::API_VERSION;
+use crate::common::API_VERSION;
 
 /// `apiVersion`/`kind`/`metadata.name` around a spec.
 pub(crate) fn object(kind: &str, name: &str, spec: &Value) -> Value {
