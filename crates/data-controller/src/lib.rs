@@ -1,12 +1,11 @@
 //! The data-controller Deployment (binary `data-controller`): per-machine data templates and
 //! the MaasIPPool IPAM provider.
 //!
-//! - MaasDataClaim reconciler ([`act`], pure [`decide`] and [`status`]): one IPAddressClaim per
-//!   pool the template uses ([`addresses`]), the lowest free index of the template as a
-//!   MaasData named `<template>-<index>` ([`index`]: the API server refuses a second create),
-//!   rendering ([`render`]) into Secrets owned by the MaasData ([`rendered`]), status.
-//! - MaasDataTemplate reconciler ([`template`]): `status.indexes` and a finalizer that keeps a
-//!   template while MaasData use it.
+//! - [`claim`]: the MaasDataClaim reconciler: one IPAddressClaim per pool the template uses,
+//!   the lowest free index of the template as a MaasData named `<template>-<index>`, rendering
+//!   ([`render`], pure) into Secrets owned by the MaasData, status.
+//! - [`template`]: the MaasDataTemplate reconciler: `status.indexes` and a finalizer that keeps
+//!   a template while MaasData use it.
 //! - [`ipam`]: the IPAM provider for `MaasIPPool` through the CAPI IPAM contract
 //!   (`IPAddressClaim` → `IPAddress`).
 //! - [`metrics_pools`]: pool usage gauges, read from the pool statuses when Prometheus scrapes.
@@ -14,22 +13,14 @@
 //! Layout as every controller crate (`docs/architecture.md`); the plumbing comes from
 //! [`capmaas_runtime::controller`].
 
-pub mod act;
-pub mod addresses;
 pub mod args;
-mod cleanup;
+pub mod claim;
 pub mod context;
-pub mod decide;
 pub mod error;
-pub mod index;
 pub mod ipam;
 pub mod metrics_pools;
 pub mod render;
-pub mod rendered;
-pub mod reservations;
-pub mod status;
 pub mod template;
-pub mod watch;
 
 use std::sync::Arc;
 
@@ -45,6 +36,7 @@ use kube::runtime::{Controller, watcher};
 pub use args::ControllerArgs;
 pub use error::{Error, Result};
 
+use crate::claim::{act, watch};
 use crate::context::Ctx;
 
 /// What `--help` says the binary is.

@@ -19,8 +19,8 @@ use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, PostParams, Precondit
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 
+use crate::claim::decide::AddressState;
 use crate::context::Ctx;
-use crate::decide::AddressState;
 use crate::error::Result;
 use crate::ipam::layout::{PoolLayout, dns_servers_for};
 use crate::render::AllocatedAddress;

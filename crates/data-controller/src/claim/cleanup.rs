@@ -6,9 +6,9 @@ use capmaas_runtime::error::failed;
 use kube::ResourceExt;
 use kube::api::{Api, ListParams};
 
+use crate::claim::index::{delete_exact, owned_by};
 use crate::context::Ctx;
 use crate::error::Result;
-use crate::index::{delete_exact, owned_by};
 
 /// Deletes every MaasData made for this claim (found by label on the API server, so one made
 /// just before a crash is not missed).

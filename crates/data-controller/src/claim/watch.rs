@@ -49,7 +49,7 @@ pub fn map_host(claims: &Store<MaasDataClaim>, host: &MaasHost) -> Vec<ObjectRef
                 .host_ref
                 .as_ref()
                 .is_some_and(|h| h.name == name && h.namespace_or(&claim_ns) == ns)
-                && crate::decide::recorded_data(c).is_none()
+                && crate::claim::decide::recorded_data(c).is_none()
         })
         .map(|c| ObjectRef::from_obj(c.as_ref()))
         .collect()

@@ -16,10 +16,10 @@ use kube::api::{Api, ObjectMeta, Patch, PatchParams};
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
+use crate::claim::decide::AddressState;
+use crate::claim::index;
 use crate::context::Ctx;
-use crate::decide::AddressState;
 use crate::error::Result;
-use crate::index;
 use crate::render::{self, AllocatedAddress, ObjectInfo, RenderInput, Rendered};
 
 /// The objects a template may read.

@@ -15,13 +15,13 @@ use kube::runtime::reflector::ObjectRef;
 use kube::{Api, ResourceExt};
 use tracing::{debug, info};
 
-use crate::addresses;
+use crate::claim::addresses;
+use crate::claim::decide::{Observed, Step, decide, recorded_data};
+use crate::claim::rendered::{self, Rendering};
+use crate::claim::status::{Outcome, claim_status, paused_status};
 use crate::context::Ctx;
-use crate::decide::{Observed, Step, decide, recorded_data};
 use crate::error::Result;
 use crate::render;
-use crate::rendered::{self, Rendering};
-use crate::status::{Outcome, claim_status, paused_status};
 
 /// Whether the claim, or the Cluster it is labelled with, is paused.
 async fn is_paused(ctx: &Ctx, claim: &MaasDataClaim, ns: &str) -> Result<bool> {
@@ -107,7 +107,7 @@ pub async fn reconcile(claim: Arc<MaasDataClaim>, ctx: Arc<Ctx>) -> Result<Actio
             if let Some(data) = recorded_data(&claim) {
                 let outcome = Outcome::Rendered(data.to_owned());
                 write_outcome(&ctx, &api, &claim, &outcome).await?;
-                crate::index::delete_unrecorded(&ctx, &claim, &ns, data).await?;
+                crate::claim::index::delete_unrecorded(&ctx, &claim, &ns, data).await?;
             }
             Ok(Action::requeue(ctx.base.sync_period))
         }
@@ -119,7 +119,7 @@ pub async fn reconcile(claim: Arc<MaasDataClaim>, ctx: Arc<Ctx>) -> Result<Actio
         }
         Step::Cleanup => {
             addresses::delete_all(&ctx, &claim, &ns).await?;
-            crate::cleanup::delete_data(&ctx, &claim, &ns).await?;
+            crate::claim::cleanup::delete_data(&ctx, &claim, &ns).await?;
             finalizer::remove(
                 &api,
                 &claim,

@@ -22,9 +22,9 @@ use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, PostParams, Precondit
 use kube::{Resource, ResourceExt};
 use tracing::{debug, info};
 
+pub use crate::claim::reservations::{Reservations, lowest_free};
 use crate::context::Ctx;
 use crate::error::{Error, Result};
-pub use crate::reservations::{Reservations, lowest_free};
 
 /// Creates tried per reconcile before giving up on a contended template.
 const ATTEMPTS: usize = 16;
