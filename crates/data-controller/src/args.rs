@@ -32,11 +32,11 @@ pub struct ControllerArgs {
 
 impl ControllerArgs {
     /// Refuses a configuration that would run nothing.
-    pub fn validate(&self) -> Result<(), crate::Error> {
+    pub fn validate(&self) -> Result<(), crate::error::Error> {
         if self.ipam || self.data_templates {
             Ok(())
         } else {
-            Err(crate::Error::Config(
+            Err(crate::error::Error::Config(
                 "--ipam=false and --data-templates=false leave nothing to run".into(),
             ))
         }

@@ -21,6 +21,7 @@ pub mod ipam;
 pub mod metrics_pools;
 pub mod render;
 pub mod template;
+pub mod writes;
 
 use std::sync::Arc;
 
@@ -146,7 +147,7 @@ async fn run_data(term: &capmaas_runtime::Term, also_synced: impl Future<Output 
         });
     let template_controller = Controller::new(scoped::<MaasDataTemplate>(watch, ns), wc.clone())
         .watches(scoped::<MaasData>(watch, ns), wc, |d| {
-            template::map_data(&d)
+            template::watch::map_data(&d)
         });
     let stores_ready = {
         let (claims, data, templates, ip_claims, ip_addresses, pools) = (
@@ -181,7 +182,7 @@ async fn run_data(term: &capmaas_runtime::Term, also_synced: impl Future<Output 
             template_controller,
             ReconcilerSettings::for_term(term, TEMPLATE_CONTROLLER),
             ctx,
-            template::reconcile
+            template::act::reconcile
         ),
     );
 }
