@@ -30,7 +30,7 @@ use std::future::Future;
 use std::time::{Duration, Instant};
 
 use capmaas_api::capi_ipam::{IPAddress, IPAddressClaim, IPAddressClaimSpec, IPPoolReference};
-use capmaas_api::{MaasData, MaasDataClaim, MaasDataTemplate, MaasHost, MaasIPPool, keys};
+use capmaas_api::{MaasDataClaim, MaasDataTemplate, MaasHost, MaasIPPool, keys};
 use capmaas_runtime::embedded::Running;
 use capmaas_testenv::{ApiRequests, TestEnv, env_or};
 use data_controller::{BINARY, ControllerArgs};
@@ -39,6 +39,9 @@ use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
 use serde_json::json;
+
+#[path = "../tests/support/mod.rs"]
+mod support;
 
 /// Requests the bench keeps in flight while it creates the claims.
 const CREATE_CONCURRENCY: usize = 32;
@@ -334,12 +337,7 @@ async fn data_templates(env: &TestEnv, n: usize) {
         .await
         .into_iter()
         .collect();
-    let data = Api::<MaasData>::namespaced(client.clone(), &ns)
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items;
-    let indexes: BTreeSet<i32> = data.iter().map(|d| d.spec.index).collect();
+    let (data, indexes) = support::data_and_indexes(&client, &ns).await;
     if data.len() != n || indexes.len() != n {
         errors.push(format!(
             "ERROR: {} MaasData holding {} distinct indexes, expected {n}",

@@ -1,5 +1,13 @@
 //! Flags of the data-controller beyond the common ones.
 
+/// What `--help` says the binary is.
+pub const ABOUT: &str =
+    "Data templates and the MaasIPPool IPAM provider of the MAAS Cluster API provider.";
+/// Binary name; also gives the field manager `capmaas-data-controller` and the Lease name.
+pub const BINARY: &str = "data-controller";
+/// `--concurrency` default: claims render in parallel, each a handful of API calls.
+pub const DEFAULT_CONCURRENCY: u16 = 8;
+
 /// data-controller flags.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ControllerArgs {
@@ -32,11 +40,11 @@ pub struct ControllerArgs {
 
 impl ControllerArgs {
     /// Refuses a configuration that would run nothing.
-    pub fn validate(&self) -> Result<(), crate::Error> {
+    pub fn validate(&self) -> Result<(), crate::error::Error> {
         if self.ipam || self.data_templates {
             Ok(())
         } else {
-            Err(crate::Error::Config(
+            Err(crate::error::Error::Config(
                 "--ipam=false and --data-templates=false leave nothing to run".into(),
             ))
         }

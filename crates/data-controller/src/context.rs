@@ -22,8 +22,8 @@ pub struct Ctx {
     pub ip_addresses: Store<IPAddress>,
     /// MaasIPPools (DNS servers of an address, which CAPI IPAddress does not carry).
     pub pools: Store<MaasIPPool>,
-    /// Indexes this process is taking ([`crate::reservations::Reservations`]).
-    pub reservations: std::sync::Arc<crate::reservations::Reservations>,
+    /// Indexes this process is taking ([`crate::claim::reservations::Reservations`]).
+    pub reservations: std::sync::Arc<crate::claim::reservations::Reservations>,
 }
 
 impl std::fmt::Debug for Ctx {

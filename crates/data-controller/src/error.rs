@@ -1,8 +1,8 @@
 //! Errors of the MaasDataClaim and MaasDataTemplate reconcilers, classified for metrics and
 //! the requeue policy.
 
-use capmaas_runtime::error::Failed;
-use capmaas_runtime::{ErrorCategory, Requeue};
+use capmaas_runtime::Requeue;
+use capmaas_runtime::error::{ControllerError, Failed};
 
 /// A failed reconcile. The category of each is its variant name in snake_case; the kit's
 /// failures carry their own ([`capmaas_runtime::Error`]).
@@ -23,24 +23,22 @@ pub enum Error {
     Config(String),
 }
 
-impl ErrorCategory for Error {
-    fn category(&self) -> &'static str {
-        match self {
-            Self::Kit(e) => e.category(),
-            domain => domain.into(),
-        }
+impl ControllerError for Error {
+    fn kit(&self) -> Option<&Failed> {
+        let Self::Kit(e) = self else { return None };
+        Some(e)
     }
 
-    fn requeue(&self) -> Requeue {
+    fn domain_requeue(&self) -> Requeue {
         match self {
-            Self::Kit(e) => e.requeue(),
             Self::Config(_) => Requeue::InvalidSpec,
-            Self::IndexContended { .. } => Requeue::Transient,
+            _ => Requeue::Transient,
         }
     }
 
-    fn quiet(&self) -> bool {
-        matches!(self, Self::Kit(e) if e.quiet()) || matches!(self, Self::IndexContended { .. })
+    /// Losing an index race is normal operation: the next pass takes another index.
+    fn domain_quiet(&self) -> bool {
+        matches!(self, Self::IndexContended { .. })
     }
 }
 
@@ -50,6 +48,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use capmaas_runtime::ErrorCategory;
 
     #[test]
     fn contention_is_quiet_and_retried() {

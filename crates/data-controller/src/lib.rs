@@ -1,12 +1,11 @@
 //! The data-controller Deployment (binary `data-controller`): per-machine data templates and
 //! the MaasIPPool IPAM provider.
 //!
-//! - MaasDataClaim reconciler ([`act`], pure [`decide`] and [`status`]): one IPAddressClaim per
-//!   pool the template uses ([`addresses`]), the lowest free index of the template as a
-//!   MaasData named `<template>-<index>` ([`index`]: the API server refuses a second create),
-//!   rendering ([`render`]) into Secrets owned by the MaasData ([`rendered`]), status.
-//! - MaasDataTemplate reconciler ([`template`]): `status.indexes` and a finalizer that keeps a
-//!   template while MaasData use it.
+//! - [`claim`]: the MaasDataClaim reconciler: one IPAddressClaim per pool the template uses,
+//!   the lowest free index of the template as a MaasData named `<template>-<index>`, rendering
+//!   ([`render`], pure) into Secrets owned by the MaasData, status.
+//! - [`template`]: the MaasDataTemplate reconciler: `status.indexes` and a finalizer that keeps
+//!   a template while MaasData use it.
 //! - [`ipam`]: the IPAM provider for `MaasIPPool` through the CAPI IPAM contract
 //!   (`IPAddressClaim` → `IPAddress`).
 //! - [`metrics_pools`]: pool usage gauges, read from the pool statuses when Prometheus scrapes.
@@ -14,22 +13,15 @@
 //! Layout as every controller crate (`docs/architecture.md`); the plumbing comes from
 //! [`capmaas_runtime::controller`].
 
-pub mod act;
-pub mod addresses;
 pub mod args;
-mod cleanup;
+pub mod claim;
 pub mod context;
-pub mod decide;
 pub mod error;
-pub mod index;
 pub mod ipam;
 pub mod metrics_pools;
 pub mod render;
-pub mod rendered;
-pub mod reservations;
-pub mod status;
 pub mod template;
-pub mod watch;
+pub mod writes;
 
 use std::sync::Arc;
 
@@ -42,18 +34,12 @@ use capmaas_runtime::{BoxError, CommonArgs};
 use futures::StreamExt;
 use kube::runtime::{Controller, watcher};
 
-pub use args::ControllerArgs;
+pub use args::{ABOUT, BINARY, ControllerArgs, DEFAULT_CONCURRENCY};
 pub use error::{Error, Result};
 
+use crate::claim::{act, watch};
 use crate::context::Ctx;
 
-/// What `--help` says the binary is.
-pub const ABOUT: &str =
-    "Data templates and the MaasIPPool IPAM provider of the MAAS Cluster API provider.";
-/// Binary name; also gives the field manager `capmaas-data-controller` and the Lease name.
-pub const BINARY: &str = "data-controller";
-/// `--concurrency` default: claims render in parallel, each a handful of API calls.
-pub const DEFAULT_CONCURRENCY: u16 = 8;
 /// The `controller` label of the claim controller's metrics and logs.
 pub const CONTROLLER: &str = "maasdataclaim";
 /// The `controller` label of the template controller.
@@ -154,7 +140,7 @@ async fn run_data(term: &capmaas_runtime::Term, also_synced: impl Future<Output 
         });
     let template_controller = Controller::new(scoped::<MaasDataTemplate>(watch, ns), wc.clone())
         .watches(scoped::<MaasData>(watch, ns), wc, |d| {
-            template::map_data(&d)
+            template::watch::map_data(&d)
         });
     let stores_ready = {
         let (claims, data, templates, ip_claims, ip_addresses, pools) = (
@@ -189,7 +175,7 @@ async fn run_data(term: &capmaas_runtime::Term, also_synced: impl Future<Output 
             template_controller,
             ReconcilerSettings::for_term(term, TEMPLATE_CONTROLLER),
             ctx,
-            template::reconcile
+            template::act::reconcile
         ),
     );
 }

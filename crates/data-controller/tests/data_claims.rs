@@ -17,6 +17,8 @@ use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use serde_json::json;
 
+mod support;
+
 const WAIT: Duration = Duration::from_secs(60);
 
 async fn start(env: &TestEnv) -> Running {
@@ -189,13 +191,7 @@ async fn rendered(client: &Client, ns: &str, name: &str) -> (MaasData, String, S
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn claims_render_distinct_indexes_and_addresses_and_release_only_when_let_go() {
-    let env = TestEnv::builder()
-        .controller_manager(true)
-        .start()
-        .await
-        .unwrap();
-    let client = env.client();
-    let ns = env.create_namespace("data").await.unwrap();
+    let (env, client, ns) = support::env_with_namespace("data").await;
     let controller = start(&env).await;
     pool(&client, &ns, "prov", "10.8.0.10", "10.8.0.14").await;
     template(&client, &ns, "workers", "eno1", "prov").await;

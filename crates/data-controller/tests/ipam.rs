@@ -13,7 +13,7 @@ use std::time::Duration;
 use capmaas_api::capi::{Cluster, ClusterSpec};
 use capmaas_api::capi_ipam::{IPAddress, IPAddressClaim, IPAddressClaimSpec, IPPoolReference};
 use capmaas_api::conditions as cond;
-use capmaas_api::ipam::{AllocationStrategy, IpPoolRange};
+use capmaas_api::ipam::IpPoolRange;
 use capmaas_api::keys::{FINALIZER_IP_ADDRESS, FINALIZER_IP_ADDRESS_CLAIM, FINALIZER_MAAS_IP_POOL};
 use capmaas_api::{MaasIPAddressLock, MaasIPPool, MaasIPPoolSpec};
 use capmaas_runtime::BoxError;
@@ -23,6 +23,13 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client, ResourceExt};
 use serde_json::json;
+
+// The unit tests' builders; these tests use a few.
+#[allow(dead_code)]
+#[path = "../src/ipam/test_support.rs"]
+mod test_support;
+
+use test_support::{range, subnet};
 
 const WAIT: Duration = Duration::from_secs(60);
 const CONSUMER: &str = "consumer.example.com/in-use";
@@ -45,27 +52,21 @@ async fn stop_ipam(instance: Running) {
         .expect("IPAM stops");
 }
 
-fn range(start: &str, end: &str) -> IpPoolRange {
-    IpPoolRange {
-        start: Some(start.into()),
-        end: Some(end.into()),
-        ..IpPoolRange::default()
+fn pool_spec(pools: Vec<IpPoolRange>) -> MaasIPPoolSpec {
+    MaasIPPoolSpec {
+        name_prefix: "net".into(),
+        ..test_support::spec(pools)
     }
 }
 
-fn pool_spec(pools: Vec<IpPoolRange>) -> MaasIPPoolSpec {
-    MaasIPPoolSpec {
-        pools,
-        prefix: None,
-        gateway: None,
-        dns_servers: None,
-        exclusions: None,
-        pre_allocations: None,
-        name_prefix: "net".into(),
-        cluster_name: None,
-        allocation_strategy: AllocationStrategy::Sequential,
-        maas_subnet: None,
-    }
+/// Merge-patches the object `name` of `api`.
+async fn merge<K>(api: &Api<K>, name: &str, patch: serde_json::Value)
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    api.patch(name, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .unwrap();
 }
 
 /// The first Warning Event about the object `name` of `ns`, once there is one.
@@ -431,10 +432,7 @@ async fn overlapping_pools_in_two_namespaces(client: &Client, first: &str, secon
 /// A full pool answers `PoolExhausted` naming the pool and the claim, and serves the claim as
 /// soon as another claim is deleted.
 async fn exhausted_then_served(client: &Client, ns: &str) {
-    let mut spec = pool_spec(vec![IpPoolRange {
-        subnet: Some("10.20.0.0/30".into()),
-        ..IpPoolRange::default()
-    }]);
+    let mut spec = pool_spec(vec![subnet("10.20.0.0/30")]);
     spec.name_prefix = "small".into();
     create_pool(client, ns, "small", spec).await;
     for name in ["a", "b"] {
@@ -494,14 +492,7 @@ async fn exhausted_then_served(client: &Client, ns: &str) {
             .find(|c| c.type_ == cond::ADDRESSES_IN_POOL)
     };
     let exclude = |list: Vec<String>| json!({"spec": {"exclusions": list}});
-    pools
-        .patch(
-            "small",
-            &PatchParams::default(),
-            &Patch::Merge(exclude(vec![b.spec.address.clone()])),
-        )
-        .await
-        .unwrap();
+    merge(&pools, "small", exclude(vec![b.spec.address.clone()])).await;
     let stranded = eventually("AddressesStranded", WAIT, || async {
         in_pool(pools.get("small").await.unwrap()).filter(|c| c.status == "False")
     })
@@ -514,14 +505,7 @@ async fn exhausted_then_served(client: &Client, ns: &str) {
     );
     let warned = warning_event(client, ns, "small").await;
     assert_eq!(warned.reason.as_deref(), Some("AddressesStranded"));
-    pools
-        .patch(
-            "small",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"exclusions": null}})),
-        )
-        .await
-        .unwrap();
+    merge(&pools, "small", json!({"spec": {"exclusions": null}})).await;
     eventually("AddressesInPool again", WAIT, || async {
         in_pool(pools.get("small").await.unwrap()).filter(|c| c.status == "True")
     })
@@ -559,10 +543,7 @@ async fn exhausted_then_served(client: &Client, ns: &str) {
 /// A consumer's finalizer on the claim means "in use": the address stays until it is gone.
 /// A claim deleted right after its creation leaves no address behind.
 async fn in_use_handshake(client: &Client, ns: &str) {
-    let mut spec = pool_spec(vec![IpPoolRange {
-        subnet: Some("10.30.0.0/24".into()),
-        ..IpPoolRange::default()
-    }]);
+    let mut spec = pool_spec(vec![subnet("10.30.0.0/24")]);
     spec.name_prefix = "held".into();
     create_pool(client, ns, "held", spec).await;
     create_claim(client, ns, &claim_object("held", "held", &[CONSUMER])).await;
@@ -700,16 +681,12 @@ async fn ipv6_and_invalid_pools(client: &Client, ns: &str) {
         "{warned:?}"
     );
     // Fixing the pool serves the claim.
-    pools
-        .patch(
-            "bad",
-            &PatchParams::default(),
-            &Patch::Merge(
-                json!({"spec": {"pools": [{"start": "10.40.0.10", "end": "10.40.0.30"}]}}),
-            ),
-        )
-        .await
-        .unwrap();
+    merge(
+        &pools,
+        "bad",
+        json!({"spec": {"pools": [{"start": "10.40.0.10", "end": "10.40.0.30"}]}}),
+    )
+    .await;
     assert_eq!(
         served(client, ns, "on-bad").await.spec.address,
         "10.40.0.10"
@@ -726,10 +703,7 @@ async fn paused_and_foreign_claims(client: &Client, ns: &str) {
         .create(&PostParams::default(), &cluster)
         .await
         .unwrap();
-    let mut spec = pool_spec(vec![IpPoolRange {
-        subnet: Some("10.50.0.0/24".into()),
-        ..IpPoolRange::default()
-    }]);
+    let mut spec = pool_spec(vec![subnet("10.50.0.0/24")]);
     spec.name_prefix = "paused".into();
     create_pool(client, ns, "paused", spec).await;
     let mut claim = claim_object("waits", "paused", &[]);
@@ -751,14 +725,7 @@ async fn paused_and_foreign_claims(client: &Client, ns: &str) {
             "{name} was touched: {c:?}"
         );
     }
-    clusters
-        .patch(
-            "prod",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"paused": false}})),
-        )
-        .await
-        .unwrap();
+    merge(&clusters, "prod", json!({"spec": {"paused": false}})).await;
     assert_eq!(served(client, ns, "waits").await.spec.address, "10.50.0.1");
     let foreign = claims.get("foreign").await.unwrap();
     assert!(foreign.finalizers().is_empty() && foreign.status.is_none());

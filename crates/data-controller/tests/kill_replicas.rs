@@ -15,6 +15,8 @@ use kube::{Api, Client, ResourceExt};
 use serde_json::json;
 use tokio::process::{Child, Command};
 
+mod support;
+
 const CLAIMS: usize = 50;
 
 fn spawn(env: &TestEnv, ns: &str, log: &Path) -> Child {
@@ -92,13 +94,7 @@ async fn left_behind(client: &Client, ns: &str) -> Result<[Vec<String>; 4], kube
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_replicas_killed_repeatedly_never_give_anything_twice() {
-    let env = TestEnv::builder()
-        .controller_manager(true)
-        .start()
-        .await
-        .unwrap();
-    let client = env.client();
-    let ns = env.create_namespace("kill").await.unwrap();
+    let (env, client, ns) = support::env_with_namespace("kill").await;
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("data-controller.log");
     create(&client, &ns, json!({
@@ -174,12 +170,7 @@ async fn two_replicas_killed_repeatedly_never_give_anything_twice() {
     };
     // Settle: duplicates made in a race are cleaned up after one is recorded.
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let data = Api::<MaasData>::namespaced(client.clone(), &ns)
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items;
-    let indexes: BTreeSet<i32> = data.iter().map(|d| d.spec.index).collect();
+    let (data, indexes) = support::data_and_indexes(&client, &ns).await;
     assert_eq!(indexes.len(), data.len(), "an index given twice");
     assert_eq!(
         data.len(),

@@ -21,6 +21,7 @@ use super::context::Ctx;
 use super::decide::{is_orphan, may_release_address};
 use super::error::Result;
 use super::index::AddressEntry;
+use crate::writes;
 
 /// Reconciles one `IPAddress` (the function the kit runs).
 pub async fn reconcile(address: Arc<IPAddress>, ctx: Arc<Ctx>) -> Result<Action> {
@@ -50,14 +51,7 @@ pub async fn reconcile(address: Arc<IPAddress>, ctx: Arc<Ctx>) -> Result<Action>
         return Ok(Action::await_change());
     }
     let api: Api<IPAddress> = Api::namespaced(ctx.base.client.clone(), &ns);
-    finalizer::remove(
-        &api,
-        address.as_ref(),
-        FINALIZER_IP_ADDRESS,
-        &ctx.base.field_manager,
-    )
-    .await
-    .map_err(failed("updating the finalizer"))?;
+    writes::remove_finalizer(&ctx.base, &api, address.as_ref(), FINALIZER_IP_ADDRESS).await?;
     info!(claim = entry.claim, "address released");
     address_lock::release_of(&ctx, &address).await?;
     Ok(Action::await_change())
@@ -95,20 +89,11 @@ async fn collect_orphan(
     }
     let api: Api<IPAddress> = Api::namespaced(ctx.base.client.clone(), ns);
     // Conditional on the UID read: a same-named address of a later allocation is left alone.
-    let params = kube::api::DeleteParams {
-        preconditions: Some(kube::api::Preconditions {
-            uid: address.uid(),
-            resource_version: None,
-        }),
-        ..kube::api::DeleteParams::default()
-    };
-    match api.delete(&address.name_any(), &params).await {
-        Ok(_) => info!(
+    if writes::delete_same(&api, address, "delete IPAddress").await? {
+        info!(
             claim = entry.claim,
             "orphaned address deleted: its claim is gone"
-        ),
-        Err(kube::Error::Api(status)) if status.code == 404 || status.code == 409 => {}
-        Err(e) => return Err(failed("delete IPAddress")(e).into()),
+        );
     }
     Ok(Action::await_change())
 }

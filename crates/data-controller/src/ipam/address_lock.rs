@@ -19,8 +19,7 @@ use capmaas_api::capi_ipam::{IPAddress, IPAddressClaim};
 use capmaas_api::ipam_lock::lock_name;
 use capmaas_api::keys::FINALIZER_MAAS_IP_ADDRESS_LOCK;
 use capmaas_api::{LockHolder, MaasIPAddressLock};
-use capmaas_runtime::controller::finalizer;
-use kube::api::{DeleteParams, PostParams, Preconditions};
+use kube::api::PostParams;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, ResourceExt};
 use tracing::{debug, info, warn};
@@ -29,6 +28,7 @@ use super::context::Ctx;
 use super::decide::{LockState, lock_state};
 use super::error::{Error, Result};
 use super::index::AddressEntry;
+use crate::writes;
 
 /// The outcome of [`acquire`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -112,33 +112,9 @@ pub(crate) async fn release(ctx: &Ctx, address: IpAddr, claim_uid: &str) -> Resu
 /// Lets go of `lock`: its finalizer off, then deleted with a UID precondition (a lock of a
 /// later holder of the address is left alone).
 pub(crate) async fn delete_exact(ctx: &Ctx, lock: &MaasIPAddressLock) -> Result<()> {
-    let Some(lock) = finalizer::remove(
-        &api(ctx),
-        lock,
-        FINALIZER_MAAS_IP_ADDRESS_LOCK,
-        &ctx.base.field_manager,
-    )
-    .await
-    .map_err(failed("updating the finalizer"))?
-    else {
-        return Ok(());
-    };
-    if lock.metadata.deletion_timestamp.is_some() {
-        // Deleted by hand earlier: the finalizer was all that kept it.
-        return Ok(());
-    }
-    let params = DeleteParams {
-        preconditions: Some(Preconditions {
-            uid: lock.uid(),
-            resource_version: None,
-        }),
-        ..DeleteParams::default()
-    };
-    match api(ctx).delete(&lock.name_any(), &params).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Ok(()),
-        Err(e) => Err(failed("delete MaasIPAddressLock")(e).into()),
-    }
+    let (key, action) = (FINALIZER_MAAS_IP_ADDRESS_LOCK, "delete MaasIPAddressLock");
+    writes::let_go_and_delete(&ctx.base, &api(ctx), lock, key, action).await?;
+    Ok(())
 }
 
 /// Lets go of the lock of `address` (gone or going, with no finalizer of ours left); a crash

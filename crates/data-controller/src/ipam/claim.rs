@@ -1,5 +1,6 @@
-//! The `IPAddressClaim` reconciler: observe the claim's pool, pause and addresses (caches and
-//! the usage index, no API lists), [`decide_claim`], and do the I/O of that step.
+//! The `IPAddressClaim` reconciler: observe the claim's pool, pause and addresses
+//! ([`ClaimState`]: caches and the usage index, no API lists), [`decide_claim`], and do the
+//! I/O of that step.
 //!
 //! Allocation takes the address's installation-wide lock ([`address_lock::acquire`]), then creates an
 //! `IPAddress` named after the pool's `namePrefix` and the address. A lock another claim holds,
@@ -15,9 +16,8 @@ use capmaas_api::MaasIPPool;
 use capmaas_api::capi_ipam::{IPAddress, IPAddressClaim};
 use capmaas_api::keys::{FINALIZER_IP_ADDRESS, FINALIZER_IP_ADDRESS_CLAIM};
 use capmaas_runtime::conditions::NewCondition;
-use capmaas_runtime::controller::finalizer;
-use capmaas_runtime::status::{self, Guard, now};
-use kube::api::{DeleteParams, PostParams, Preconditions};
+use capmaas_runtime::status::{Guard, now};
+use kube::api::PostParams;
 use kube::runtime::controller::Action;
 use kube::{Api, ResourceExt};
 use tracing::{debug, info};
@@ -25,16 +25,18 @@ use tracing::{debug, info};
 use super::address_lock::{self, Acquired};
 use super::context::Ctx;
 use super::decide::{
-    ClaimStep, ClaimView, REASON_ALLOCATION_FAILED, REASON_POOL_EXHAUSTED, address_object,
-    belongs_to, decide_claim,
+    ClaimStep, REASON_ALLOCATION_FAILED, REASON_POOL_EXHAUSTED, address_object, belongs_to,
+    decide_claim,
 };
 use super::decide::{LockState, lock_state};
 use super::error::Result;
 use super::index::{AddressEntry, PoolKey};
 use super::layout::PoolLayout;
+use super::state::{ClaimState, fetch_own};
 use super::status::{
     claim_status, claim_status_differs, exhausted_message, not_ready_condition, ready_condition,
 };
+use crate::writes;
 
 /// Creates tried per reconcile before giving the turn to other claims (each `409` means the
 /// cache was behind; the watch catches up meanwhile).
@@ -55,24 +57,8 @@ pub async fn reconcile(claim: Arc<IPAddressClaim>, ctx: Arc<Ctx>) -> Result<Acti
     let api: Api<IPAddressClaim> = Api::namespaced(ctx.base.client.clone(), &ns);
     let mut claim = claim.as_ref().clone();
     loop {
-        let pool = ctx.pool(&ns, &claim.spec.pool_ref.name);
-        let layout = pool.as_deref().map(|p| ctx.index().layout(p));
-        let paused = ctx.claim_pause(&claim, pool.as_deref());
-        let mut addresses = ctx.index().claim_addresses(&ns, &claim.name_any());
-        if let Some(named) = claim.address_ref()
-            && !addresses.iter().any(|e| e.name == named)
-            && let Some(entry) = fetch_own(&ctx, &claim, named).await?
-        {
-            // The status names an address the index has not seen yet: keep it, never a second.
-            addresses.push(entry);
-        }
-        let step = decide_claim(&ClaimView {
-            claim: &claim,
-            pool: pool.as_deref(),
-            layout: layout.as_ref(),
-            paused: paused.as_deref(),
-            addresses: &addresses,
-        });
+        let state = ClaimState::observe(&ctx, &ns, &claim).await?;
+        let step = decide_claim(&state.observed(&claim));
         debug!(?step, "step");
         return match step {
             ClaimStep::Ignore | ClaimStep::Forget => Ok(Action::await_change()),
@@ -91,26 +77,14 @@ pub async fn reconcile(claim: Arc<IPAddressClaim>, ctx: Arc<Ctx>) -> Result<Acti
                 for name in &names {
                     release_address(&ctx, &claim, name).await?;
                 }
-                finalizer::remove(
-                    &api,
-                    &claim,
-                    FINALIZER_IP_ADDRESS_CLAIM,
-                    &ctx.base.field_manager,
-                )
-                .await
-                .map_err(failed("updating the finalizer"))?;
+                let key = FINALIZER_IP_ADDRESS_CLAIM;
+                writes::remove_finalizer(&ctx.base, &api, &claim, key).await?;
                 info!(addresses = ?names, "claim released");
                 Ok(Action::await_change())
             }
             ClaimStep::AddFinalizer => {
-                claim = finalizer::add(
-                    &api,
-                    &claim,
-                    FINALIZER_IP_ADDRESS_CLAIM,
-                    &ctx.base.field_manager,
-                )
-                .await
-                .map_err(failed("updating the finalizer"))?;
+                let key = FINALIZER_IP_ADDRESS_CLAIM;
+                claim = writes::add_finalizer(&ctx.base, &api, &claim, key).await?;
                 continue;
             }
             ClaimStep::Fail { reason, message } => {
@@ -127,7 +101,7 @@ pub async fn reconcile(claim: Arc<IPAddressClaim>, ctx: Arc<Ctx>) -> Result<Acti
                 bind(&api, &claim, &keep, &extras, &ctx).await
             }
             ClaimStep::Allocate { pre_allocated } => {
-                let (Some(pool), Some(Ok(layout))) = (pool, layout) else {
+                let (Some(pool), Some(Ok(layout))) = (state.pool, state.layout) else {
                     return Ok(Action::await_change());
                 };
                 allocate(&api, &claim, &pool, &layout, pre_allocated, &ctx).await
@@ -382,34 +356,8 @@ async fn write_status(
 ) -> Result<bool> {
     let status = claim_status(claim, address_ref, ready, &now());
     let unchanged = !claim_status_differs(claim, &status);
-    let written = status::write_status(
-        api,
-        claim,
-        &ctx.base.field_manager,
-        &status,
-        unchanged,
-        Guard::ResourceVersion,
-    )
-    .await
-    .map_err(failed("writing the status"))?;
-    Ok(written.is_some())
-}
-
-/// The `IPAddress` `name`, read from the API server, when it is `claim`'s.
-async fn fetch_own(ctx: &Ctx, claim: &IPAddressClaim, name: &str) -> Result<Option<AddressEntry>> {
-    let ns = claim.namespace().unwrap_or_default();
-    let found = Api::<IPAddress>::namespaced(ctx.base.client.clone(), &ns)
-        .get_opt(name)
-        .await
-        .map_err(failed("get IPAddress"))?;
-    let Some(found) = found else {
-        return Ok(None);
-    };
-    let entry = AddressEntry::of(&found).filter(|e| belongs_to(e, claim));
-    if entry.is_some() {
-        ctx.index().note_created(&found);
-    }
-    Ok(entry)
+    let guard = Guard::ResourceVersion;
+    Ok(writes::write_status(&ctx.base, api, claim, &status, unchanged, guard).await?)
 }
 
 /// Releases one `IPAddress` of `claim`: our finalizer off, then deleted. Gone already, or
@@ -425,28 +373,12 @@ pub(crate) async fn release_address(ctx: &Ctx, claim: &IPAddressClaim, name: &st
         debug!(ipaddress = name, "no longer this claim's; left alone");
         return Ok(());
     }
-    let Some(address) = finalizer::remove(
-        &api,
-        &address,
-        FINALIZER_IP_ADDRESS,
-        &ctx.base.field_manager,
-    )
-    .await
-    .map_err(failed("updating the finalizer"))?
-    else {
+    let removed = writes::remove_finalizer(&ctx.base, &api, &address, FINALIZER_IP_ADDRESS);
+    let Some(address) = removed.await? else {
         return Ok(());
     };
-    let params = DeleteParams {
-        preconditions: Some(Preconditions {
-            uid: address.uid(),
-            resource_version: None,
-        }),
-        ..DeleteParams::default()
-    };
-    match api.delete(name, &params).await {
-        Ok(_) => info!(ipaddress = name, "address released"),
-        Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => {}
-        Err(e) => return Err(failed("delete IPAddress")(e).into()),
+    if writes::delete_same(&api, &address, "delete IPAddress").await? {
+        info!(ipaddress = name, "address released");
     }
     address_lock::release_of(ctx, &address).await
 }

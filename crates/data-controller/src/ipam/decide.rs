@@ -58,7 +58,7 @@ pub enum ClaimStep {
 
 /// What the claim reconciler observed.
 #[derive(Clone, Copy, Debug)]
-pub struct ClaimView<'a> {
+pub struct Observed<'a> {
     /// The claim.
     pub claim: &'a IPAddressClaim,
     /// Its MaasIPPool, when it exists.
@@ -86,7 +86,7 @@ pub fn belongs_to(entry: &AddressEntry, claim: &IPAddressClaim) -> bool {
 }
 
 /// The next step for a claim.
-pub fn decide_claim(view: &ClaimView<'_>) -> ClaimStep {
+pub fn decide_claim(view: &Observed<'_>) -> ClaimStep {
     let claim = view.claim;
     if !claim.spec.pool_ref.is_maas_ip_pool() {
         return ClaimStep::Ignore;

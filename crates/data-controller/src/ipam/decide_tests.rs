@@ -50,7 +50,7 @@ impl World {
     }
 
     fn decide(&self) -> ClaimStep {
-        decide_claim(&ClaimView {
+        decide_claim(&Observed {
             claim: &self.claim,
             pool: self.pool.as_ref(),
             layout: self.layout.as_ref(),

@@ -1,7 +1,6 @@
 //! Errors of the IPAM controllers, classified for metrics and the requeue policy.
 
-use capmaas_runtime::error::Failed;
-use capmaas_runtime::{ErrorCategory, Requeue};
+use capmaas_runtime::error::{ControllerError, Failed};
 
 /// A failed reconcile of an `IPAddressClaim`, a `MaasIPPool` or an `IPAddress`. The category of
 /// each is its variant name in snake_case; the kit's failures carry their own
@@ -24,23 +23,10 @@ impl Error {
     }
 }
 
-impl ErrorCategory for Error {
-    fn category(&self) -> &'static str {
-        match self {
-            Self::Kit(e) => e.category(),
-            domain @ Self::LockChurn(_) => domain.into(),
-        }
-    }
-
-    fn requeue(&self) -> Requeue {
-        match self {
-            Self::Kit(e) => e.requeue(),
-            Self::LockChurn(_) => Requeue::Transient,
-        }
-    }
-
-    fn quiet(&self) -> bool {
-        self.is_conflict()
+impl ControllerError for Error {
+    fn kit(&self) -> Option<&Failed> {
+        let Self::Kit(e) = self else { return None };
+        Some(e)
     }
 }
 
@@ -50,6 +36,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[cfg(test)]
 mod tests {
     use capmaas_runtime::error::failed;
+    use capmaas_runtime::{ErrorCategory, Requeue};
 
     use super::*;
 

@@ -33,6 +33,7 @@ mod feed;
 pub mod index;
 pub mod lock;
 pub mod pool;
+pub mod state;
 pub mod status;
 pub mod watch;
 

@@ -2,13 +2,12 @@
 //! (the printer columns), `PoolValid` with the layout error naming the field, `Ready`,
 //! `Paused`. A deleted pool waits until none of its `IPAddress`es is left.
 
-use capmaas_runtime::error::{Failed, failed};
+use capmaas_runtime::error::Failed;
 use std::sync::Arc;
 
 use capmaas_api::keys::FINALIZER_MAAS_IP_POOL;
 use capmaas_api::{MaasIPPool, MaasIPPoolStatus};
-use capmaas_runtime::controller::finalizer;
-use capmaas_runtime::status::{self, Guard, now};
+use capmaas_runtime::status::{Guard, now};
 use kube::runtime::controller::Action;
 use kube::{Api, ResourceExt};
 use tracing::{debug, info};
@@ -18,6 +17,7 @@ use super::decide::{PoolStep, decide_pool};
 use super::error::Result;
 use super::index::PoolKey;
 use super::status::{PoolFacts, owned_pool_status, paused_pool_status, pool_status};
+use crate::writes;
 
 /// Reconciles one `MaasIPPool` (the function the kit runs).
 pub async fn reconcile(pool: Arc<MaasIPPool>, ctx: Arc<Ctx>) -> Result<Action> {
@@ -40,16 +40,12 @@ pub async fn reconcile(pool: Arc<MaasIPPool>, ctx: Arc<Ctx>) -> Result<Action> {
             return Ok(Action::await_change());
         }
         PoolStep::RemoveFinalizer => {
-            finalizer::remove(&api, &pool, FINALIZER_MAAS_IP_POOL, &ctx.base.field_manager)
-                .await
-                .map_err(failed("updating the finalizer"))?;
+            writes::remove_finalizer(&ctx.base, &api, &pool, FINALIZER_MAAS_IP_POOL).await?;
             info!("pool has no address left; finalizer removed");
             return Ok(Action::await_change());
         }
         PoolStep::AddFinalizer => {
-            pool = finalizer::add(&api, &pool, FINALIZER_MAAS_IP_POOL, &ctx.base.field_manager)
-                .await
-                .map_err(failed("updating the finalizer"))?;
+            pool = writes::add_finalizer(&ctx.base, &api, &pool, FINALIZER_MAAS_IP_POOL).await?;
             None
         }
         PoolStep::WaitForAddresses(n) => Some(n),
@@ -116,15 +112,6 @@ async fn write_status(
     ctx: &Ctx,
 ) -> Result<()> {
     let unchanged = owned_pool_status(pool.status.as_ref()) == *status;
-    status::write_status(
-        api,
-        pool,
-        &ctx.base.field_manager,
-        status,
-        unchanged,
-        Guard::None,
-    )
-    .await
-    .map_err(failed("writing the status"))?;
+    writes::write_status(&ctx.base, api, pool, status, unchanged, Guard::None).await?;
     Ok(())
 }

@@ -10,6 +10,16 @@ fn t(secs: i64) -> Time {
     Time(Timestamp::from_second(secs).unwrap())
 }
 
+/// The facts of a pool with these counts, nothing stranded and no claim waiting.
+fn counted(layout: &LayoutResult, in_use: u128, free: u128) -> PoolFacts<'_> {
+    PoolFacts {
+        stranded: &[],
+        layout,
+        counts: Some(PoolCounts { in_use, free }),
+        waiting_for: None,
+    }
+}
+
 #[test]
 fn claim_status_settles_and_keeps_transition_times() {
     let mut c = claim("ns", "c", "p");
@@ -79,15 +89,7 @@ fn claim_status_settles_and_keeps_transition_times() {
 fn pool_status_counts_conditions_and_last_updated() {
     let mut p = pool("ns", "p", spec(vec![subnet("10.0.0.0/24")]));
     let layout = PoolLayout::from_spec(&p.spec).map(Arc::new);
-    let facts = PoolFacts {
-        stranded: &[],
-        layout: &layout,
-        counts: Some(PoolCounts {
-            in_use: 2,
-            free: 252,
-        }),
-        waiting_for: None,
-    };
+    let facts = counted(&layout, 2, 252);
     let status = pool_status(&p, facts, &t(10));
     assert_eq!(
         (status.addresses_in_use, status.addresses_free),
@@ -144,13 +146,8 @@ fn pool_status_counts_conditions_and_last_updated() {
     let deleting = pool_status(
         &p,
         PoolFacts {
-            stranded: &[],
-            layout: &layout,
-            counts: Some(PoolCounts {
-                in_use: 1,
-                free: 253,
-            }),
             waiting_for: Some(1),
+            ..counted(&layout, 1, 253)
         },
         &t(40),
     );
@@ -177,15 +174,7 @@ fn pool_status_counts_conditions_and_last_updated() {
 fn other_writers_pool_conditions_are_neither_sent_nor_compared() {
     let mut p = pool("ns", "p", spec(vec![subnet("10.0.0.0/24")]));
     let layout = PoolLayout::from_spec(&p.spec).map(Arc::new);
-    let facts = PoolFacts {
-        stranded: &[],
-        layout: &layout,
-        counts: Some(PoolCounts {
-            in_use: 0,
-            free: 254,
-        }),
-        waiting_for: None,
-    };
+    let facts = counted(&layout, 0, 254);
     let mut status = pool_status(&p, facts, &t(10));
     status.conditions.as_mut().unwrap().push(Condition {
         type_: "MAASRangesReserved".into(),
@@ -225,12 +214,7 @@ fn addresses_left_outside_a_shrunk_pool_are_named() {
         &p,
         PoolFacts {
             stranded: &stranded,
-            layout: &layout,
-            counts: Some(PoolCounts {
-                in_use: 12,
-                free: 254,
-            }),
-            waiting_for: None,
+            ..counted(&layout, 12, 254)
         },
         &t(10),
     );

@@ -4,9 +4,8 @@ use std::collections::BTreeMap;
 
 use capmaas_api::data_meta::DataObject;
 
-use super::super::tests::{Fixture, ip, pool};
+use super::super::tests::Fixture;
 use super::*;
-use crate::render::AllocatedAddress;
 
 fn meta(yaml: &str) -> MetaData {
     serde_saphyr::from_str(yaml).unwrap()
@@ -122,16 +121,7 @@ dnsServersFromPool: [{key: d4, name: provisioning}, {key: d6, name: public-v6}]
 
 #[test]
 fn pool_errors() {
-    let mut fixture = Fixture::example();
-    fixture.addresses.insert(
-        pool("bare"),
-        AllocatedAddress {
-            address: ip("192.168.50.23"),
-            prefix: 22,
-            gateway: None,
-            dns_servers: vec![],
-        },
-    );
+    let fixture = Fixture::with_bare_pool(22);
     assert_eq!(
         err("ipAddressesFromPool: [{key: k, name: foo}]", &fixture),
         "spec.metaData.ipAddressesFromPool[0]: no address allocated from pool MaasIPPool/foo"

@@ -49,6 +49,22 @@ pub(super) fn pool(name: &str) -> PoolReference {
 }
 
 impl Fixture {
+    /// The example plus pool `bare`: 192.168.50.23 with this prefix length, no gateway, no
+    /// DNS servers (what the errors of the pool-reading fields are tested with).
+    pub(super) fn with_bare_pool(prefix: u8) -> Self {
+        let mut fixture = Self::example();
+        fixture.addresses.insert(
+            pool("bare"),
+            AllocatedAddress {
+                address: ip("192.168.50.23"),
+                prefix,
+                gateway: None,
+                dns_servers: vec![],
+            },
+        );
+        fixture
+    }
+
     /// The machine of the documented example: index 3, namespace `prod`, host `node-07` with
     /// interfaces eno1..eno3, pools `provisioning` (IPv4) and `public-v6` (IPv6).
     pub(super) fn example() -> Self {
@@ -318,8 +334,15 @@ fn mac_normalisation() {
     }
 }
 
-/// A template using every item kind, with label/annotation/interface names from the test.
-fn everything_template(label: &str, interface: &str, vlan_id: i32) -> MaasDataTemplateSpec {
+/// A template using every item kind, with the label, interface and VLAN id from the test,
+/// every index at `(offset, step)` and every string `value`.
+fn everything_template(
+    label: &str,
+    interface: &str,
+    vlan_id: i32,
+    (offset, step): (i32, i32),
+    value: &str,
+) -> MaasDataTemplateSpec {
     let mut spec = template(&doc_block("example-template"));
     let meta = spec.meta_data.get_or_insert_with(Default::default);
     meta.from_labels = Some(vec![capmaas_api::data_meta::MetaDataFromLabel {
@@ -339,6 +362,15 @@ fn everything_template(label: &str, interface: &str, vlan_id: i32) -> MaasDataTe
     {
         for vlan in vlans {
             vlan.vlan_id = vlan_id;
+        }
+    }
+    if let Some(meta) = spec.meta_data.as_mut() {
+        for item in meta.indexes.iter_mut().flatten() {
+            item.offset = offset;
+            item.step = step;
+        }
+        for item in meta.strings.iter_mut().flatten() {
+            item.value = value.to_owned();
         }
     }
     spec
@@ -365,16 +397,7 @@ proptest! {
         if let Some(host) = fixture.host.as_mut() {
             host.labels = labels;
         }
-        let mut spec = everything_template(&label, &interface, vlan_id);
-        if let Some(meta) = spec.meta_data.as_mut() {
-            for item in meta.indexes.iter_mut().flatten() {
-                item.offset = offset;
-                item.step = step;
-            }
-            for item in meta.strings.iter_mut().flatten() {
-                item.value.clone_from(&value);
-            }
-        }
+        let spec = everything_template(&label, &interface, vlan_id, (offset, step), &value);
         let first = render(&spec, &fixture.input());
         let second = render(&spec, &fixture.input());
         prop_assert_eq!(&first, &second);
@@ -412,16 +435,7 @@ proptest! {
         if let Some(host) = fixture.host.as_mut() {
             host.labels = labels;
         }
-        let mut spec = everything_template(&label, &interface, vlan_id);
-        if let Some(meta) = spec.meta_data.as_mut() {
-            for item in meta.indexes.iter_mut().flatten() {
-                item.offset = offset;
-                item.step = step;
-            }
-            for item in meta.strings.iter_mut().flatten() {
-                item.value.clone_from(&value);
-            }
-        }
+        let spec = everything_template(&label, &interface, vlan_id, (offset, step), &value);
         let rendered = render(&spec, &fixture.input()).unwrap();
         let yaml = rendered.meta_data.unwrap();
         let back: BTreeMap<String, String> = serde_saphyr::from_str(&yaml).unwrap();

@@ -5,7 +5,6 @@ use serde_json::{Value, json};
 
 use super::super::tests::{Fixture, err_with, ip, net, ok, pool, with_links};
 use super::*;
-use crate::render::AllocatedAddress;
 
 #[test]
 fn empty_network_data_has_every_list() {
@@ -77,16 +76,7 @@ fn netmasks_cover_every_prefix() {
 
 #[test]
 fn network_errors() {
-    let mut fixture = Fixture::example();
-    fixture.addresses.insert(
-        pool("bare"),
-        AllocatedAddress {
-            address: ip("192.168.50.23"),
-            prefix: 33,
-            gateway: None,
-            dns_servers: vec![],
-        },
-    );
+    let fixture = Fixture::with_bare_pool(33);
     let cases = [
         (
             "networks: {ipv4: [{id: n, link: eno1, ipAddressFromPool: {name: foo}}]}",
@@ -190,16 +180,7 @@ fn services_dedupe_in_order() {
 
 #[test]
 fn service_errors() {
-    let mut fixture = Fixture::example();
-    fixture.addresses.insert(
-        pool("bare"),
-        AllocatedAddress {
-            address: ip("192.168.50.23"),
-            prefix: 22,
-            gateway: None,
-            dns_servers: vec![],
-        },
-    );
+    let fixture = Fixture::with_bare_pool(22);
     assert_eq!(
         err_with("services: {dns: ['1.1.1.1', 'dns.example.com']}", &fixture),
         r#"spec.networkData.services.dns[1]: "dns.example.com" is not an IP address"#

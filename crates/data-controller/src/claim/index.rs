@@ -18,13 +18,14 @@ use capmaas_api::data_checks::maas_data_name;
 use capmaas_api::{MaasData, MaasDataClaim, keys};
 use capmaas_runtime::controller::finalizer;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, PostParams, Preconditions};
+use kube::api::{Api, ObjectMeta, PostParams};
 use kube::{Resource, ResourceExt};
 use tracing::{debug, info};
 
+use crate::claim::owned::{list_made_for, made_for};
 use crate::context::Ctx;
 use crate::error::{Error, Result};
-pub use crate::reservations::{Reservations, lowest_free};
+use crate::writes;
 
 /// Creates tried per reconcile before giving up on a contended template.
 const ATTEMPTS: usize = 16;
@@ -91,16 +92,7 @@ fn new_data(claim: &MaasDataClaim, index: i32) -> Result<MaasData> {
 /// index. Duplicates (two replicas raced) are deleted, keeping the lowest index.
 pub async fn ensure(ctx: &Ctx, claim: &MaasDataClaim, ns: &str) -> Result<MaasData> {
     let api: Api<MaasData> = Api::namespaced(ctx.base.client.clone(), ns);
-    let mine =
-        ListParams::default().labels(&format!("{}={}", keys::LABEL_DATA_CLAIM, claim.name_any()));
-    let made: Vec<MaasData> = api
-        .list(&mine)
-        .await
-        .map_err(failed("list MaasData of the claim"))?
-        .items
-        .into_iter()
-        .filter(|d| owned_by(d, claim))
-        .collect();
+    let made = list_made_for(&api, claim, "list MaasData of the claim").await?;
     let recorded = claim
         .status
         .as_ref()
@@ -114,14 +106,8 @@ pub async fn ensure(ctx: &Ctx, claim: &MaasDataClaim, ns: &str) -> Result<MaasDa
         if keep.metadata.deletion_timestamp.is_none()
             && !finalizer::has(&keep, keys::FINALIZER_MAAS_DATA)
         {
-            return finalizer::add(
-                &api,
-                &keep,
-                keys::FINALIZER_MAAS_DATA,
-                &ctx.base.field_manager,
-            )
-            .await
-            .map_err(|e| failed("updating the finalizer")(e).into());
+            let key = keys::FINALIZER_MAAS_DATA;
+            return Ok(writes::add_finalizer(&ctx.base, &api, &keep, key).await?);
         }
         return Ok(keep);
     }
@@ -180,7 +166,7 @@ pub async fn delete_unrecorded(
             d.namespace().as_deref() == Some(ns)
                 && d.spec.claim.name == claim.name_any()
                 && d.name_any() != recorded
-                && owned_by(d, claim)
+                && made_for::<MaasData>(d, claim)
         })
         .collect();
     if extra.is_empty() {
@@ -194,93 +180,14 @@ pub async fn delete_unrecorded(
     Ok(())
 }
 
-/// Whether `data` was made for this very claim (same UID: a re-created claim of the same name
-/// is someone else).
-pub fn owned_by(data: &MaasData, claim: &MaasDataClaim) -> bool {
-    let uid = claim.uid();
-    data.owner_references()
-        .iter()
-        .any(|o| o.kind == MaasDataClaim::kind(&()) && Some(&o.uid) == uid.as_ref())
-}
-
 /// Deletes exactly this object: the finalizer off, then a delete with a uid precondition;
 /// gone already is fine.
 pub async fn delete_exact(ctx: &Ctx, api: &Api<MaasData>, data: &MaasData) -> Result<()> {
-    let Some(data) = finalizer::remove(
-        api,
-        data,
-        keys::FINALIZER_MAAS_DATA,
-        &ctx.base.field_manager,
-    )
-    .await
-    .map_err(failed("updating the finalizer"))?
-    else {
-        return Ok(());
-    };
-    if data.metadata.deletion_timestamp.is_some() {
-        // Deleted by hand earlier: the finalizer was all that kept it.
-        return Ok(());
-    }
-    let params = DeleteParams {
-        preconditions: Some(Preconditions {
-            uid: data.uid(),
-            resource_version: None,
-        }),
-        ..DeleteParams::default()
-    };
-    match api.delete(&data.name_any(), &params).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(e)) if matches!(e.code, 404 | 409) => Ok(()),
-        Err(e) => Err(failed("delete MaasData")(e).into()),
-    }
+    let key = keys::FINALIZER_MAAS_DATA;
+    writes::let_go_and_delete(&ctx.base, api, data, key, "delete MaasData").await?;
+    Ok(())
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn set(v: &[i32]) -> BTreeSet<i32> {
-        v.iter().copied().collect()
-    }
-
-    #[test]
-    fn the_lowest_free_index_fills_gaps_first() {
-        assert_eq!(lowest_free(&set(&[])), 0);
-        assert_eq!(lowest_free(&set(&[0, 1, 2])), 3);
-        assert_eq!(lowest_free(&set(&[0, 2, 3])), 1);
-        assert_eq!(lowest_free(&set(&[1, 2])), 0);
-        assert_eq!(
-            lowest_free(&set(&[-4, 0, 1])),
-            2,
-            "negative indexes do not exist"
-        );
-    }
-
-    #[test]
-    fn of_two_made_for_one_claim_the_recorded_one_stays() {
-        let data = |i: i32| {
-            let mut d = MaasData::new(
-                &maas_data_name("t", i),
-                MaasDataSpec {
-                    index: i,
-                    template: LocalObjectReference::new("t"),
-                    claim: LocalObjectReference::new("c"),
-                    meta_data: None,
-                    network_data: None,
-                },
-            );
-            d.metadata.name = Some(maas_data_name("t", i));
-            d
-        };
-        let (keep, extra) = keep_one(vec![data(4), data(1), data(7)], None).unwrap();
-        assert_eq!(keep.spec.index, 1);
-        assert!(extra.is_empty(), "nothing deleted before one is recorded");
-        let (keep, extra) = keep_one(vec![data(4), data(1), data(7)], Some("t-4")).unwrap();
-        assert_eq!(keep.spec.index, 4, "the recorded one wins");
-        assert_eq!(
-            extra.iter().map(|d| d.spec.index).collect::<Vec<_>>(),
-            vec![1, 7]
-        );
-        assert!(keep_one(Vec::new(), None).is_none());
-    }
-}
+#[path = "index_tests.rs"]
+mod tests;

@@ -15,15 +15,17 @@ use capmaas_api::common::PoolReference;
 use capmaas_api::conditions as cond;
 use capmaas_api::{MaasDataClaim, MaasIPPool, keys};
 use capmaas_runtime::controller::finalizer;
-use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, PostParams, Preconditions};
+use kube::api::{Api, ObjectMeta, PostParams};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 
+use crate::claim::decide::AddressState;
+use crate::claim::owned::{list_made_for, made_for};
 use crate::context::Ctx;
-use crate::decide::AddressState;
 use crate::error::Result;
 use crate::ipam::layout::{PoolLayout, dns_servers_for};
 use crate::render::AllocatedAddress;
+use crate::writes;
 
 /// Name of the IPAddressClaim of `claim` for `pool` (the pool kind is named too unless it is
 /// a MaasIPPool, so two kinds' pools of one name do not collide).
@@ -164,30 +166,15 @@ pub async fn protect(
         let Some(ip_claim) = ctx.ip_claims.get(&key) else {
             continue;
         };
+        let in_use = keys::FINALIZER_ADDRESS_IN_USE;
         if ip_claim.metadata.deletion_timestamp.is_none()
-            && made_for(&ip_claim, claim)
-            && !finalizer::has(ip_claim.as_ref(), keys::FINALIZER_ADDRESS_IN_USE)
+            && made_for::<IPAddressClaim>(&ip_claim, claim)
+            && !finalizer::has(ip_claim.as_ref(), in_use)
         {
-            finalizer::add(
-                &api,
-                ip_claim.as_ref(),
-                keys::FINALIZER_ADDRESS_IN_USE,
-                &ctx.base.field_manager,
-            )
-            .await
-            .map_err(failed("updating the finalizer"))?;
+            writes::add_finalizer(&ctx.base, &api, ip_claim.as_ref(), in_use).await?;
         }
     }
     Ok(())
-}
-
-/// Whether `ip_claim` was made for this incarnation of `claim` (owner UID).
-fn made_for(ip_claim: &IPAddressClaim, claim: &MaasDataClaim) -> bool {
-    let uid = claim.uid();
-    ip_claim
-        .owner_references()
-        .iter()
-        .any(|o| o.kind == MaasDataClaim::kind(&()) && Some(&o.uid) == uid.as_ref())
 }
 
 /// Creates the IPAddressClaims of `missing` pools; one that exists already is fine.
@@ -214,84 +201,18 @@ pub async fn create(
 /// Deletes every IPAddressClaim made for this data claim (found by label on the API server).
 pub async fn delete_all(ctx: &Ctx, claim: &MaasDataClaim, ns: &str) -> Result<()> {
     let api: Api<IPAddressClaim> = Api::namespaced(ctx.base.client.clone(), ns);
-    let mine =
-        ListParams::default().labels(&format!("{}={}", keys::LABEL_DATA_CLAIM, claim.name_any()));
-    let made = api
-        .list(&mine)
-        .await
-        .map_err(failed("list IPAddressClaims of the data claim"))?;
-    for ip_claim in made.items.iter().filter(|c| made_for(c, claim)) {
-        let params = DeleteParams {
-            preconditions: Some(Preconditions {
-                uid: ip_claim.uid(),
-                resource_version: None,
-            }),
-            ..DeleteParams::default()
-        };
-        match api.delete(&ip_claim.name_any(), &params).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(e)) if matches!(e.code, 404 | 409) => {}
-            Err(e) => return Err(failed("delete IPAddressClaim")(e).into()),
-        }
+    let made = list_made_for(&api, claim, "list IPAddressClaims of the data claim").await?;
+    for ip_claim in &made {
+        writes::delete_same(&api, ip_claim, "delete IPAddressClaim").await?;
         // The server is released (the data claim is let go only then): the address may go.
-        if finalizer::has(ip_claim, keys::FINALIZER_ADDRESS_IN_USE) {
-            finalizer::remove(
-                &api,
-                ip_claim,
-                keys::FINALIZER_ADDRESS_IN_USE,
-                &ctx.base.field_manager,
-            )
-            .await
-            .map_err(failed("updating the finalizer"))?;
+        let in_use = keys::FINALIZER_ADDRESS_IN_USE;
+        if finalizer::has(ip_claim, in_use) {
+            writes::remove_finalizer(&ctx.base, &api, ip_claim, in_use).await?;
         }
     }
     Ok(())
 }
 
 #[cfg(test)]
-mod tests {
-    use capmaas_api::capi_ipam::IPAddressSpec;
-
-    use super::*;
-
-    fn pool(kind: &str, name: &str) -> PoolReference {
-        PoolReference {
-            name: name.into(),
-            api_group: "x".into(),
-            kind: kind.into(),
-        }
-    }
-
-    #[test]
-    fn claim_names_are_deterministic_and_kinds_do_not_collide() {
-        assert_eq!(ip_claim_name("m1", &pool("MaasIPPool", "prov")), "m1-prov");
-        assert_eq!(
-            ip_claim_name("m1", &pool("InClusterIPPool", "prov")),
-            "m1-inclusterippool-prov"
-        );
-    }
-
-    #[test]
-    fn a_served_address_is_read_and_a_malformed_one_is_not() {
-        let mut a = IPAddress::new(
-            "p-10-0-0-5",
-            IPAddressSpec {
-                address: "10.0.0.5".into(),
-                prefix: 24,
-                gateway: Some("10.0.0.1".into()),
-                ..IPAddressSpec::default()
-            },
-        );
-        let got = allocated(&a, None).unwrap();
-        assert_eq!(got.address.to_string(), "10.0.0.5");
-        assert_eq!(
-            (got.prefix, got.gateway.map(|g| g.to_string())),
-            (24, Some("10.0.0.1".into()))
-        );
-        a.spec.address = "not-an-ip".into();
-        assert!(allocated(&a, None).is_none());
-        a.spec.address = "10.0.0.5".into();
-        a.spec.prefix = -1;
-        assert!(allocated(&a, None).is_none());
-    }
-}
+#[path = "addresses_tests.rs"]
+mod tests;

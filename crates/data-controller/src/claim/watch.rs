@@ -49,7 +49,7 @@ pub fn map_host(claims: &Store<MaasDataClaim>, host: &MaasHost) -> Vec<ObjectRef
                 .host_ref
                 .as_ref()
                 .is_some_and(|h| h.name == name && h.namespace_or(&claim_ns) == ns)
-                && crate::decide::recorded_data(c).is_none()
+                && crate::claim::decide::recorded_data(c).is_none()
         })
         .map(|c| ObjectRef::from_obj(c.as_ref()))
         .collect()
@@ -71,25 +71,5 @@ pub fn trace_relation(claim: &MaasDataClaim) -> Relation {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use capmaas_api::common::LocalObjectReference;
-    use capmaas_api::data::{MaasDataClaimSpec, MaasDataClaimStatus};
-
-    #[test]
-    fn a_claim_joins_the_trace_until_rendered() {
-        let mut claim = MaasDataClaim::new(
-            "m",
-            MaasDataClaimSpec {
-                template: LocalObjectReference::new("t"),
-                host_ref: None,
-            },
-        );
-        assert_eq!(trace_relation(&claim), Relation::Child);
-        claim.status = Some(MaasDataClaimStatus {
-            rendered_data: Some(LocalObjectReference::new("m-data")),
-            ..MaasDataClaimStatus::default()
-        });
-        assert_eq!(trace_relation(&claim), Relation::Link);
-    }
-}
+#[path = "watch_tests.rs"]
+mod tests;

@@ -9,18 +9,18 @@ use capmaas_api::capi::{Machine, is_capi_owner};
 use capmaas_api::common::{LocalObjectReference, PoolReference};
 use capmaas_api::data::MaasDataStatus;
 use capmaas_api::{MaasData, MaasDataClaim, MaasDataTemplate, MaasHost, MaasMachine, keys};
-use capmaas_runtime::status::apply_status;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams};
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
+use crate::claim::decide::AddressState;
+use crate::claim::index;
 use crate::context::Ctx;
-use crate::decide::AddressState;
 use crate::error::Result;
-use crate::index;
 use crate::render::{self, AllocatedAddress, ObjectInfo, RenderInput, Rendered};
+use crate::writes;
 
 /// The objects a template may read.
 #[derive(Debug, Default)]
@@ -208,14 +208,7 @@ pub async fn render(
                 error_message: None,
                 hostname,
             };
-            apply_status(
-                &data_api,
-                &data.name_any(),
-                &ctx.base.field_manager,
-                &status,
-            )
-            .await
-            .map_err(failed("writing the status"))?;
+            writes::apply_status(&ctx.base, &data_api, &data.name_any(), &status).await?;
             Ok(Rendering::Done(data.name_any()))
         }
         Err(e) => {
@@ -226,14 +219,7 @@ pub async fn render(
                 hostname: None,
             };
             if data.status.as_ref() != Some(&status) {
-                apply_status(
-                    &data_api,
-                    &data.name_any(),
-                    &ctx.base.field_manager,
-                    &status,
-                )
-                .await
-                .map_err(failed("writing the status"))?;
+                writes::apply_status(&ctx.base, &data_api, &data.name_any(), &status).await?;
             }
             Ok(Rendering::Failed(message))
         }
