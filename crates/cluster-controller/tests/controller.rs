@@ -13,13 +13,12 @@ use capmaas_api::keys::{
 };
 use capmaas_api::{MaasCluster, MaasDNSRecord, MaasMachine};
 use capmaas_runtime::embedded::Running;
+use capmaas_testenv::objects::{self, kubeconfig_secret};
 use capmaas_testenv::{TestEnv, eventually};
 use cluster_controller::{BINARY, ControllerArgs};
-use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
-use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
-use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client, Resource, ResourceExt};
 use serde_json::json;
 
@@ -218,20 +217,17 @@ async fn provision_follow_and_delete(client: &Client, ns: &str) {
         )
         .await
         .unwrap();
-    eventually("LoadBalancerReady", WAIT, || async {
-        let mc = clusters.get("prod-maas").await.unwrap();
-        (condition(&mc, cond::LOAD_BALANCER_READY)?.status == "True").then_some(())
+    wanted_condition(&clusters, "prod-maas", cond::LOAD_BALANCER_READY, |c| {
+        c.status == "True"
     })
     .await;
     // More reconciles with the same set: no spec write.
-    clusters
-        .patch(
-            "prod-maas",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"annotations": {"test/touch": "1"}}})),
-        )
-        .await
-        .unwrap();
+    merge(
+        &clusters,
+        "prod-maas",
+        json!({"metadata": {"annotations": {"test/touch": "1"}}}),
+    )
+    .await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(
         records.get("prod").await.unwrap().metadata.generation,
@@ -241,12 +237,7 @@ async fn provision_follow_and_delete(client: &Client, ns: &str) {
 
     // Every control-plane machine gone: the record keeps the last set.
     let machines: Api<MaasMachine> = Api::namespaced(client.clone(), ns);
-    for name in ["prod-cp-a", "prod-cp-b"] {
-        machines
-            .delete(name, &DeleteParams::default())
-            .await
-            .unwrap();
-    }
+    delete_all(&machines, &["prod-cp-a", "prod-cp-b"]).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(
         addresses(&records.get("prod").await.unwrap()),
@@ -262,47 +253,23 @@ async fn provision_follow_and_delete(client: &Client, ns: &str) {
 
     // Deletion: blocked while MaasMachines exist. The record carries the gateway's finalizer,
     // as it would in a real installation.
-    records
-        .patch(
-            "prod",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"finalizers": [FINALIZER_MAAS_DNS_RECORD]}})),
-        )
-        .await
-        .unwrap();
-    clusters
-        .delete("prod-maas", &DeleteParams::default())
-        .await
-        .unwrap();
-    eventually("deletion blocked by machines", WAIT, || async {
-        let mc = clusters.get("prod-maas").await.unwrap();
-        (condition(&mc, cond::READY)?.reason == "WaitingForMachineDeletion").then_some(())
+    merge(
+        &records,
+        "prod",
+        json!({"metadata": {"finalizers": [FINALIZER_MAAS_DNS_RECORD]}}),
+    )
+    .await;
+    delete_all(&clusters, &["prod-maas"]).await;
+    // Blocked by the machines.
+    wanted_condition(&clusters, "prod-maas", cond::READY, |c| {
+        c.reason == "WaitingForMachineDeletion"
     })
     .await;
-    assert!(
-        records
-            .get("prod")
-            .await
-            .unwrap()
-            .metadata
-            .deletion_timestamp
-            .is_none()
-    );
-    for name in ["prod-cp-c", "prod-worker"] {
-        machines
-            .delete(name, &DeleteParams::default())
-            .await
-            .unwrap();
-    }
+    assert!(!deletion_requested(&records, "prod").await);
+    delete_all(&machines, &["prod-cp-c", "prod-worker"]).await;
     // Then the record is deleted, and the MaasCluster waits for the gateway to let it go.
     eventually("record deletion requested", WAIT, || async {
-        records
-            .get("prod")
-            .await
-            .unwrap()
-            .metadata
-            .deletion_timestamp
-            .map(|_| ())
+        deletion_requested(&records, "prod").await.then_some(())
     })
     .await;
     let mc = clusters.get("prod-maas").await.unwrap();
@@ -310,14 +277,7 @@ async fn provision_follow_and_delete(client: &Client, ns: &str) {
         mc.finalizers().contains(&FINALIZER_MAAS_CLUSTER.to_owned()),
         "waits for the record"
     );
-    records
-        .patch(
-            "prod",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"finalizers": null}})),
-        )
-        .await
-        .unwrap();
+    merge(&records, "prod", json!({"metadata": {"finalizers": null}})).await;
     eventually("MaasCluster gone", WAIT, || async {
         clusters
             .get_opt("prod-maas")
@@ -345,29 +305,37 @@ async fn paused_cluster_is_left_alone(client: &Client, ns: &str) {
     let records: Api<MaasDNSRecord> = Api::namespaced(client.clone(), ns);
     assert!(records.get_opt("idle").await.unwrap().is_none());
 
-    Api::<Cluster>::namespaced(client.clone(), ns)
-        .patch(
-            "idle",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"paused": false}})),
-        )
-        .await
-        .unwrap();
+    let capi_clusters: Api<Cluster> = Api::namespaced(client.clone(), ns);
+    merge(&capi_clusters, "idle", json!({"spec": {"paused": false}})).await;
     let mc = provisioned(&clusters, "idle-maas").await;
     assert_eq!(condition(&mc, cond::PAUSED).unwrap().status, "False");
     assert_eq!(mc.spec.control_plane_endpoint.unwrap().host, "idle.maas");
 }
 
-/// Secret `<cluster>-kubeconfig` holding `value`.
-fn kubeconfig_secret(cluster: &str, value: &[u8]) -> Secret {
-    Secret {
-        metadata: kube::api::ObjectMeta {
-            name: Some(format!("{cluster}-kubeconfig")),
-            ..Default::default()
-        },
-        data: Some([("value".to_owned(), ByteString(value.to_vec()))].into()),
-        ..Default::default()
+/// Merge-patches object `name` of `api` with `patch`.
+async fn merge<K>(api: &Api<K>, name: &str, patch: serde_json::Value)
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    api.patch(name, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .unwrap();
+}
+
+/// Deletes each of `names` (their finalizers may keep them a while).
+async fn delete_all<K>(api: &Api<K>, names: &[&str])
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    for name in names {
+        api.delete(name, &DeleteParams::default()).await.unwrap();
     }
+}
+
+/// Whether the deletion of MaasDNSRecord `name` was requested (it still exists).
+async fn deletion_requested(records: &Api<MaasDNSRecord>, name: &str) -> bool {
+    let record = records.get(name).await.unwrap();
+    record.metadata.deletion_timestamp.is_some()
 }
 
 /// The `APIServerAvailable` condition of MaasCluster `name`, once `wanted` holds for it.
@@ -376,11 +344,19 @@ async fn api_server_available(
     name: &str,
     wanted: impl Fn(&Condition) -> bool,
 ) -> Condition {
-    eventually("the wanted APIServerAvailable condition", WAIT, || async {
+    wanted_condition(clusters, name, cond::API_SERVER_AVAILABLE, wanted).await
+}
+
+/// The condition `type_` of MaasCluster `name`, once `wanted` holds for it.
+async fn wanted_condition(
+    clusters: &Api<MaasCluster>,
+    name: &str,
+    type_: &str,
+    wanted: impl Fn(&Condition) -> bool,
+) -> Condition {
+    eventually(&format!("the wanted {type_} condition"), WAIT, || async {
         let mc = clusters.get(name).await.unwrap();
-        condition(&mc, cond::API_SERVER_AVAILABLE)
-            .filter(|c| wanted(c))
-            .cloned()
+        condition(&mc, type_).filter(|c| wanted(c)).cloned()
     })
     .await
 }
@@ -436,18 +412,11 @@ async fn exec_plugin_kubeconfig_is_refused(client: &Client, ns: &str, workload: 
         "{}",
         c.message
     );
-    let events: Api<Event> = Api::namespaced(client.clone(), ns);
     let event = eventually("a KubeconfigRefused Warning Event", WAIT, || async {
-        events
-            .list(&ListParams::default())
-            .await
-            .unwrap()
-            .items
-            .into_iter()
-            .find(|e| {
-                e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("ex-maas")
-                    && e.reason.as_deref() == Some("KubeconfigRefused")
-            })
+        let refused = objects::events(client, ns, "KubeconfigRefused", |e| {
+            objects::regarding_name(e) == Some("ex-maas")
+        });
+        refused.await.unwrap().into_iter().next()
     })
     .await;
     assert_eq!(event.type_.as_deref(), Some("Warning"));

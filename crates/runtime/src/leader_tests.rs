@@ -71,6 +71,12 @@ async fn settle() {
     }
 }
 
+/// Reports leadership `leading` to the task watching `tx`, and lets it react.
+async fn lead(tx: &watch::Sender<bool>, leading: bool) {
+    tx.send(leading).unwrap();
+    settle().await;
+}
+
 #[tokio::test(start_paused = true)]
 async fn runs_only_while_leader_and_restarts_on_regain() {
     let (tx, rx) = watch::channel(false);
@@ -94,17 +100,14 @@ async fn runs_only_while_leader_and_restarts_on_regain() {
     assert_eq!(starts.load(Ordering::SeqCst), 0);
     assert_eq!(standby.load(Ordering::SeqCst), 1);
 
-    tx.send(true).unwrap();
-    settle().await;
+    lead(&tx, true).await;
     assert_eq!(starts.load(Ordering::SeqCst), 1);
 
-    tx.send(false).unwrap();
-    settle().await;
+    lead(&tx, false).await;
     assert_eq!(stops.load(Ordering::SeqCst), 1);
     assert_eq!(standby.load(Ordering::SeqCst), 2);
 
-    tx.send(true).unwrap();
-    settle().await;
+    lead(&tx, true).await;
     assert_eq!(starts.load(Ordering::SeqCst), 2);
 
     shutdown.cancel();

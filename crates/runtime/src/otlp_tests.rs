@@ -91,47 +91,56 @@ fn asking_for_otlp_without_an_endpoint_uses_the_default() {
 
 #[test]
 fn bad_values_name_the_variable() {
-    assert!(
-        message(&[("OTEL_EXPORTER_OTLP_ENDPOINT", "collector:4317")])
-            .contains("OTEL_EXPORTER_OTLP_ENDPOINT")
-    );
-    assert!(
-        message(&[
-            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4317"),
-            ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json")
-        ])
-        .contains("http/json is not supported")
-    );
-    assert!(
-        message(&[
-            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4317"),
-            ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "udp")
-        ])
-        .contains("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
-    );
-    assert!(message(&[("OTEL_TRACES_EXPORTER", "jaeger")]).contains("OTEL_TRACES_EXPORTER"));
-    assert!(
-        message(&[
-            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4317"),
-            ("OTEL_EXPORTER_OTLP_TIMEOUT", "10s")
-        ])
-        .contains("OTEL_EXPORTER_OTLP_TIMEOUT")
-    );
-    assert!(
-        message(&[
-            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4317"),
-            ("OTEL_TRACES_SAMPLER", "sometimes")
-        ])
-        .contains("OTEL_TRACES_SAMPLER")
-    );
-    assert!(
-        message(&[
-            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4317"),
-            ("OTEL_TRACES_SAMPLER", "traceidratio"),
-            ("OTEL_TRACES_SAMPLER_ARG", "2")
-        ])
-        .contains("OTEL_TRACES_SAMPLER_ARG")
-    );
+    let cases: [(&[(&str, &str)], &str); 7] = [
+        (
+            &[("OTEL_EXPORTER_OTLP_ENDPOINT", "collector:4317")],
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+        ),
+        (
+            &[
+                ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4317"),
+                ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json"),
+            ],
+            "http/json is not supported",
+        ),
+        (
+            &[
+                ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4317"),
+                ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "udp"),
+            ],
+            "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+        ),
+        (
+            &[("OTEL_TRACES_EXPORTER", "jaeger")],
+            "OTEL_TRACES_EXPORTER",
+        ),
+        (
+            &[
+                ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4317"),
+                ("OTEL_EXPORTER_OTLP_TIMEOUT", "10s"),
+            ],
+            "OTEL_EXPORTER_OTLP_TIMEOUT",
+        ),
+        (
+            &[
+                ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4317"),
+                ("OTEL_TRACES_SAMPLER", "sometimes"),
+            ],
+            "OTEL_TRACES_SAMPLER",
+        ),
+        (
+            &[
+                ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://c:4317"),
+                ("OTEL_TRACES_SAMPLER", "traceidratio"),
+                ("OTEL_TRACES_SAMPLER_ARG", "2"),
+            ],
+            "OTEL_TRACES_SAMPLER_ARG",
+        ),
+    ];
+    for (vars, named) in cases {
+        let message = message(vars);
+        assert!(message.contains(named), "{message}");
+    }
 }
 
 #[test]

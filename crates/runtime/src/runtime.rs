@@ -415,19 +415,7 @@ async fn join_with_timeout(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-    async fn status(addr: std::net::SocketAddr, path: &str) -> u16 {
-        let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
-        s.write_all(
-            format!("GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n").as_bytes(),
-        )
-        .await
-        .unwrap();
-        let mut out = String::new();
-        s.read_to_string(&mut out).await.unwrap();
-        out[9..12].parse().unwrap()
-    }
+    use crate::server::tests::get;
 
     fn args(extra: &[&str]) -> CommonArgs {
         let mut v = vec![
@@ -505,20 +493,15 @@ mod tests {
             }
         }));
         let health = started_rx.await.unwrap();
-        assert_eq!(status(health_addr, "/healthz").await, 200);
+        assert_eq!(get(health_addr, "/healthz").await.0, 200);
         assert_eq!(
-            status(health_addr, "/readyz").await,
+            get(health_addr, "/readyz").await.0,
             503,
             "not ready until the controller says so"
         );
         health.mark_ready();
-        assert_eq!(status(health_addr, "/readyz").await, 200);
-        let mut body = String::new();
-        let mut s = tokio::net::TcpStream::connect(metrics_addr).await.unwrap();
-        s.write_all(b"GET /metrics HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
-            .await
-            .unwrap();
-        s.read_to_string(&mut body).await.unwrap();
+        assert_eq!(get(health_addr, "/readyz").await.0, 200);
+        let (_, body) = get(metrics_addr, "/metrics").await;
         assert!(
             body.contains(r#"capmaas_leader{controller="test-controller"} 1"#),
             "{body}"

@@ -209,14 +209,14 @@ fn route<B>(req: &Request<B>, routes: Routes, state: &AdminState) -> Response<Fu
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::metrics::ReconcileMetrics;
     use std::time::Duration;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     /// Minimal HTTP/1.1 client: returns (status, headers+body text).
-    async fn get(addr: SocketAddr, path: &str) -> (u16, String) {
+    pub(crate) async fn get(addr: SocketAddr, path: &str) -> (u16, String) {
         let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
         s.write_all(
             format!("GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n").as_bytes(),

@@ -26,6 +26,17 @@ fn recording() -> (
 
 const PARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
 
+/// The trace of `span` once it follows the stamped `value` as `relation` and has been entered.
+fn followed(
+    span: &tracing::Span,
+    value: &str,
+    relation: Relation,
+) -> opentelemetry::trace::TraceId {
+    follow(span, value, relation);
+    span.in_scope(|| {});
+    span.context().span().span_context().trace_id()
+}
+
 #[test]
 fn no_export_no_traceparent_and_no_stamp() {
     assert_eq!(current_traceparent(), None);
@@ -53,21 +64,11 @@ fn stamp_then_follow_as_child_joins_the_trace() {
         drop(writer);
 
         let child = tracing::info_span!("reader");
-        follow(&child, &value, Relation::Child);
-        child.in_scope(|| {});
-        assert_eq!(
-            child.context().span().span_context().trace_id(),
-            writer_trace
-        );
+        assert_eq!(followed(&child, &value, Relation::Child), writer_trace);
         drop(child);
 
         let linked = tracing::info_span!("later");
-        follow(&linked, &value, Relation::Link);
-        linked.in_scope(|| {});
-        assert_ne!(
-            linked.context().span().span_context().trace_id(),
-            writer_trace
-        );
+        assert_ne!(followed(&linked, &value, Relation::Link), writer_trace);
     });
     provider.force_flush().unwrap();
     let spans = exporter.get_finished_spans().unwrap();

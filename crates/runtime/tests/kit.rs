@@ -6,7 +6,7 @@ use capmaas_runtime::apply_status_at;
 use capmaas_runtime::controller::workload::{WorkloadClients, WorkloadError, reason};
 use capmaas_runtime::controller::{Events, finalizer};
 use capmaas_testenv::TestEnv;
-use k8s_openapi::ByteString;
+use capmaas_testenv::objects::kubeconfig_secret;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{DeleteParams, ListParams, ObjectMeta, PostParams};
@@ -15,19 +15,24 @@ use serde_json::json;
 
 const MANAGER: &str = "capmaas-kit-test";
 
+/// Creates the empty ConfigMap `name`.
+async fn create_config_map(api: &Api<ConfigMap>, name: &str) -> ConfigMap {
+    let cm = ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            ..ObjectMeta::default()
+        },
+        ..ConfigMap::default()
+    };
+    api.create(&PostParams::default(), &cm).await.unwrap()
+}
+
 /// Adding tests the list that was read: a stale object loses against a concurrent writer
 /// instead of overwriting its finalizer; removal of the last finalizer of a deleted object
 /// reports the object as gone.
 async fn finalizers(client: &Client, ns: &str) {
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
-    let cm = ConfigMap {
-        metadata: ObjectMeta {
-            name: Some("f".into()),
-            ..ObjectMeta::default()
-        },
-        ..ConfigMap::default()
-    };
-    let stale = api.create(&PostParams::default(), &cm).await.unwrap();
+    let stale = create_config_map(&api, "f").await;
     let ours = finalizer::add(&api, &stale, "example.com/ours", MANAGER)
         .await
         .unwrap();
@@ -108,17 +113,6 @@ async fn guarded_status(client: &Client) {
     .unwrap();
 }
 
-fn kubeconfig_secret(cluster: &str, value: &[u8]) -> Secret {
-    Secret {
-        metadata: ObjectMeta {
-            name: Some(format!("{cluster}-kubeconfig")),
-            ..ObjectMeta::default()
-        },
-        data: Some([("value".to_owned(), ByteString(value.to_vec()))].into()),
-        ..Secret::default()
-    }
-}
-
 /// A usable kubeconfig gives a working client; a rotated Secret is checked again (an exec
 /// plugin is refused and never runs); a deleted one is missing.
 async fn workload_clients(client: &Client, ns: &str, env: &TestEnv) {
@@ -174,14 +168,7 @@ async fn workload_clients(client: &Client, ns: &str, env: &TestEnv) {
 /// Event of its own, showing that note (kube's recorder folded it into the first one).
 async fn event_series(client: &Client, ns: &str) {
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
-    let cm = ConfigMap {
-        metadata: ObjectMeta {
-            name: Some("watched".into()),
-            ..ObjectMeta::default()
-        },
-        ..ConfigMap::default()
-    };
-    let cm = api.create(&PostParams::default(), &cm).await.unwrap();
+    let cm = create_config_map(&api, "watched").await;
     let events = Events::new(client.clone(), "kit-test");
     let copy = events.clone();
     events.warning(&cm, "MachinesSkipped", "skipped abc").await;

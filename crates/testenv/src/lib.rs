@@ -15,6 +15,7 @@
 //! when a test panics; on panic the tail of each process log is printed first.
 
 pub mod api_requests;
+pub mod bench;
 mod builder;
 mod crds;
 mod env;
@@ -24,6 +25,8 @@ pub mod objects;
 mod paths;
 mod pki;
 mod process;
+pub mod slow_client;
+pub mod task;
 mod wait;
 mod webhooks;
 

@@ -1,8 +1,11 @@
 //! Objects of any kind as JSON, for tests that walk example lists through the API server.
 
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::core::{DynamicObject, GroupVersionKind, Status};
-use kube::discovery::pinned_kind;
+use kube::discovery::{ApiResource, pinned_kind};
 use serde_json::Value;
 
 use crate::error::{Error, Result};
@@ -26,6 +29,62 @@ pub async fn kind_api(
             Api::namespaced_with(client.clone(), namespace, &resource)
         }
     })
+}
+
+/// The API of the namespaced `kind` (resource `plural`) of `api_version` in `namespace`, named
+/// rather than discovered: for kinds whose CRDs a test installs itself.
+pub fn namespaced_api(
+    client: &kube::Client,
+    namespace: &str,
+    api_version: &str,
+    kind: &str,
+    plural: &str,
+) -> Api<DynamicObject> {
+    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+    let resource = ApiResource {
+        group: group.into(),
+        version: version.into(),
+        api_version: api_version.into(),
+        kind: kind.into(),
+        plural: plural.into(),
+    };
+    Api::namespaced_with(client.clone(), namespace, &resource)
+}
+
+/// The Secret `<cluster>-kubeconfig` CAPI writes for a workload cluster, holding `value` (a
+/// kubeconfig) under key `value`.
+pub fn kubeconfig_secret(cluster: &str, value: &[u8]) -> Secret {
+    Secret {
+        metadata: kube::api::ObjectMeta {
+            name: Some(format!("{cluster}-kubeconfig")),
+            ..Default::default()
+        },
+        data: Some([("value".to_owned(), ByteString(value.to_vec()))].into()),
+        ..Default::default()
+    }
+}
+
+/// The Events of `namespace` with `reason` that pass `wanted`.
+pub async fn events(
+    client: &kube::Client,
+    namespace: &str,
+    reason: &str,
+    wanted: impl Fn(&Event) -> bool,
+) -> Result<Vec<Event>> {
+    let listed = Api::<Event>::namespaced(client.clone(), namespace)
+        .list(&ListParams::default())
+        .await
+        .map_err(Error::kube(format!("listing events in {namespace}")))?;
+    Ok(listed
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some(reason) && wanted(e))
+        .collect())
+}
+
+/// The name of the object Event `event` is about.
+pub fn regarding_name(event: &Event) -> Option<&str> {
+    event.regarding.as_ref()?.name.as_deref()
 }
 
 /// Server-side applies `object` (namespaced when its metadata names a namespace, else

@@ -11,10 +11,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use capmaas_testenv::WebhookServing;
+use capmaas_testenv::slow_client::trickle;
 use clap::Parser;
 use rustls::pki_types::{CertificateDer, ServerName, pem::PemObject};
 use serde_json::{Value, json};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::TlsConnector;
 use tokio_rustls::client::TlsStream;
@@ -112,6 +113,31 @@ impl Server {
     fn url(&self, path: &str) -> String {
         format!("https://{}{path}", self.addr)
     }
+
+    /// Nothing is left reserved of the budget for buffered bodies.
+    #[track_caller]
+    fn assert_buffered_free(&self) {
+        assert_eq!(
+            self.limits.buffered.available(),
+            self.limits.buffered.total()
+        );
+    }
+
+    /// Nothing is left reserved of the budget for decoding reviews.
+    #[track_caller]
+    fn assert_decoding_free(&self) {
+        assert_eq!(
+            self.limits.decoding.available(),
+            self.limits.decoding.total()
+        );
+    }
+}
+
+/// The head of a POST to the defaulting webhook announcing `content_length` bytes of body.
+fn post_head(content_length: usize) -> String {
+    format!(
+        "POST {MUTATE_CLUSTER} HTTP/1.1\r\nHost: webhook\r\nContent-Length: {content_length}\r\n\r\n"
+    )
 }
 
 async fn handshake(
@@ -152,48 +178,6 @@ fn ordinary() -> Value {
     review(&json!({"dnsDomain": "maas", "controlPlaneEndpoint": {"host": "api.prod.maas"}}))
 }
 
-/// Writes `bytes` one at a time, `every` apart, reading meanwhile: what the server sent, and
-/// when it closed the connection (`None`: still open after the last byte).
-async fn trickle<S>(
-    stream: S,
-    prefix: &[u8],
-    bytes: &[u8],
-    every: Duration,
-) -> (String, Option<Duration>)
-where
-    S: AsyncRead + AsyncWrite + Send + 'static,
-{
-    let (mut rx, mut tx) = tokio::io::split(stream);
-    tx.write_all(prefix).await.unwrap();
-    tx.flush().await.unwrap();
-    let started = Instant::now();
-    let reader = tokio::spawn(async move {
-        let mut got = Vec::new();
-        // EOF, close_notify or a reset: either way the server let go.
-        let _ = rx.read_to_end(&mut got).await;
-        (
-            String::from_utf8_lossy(&got).into_owned(),
-            started.elapsed(),
-        )
-    });
-    for b in bytes {
-        if reader.is_finished() {
-            break;
-        }
-        if tx.write_all(&[*b]).await.is_err() || tx.flush().await.is_err() {
-            break;
-        }
-        tokio::time::sleep(every).await;
-    }
-    if reader.is_finished() {
-        let (got, at) = reader.await.unwrap();
-        (got, Some(at))
-    } else {
-        reader.abort();
-        (String::new(), None)
-    }
-}
-
 async fn post_raw(stream: &mut TlsStream<TcpStream>, body: &[u8]) -> String {
     let head = format!(
         "POST {MUTATE_CLUSTER} HTTP/1.1\r\nHost: webhook\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
@@ -231,14 +215,8 @@ async fn an_ordinary_review_is_answered_over_http2_and_http1() {
         assert_eq!(answer["response"]["patchType"], "JSONPatch");
     }
     // Nothing is left reserved once answered.
-    assert_eq!(
-        server.limits.buffered.available(),
-        server.limits.buffered.total()
-    );
-    assert_eq!(
-        server.limits.decoding.available(),
-        server.limits.decoding.total()
-    );
+    server.assert_buffered_free();
+    server.assert_decoding_free();
 }
 
 #[tokio::test]
@@ -246,12 +224,11 @@ async fn a_head_sent_one_byte_a_second_is_cut_off_by_the_header_timeout() {
     let server = start(&[]).await;
     let stream = server.connect().await;
     let body = serde_json::to_vec(&ordinary()).unwrap();
-    let head = format!(
-        "POST {MUTATE_CLUSTER} HTTP/1.1\r\nHost: webhook\r\nContent-Length: {}\r\n\r\n",
-        body.len()
-    );
+    let head = post_head(body.len());
     // About 100 bytes: 100 s for the whole head; the header timeout is 5 s.
-    let (got, closed) = trickle(stream, b"", head.as_bytes(), Duration::from_secs(1)).await;
+    let (got, closed) = trickle(stream, b"", head.as_bytes(), Duration::from_secs(1))
+        .await
+        .unwrap();
     let closed = closed.expect("the connection outlived its head's timeout");
     assert!(!got.contains("200 OK"), "{got}");
     // hyper's header timer, at 5 s; the accept loop's watchdog alone would drop it at 7 s.
@@ -266,22 +243,18 @@ async fn a_body_trickled_after_its_head_is_cut_off_by_the_request_timeout() {
     let server = start(&[]).await;
     let stream = server.connect().await;
     let body = serde_json::to_vec(&ordinary()).unwrap();
-    let head = format!(
-        "POST {MUTATE_CLUSTER} HTTP/1.1\r\nHost: webhook\r\nContent-Length: {}\r\n\r\n",
-        body.len()
-    );
+    let head = post_head(body.len());
     // A few hundred bytes, one a second; the request timeout is 10 s.
-    let (got, closed) = trickle(stream, head.as_bytes(), &body, Duration::from_secs(1)).await;
+    let (got, closed) = trickle(stream, head.as_bytes(), &body, Duration::from_secs(1))
+        .await
+        .unwrap();
     let closed = closed.expect("the connection outlived its request's timeout");
     assert!(got.starts_with("HTTP/1.1 408"), "{got}");
     assert!(
         closed >= Duration::from_secs(9) && closed < Duration::from_secs(13),
         "closed after {closed:?}"
     );
-    assert_eq!(
-        server.limits.buffered.available(),
-        server.limits.buffered.total()
-    );
+    server.assert_buffered_free();
 }
 
 #[tokio::test]
@@ -289,10 +262,7 @@ async fn an_announced_body_over_the_cap_gets_413_before_it_is_sent() {
     let server = start(&[]).await;
     let mut stream = server.connect().await;
     // Only the head: a server that read the body would wait for it.
-    let head = format!(
-        "POST {MUTATE_CLUSTER} HTTP/1.1\r\nHost: webhook\r\nContent-Length: {}\r\n\r\n",
-        MAX_BODY_BYTES + 1
-    );
+    let head = post_head(MAX_BODY_BYTES + 1);
     stream.write_all(head.as_bytes()).await.unwrap();
     stream.flush().await.unwrap();
     let mut got = Vec::new();
@@ -302,10 +272,7 @@ async fn an_announced_body_over_the_cap_gets_413_before_it_is_sent() {
     let got = String::from_utf8_lossy(&got);
     assert!(got.starts_with("HTTP/1.1 413"), "{got}");
     assert!(got.contains("larger than the limit"), "{got}");
-    assert_eq!(
-        server.limits.buffered.available(),
-        server.limits.buffered.total()
-    );
+    server.assert_buffered_free();
 }
 
 #[tokio::test]
@@ -338,10 +305,7 @@ async fn a_chunked_body_over_the_cap_is_refused_while_streaming() {
         .unwrap();
     assert!(got.starts_with("HTTP/1.1 413"), "{got}");
     assert!(got.contains("larger than the limit"), "{got}");
-    assert_eq!(
-        server.limits.buffered.available(),
-        server.limits.buffered.total()
-    );
+    server.assert_buffered_free();
 }
 
 #[tokio::test]
@@ -356,14 +320,8 @@ async fn a_review_too_costly_to_decode_is_refused_without_decoding_it() {
     let got = post_raw(&mut stream, &body).await;
     assert!(got.starts_with("HTTP/1.1 413"), "{got}");
     assert!(got.contains("decoding this review would take"), "{got}");
-    assert_eq!(
-        server.limits.decoding.available(),
-        server.limits.decoding.total()
-    );
-    assert_eq!(
-        server.limits.buffered.available(),
-        server.limits.buffered.total()
-    );
+    server.assert_decoding_free();
+    server.assert_buffered_free();
 }
 
 #[tokio::test]

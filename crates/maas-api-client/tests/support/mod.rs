@@ -1,12 +1,6 @@
 //! Helpers shared by the simulator tests.
 
-#![allow(
-    dead_code,
-    unreachable_pub,
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic
-)]
+#![allow(dead_code, unreachable_pub)]
 
 use std::sync::Mutex;
 use std::time::Duration;

@@ -1,11 +1,5 @@
 //! Shared helpers for the HTTP-level tests: start a simulator, sign requests, call the API.
-#![allow(
-    dead_code,
-    unreachable_pub,
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic
-)]
+#![allow(dead_code, unreachable_pub)]
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};

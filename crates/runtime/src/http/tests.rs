@@ -5,6 +5,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use capmaas_testenv::slow_client::trickle;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -50,45 +51,6 @@ fn short() -> Limits {
     }
 }
 
-/// Writes `bytes` one at a time, `every` apart, while reading: returns what the server sent
-/// and when it closed the connection, or `None` if it was still open after the last byte.
-async fn trickle(
-    stream: TcpStream,
-    prefix: &[u8],
-    bytes: &[u8],
-    every: Duration,
-) -> (String, Option<Duration>) {
-    let (mut rx, mut tx) = stream.into_split();
-    tx.write_all(prefix).await.unwrap();
-    let started = Instant::now();
-    let reader = tokio::spawn(async move {
-        let mut got = Vec::new();
-        // EOF or a reset: either way the server let go.
-        let _ = rx.read_to_end(&mut got).await;
-        (
-            String::from_utf8_lossy(&got).into_owned(),
-            started.elapsed(),
-        )
-    });
-    for b in bytes {
-        if reader.is_finished() {
-            break;
-        }
-        // A write after the server closed may fail; the reader has the answer.
-        if tx.write_all(&[*b]).await.is_err() {
-            break;
-        }
-        tokio::time::sleep(every).await;
-    }
-    if reader.is_finished() {
-        let (got, at) = reader.await.unwrap();
-        (got, Some(at))
-    } else {
-        reader.abort();
-        (String::new(), None)
-    }
-}
-
 const HEAD: &[u8] =
     b"POST /x HTTP/1.1\r\nHost: test\r\nContent-Length: 0\r\nX-Padding: aaaaaaaaaa\r\n\r\n";
 
@@ -97,7 +59,9 @@ async fn a_head_sent_byte_by_byte_is_cut_off_by_the_header_timeout() {
     let (addr, _shutdown) = start(short()).await;
     let stream = TcpStream::connect(addr).await.unwrap();
     // 70 bytes, 100 ms apart: 7 s for the whole head.
-    let (got, closed) = trickle(stream, b"", HEAD, Duration::from_millis(100)).await;
+    let (got, closed) = trickle(stream, b"", HEAD, Duration::from_millis(100))
+        .await
+        .unwrap();
     let closed = closed.expect("the connection outlived its head's timeout");
     assert!(got.is_empty() || got.starts_with("HTTP/1.1 408"), "{got}");
     assert!(closed < Duration::from_secs(3), "closed after {closed:?}");
@@ -109,7 +73,9 @@ async fn a_slow_second_head_on_a_kept_alive_connection_is_cut_off() {
     let stream = TcpStream::connect(addr).await.unwrap();
     // One full request first: the watchdog's idle timeout (60 s) applies from then on, so only
     // hyper's header timer can end this.
-    let (got, closed) = trickle(stream, HEAD, HEAD, Duration::from_millis(100)).await;
+    let (got, closed) = trickle(stream, HEAD, HEAD, Duration::from_millis(100))
+        .await
+        .unwrap();
     let closed = closed.expect("the connection outlived its second head's timeout");
     assert!(got.starts_with("HTTP/1.1 200"), "{got}");
     assert_eq!(got.matches("HTTP/1.1").count(), 1, "{got}");
@@ -122,7 +88,9 @@ async fn a_connection_stuck_before_its_protocol_is_known_is_closed() {
     let stream = TcpStream::connect(addr).await.unwrap();
     // The start of the HTTP/2 preface: hyper-util waits for 24 bytes to choose a protocol, and
     // no hyper timer runs yet; the watchdog's first-request deadline closes it.
-    let (got, closed) = trickle(stream, b"PRI * HTTP/2.0\r\n", b"\r", Duration::from_secs(3)).await;
+    let (got, closed) = trickle(stream, b"PRI * HTTP/2.0\r\n", b"\r", Duration::from_secs(3))
+        .await
+        .unwrap();
     let closed = closed.expect("a connection that never sent a request stayed open");
     assert!(got.is_empty(), "{got}");
     assert!(closed < Duration::from_secs(3), "closed after {closed:?}");
@@ -133,7 +101,9 @@ async fn a_body_trickled_past_the_request_timeout_gets_408_and_the_connection_cl
     let (addr, _shutdown) = start(short()).await;
     let stream = TcpStream::connect(addr).await.unwrap();
     let head = b"POST /x HTTP/1.1\r\nHost: test\r\nContent-Length: 100\r\n\r\n";
-    let (got, closed) = trickle(stream, head, &[b'a'; 100], Duration::from_millis(100)).await;
+    let (got, closed) = trickle(stream, head, &[b'a'; 100], Duration::from_millis(100))
+        .await
+        .unwrap();
     let closed = closed.expect("a 10 s body outlived the 1 s request timeout");
     assert!(got.starts_with("HTTP/1.1 408"), "{got}");
     assert!(
