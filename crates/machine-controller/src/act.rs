@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use capmaas_api::conditions::reasons;
-use capmaas_api::{MaasMachine, keys};
+use capmaas_api::{MaasHost, MaasMachine, keys};
 use capmaas_runtime::controller::{Flow, Steps, finalizer, walk};
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
@@ -178,74 +178,52 @@ pub async fn act(ctx: &Ctx, state: &mut State, step: Step) -> Result<Flow> {
 
 /// Deleting: withdraws the deployment request, which asks the gateway to release the host.
 async fn clear_provisioning(ctx: &Ctx, state: &mut State, step: &Step) -> Result<Flow> {
-    let Some(host) = state.host.as_ref() else {
+    let Some(name) = state.host.as_ref().map(ResourceExt::name_any) else {
         return Ok(Flow::Continue);
     };
-    let (host_ns, name) = (host_namespace(host)?, host.name_any());
     let conditions = step_conditions(step, state.host.as_ref());
     write_status(ctx, state, conditions, false).await?;
     let mm = state.mm.clone();
     // Only reached with the annotation when its Cluster runs unpaused (`moved_by_clusterctl`).
     if keys::deleted_for_move(&mm.metadata) {
-        ctx.base
-            .events
-            .warning(
-                &mm,
-                "MoveAnnotationIgnored",
-                &format!(
-                    "{} is set but the Cluster is not paused, as clusterctl move leaves it: \
-                     releasing host {name} as for any deletion",
-                    keys::ANNOTATION_DELETE_FOR_MOVE
-                ),
-            )
-            .await;
+        let message = format!(
+            "{} is set but the Cluster is not paused, as clusterctl move leaves it: releasing \
+             host {name} as for any deletion",
+            keys::ANNOTATION_DELETE_FOR_MOVE
+        );
+        let events = &ctx.base.events;
+        events.warning(&mm, "MoveAnnotationIgnored", &message).await;
     }
-    state.host = host_ops::update_host(ctx, &host_ns, &name, "clearing provisioning", |h| {
-        if !claimed_by(h, &mm) || h.spec.provisioning.is_none() {
-            return Mutation::Keep;
-        }
-        h.spec.provisioning = None;
-        Mutation::Write
-    })
-    .await?
-    .filter(|h| claimed_by(h, &mm));
+    let clear = |h: &mut MaasHost| h.spec.provisioning.take().is_some();
+    update_claimed_host(ctx, state, "clearing provisioning", clear).await?;
+    let message = format!("release of host {name} requested");
     ctx.base
         .events
-        .normal(
-            &mm,
-            "ReleaseRequested",
-            &format!("release of host {name} requested"),
-        )
+        .normal(&mm, "ReleaseRequested", &message)
         .await;
     Ok(Flow::Continue)
 }
 
 /// Carries an edited `spec.releasePolicy` to the host's deployment request.
 async fn update_release_policy(ctx: &Ctx, state: &mut State) -> Result<Flow> {
-    let Some(host) = state.host.as_ref() else {
-        return Ok(Flow::Continue);
-    };
-    let (host_ns, name) = (host_namespace(host)?, host.name_any());
     let mm = state.mm.clone();
-    state.host = host_ops::update_host(ctx, &host_ns, &name, "updating the release policy", |h| {
-        if !claimed_by(h, &mm) || !crate::decide::release_policy_edited(&mm, h) {
-            return Mutation::Keep;
-        }
-        if let Some(p) = h.spec.provisioning.as_mut() {
-            p.release_policy.clone_from(&mm.spec.release_policy);
-        }
-        Mutation::Write
-    })
-    .await?
-    .filter(|h| claimed_by(h, &mm));
-    ctx.base
-        .events
-        .normal(
-            &mm,
-            "ReleasePolicyUpdated",
-            &format!("host {name} will be released with the edited spec.releasePolicy"),
-        )
-        .await;
+    let carry = |h: &mut MaasHost| {
+        let edited = crate::decide::release_policy_edited(&mm, h);
+        let Some(request) = h.spec.provisioning.as_mut().filter(|_| edited) else {
+            return false;
+        };
+        request.release_policy.clone_from(&mm.spec.release_policy);
+        true
+    };
+    if let Some(name) =
+        update_claimed_host(ctx, state, "updating the release policy", carry).await?
+    {
+        let message = format!("host {name} will be released with the edited spec.releasePolicy");
+        ctx.base
+            .events
+            .normal(&mm, "ReleasePolicyUpdated", &message)
+            .await;
+    }
     Ok(Flow::Continue)
 }
 
@@ -264,17 +242,43 @@ async fn request_deployment(ctx: &Ctx, state: &mut State) -> Result<Flow> {
     else {
         return Ok(Flow::Continue);
     };
-    let (host_ns, name) = (host_namespace(host)?, host.name_any());
-    let mm = state.mm.clone();
-    state.host = host_ops::update_host(ctx, &host_ns, &name, "requesting deployment", |h| {
-        if !claimed_by(h, &mm) || h.spec.provisioning.is_some() {
-            return Mutation::Keep;
+    let request_once = |h: &mut MaasHost| {
+        let unrequested = h.spec.provisioning.is_none();
+        if unrequested {
+            h.spec.provisioning = Some(request.clone());
         }
-        h.spec.provisioning = Some(request.clone());
-        Mutation::Write
+        unrequested
+    };
+    if let Some(name) =
+        update_claimed_host(ctx, state, "requesting deployment", request_once).await?
+    {
+        host_ops::announce_deployment(ctx, &state.mm, &name).await;
+    }
+    Ok(Flow::Continue)
+}
+
+/// Changes the host this MaasMachine claims, read fresh and written under its resourceVersion,
+/// when `change` changes something (it says whether it did), and keeps the host in `state` only
+/// while it is still claimed by this MaasMachine. The host's name, or `None` when there is none.
+async fn update_claimed_host(
+    ctx: &Ctx,
+    state: &mut State,
+    what: &str,
+    mut change: impl FnMut(&mut MaasHost) -> bool,
+) -> Result<Option<String>> {
+    let Some(host) = state.host.as_ref() else {
+        return Ok(None);
+    };
+    let (host_ns, name) = (host_namespace(host)?, host.name_any());
+    let mm = &state.mm;
+    state.host = host_ops::update_host(ctx, &host_ns, &name, what, |h| {
+        if claimed_by(h, mm) && change(h) {
+            Mutation::Write
+        } else {
+            Mutation::Keep
+        }
     })
     .await?
-    .filter(|h| claimed_by(h, &mm));
-    host_ops::announce_deployment(ctx, &mm, &name).await;
-    Ok(Flow::Continue)
+    .filter(|h| claimed_by(h, mm));
+    Ok(Some(name))
 }

@@ -1,23 +1,17 @@
 use super::*;
 use capmaas_api::common::{ConsumerReference, HostSelectorRequirement};
-use capmaas_api::host::{HostReservation, MaasHostSpec, MaasHostStatus, ReservationOwner};
+use capmaas_api::host::{HostReservation, MaasHostStatus, ReservationOwner};
 use capmaas_api::inventory::ClaimNamespaces;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+use crate::test_support::unclaimed_host;
 
 fn now() -> jiff::Timestamp {
     jiff::Timestamp::from_second(1_800_000_000).unwrap()
 }
 
 fn host(name: &str, zone: &str, cpu: i32, mem: i64) -> MaasHost {
-    let mut h = MaasHost::new(
-        name,
-        MaasHostSpec {
-            system_id: format!("sys-{name}"),
-            consumer_ref: None,
-            provisioning: None,
-            reservation: None,
-        },
-    );
+    let mut h = unclaimed_host(name);
     h.status = Some(MaasHostStatus {
         zone: Some(zone.into()),
         pool: Some("default".into()),
@@ -35,7 +29,8 @@ fn names(r: &Ranking<'_>) -> Vec<String> {
     r.candidates.iter().map(|h| h.name_any()).collect()
 }
 
-fn reserve(h: &mut MaasHost, uid: &str, expires_in_secs: i64) {
+/// `h` reserved for the MachineDeployment of UID `uid` for `expires_in_secs` more seconds.
+fn reserved_by(mut h: MaasHost, uid: &str, expires_in_secs: i64) -> MaasHost {
     h.spec.reservation = Some(HostReservation {
         owner: ReservationOwner {
             api_version: Some("cluster.x-k8s.io/v1beta2".into()),
@@ -45,6 +40,7 @@ fn reserve(h: &mut MaasHost, uid: &str, expires_in_secs: i64) {
         },
         expires_at: Time(now() + jiff::SignedDuration::from_secs(expires_in_secs)),
     });
+    h
 }
 
 fn request() -> HostRequest {
@@ -52,6 +48,14 @@ fn request() -> HostRequest {
         min_cpu: 2,
         min_memory_mib: 4096,
         ..HostRequest::default()
+    }
+}
+
+/// [`request`] from a machine whose owner (for node reuse) has UID `owner`.
+fn request_of(owner: &str) -> HostRequest {
+    HostRequest {
+        reuse_owner_uid: Some(owner.into()),
+        ..request()
     }
 }
 
@@ -95,24 +99,19 @@ fn ranking_does_not_depend_on_input_order() {
 
 #[test]
 fn reserved_for_this_owner_beats_smaller_hosts_and_zone() {
-    let mut reserved = host("reserved", "z2", 64, 524_288);
-    reserve(&mut reserved, "owner-a", 600);
+    let reserved = reserved_by(host("reserved", "z2", 64, 524_288), "owner-a", 600);
     let hosts = vec![host("small", "z1", 2, 4096), reserved];
-    let mut req = request();
-    req.reuse_owner_uid = Some("owner-a".into());
     assert_eq!(
-        names(&rank_hosts(&req, &hosts, now())),
+        names(&rank_hosts(&request_of("owner-a"), &hosts, now())),
         ["reserved", "small"]
     );
 }
 
 #[test]
 fn reservation_for_another_owner_excludes_until_it_expires() {
-    let mut reserved = host("reserved", "z1", 2, 4096);
-    reserve(&mut reserved, "owner-b", 600);
+    let reserved = reserved_by(host("reserved", "z1", 2, 4096), "owner-b", 600);
     let hosts = vec![reserved.clone()];
-    let mut req = request();
-    req.reuse_owner_uid = Some("owner-a".into());
+    let req = request_of("owner-a");
     let r = rank_hosts(&req, &hosts, now());
     assert!(r.candidates.is_empty());
     assert_eq!(r.excluded.get(&Exclusion::ReservedForOther), Some(&1));
@@ -121,22 +120,19 @@ fn reservation_for_another_owner_excludes_until_it_expires() {
     assert_eq!(r.excluded.get(&Exclusion::ReservedForOther), Some(&1));
 
     // Expired: free for anyone, and no longer preferred by its old owner.
-    reserve(&mut reserved, "owner-b", -1);
+    let reserved = reserved_by(reserved, "owner-b", -1);
     let hosts = vec![host("a", "z1", 2, 4096), reserved];
     let r = rank_hosts(&req, &hosts, now());
     assert_eq!(names(&r), ["a", "reserved"]);
-    let mut old_owner = request();
-    old_owner.reuse_owner_uid = Some("owner-b".into());
     assert_eq!(
-        names(&rank_hosts(&old_owner, &hosts, now())),
+        names(&rank_hosts(&request_of("owner-b"), &hosts, now())),
         ["a", "reserved"]
     );
 }
 
 #[test]
 fn reservation_expiring_exactly_now_is_expired() {
-    let mut h = host("r", "z1", 2, 4096);
-    reserve(&mut h, "owner-b", 0);
+    let h = reserved_by(host("r", "z1", 2, 4096), "owner-b", 0);
     assert!(!reservation_active(&h, now()));
     assert!(!reserved_for(&h, Some("owner-b"), now()));
 }

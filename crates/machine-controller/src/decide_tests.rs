@@ -42,33 +42,33 @@ fn decide_for(
     })
 }
 
+/// Asserts `decide` gives each case's step, in order: (MaasMachine, Machine, Cluster, step),
+/// no host.
+#[track_caller]
+fn assert_steps(cases: &[(&MaasMachine, Option<&Machine>, Option<&Cluster>, Step)]) {
+    for (i, (mm, m, c, step)) in cases.iter().enumerate() {
+        assert_eq!(decide_for(mm, *m, *c, None), *step, "case {i}");
+    }
+}
+
 #[test]
 fn waits_for_owner_cluster_then_honours_pause_before_finalizer() {
     let mut mm = maas_machine("m");
     mm.metadata.finalizers = None;
     let m = machine("m", Some("boot"));
     let ready = cluster(true, false);
-    assert_eq!(
-        decide_for(&mm, None, Some(&ready), None),
-        Step::WaitForOwner
-    );
-    assert_eq!(decide_for(&mm, Some(&m), None, None), Step::WaitForCluster);
-    assert_eq!(
-        decide_for(&mm, Some(&m), Some(&cluster(true, true)), None),
-        Step::Paused
-    );
+    let paused = cluster(true, true);
     let mut annotated = mm.clone();
     annotated
         .annotations_mut()
         .insert(keys::ANNOTATION_PAUSED.into(), String::new());
-    assert_eq!(
-        decide_for(&annotated, Some(&m), Some(&ready), None),
-        Step::Paused
-    );
-    assert_eq!(
-        decide_for(&mm, Some(&m), Some(&ready), None),
-        Step::AddFinalizer
-    );
+    assert_steps(&[
+        (&mm, None, Some(&ready), Step::WaitForOwner),
+        (&mm, Some(&m), None, Step::WaitForCluster),
+        (&mm, Some(&m), Some(&paused), Step::Paused),
+        (&annotated, Some(&m), Some(&ready), Step::Paused),
+        (&mm, Some(&m), Some(&ready), Step::AddFinalizer),
+    ]);
 }
 
 #[test]
@@ -76,26 +76,27 @@ fn waits_for_infrastructure_then_bootstrap_data_then_chooses() {
     let mm = maas_machine("m");
     let with_data = machine("m", Some("boot"));
     let without = machine("m", None);
-    assert_eq!(
-        decide_for(&mm, Some(&with_data), Some(&cluster(false, false)), None),
-        Step::WaitForClusterInfrastructure
-    );
+    let unprovisioned = cluster(false, false);
     let ready = cluster(true, false);
-    assert_eq!(
-        decide_for(&mm, Some(&without), Some(&ready), None),
-        Step::WaitForBootstrapData
-    );
-    assert_eq!(
-        decide_for(&mm, Some(&with_data), Some(&ready), None),
-        Step::ChooseHost
-    );
     // spec.userData replaces the bootstrap Secret.
     let mut own_data = mm.clone();
     own_data.spec.user_data = Some(capmaas_api::common::SecretKeyReference::new("custom"));
-    assert_eq!(
-        decide_for(&own_data, Some(&without), Some(&ready), None),
-        Step::ChooseHost
-    );
+    assert_steps(&[
+        (
+            &mm,
+            Some(&with_data),
+            Some(&unprovisioned),
+            Step::WaitForClusterInfrastructure,
+        ),
+        (
+            &mm,
+            Some(&without),
+            Some(&ready),
+            Step::WaitForBootstrapData,
+        ),
+        (&mm, Some(&with_data), Some(&ready), Step::ChooseHost),
+        (&own_data, Some(&without), Some(&ready), Step::ChooseHost),
+    ]);
     assert_eq!(
         bootstrap_secret(&own_data, &without).unwrap().name,
         "custom"

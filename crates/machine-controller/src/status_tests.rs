@@ -9,6 +9,23 @@ fn t(secs: i64) -> Time {
     Time(Timestamp::from_second(secs).unwrap())
 }
 
+/// The status the reconciler writes after `step`, for `mm` with host `h`, at second `at`.
+fn status_after(
+    mm: &MaasMachine,
+    h: &MaasHost,
+    step: &Step,
+    provisioned: bool,
+    at: i64,
+) -> MaasMachineStatus {
+    next_status(
+        mm,
+        Some(h),
+        step_conditions(step, Some(h)),
+        provisioned,
+        &t(at),
+    )
+}
+
 #[test]
 fn addresses_list_each_ip_twice_then_the_hostname() {
     let mut h = host("node-1", Some(ProvisioningState::Deployed));
@@ -87,13 +104,7 @@ fn provisioned_status_reports_host_facts_and_stays_stable() {
         s.maas_status_name = Some("Deployed".into());
         s.power_state = Some(PowerState::On);
     }
-    let status = next_status(
-        &mm,
-        Some(&h),
-        step_conditions(&Step::Provisioned, Some(&h)),
-        true,
-        &t(10),
-    );
+    let status = status_after(&mm, &h, &Step::Provisioned, true, 10);
     assert_eq!(status.ready, Some(true));
     assert_eq!(
         status.initialization.as_ref().unwrap().provisioned,
@@ -114,24 +125,12 @@ fn provisioned_status_reports_host_facts_and_stays_stable() {
 
     // Applying the same step later changes nothing (no write, no self-triggering).
     mm.status = Some(status.clone());
-    let again = next_status(
-        &mm,
-        Some(&h),
-        step_conditions(&Step::Provisioned, Some(&h)),
-        true,
-        &t(99),
-    );
+    let again = status_after(&mm, &h, &Step::Provisioned, true, 99);
     assert_eq!(again, status);
     assert_eq!(owned_status(&mm), status);
 
     // A later release keeps the provisioning signals (never reset) but Ready drops.
-    let releasing = next_status(
-        &mm,
-        Some(&h),
-        step_conditions(&Step::ClearProvisioning, Some(&h)),
-        false,
-        &t(100),
-    );
+    let releasing = status_after(&mm, &h, &Step::ClearProvisioning, false, 100);
     assert_eq!(releasing.ready, Some(true));
     let list = releasing.conditions.unwrap();
     assert_eq!(get_condition(&list, cond::READY).unwrap().status, "False");
@@ -165,13 +164,7 @@ fn foreign_conditions_are_not_owned_but_dns_attached_counts_for_ready() {
         dns_attached: Some(false),
         ..MaasMachineStatus::default()
     });
-    let status = next_status(
-        &mm,
-        Some(&h),
-        step_conditions(&Step::Provisioned, Some(&h)),
-        true,
-        &t(10),
-    );
+    let status = status_after(&mm, &h, &Step::Provisioned, true, 10);
     let list = status.conditions.unwrap();
     assert!(
         get_condition(&list, cond::DNS_ATTACHED).is_none(),
@@ -234,13 +227,7 @@ fn the_intended_status_is_what_the_step_after_a_won_claim_would_write() {
     after.status = Some(intended);
     let step = decide(&observed(&after));
     assert!(matches!(step, Step::WaitForDeployment { .. }), "{step:?}");
-    let next = next_status(
-        &after,
-        Some(&expected),
-        step_conditions(&step, Some(&expected)),
-        false,
-        &t(200),
-    );
+    let next = status_after(&after, &expected, &step, false, 200);
     assert_eq!(next, owned_status(&after));
 }
 
@@ -255,25 +242,13 @@ fn host_facts_alone_wait_for_a_condition_change_until_the_machine_is_provisioned
         failed: false,
     };
     let mut written = mm.clone();
-    written.status = Some(next_status(
-        &mm,
-        Some(&h),
-        step_conditions(&step, Some(&h)),
-        false,
-        &t(1),
-    ));
+    written.status = Some(status_after(&mm, &h, &step, false, 1));
     let current = owned_status(&written);
 
     // Allocated → Deploying in MAAS: the conditions stay (the machine still waits), only the
     // repeated state moves; written with the next condition change.
     h.status.as_mut().unwrap().maas_status_name = Some("Deploying".into());
-    let next = next_status(
-        &written,
-        Some(&h),
-        step_conditions(&step, Some(&h)),
-        false,
-        &t(2),
-    );
+    let next = status_after(&written, &h, &step, false, 2);
     assert_ne!(next, current);
     assert!(host_facts_only(&current, &next));
 
@@ -282,13 +257,7 @@ fn host_facts_alone_wait_for_a_condition_change_until_the_machine_is_provisioned
         message: "MAAS is deploying host h1".into(),
         failed: false,
     };
-    let next = next_status(
-        &written,
-        Some(&h),
-        step_conditions(&deploying, Some(&h)),
-        false,
-        &t(2),
-    );
+    let next = status_after(&written, &h, &deploying, false, 2);
     assert!(!host_facts_only(&current, &next), "a condition changed");
     assert_eq!(
         next.machine_state.as_deref(),
@@ -298,22 +267,10 @@ fn host_facts_alone_wait_for_a_condition_change_until_the_machine_is_provisioned
 
     // Provisioned: the power going off (a reboot) is written on its own.
     let mut provisioned = written.clone();
-    provisioned.status = Some(next_status(
-        &written,
-        Some(&h),
-        step_conditions(&Step::Provisioned, Some(&h)),
-        true,
-        &t(3),
-    ));
+    provisioned.status = Some(status_after(&written, &h, &Step::Provisioned, true, 3));
     let current = owned_status(&provisioned);
     h.status.as_mut().unwrap().power_state = Some(capmaas_api::host::PowerState::Off);
-    let next = next_status(
-        &provisioned,
-        Some(&h),
-        step_conditions(&Step::Provisioned, Some(&h)),
-        true,
-        &t(4),
-    );
+    let next = status_after(&provisioned, &h, &Step::Provisioned, true, 4);
     assert_ne!(next, current);
     assert!(!host_facts_only(&current, &next));
 }

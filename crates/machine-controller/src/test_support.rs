@@ -67,8 +67,9 @@ pub(crate) fn cluster(provisioned: bool, paused: bool) -> Cluster {
     .unwrap()
 }
 
-pub(crate) fn host(name: &str, state: Option<ProvisioningState>) -> MaasHost {
-    let mut h = MaasHost::new(
+/// A host of MAAS machine `sys-{name}`, unclaimed and unrequested, without status.
+pub(crate) fn unclaimed_host(name: &str) -> MaasHost {
+    MaasHost::new(
         name,
         MaasHostSpec {
             system_id: format!("sys-{name}"),
@@ -76,7 +77,11 @@ pub(crate) fn host(name: &str, state: Option<ProvisioningState>) -> MaasHost {
             provisioning: None,
             reservation: None,
         },
-    );
+    )
+}
+
+pub(crate) fn host(name: &str, state: Option<ProvisioningState>) -> MaasHost {
+    let mut h = unclaimed_host(name);
     h.metadata.namespace = Some("ns".into());
     h.metadata.generation = Some(1);
     h.status = Some(MaasHostStatus {

@@ -61,13 +61,7 @@ pub async fn link_node(
             Ok(Some(node)) => node,
             Ok(None) => continue,
             Err(e) if is_not_found(&e) => continue,
-            Err(source) => {
-                return Err(Error::WorkloadApi {
-                    cluster: cluster.to_owned(),
-                    action: format!("reading Node {name}"),
-                    source,
-                });
-            }
+            Err(e) => return Err(Error::workload(cluster, format!("reading Node {name}"))(e)),
         };
         let existing = node.spec.as_ref().and_then(|s| s.provider_id.clone());
         return match existing.as_deref() {
@@ -84,11 +78,10 @@ pub async fn link_node(
                 nodes
                     .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
                     .await
-                    .map_err(|source| Error::WorkloadApi {
-                        cluster: cluster.to_owned(),
-                        action: format!("setting providerID on Node {name}"),
-                        source,
-                    })?;
+                    .map_err(Error::workload(
+                        cluster,
+                        format!("setting providerID on Node {name}"),
+                    ))?;
                 Ok(NodeLink::Linked {
                     node: name,
                     patched: true,

@@ -50,17 +50,7 @@ async fn contention_never_claims_a_host_twice_and_no_host_is_reported() {
     })
     .await;
     let loser = if winner == "left" { "right" } else { "left" };
-    let waiting = eventually(
-        "the loser's NoHostAvailable condition",
-        Duration::from_secs(30),
-        || async {
-            get_mm(&client, &race, loser).await.filter(|m| {
-                condition(m, cond::HOST_ASSOCIATED)
-                    .is_some_and(|c| c.reason == reasons::NO_HOST_AVAILABLE)
-            })
-        },
-    )
-    .await;
+    let waiting = no_host_available(&client, &race, loser).await;
     let message = &condition(&waiting, cond::HOST_ASSOCIATED).unwrap().message;
     assert!(message.contains("1 claimed by other machines"), "{message}");
     assert_eq!(condition(&waiting, cond::READY).unwrap().status, "False");
@@ -130,13 +120,7 @@ async fn contention_never_claims_a_host_twice_and_no_host_is_reported() {
         json!({"minCPU": 32, "tags": ["gpu"]}),
     )
     .await;
-    let waiting = eventually("NoHostAvailable", Duration::from_secs(30), || async {
-        get_mm(&client, &big, "huge").await.filter(|m| {
-            condition(m, cond::HOST_ASSOCIATED)
-                .is_some_and(|c| c.reason == reasons::NO_HOST_AVAILABLE)
-        })
-    })
-    .await;
+    let waiting = no_host_available(&client, &big, "huge").await;
     let message = condition(&waiting, cond::HOST_ASSOCIATED)
         .unwrap()
         .message
@@ -254,17 +238,7 @@ async fn hosts_of_an_open_inventory_are_claimed_across_namespaces_exactly_once()
         (host_ref.name.as_str(), host_ref.namespace.as_deref()),
         ("last", Some(shared.as_str()))
     );
-    eventually(
-        "the loser's NoHostAvailable",
-        Duration::from_secs(30),
-        || async {
-            get_mm(&client, &loser, "m").await.filter(|m| {
-                condition(m, cond::HOST_ASSOCIATED)
-                    .is_some_and(|c| c.reason == reasons::NO_HOST_AVAILABLE)
-            })
-        },
-    )
-    .await;
+    no_host_available(&client, &loser, "m").await;
     eventually(
         "the winner's deployment",
         Duration::from_secs(30),
@@ -282,17 +256,7 @@ async fn hosts_of_an_open_inventory_are_claimed_across_namespaces_exactly_once()
     create_cluster(&client, &outsider, true, false).await;
     imported("spare").await;
     create_machine_pair(&client, &outsider, "m", Some("b"), None, json!({})).await;
-    let waiting = eventually(
-        "the outsider's NoHostAvailable",
-        Duration::from_secs(30),
-        || async {
-            get_mm(&client, &outsider, "m").await.filter(|m| {
-                condition(m, cond::HOST_ASSOCIATED)
-                    .is_some_and(|c| c.reason == reasons::NO_HOST_AVAILABLE)
-            })
-        },
-    )
-    .await;
+    let waiting = no_host_available(&client, &outsider, "m").await;
     let message = &condition(&waiting, cond::HOST_ASSOCIATED).unwrap().message;
     assert!(
         message.starts_with("no MaasHost this namespace may claim"),

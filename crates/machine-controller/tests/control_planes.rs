@@ -95,13 +95,6 @@ async fn create_template(client: &Client, ns: &str, name: &str) {
         .unwrap();
 }
 
-async fn host(client: &Client, ns: &str, name: &str) -> MaasHost {
-    Api::<MaasHost>::namespaced(client.clone(), ns)
-        .get(name)
-        .await
-        .unwrap()
-}
-
 /// Provisions `machine` (on the only free host, `host_name`), deletes it, and returns the host
 /// once machine-controller has released it.
 async fn provision_then_delete(
@@ -189,34 +182,17 @@ async fn machines_of_any_control_plane_kind_are_released_and_their_hosts_kept_fo
     create_machine_pair(&client, &ns, "rke-0", Some("b"), Some(&cp), json!({})).await;
     let released = provision_then_delete(&client, &ns, "rke-0", "cp-a").await;
     assert!(released.spec.consumer_ref.is_none());
-    let reservation = released
-        .spec
-        .reservation
-        .clone()
-        .expect("a reservation for the RKE2 control plane");
-    assert_eq!(reservation.owner.kind, "RKE2ControlPlane");
-    assert_eq!(reservation.owner.uid, cp.uid().unwrap());
-    assert_eq!(
-        released
-            .labels()
-            .get(keys::LABEL_NODE_REUSE)
-            .map(String::as_str),
-        Some("cp-rke")
-    );
+    reservation_for(&released, "RKE2ControlPlane", &cp.uid().unwrap());
+    assert_eq!(reuse_label(&released), Some("cp-rke"));
     // The control plane's next machine takes its server back over a smaller free one.
     create_host(&client, &ns, "cp-small", "az1", 2, 4096).await;
     create_machine_pair(&client, &ns, "rke-1", Some("b"), Some(&cp), json!({})).await;
-    eventually(
+    until_held_by(
+        &client,
+        &ns,
+        "cp-a",
+        "rke-1",
         "rke-1 on the reserved server",
-        Duration::from_secs(30),
-        || async {
-            let holder = host(&client, &ns, "cp-a")
-                .await
-                .spec
-                .consumer_ref
-                .map(|c| c.name);
-            (holder.as_deref() == Some("rke-1")).then_some(())
-        },
     )
     .await;
 
@@ -250,12 +226,6 @@ async fn machines_of_any_control_plane_kind_are_released_and_their_hosts_kept_fo
         .await
         .unwrap();
     let released = provision_then_delete(&client, &ns, "acme-0", "cp-b").await;
-    let reservation = released
-        .spec
-        .reservation
-        .clone()
-        .expect("a reservation for the Acme control plane");
-    assert_eq!(reservation.owner.kind, "AcmeControlPlane");
-    assert_eq!(reservation.owner.uid, acme_cp.uid().unwrap());
+    reservation_for(&released, "AcmeControlPlane", &acme_cp.uid().unwrap());
     drop(controller);
 }

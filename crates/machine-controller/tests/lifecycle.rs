@@ -7,27 +7,12 @@ mod common;
 use std::time::Duration;
 
 use capmaas_api::conditions::{self as cond, reasons};
-use capmaas_api::{MaasHost, MaasMachine, keys};
+use capmaas_api::{MaasHost, keys};
 use capmaas_testenv::{TestEnv, eventually};
 use common::*;
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
-
-async fn host(client: &kube::Client, ns: &str, name: &str) -> MaasHost {
-    Api::<MaasHost>::namespaced(client.clone(), ns)
-        .get(name)
-        .await
-        .unwrap()
-}
-
-async fn holder(client: &kube::Client, ns: &str, name: &str) -> Option<String> {
-    host(client, ns, name)
-        .await
-        .spec
-        .consumer_ref
-        .map(|c| c.name)
-}
 
 #[tokio::test]
 async fn pause_and_node_reuse() {
@@ -50,12 +35,7 @@ async fn pause_and_node_reuse() {
     assert_eq!(holder(&client, &paused, "h1").await, None);
     // Unpausing the Cluster (a watched change) resumes at once.
     set_cluster_paused(&client, &paused, false).await;
-    eventually(
-        "the claim after unpausing",
-        Duration::from_secs(30),
-        || async { (holder(&client, &paused, "h1").await.as_deref() == Some("p1")).then_some(()) },
-    )
-    .await;
+    until_held_by(&client, &paused, "h1", "p1", "the claim after unpausing").await;
     // The claim is written before the status of the same reconcile: read until it shows.
     let mm = eventually(
         "Paused=False after unpausing",
@@ -110,42 +90,22 @@ async fn pause_and_node_reuse() {
         .unwrap();
 
     // Deleting w1 leaves a reservation for the MachineDeployment.
-    Api::<MaasMachine>::namespaced(client.clone(), &ns)
-        .delete("w1", &DeleteParams::default())
-        .await
-        .unwrap();
-    eventually("w1 gone", Duration::from_secs(30), || async {
-        get_mm(&client, &ns, "w1").await.is_none().then_some(())
-    })
-    .await;
+    delete_mm(&client, &ns, "w1").await;
     let reserved = host(&client, &ns, "big").await;
     assert!(reserved.spec.consumer_ref.is_none());
     assert!(
         !reserved.annotations().contains_key(&leftover),
         "the reboot request is cleared with the claim"
     );
-    let reservation = reserved.spec.reservation.clone().expect("a reservation");
-    assert_eq!(reservation.owner.kind, "MachineDeployment");
-    assert_eq!(reservation.owner.uid, md.uid().unwrap());
+    let reservation = reservation_for(&reserved, "MachineDeployment", &md.uid().unwrap());
     let ttl = reservation.expires_at.0.as_second() - jiff::Timestamp::now().as_second();
     assert!((500..=600).contains(&ttl), "expires in {ttl}s");
-    assert_eq!(
-        reserved
-            .labels()
-            .get(keys::LABEL_NODE_REUSE)
-            .map(String::as_str),
-        Some("md-workers")
-    );
+    assert_eq!(reuse_label(&reserved), Some("md-workers"));
 
     // The deployment's next machine prefers the reserved host over a smaller free one.
     create_host(&client, &ns, "small", "az1", 2, 4096).await;
     create_machine_pair(&client, &ns, "w2", Some("b"), Some(&ms), json!({})).await;
-    eventually(
-        "w2 on the reserved host",
-        Duration::from_secs(30),
-        || async { (holder(&client, &ns, "big").await.as_deref() == Some("w2")).then_some(()) },
-    )
-    .await;
+    until_held_by(&client, &ns, "big", "w2", "w2 on the reserved host").await;
     let big = host(&client, &ns, "big").await;
     assert!(
         big.spec.reservation.is_none(),
@@ -161,22 +121,9 @@ async fn pause_and_node_reuse() {
     .await;
 
     // Reserved again; a machine of another owner that only fits the big host must wait.
-    Api::<MaasMachine>::namespaced(client.clone(), &ns)
-        .delete("w2", &DeleteParams::default())
-        .await
-        .unwrap();
-    eventually("w2 gone", Duration::from_secs(30), || async {
-        get_mm(&client, &ns, "w2").await.is_none().then_some(())
-    })
-    .await;
+    delete_mm(&client, &ns, "w2").await;
     create_machine_pair(&client, &ns, "other", Some("b"), None, json!({"minCPU": 8})).await;
-    let waiting = eventually("other waiting", Duration::from_secs(30), || async {
-        get_mm(&client, &ns, "other").await.filter(|m| {
-            condition(m, cond::HOST_ASSOCIATED)
-                .is_some_and(|c| c.reason == reasons::NO_HOST_AVAILABLE)
-        })
-    })
-    .await;
+    let waiting = no_host_available(&client, &ns, "other").await;
     let message = &condition(&waiting, cond::HOST_ASSOCIATED).unwrap().message;
     assert!(
         message.contains("1 reserved for another owner"),

@@ -77,20 +77,10 @@ fn remediated(r: &MaasRemediation) -> bool {
 
 #[tokio::main(flavor = "multi_thread")]
 async fn main() {
-    if std::env::var_os("RUST_LOG").is_some() {
-        tracing_subscriber::fmt()
-            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-            .with_writer(std::io::stderr)
-            .init();
-    }
+    capmaas_testenv::bench::log_to_stderr_if_asked();
     let n = env_or("BENCH_REMEDIATIONS", 100_usize).max(1);
     let power = env_or("BENCH_POWER_SECONDS", 0.0_f64).max(0.0);
-    let cores = std::thread::available_parallelism().map_or(0, std::num::NonZero::get);
-    let profile = if cfg!(debug_assertions) {
-        "debug"
-    } else {
-        "optimised (bench profile)"
-    };
+    let (profile, cores) = capmaas_testenv::bench::profile_and_cores();
     let args = ControllerArgs::default();
     println!(
         "remediation-controller against a real kube-apiserver: {profile} build, {cores} cores, \
@@ -203,17 +193,10 @@ async fn main() {
     for e in &errors {
         println!("{e}");
     }
-    let bench = capmaas_testenv::peak_rss_kib(std::process::id()).map(|k| k as f64 / 1024.0);
-    let apiserver = env
-        .processes()
-        .iter()
-        .find(|p| p.name() == "kube-apiserver")
-        .and_then(capmaas_testenv::Process::peak_resident_memory_kib);
+    let (bench, apiserver) = capmaas_testenv::bench::peak_rss_mib(&env);
     println!(
         "bench process peak RSS (controller, fake gateway and kubelets, bench; API server \
-         excluded): {} MiB; kube-apiserver peak RSS: {} MiB",
-        bench.map_or_else(|| "?".into(), |m| format!("{m:.0}")),
-        apiserver.map_or_else(|| "?".into(), |k| format!("{:.0}", k as f64 / 1024.0)),
+         excluded): {bench} MiB; kube-apiserver peak RSS: {apiserver} MiB",
     );
     drop(gateway);
     let _ = controller.stop(Duration::from_secs(10)).await;

@@ -7,33 +7,15 @@ use capmaas_api::keys::{ANNOTATION_HOST_UNHEALTHY, ANNOTATION_PAUSED};
 use capmaas_api::remediation::RemediationPhase::{DeletingMachine, Failed, Running, Waiting};
 
 use super::*;
-use crate::fixtures::{T0, UID, annotate, host, node, state, t, time};
+use crate::fixtures::{T0, UID, annotate, host, node, state, t, tainted, time};
 use crate::keys::{ANNOTATION_SKIP_REMEDIATION, reboot_key};
-use crate::node::fence_patch;
 use crate::state::NodeView;
 use crate::status::next_status;
-
-fn tainted(s: &State) -> k8s_openapi::api::core::v1::Node {
-    let node = s.node().unwrap().clone();
-    let patch = fence_patch(&node, UID);
-    let mut value = serde_json::to_value(&node).unwrap();
-    value["spec"]["taints"] = patch["spec"]["taints"].clone();
-    value["metadata"]["annotations"]
-        .as_object_mut()
-        .unwrap()
-        .extend(
-            patch["metadata"]["annotations"]
-                .as_object()
-                .unwrap()
-                .clone(),
-        );
-    serde_json::from_value(value).unwrap()
-}
 
 /// Attempt 1 started at T0, the Node backed up and fenced.
 fn fenced_running() -> State {
     let s = state().backed_up().at(Running, 1, T0);
-    let node = tainted(&s);
+    let node = tainted(s.node().unwrap());
     s.with_node(node)
 }
 
@@ -59,13 +41,7 @@ fn paused_does_nothing_even_mid_way() {
         decide(&s, t(T0 + 10_000)),
         Step::Paused("Cluster spec.paused is true".into())
     );
-    let mut s = running();
-    s.remediation
-        .metadata
-        .annotations
-        .as_mut()
-        .unwrap()
-        .insert(ANNOTATION_PAUSED.into(), String::new());
+    let s = running().paused();
     assert!(matches!(decide(&s, t(T0)), Step::Paused(_)));
     let mut s = running();
     s.machine.as_mut().unwrap().metadata.annotations =
@@ -88,19 +64,25 @@ fn skip_remediation_withdraws_a_request_then_does_nothing() {
     assert_eq!(status.phase, Some(Running), "the phase is kept");
 }
 
+/// The step that fails the remediation for what is missing.
+fn missing(reason: &'static str, message: &str) -> Step {
+    Step::Missing {
+        reason,
+        message: message.into(),
+    }
+}
+
 #[test]
 fn anything_missing_is_failed_with_its_name() {
     let mut s = state();
     s.host = None;
     assert_eq!(
         decide(&s, t(T0)),
-        Step::Missing {
-            reason: reasons::HOST_MISSING,
-            message:
-                "MaasHost h1 not found, or not claimed by MaasMachine mm1 (its status.hostRef \
-                      is only the machine's intent; no other machine's server is rebooted)"
-                    .into()
-        }
+        missing(
+            reasons::HOST_MISSING,
+            "MaasHost h1 not found, or not claimed by MaasMachine mm1 (its status.hostRef \
+             is only the machine's intent; no other machine's server is rebooted)"
+        )
     );
     s.maas_machine.as_mut().unwrap().status = None;
     assert!(
@@ -109,18 +91,12 @@ fn anything_missing_is_failed_with_its_name() {
     s.maas_machine = None;
     assert_eq!(
         decide(&s, t(T0)),
-        Step::Missing {
-            reason: reason::MAAS_MACHINE_MISSING,
-            message: "MaasMachine mm1 not found".into()
-        }
+        missing(reason::MAAS_MACHINE_MISSING, "MaasMachine mm1 not found")
     );
     s.machine = None;
     assert_eq!(
         decide(&s, t(T0)),
-        Step::Missing {
-            reason: reason::MACHINE_MISSING,
-            message: "Machine m1 not found".into()
-        }
+        missing(reason::MACHINE_MISSING, "Machine m1 not found")
     );
 }
 
@@ -196,7 +172,7 @@ fn running_requests_then_waits_for_the_power_off_then_fences() {
 #[test]
 fn an_operators_out_of_service_taint_counts_as_fenced() {
     let mut s = state().backed_up().at(Running, 1, T0).requested().off();
-    let mut node = tainted(&s);
+    let mut node = tainted(s.node().unwrap());
     node.metadata
         .annotations
         .as_mut()
@@ -353,22 +329,13 @@ fn giving_up_powers_on_marks_the_host_hands_the_machine_back() {
 
 #[test]
 fn deletion_releases_the_host_first_then_restores_then_lets_go() {
-    let paused = |mut s: State| {
-        s.remediation
-            .metadata
-            .annotations
-            .as_mut()
-            .unwrap()
-            .insert(ANNOTATION_PAUSED.into(), String::new());
-        s
-    };
-    let s = paused(fenced_running().requested().off().deleting());
+    let s = fenced_running().requested().off().deleting().paused();
     assert_eq!(
         decide(&s, t(T0 + 5)),
         Step::ReleaseHost("h1".into()),
         "even paused"
     );
-    let s = paused(fenced_running().deleting());
+    let s = fenced_running().deleting().paused();
     assert_eq!(decide(&s, t(T0 + 5)), Step::RestoreNode);
     let mut restored = s.with_node(node(T0 - 10_000, None));
     assert_eq!(decide(&restored, t(T0 + 5)), Step::RemoveFinalizer);

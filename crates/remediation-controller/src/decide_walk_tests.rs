@@ -5,27 +5,11 @@ use capmaas_api::host::PowerState;
 use kube::ResourceExt;
 
 use super::*;
-use crate::fixtures::{T0, UID, annotate, state, t, time};
+use crate::fixtures::{T0, UID, annotate, state, t, tainted, time};
 use crate::keys::{ANNOTATION_FENCED_BY, REBOOT_STATE, reboot_key};
-use crate::node::{fence_patch, has_out_of_service_taint, restore_patch};
+use crate::node::{has_out_of_service_taint, restore_patch};
 use crate::state::{NodeView, remediated};
 use crate::status::next_status;
-
-fn tainted(node: &k8s_openapi::api::core::v1::Node) -> k8s_openapi::api::core::v1::Node {
-    let patch = fence_patch(node, UID);
-    let mut value = serde_json::to_value(node).unwrap();
-    value["spec"]["taints"] = patch["spec"]["taints"].clone();
-    value["metadata"]["annotations"]
-        .as_object_mut()
-        .unwrap()
-        .extend(
-            patch["metadata"]["annotations"]
-                .as_object()
-                .unwrap()
-                .clone(),
-        );
-    serde_json::from_value(value).unwrap()
-}
 
 /// The pure world: applies what `act` would write for `step`, then lets a fake gateway and
 /// kubelet react. Counts power-offs and power-ons.

@@ -3,7 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use capmaas_api::capi::{Cluster, Machine};
-use capmaas_api::keys::FINALIZER_MAAS_REMEDIATION;
+use capmaas_api::keys::{ANNOTATION_PAUSED, FINALIZER_MAAS_REMEDIATION};
 use capmaas_api::remediation::{MaasRemediationSpec, RemediationPhase, RemediationStrategy};
 use capmaas_api::{MaasHost, MaasMachine, MaasRemediation, MaasRemediationStatus};
 use jiff::Timestamp;
@@ -186,11 +186,39 @@ impl State {
         self
     }
 
+    /// Pauses the remediation by its annotation.
+    pub(crate) fn paused(mut self) -> Self {
+        self.remediation
+            .metadata
+            .annotations
+            .get_or_insert_with(Default::default)
+            .insert(ANNOTATION_PAUSED.into(), String::new());
+        self
+    }
+
     /// Marks the remediation deleted.
     pub(crate) fn deleting(mut self) -> Self {
         self.remediation.metadata.deletion_timestamp = Some(time(T0 + 5));
         self
     }
+}
+
+/// `node` as fencing by remediation `UID` leaves it: the out-of-service taint and the fence
+/// annotations, from the same patch the controller sends.
+pub(crate) fn tainted(node: &Node) -> Node {
+    let patch = crate::node::fence_patch(node, UID);
+    let mut value = serde_json::to_value(node).unwrap();
+    value["spec"]["taints"] = patch["spec"]["taints"].clone();
+    value["metadata"]["annotations"]
+        .as_object_mut()
+        .unwrap()
+        .extend(
+            patch["metadata"]["annotations"]
+                .as_object()
+                .unwrap()
+                .clone(),
+        );
+    serde_json::from_value(value).unwrap()
 }
 
 pub(crate) fn annotate(host: &mut MaasHost, key: &str, value: &str) {

@@ -88,14 +88,7 @@ async fn reboot_restore_delete_and_kill() {
     );
     // Settled: nothing more happens while CAPI has not deleted the object.
     tokio::time::sleep(Duration::from_secs(2)).await;
-    assert_eq!(
-        (
-            gw_ok.offs.load(Ordering::SeqCst),
-            gw_ok.ons.load(Ordering::SeqCst)
-        ),
-        (1, 1),
-        "exactly one power cycle"
-    );
+    assert_eq!(gw_ok.power_cycles(), (1, 1), "exactly one power cycle");
     assert_eq!(events(&client, &ok, "RemediationStarted").await.len(), 1);
     assert_eq!(events(&client, &ok, "Remediated").await.len(), 1);
     assert!(!events(&client, &ok, "NodeRestored").await.is_empty());
@@ -174,10 +167,7 @@ async fn reboot_restore_delete_and_kill() {
     assert_eq!(r.status.unwrap().retry_count, Some(1));
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(
-        (
-            gw_kill.offs.load(Ordering::SeqCst),
-            gw_kill.ons.load(Ordering::SeqCst)
-        ),
+        gw_kill.power_cycles(),
         (1, 1),
         "still exactly one power cycle"
     );
@@ -206,14 +196,7 @@ async fn a_host_in_another_namespace_is_power_cycled_where_it_lives() {
     wait_remediated(&client, &ns).await;
     assert_restored(&client, &ns).await;
     assert!(!requested(&host(&client, &hosts_ns).await));
-    assert_eq!(
-        (
-            gateway.offs.load(Ordering::SeqCst),
-            gateway.ons.load(Ordering::SeqCst)
-        ),
-        (1, 1),
-        "exactly one power cycle"
-    );
+    assert_eq!(gateway.power_cycles(), (1, 1), "exactly one power cycle");
 }
 
 #[tokio::test]

@@ -1,27 +1,22 @@
 //! Test support: objects, a fake MAAS gateway that answers MaasHost requests in status, the
 //! controller running in-process, and polling helpers.
-#![allow(
-    dead_code,
-    unreachable_pub,
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic
-)]
+#![allow(dead_code, unreachable_pub)]
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use capmaas_api::{MaasHost, MaasMachine};
+use capmaas_api::conditions::{self as cond, reasons};
+use capmaas_api::host::HostReservation;
+use capmaas_api::{MaasHost, MaasMachine, keys};
 use capmaas_runtime::embedded::Running;
-use capmaas_testenv::TestEnv;
-use k8s_openapi::ByteString;
+use capmaas_testenv::objects;
+use capmaas_testenv::task::AbortOnDrop;
+use capmaas_testenv::{TestEnv, eventually};
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::api::events::v1::Event;
-use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::core::DynamicObject;
-use kube::discovery::ApiResource;
 use kube::{Client, ResourceExt};
 use machine_controller::{BINARY, ControllerArgs};
 use serde_json::{Value, json};
@@ -45,26 +40,8 @@ pub async fn start_controller(env: &TestEnv, namespace: Option<&str>, concurrenc
     .unwrap()
 }
 
-fn dynamic_api(
-    client: &Client,
-    ns: &str,
-    group: &str,
-    version: &str,
-    kind: &str,
-    plural: &str,
-) -> Api<DynamicObject> {
-    let resource = ApiResource {
-        group: group.into(),
-        version: version.into(),
-        api_version: format!("{group}/{version}"),
-        kind: kind.into(),
-        plural: plural.into(),
-    };
-    Api::namespaced_with(client.clone(), ns, &resource)
-}
-
 pub fn capi_api(client: &Client, ns: &str, kind: &str, plural: &str) -> Api<DynamicObject> {
-    dynamic_api(client, ns, "cluster.x-k8s.io", "v1beta2", kind, plural)
+    objects::namespaced_api(client, ns, "cluster.x-k8s.io/v1beta2", kind, plural)
 }
 
 async fn create(api: &Api<DynamicObject>, body: Value) -> DynamicObject {
@@ -207,17 +184,7 @@ pub async fn create_deployment(
 
 /// The `<CLUSTER>-kubeconfig` Secret CAPI would write for the workload cluster (key `value`).
 pub async fn create_kubeconfig_secret(client: &Client, ns: &str, kubeconfig: &str) {
-    let secret = Secret {
-        metadata: kube::api::ObjectMeta {
-            name: Some(format!("{CLUSTER}-kubeconfig")),
-            ..Default::default()
-        },
-        data: Some(BTreeMap::from([(
-            "value".to_owned(),
-            ByteString(kubeconfig.as_bytes().to_vec()),
-        )])),
-        ..Default::default()
-    };
+    let secret = objects::kubeconfig_secret(CLUSTER, kubeconfig.as_bytes());
     Api::<Secret>::namespaced(client.clone(), ns)
         .create(&PostParams::default(), &secret)
         .await
@@ -257,6 +224,78 @@ pub async fn get_mm(client: &Client, ns: &str, name: &str) -> Option<MaasMachine
         .unwrap()
 }
 
+/// Deletes MaasMachine `name` and waits until it is gone (its finalizer done).
+pub async fn delete_mm(client: &Client, ns: &str, name: &str) {
+    Api::<MaasMachine>::namespaced(client.clone(), ns)
+        .delete(name, &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually(&format!("{name} gone"), Duration::from_secs(30), || async {
+        get_mm(client, ns, name).await.is_none().then_some(())
+    })
+    .await;
+}
+
+/// Waits until MaasMachine `name` reports no host available (`HostAssociated` with reason
+/// `NoHostAvailable`); the MaasMachine then.
+pub async fn no_host_available(client: &Client, ns: &str, name: &str) -> MaasMachine {
+    eventually(
+        &format!("{name}'s NoHostAvailable"),
+        Duration::from_secs(30),
+        || async {
+            get_mm(client, ns, name).await.filter(|m| {
+                condition(m, cond::HOST_ASSOCIATED)
+                    .is_some_and(|c| c.reason == reasons::NO_HOST_AVAILABLE)
+            })
+        },
+    )
+    .await
+}
+
+pub async fn host(client: &Client, ns: &str, name: &str) -> MaasHost {
+    Api::<MaasHost>::namespaced(client.clone(), ns)
+        .get(name)
+        .await
+        .unwrap()
+}
+
+/// The machine holding host `name` (its consumerRef), if any.
+pub async fn holder(client: &Client, ns: &str, name: &str) -> Option<String> {
+    host(client, ns, name)
+        .await
+        .spec
+        .consumer_ref
+        .map(|c| c.name)
+}
+
+/// Waits (`what`) until machine `machine` holds host `name`.
+pub async fn until_held_by(client: &Client, ns: &str, name: &str, machine: &str, what: &str) {
+    eventually(what, Duration::from_secs(30), || async {
+        (holder(client, ns, name).await.as_deref() == Some(machine)).then_some(())
+    })
+    .await;
+}
+
+/// The reservation of `host`, asserted to be for the owner of kind `kind` with UID `uid`.
+#[track_caller]
+pub fn reservation_for(host: &MaasHost, kind: &str, uid: &str) -> HostReservation {
+    let reservation = host
+        .spec
+        .reservation
+        .clone()
+        .unwrap_or_else(|| panic!("a reservation for the {kind}"));
+    assert_eq!(reservation.owner.kind, kind);
+    assert_eq!(reservation.owner.uid, uid);
+    reservation
+}
+
+/// The node-reuse label of `host`: the owner its reservation is kept for.
+pub fn reuse_label(host: &MaasHost) -> Option<&str> {
+    host.labels()
+        .get(keys::LABEL_NODE_REUSE)
+        .map(String::as_str)
+}
+
 pub async fn hosts(client: &Client, ns: &str) -> Vec<MaasHost> {
     Api::<MaasHost>::namespaced(client.clone(), ns)
         .list(&ListParams::default())
@@ -274,17 +313,11 @@ pub fn condition<'a>(
 
 /// Events regarding object `name` with `reason`.
 pub async fn events(client: &Client, ns: &str, name: &str, reason: &str) -> Vec<Event> {
-    Api::<Event>::namespaced(client.clone(), ns)
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter(|e| {
-            e.reason.as_deref() == Some(reason)
-                && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
-        })
-        .collect()
+    objects::events(client, ns, reason, |e| {
+        objects::regarding_name(e) == Some(name)
+    })
+    .await
+    .unwrap()
 }
 
 /// Plays the MAAS gateway for every MaasHost of a namespace: a requested deployment becomes
@@ -292,20 +325,14 @@ pub async fn events(client: &Client, ns: &str, name: &str, reason: &str) -> Vec<
 /// `Releasing` while `hold_release` is set. Always reports the generation it acted on.
 pub struct FakeGateway {
     pub hold_release: Arc<AtomicBool>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for FakeGateway {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
+    _task: AbortOnDrop,
 }
 
 pub fn start_gateway(client: &Client, ns: &str) -> FakeGateway {
     let hold = Arc::new(AtomicBool::new(false));
     let hold_release = hold.clone();
     let api: Api<MaasHost> = Api::namespaced(client.clone(), ns);
-    let task = tokio::spawn(async move {
+    let task = AbortOnDrop::spawn(async move {
         loop {
             if let Ok(list) = api.list(&ListParams::default()).await {
                 for (i, host) in list.items.iter().enumerate() {
@@ -352,5 +379,8 @@ pub fn start_gateway(client: &Client, ns: &str) -> FakeGateway {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     });
-    FakeGateway { hold_release, task }
+    FakeGateway {
+        hold_release,
+        _task: task,
+    }
 }

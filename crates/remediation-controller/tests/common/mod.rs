@@ -1,12 +1,6 @@
 //! Test support: the objects of one unhealthy machine, a fake MAAS gateway and kubelet, the
 //! controller running in-process, and polling helpers.
-#![allow(
-    dead_code,
-    unreachable_pub,
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic
-)]
+#![allow(dead_code, unreachable_pub)]
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -17,7 +11,8 @@ use std::time::Duration;
 use capmaas_api::{MaasHost, MaasRemediation};
 use capmaas_runtime::embedded::Running;
 use capmaas_testenv::TestEnv;
-use k8s_openapi::ByteString;
+use capmaas_testenv::objects;
+use capmaas_testenv::task::AbortOnDrop;
 use k8s_openapi::api::core::v1::{Node, Secret};
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
@@ -49,14 +44,7 @@ pub async fn start_controller(env: &TestEnv) -> Running {
 }
 
 pub fn capi_api(client: &Client, ns: &str, kind: &str, plural: &str) -> Api<DynamicObject> {
-    let resource = ApiResource {
-        group: "cluster.x-k8s.io".into(),
-        version: "v1beta2".into(),
-        api_version: "cluster.x-k8s.io/v1beta2".into(),
-        kind: kind.into(),
-        plural: plural.into(),
-    };
-    Api::namespaced_with(client.clone(), ns, &resource)
+    objects::namespaced_api(client, ns, "cluster.x-k8s.io/v1beta2", kind, plural)
 }
 
 fn params() -> PatchParams {
@@ -90,17 +78,7 @@ pub async fn create_cluster(env: &TestEnv, ns: &str) {
         )
         .await
         .unwrap();
-    let secret = Secret {
-        metadata: kube::api::ObjectMeta {
-            name: Some(format!("{CLUSTER}-kubeconfig")),
-            ..Default::default()
-        },
-        data: Some(BTreeMap::from([(
-            "value".to_owned(),
-            ByteString(env.kubeconfig_yaml().unwrap().into_bytes()),
-        )])),
-        ..Default::default()
-    };
+    let secret = objects::kubeconfig_secret(CLUSTER, env.kubeconfig_yaml().unwrap().as_bytes());
     Api::<Secret>::namespaced(client.clone(), ns)
         .create(&post, &secret)
         .await
@@ -310,17 +288,11 @@ pub fn requested(host: &MaasHost) -> bool {
 
 /// Events regarding the remediation with `reason`.
 pub async fn events(client: &Client, ns: &str, reason: &str) -> Vec<Event> {
-    Api::<Event>::namespaced(client.clone(), ns)
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .filter(|e| {
-            e.reason.as_deref() == Some(reason)
-                && e.regarding.as_ref().and_then(|r| r.kind.as_deref()) == Some("MaasRemediation")
-        })
-        .collect()
+    objects::events(client, ns, reason, |e| {
+        e.regarding.as_ref().and_then(|r| r.kind.as_deref()) == Some("MaasRemediation")
+    })
+    .await
+    .unwrap()
 }
 
 /// Plays maas-client and the kubelet for the host of one namespace. While any reboot request
@@ -339,12 +311,16 @@ pub struct FakeGateway {
     pub fenced_at_on: Arc<AtomicBool>,
     pub stall: Arc<AtomicBool>,
     pub no_ack: Arc<AtomicBool>,
-    task: tokio::task::JoinHandle<()>,
+    _task: AbortOnDrop,
 }
 
-impl Drop for FakeGateway {
-    fn drop(&mut self) {
-        self.task.abort();
+impl FakeGateway {
+    /// The power-offs and power-ons so far.
+    pub fn power_cycles(&self) -> (u32, u32) {
+        (
+            self.offs.load(Ordering::SeqCst),
+            self.ons.load(Ordering::SeqCst),
+        )
     }
 }
 
@@ -368,7 +344,7 @@ pub fn start_gateway_in(client: &Client, host_ns: &str, ns: &str) -> FakeGateway
         fenced_at_on: fenced_at_on.clone(),
         stall: stall.clone(),
         no_ack: no_ack.clone(),
-        task: tokio::spawn({
+        _task: AbortOnDrop::spawn({
             let (client, host_ns, ns) = (client.clone(), host_ns.to_owned(), ns.to_owned());
             async move {
                 loop {
@@ -560,13 +536,7 @@ pub struct HerdGateway {
     pub hold_off: Arc<AtomicBool>,
     /// Power no server on again.
     pub hold_on: Arc<AtomicBool>,
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for HerdGateway {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
+    _task: AbortOnDrop,
 }
 
 impl HerdGateway {
@@ -583,7 +553,7 @@ pub fn start_herd_gateway(client: &Client, herd: &Herd, delay: Duration) -> Herd
     );
     let nodes: BTreeMap<String, String> =
         (0..herd.n).map(|i| (herd_host(i), herd.node(i))).collect();
-    let task = tokio::spawn({
+    let task = AbortOnDrop::spawn({
         let (client, ns) = (client.clone(), herd.ns.clone());
         let (counts, hold_off, hold_on) = (counts.clone(), hold_off.clone(), hold_on.clone());
         async move {
@@ -638,7 +608,7 @@ pub fn start_herd_gateway(client: &Client, herd: &Herd, delay: Duration) -> Herd
         counts,
         hold_off,
         hold_on,
-        task,
+        _task: task,
     }
 }
 

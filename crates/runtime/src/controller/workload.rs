@@ -21,6 +21,8 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Api, Client};
 
+use crate::error::{ControllerError, Failed, Requeue, is_conflict};
+
 /// Key of the kubeconfig in the Secret (CAPI contract).
 pub const KUBECONFIG_SECRET_KEY: &str = "value";
 
@@ -258,6 +260,81 @@ impl WorkloadClients {
             }
         };
         Client::try_from(config).map_err(|_| invalid("cannot build a client (TLS settings?)"))
+    }
+}
+
+/// The error of a controller that works in workload clusters (machine-controller,
+/// remediation-controller): the kit's failures, an unusable kubeconfig, or a refused call to the
+/// workload cluster's API. Its category is the variant name (`workload_kubeconfig`,
+/// `workload_api`) or the kit failure's own.
+#[derive(Debug, thiserror::Error, strum::IntoStaticStr)]
+#[strum(serialize_all = "snake_case")]
+pub enum ReconcileError {
+    /// A call to the management cluster's API, a kit write (status, finalizer) or an encoding
+    /// failed, lost a race, or found the object gone.
+    #[error(transparent)]
+    Kit(#[from] Failed),
+    /// The workload cluster's kubeconfig Secret is missing, unreadable, unusable or refused
+    /// (it names a command or a file); the message never quotes its content.
+    #[error(transparent)]
+    WorkloadKubeconfig(#[from] WorkloadError),
+    /// A call to the workload cluster's API failed.
+    #[error("workload cluster {cluster}: {action}")]
+    WorkloadApi {
+        /// `<namespace>/<cluster>`.
+        cluster: String,
+        /// What was being done.
+        action: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
+}
+
+impl ReconcileError {
+    /// Wraps an error of the workload cluster's API; a 409 is a lost race like any other.
+    pub fn workload(cluster: &str, action: impl Into<String>) -> impl FnOnce(kube::Error) -> Self {
+        let (cluster, action) = (cluster.to_owned(), action.into());
+        move |source| {
+            if is_conflict(&source) {
+                Failed::conflict(action).into()
+            } else {
+                Self::WorkloadApi {
+                    cluster,
+                    action,
+                    source,
+                }
+            }
+        }
+    }
+
+    /// Whether the step loop should read again and decide again: a write lost a race (a
+    /// guarded patch, or 409 Conflict), or a kit write found the object gone meanwhile.
+    pub fn is_conflict(&self) -> bool {
+        matches!(self, Self::Kit(e) if e.read_again())
+    }
+}
+
+impl ControllerError for ReconcileError {
+    fn kit(&self) -> Option<&Failed> {
+        let Self::Kit(e) = self else { return None };
+        Some(e)
+    }
+
+    fn domain_requeue(&self) -> Requeue {
+        match self {
+            // A person must fix the Secret, which is not watched: the long fixed delay (or any
+            // change to the object) brings the next attempt. A missing Secret may yet appear.
+            Self::WorkloadKubeconfig(
+                WorkloadError::Refused { .. } | WorkloadError::Invalid { .. },
+            ) => Requeue::InvalidSpec,
+            _ => Requeue::Transient,
+        }
+    }
+
+    /// Lost races and objects gone meanwhile are normal operation: the step loop reads again.
+    fn kit_quiet(&self, failed: &Failed) -> bool {
+        failed.read_again()
     }
 }
 

@@ -88,3 +88,84 @@ fn broken_content_is_reported_without_quoting_it() {
     let err = kubeconfig_from_secret(&Secret::default(), "s").unwrap_err();
     assert!(err.to_string().contains("missing"), "{err}");
 }
+
+mod reconcile_error {
+    use crate::ErrorCategory;
+    use crate::error::failed;
+
+    use super::super::*;
+
+    fn api(code: u16) -> kube::Error {
+        kube::Error::Api(
+            kube::core::Status::failure("the object has been modified", "Conflict")
+                .with_code(code)
+                .boxed(),
+        )
+    }
+
+    fn kubeconfig(error: WorkloadError) -> ReconcileError {
+        ReconcileError::WorkloadKubeconfig(error)
+    }
+
+    #[test]
+    fn categories_are_variant_names_and_requeues_fit() {
+        let refused = kubeconfig(WorkloadError::Refused {
+            secret: "ns/c-kubeconfig".into(),
+            problem: "user \"u\" uses an exec credential plugin".into(),
+        });
+        assert_eq!(refused.category(), "workload_kubeconfig");
+        assert_eq!(
+            refused.requeue(),
+            Requeue::InvalidSpec,
+            "a refused kubeconfig"
+        );
+        assert!(!refused.is_conflict() && !refused.quiet());
+        assert!(
+            refused.to_string().contains("exec credential plugin"),
+            "{refused}"
+        );
+        let missing = kubeconfig(WorkloadError::Missing {
+            secret: "ns/c-kubeconfig".into(),
+        });
+        assert_eq!(
+            missing.requeue(),
+            Requeue::Transient,
+            "the Secret may appear"
+        );
+        let down = ReconcileError::workload("ns/c", "reading Node n")(api(503));
+        assert_eq!(down.category(), "workload_api");
+        assert_eq!(down.requeue(), Requeue::Transient, "an unreachable cluster");
+        let metadata = ReconcileError::from(Failed::missing("uid"));
+        assert_eq!(metadata.category(), "missing_metadata");
+        assert_eq!(metadata.requeue(), Requeue::InvalidSpec);
+        let stopped = ReconcileError::from(failed("writing the status")(
+            crate::Error::LeaderElectionStopped,
+        ));
+        assert_eq!(stopped.category(), "leader_election_stopped");
+        let encoding = ReconcileError::from(failed("encoding the Node backup")(
+            serde_json::from_str::<u8>("x").unwrap_err(),
+        ));
+        assert_eq!(encoding.category(), "serialize");
+    }
+
+    #[test]
+    fn lost_races_are_quiet_conflicts_and_other_failures_are_not() {
+        let lost = ReconcileError::from(failed("adding the finalizer")(crate::Error::Conflict(
+            "the finalizer list changed",
+        )));
+        assert!(lost.is_conflict() && lost.quiet());
+        assert_eq!(lost.to_string(), "adding the finalizer");
+        assert!(ReconcileError::from(Failed::conflict("claiming")).quiet());
+        let gone = ReconcileError::from(failed("adding the finalizer")(crate::Error::Gone(
+            "m".into(),
+        )));
+        assert!(gone.is_conflict(), "gone: read again (and find nothing)");
+        assert!(ReconcileError::from(failed("writing the status")(api(409))).is_conflict());
+        assert!(ReconcileError::workload("ns/c", "patching Node n")(api(409)).quiet());
+        let not_found = ReconcileError::from(failed("reading the MaasMachine")(api(404)));
+        assert!(!not_found.is_conflict(), "a 404 read is not a lost race");
+        let failed_write = ReconcileError::from(failed("writing the status")(api(500)));
+        assert!(!failed_write.is_conflict());
+        assert_eq!(failed_write.category(), "kube_api");
+    }
+}
