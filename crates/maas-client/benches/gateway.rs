@@ -34,7 +34,7 @@ use capmaas_api::{MaasHost, MaasInventory};
 use futures::StreamExt;
 use kube::Api;
 use kube::runtime::{reflector, watcher};
-use maas_sim::{NodeStatus, SimConfig, Simulator};
+use maas_sim::NodeStatus;
 use probes::{cpu_ticks, free_port, gateway_metrics};
 use support::*;
 use tokio::process::{Child, Command};
@@ -214,12 +214,7 @@ async fn imported(client: &kube::Client, ns: &str, n: usize) {
 async fn inventory_case(env: &capmaas_testenv::TestEnv, n: usize) -> InventoryFigures {
     let client = env.client();
     let ns = env.create_namespace(&format!("bench{n}")).await.unwrap();
-    let sim = Simulator::start(SimConfig {
-        machines: n,
-        ..SimConfig::instant()
-    })
-    .await
-    .unwrap();
+    let sim = instant_sim(n).await;
     let state = sim.state();
     let sync = sync_interval(n);
     let port = free_port();
@@ -282,27 +277,12 @@ async fn inventory_case(env: &capmaas_testenv::TestEnv, n: usize) -> InventoryFi
 async fn provisioning_case(env: &capmaas_testenv::TestEnv, n: usize) {
     let client = env.client();
     let ns = env.create_namespace("benchprov").await.unwrap();
-    let sim = Simulator::start(SimConfig {
-        machines: n,
-        ..SimConfig::instant()
-    })
-    .await
-    .unwrap();
+    let sim = instant_sim(n).await;
     let state = sim.state();
     let sync = Duration::from_secs(2);
     let mut child = spawn(&sim, env, &ns, sync, free_port());
-    create_inventory(&client, &ns, "inv", "default").await;
-    create_user_data(&client, &ns, "user-data", "#cloud-config\n").await;
-    let ids = eventually("import", Duration::from_secs(120), || async {
-        let hosts = hosts(&client, &ns).await;
-        (hosts.len() == n && hosts.iter().all(|h| h.status.is_some())).then(|| {
-            hosts
-                .iter()
-                .map(|h| h.spec.system_id.clone())
-                .collect::<Vec<_>>()
-        })
-    })
-    .await;
+    create_deployable_inventory(&client, &ns).await;
+    let ids = imported_within(&client, &ns, n, Duration::from_secs(120)).await;
     tokio::time::sleep(sync).await;
     let (writes, watch) = count_writes(&client, &ns);
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -352,12 +332,7 @@ fn main() {
         |v| v.split(',').filter_map(|s| s.trim().parse().ok()).collect(),
     );
     runtime.block_on(async {
-        let env = capmaas_testenv::TestEnv::builder()
-            .controller_manager(false)
-            .capi_crds(false)
-            .start()
-            .await
-            .unwrap();
+        let env = bare_api_server().await;
         let mut figures = Vec::new();
         for n in sizes {
             let f = inventory_case(&env, n).await;

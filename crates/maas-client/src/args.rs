@@ -374,6 +374,11 @@ mod tests {
         Flags::try_parse_from(v).unwrap().gateway
     }
 
+    /// Resolves `extra` flags with [`KEY`] in the environment.
+    fn resolve(extra: &[&str]) -> Result<GatewayConfig, ConfigError> {
+        GatewayConfig::resolve(&args(extra), &env(Some(KEY)))
+    }
+
     fn env(key: Option<&str>) -> Environment {
         Environment {
             api_key: key.map(str::to_owned),
@@ -383,11 +388,7 @@ mod tests {
 
     #[test]
     fn resolves_defaults() {
-        let cfg = GatewayConfig::resolve(
-            &args(&["--maas-endpoint=https://127.0.0.1:5240/MAAS/"]),
-            &env(Some(KEY)),
-        )
-        .unwrap();
+        let cfg = resolve(&["--maas-endpoint=https://127.0.0.1:5240/MAAS/"]).unwrap();
         assert_eq!(cfg.installation_id, "capmaas-capmaas-system");
         assert_eq!(cfg.maas.max_concurrent_requests, 8);
         assert_eq!(cfg.rate_limit.get(), 20);
@@ -402,52 +403,35 @@ mod tests {
 
     #[test]
     fn plain_http_needs_an_explicit_flag() {
-        let err = GatewayConfig::resolve(
-            &args(&["--maas-endpoint=http://maas.lab:5240/MAAS/"]),
-            &env(Some(KEY)),
-        )
-        .unwrap_err();
+        let err = resolve(&["--maas-endpoint=http://maas.lab:5240/MAAS/"]).unwrap_err();
         let text = err.to_string();
         assert!(text.contains("--maas-allow-insecure-http"), "{text}");
         assert!(!text.contains("very-secret-token"), "{text}");
-        let cfg = GatewayConfig::resolve(
-            &args(&[
-                "--maas-endpoint=http://maas.lab:5240/MAAS/",
-                "--maas-allow-insecure-http",
-            ]),
-            &env(Some(KEY)),
-        )
+        let cfg = resolve(&[
+            "--maas-endpoint=http://maas.lab:5240/MAAS/",
+            "--maas-allow-insecure-http",
+        ])
         .unwrap();
         assert!(cfg.insecure_http);
         // With a value, as clusterctl's components pass it.
         for (value, accepted) in [("true", true), ("false", false)] {
             let flag = format!("--maas-allow-insecure-http={value}");
-            let resolved = GatewayConfig::resolve(
-                &args(&["--maas-endpoint=http://maas.lab:5240/MAAS/", &flag]),
-                &env(Some(KEY)),
-            );
+            let resolved = resolve(&["--maas-endpoint=http://maas.lab:5240/MAAS/", &flag]);
             assert_eq!(resolved.is_ok(), accepted, "{flag}");
         }
-        let cfg = GatewayConfig::resolve(
-            &args(&["--maas-endpoint=https://maas.lab:5443/MAAS/"]),
-            &env(Some(KEY)),
-        )
-        .unwrap();
+        let cfg = resolve(&["--maas-endpoint=https://maas.lab:5443/MAAS/"]).unwrap();
         assert!(!cfg.insecure_http);
     }
 
     #[test]
     fn flags_override() {
-        let cfg = GatewayConfig::resolve(
-            &args(&[
-                "--maas-endpoint=https://m/MAAS",
-                "--installation-id=prod-1",
-                "--inventory-sync-interval=2s",
-                "--maas-max-concurrency=3",
-                "--maas-rate-limit=50",
-            ]),
-            &env(Some(KEY)),
-        )
+        let cfg = resolve(&[
+            "--maas-endpoint=https://m/MAAS",
+            "--installation-id=prod-1",
+            "--inventory-sync-interval=2s",
+            "--maas-max-concurrency=3",
+            "--maas-rate-limit=50",
+        ])
         .unwrap();
         assert_eq!(cfg.installation_id, "prod-1");
         assert_eq!(cfg.inventory_sync_interval, Some(Duration::from_secs(2)));
@@ -463,29 +447,22 @@ mod tests {
         let ca = dir.path().join("ca.crt");
         std::fs::write(&ca, "\n").unwrap();
         let ca_flag = format!("--maas-ca-file={}", ca.display());
-        let cfg = GatewayConfig::resolve(
-            &args(&[
-                "--maas-endpoint=https://maas.lab:5443/MAAS/",
-                "--installation-id=",
-                &ca_flag,
-            ]),
-            &env(Some(KEY)),
-        )
+        let cfg = resolve(&[
+            "--maas-endpoint=https://maas.lab:5443/MAAS/",
+            "--installation-id=",
+            &ca_flag,
+        ])
         .unwrap();
         assert_eq!(cfg.installation_id, "capmaas-capmaas-system");
         assert!(cfg.maas.tls.ca_bundle_pem.is_none());
         std::fs::write(&ca, "-----BEGIN CERTIFICATE-----").unwrap();
-        let cfg = GatewayConfig::resolve(
-            &args(&["--maas-endpoint=https://maas.lab:5443/MAAS/", &ca_flag]),
-            &env(Some(KEY)),
-        )
-        .unwrap();
+        let cfg = resolve(&["--maas-endpoint=https://maas.lab:5443/MAAS/", &ca_flag]).unwrap();
         assert!(cfg.maas.tls.ca_bundle_pem.is_some());
     }
 
     #[test]
     fn missing_values_name_the_variable() {
-        let err = GatewayConfig::resolve(&args(&[]), &env(Some(KEY))).unwrap_err();
+        let err = resolve(&[]).unwrap_err();
         assert!(matches!(err, ConfigError::MissingEndpoint));
         assert!(err.to_string().contains("MAAS_ENDPOINT=https://"));
 
@@ -512,15 +489,11 @@ mod tests {
         assert!(text.contains("MAAS_API_KEY"), "{text}");
         assert!(!text.contains("two-secret"), "{text}");
 
-        let err = GatewayConfig::resolve(&args(&["--maas-endpoint=not a url"]), &env(Some(KEY)))
-            .unwrap_err();
+        let err = resolve(&["--maas-endpoint=not a url"]).unwrap_err();
         assert!(matches!(err, ConfigError::InvalidEndpoint { .. }), "{err}");
 
-        let err = GatewayConfig::resolve(
-            &args(&["--maas-endpoint=https://m/MAAS", "--installation-id=a/b"]),
-            &env(Some(KEY)),
-        )
-        .unwrap_err();
+        let err =
+            resolve(&["--maas-endpoint=https://m/MAAS", "--installation-id=a/b"]).unwrap_err();
         assert!(matches!(err, ConfigError::InvalidInstallationId(_)));
     }
 
@@ -538,11 +511,7 @@ mod tests {
         assert_eq!(cfg.maas.api_key.token_key(), "tk");
 
         let missing = format!("--maas-api-key-file={}", dir.path().join("nope").display());
-        let err = GatewayConfig::resolve(
-            &args(&["--maas-endpoint=https://m/MAAS", &missing]),
-            &env(Some(KEY)),
-        )
-        .unwrap_err();
+        let err = resolve(&["--maas-endpoint=https://m/MAAS", &missing]).unwrap_err();
         assert!(err.to_string().contains("--maas-api-key-file"));
     }
 }

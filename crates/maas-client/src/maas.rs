@@ -18,6 +18,25 @@
 //! limit and right before it is sent, and is abandoned (with its retries) if the fence lapses
 //! while it runs: [`MaasError::Fenced`], so no write goes out once another replica may lead.
 
+/// Declares public methods of [`Maas`] that each forward one client call through one of its
+/// call wrappers (`read`, `write` and their `_value` forms): the wrapper, with its leading
+/// arguments, then the client call, written against `client`. One declaration per call keeps
+/// the rate limit, span and fence from being wired by hand, and differently, in each method.
+macro_rules! forward {
+    ($(
+        $(#[$attr:meta])*
+        fn $name:ident($($arg:ident: $ty:ty),*) -> $out:ty {
+            $wrapper:ident($($how:expr),+) |$client:ident| $call:expr
+        }
+    )*) => {$(
+        $(#[$attr])*
+        pub async fn $name(&self, $($arg: $ty),*) -> Result<$out, MaasError> {
+            let $client = &self.client;
+            self.$wrapper($($how,)+ $call).await
+        }
+    )*};
+}
+
 mod metrics;
 mod network;
 mod queue;
@@ -155,232 +174,132 @@ impl Maas {
         .await
     }
 
-    /// `GET /machines/` with filters.
-    pub async fn list_machines(
+    /// [`Self::read`] without the send instant.
+    async fn read_value<T>(
         &self,
-        filter: &MachineFilter,
-    ) -> Result<Timed<Vec<Machine>>, MaasError> {
-        self.read(
-            "list_machines",
-            None,
-            Lane::InTurn,
-            self.client.list_machines(filter),
-        )
-        .await
+        operation: &'static str,
+        system_id: Option<&str>,
+        lane: Lane,
+        call: impl Future<Output = Result<T, MaasError>>,
+    ) -> Result<T, MaasError> {
+        let answer = self.read(operation, system_id, lane, call).await?;
+        Ok(answer.value)
     }
 
-    /// `GET /machines/` with filters, decoded machine by machine: one that does not decode is
-    /// skipped and reported in [`MachineList::skipped`] instead of failing the listing.
-    pub async fn list_machines_lenient(
+    /// [`Self::write`] without the send instant.
+    async fn write_value<T>(
         &self,
-        filter: &MachineFilter,
-    ) -> Result<Timed<MachineList>, MaasError> {
-        self.read(
-            "list_machines_lenient",
-            None,
-            Lane::Listing,
-            self.client.list_machines_lenient(filter),
-        )
-        .await
+        operation: &'static str,
+        system_id: Option<&str>,
+        call: impl Future<Output = Result<T, MaasError>>,
+    ) -> Result<T, MaasError> {
+        let answer = self.write(operation, system_id, call).await?;
+        Ok(answer.value)
     }
 
-    /// `GET /machines/{id}/`.
-    pub async fn get_machine(&self, system_id: &str) -> Result<Timed<Machine>, MaasError> {
-        self.read(
-            "get_machine",
-            Some(system_id),
-            Lane::InTurn,
-            self.client.get_machine(system_id),
-        )
-        .await
-    }
+    forward! {
+        /// `GET /machines/` with filters.
+        fn list_machines(filter: &MachineFilter) -> Timed<Vec<Machine>> {
+            read("list_machines", None, Lane::InTurn) |client| client.list_machines(filter)
+        }
 
-    /// `POST /machines/?op=allocate` (never retried by the client).
-    pub async fn allocate(&self, request: &AllocateRequest) -> Result<Timed<Machine>, MaasError> {
-        self.write("allocate", None, self.client.allocate(request))
-            .await
-    }
+        /// `GET /machines/` with filters, decoded machine by machine: one that does not decode is
+        /// skipped and reported in [`MachineList::skipped`] instead of failing the listing.
+        fn list_machines_lenient(filter: &MachineFilter) -> Timed<MachineList> {
+            read("list_machines_lenient", None, Lane::Listing)
+                |client| client.list_machines_lenient(filter)
+        }
 
-    /// `POST /machines/{id}/?op=deploy` (never retried by the client).
-    pub async fn deploy(
-        &self,
-        system_id: &str,
-        request: &DeployRequest,
-    ) -> Result<Timed<Machine>, MaasError> {
-        self.write(
-            "deploy",
-            Some(system_id),
-            self.client.deploy(system_id, request),
-        )
-        .await
-    }
+        /// `GET /machines/{id}/`.
+        fn get_machine(system_id: &str) -> Timed<Machine> {
+            read("get_machine", Some(system_id), Lane::InTurn)
+                |client| client.get_machine(system_id)
+        }
 
-    /// `POST /machines/{id}/?op=release`.
-    pub async fn release(
-        &self,
-        system_id: &str,
-        request: &ReleaseRequest,
-    ) -> Result<Timed<Machine>, MaasError> {
-        self.write(
-            "release",
-            Some(system_id),
-            self.client.release(system_id, request),
-        )
-        .await
-    }
+        /// `POST /machines/?op=allocate` (never retried by the client).
+        fn allocate(request: &AllocateRequest) -> Timed<Machine> {
+            write("allocate", None) |client| client.allocate(request)
+        }
 
-    /// `POST /machines/{id}/?op=power_on`: only for a machine whose power state is `off`.
-    pub async fn power_on(
-        &self,
-        system_id: &str,
-        comment: &str,
-    ) -> Result<Timed<Machine>, MaasError> {
-        self.write(
-            "power_on",
-            Some(system_id),
-            self.client.power_on(system_id, Some(comment)),
-        )
-        .await
-    }
+        /// `POST /machines/{id}/?op=deploy` (never retried by the client).
+        fn deploy(system_id: &str, request: &DeployRequest) -> Timed<Machine> {
+            write("deploy", Some(system_id)) |client| client.deploy(system_id, request)
+        }
 
-    /// `POST /machines/{id}/?op=power_off` (hard).
-    pub async fn power_off(
-        &self,
-        system_id: &str,
-        comment: &str,
-    ) -> Result<Timed<Option<Machine>>, MaasError> {
-        self.write(
-            "power_off",
-            Some(system_id),
-            self.client
-                .power_off(system_id, StopMode::Hard, Some(comment)),
-        )
-        .await
-    }
+        /// `POST /machines/{id}/?op=release`.
+        fn release(system_id: &str, request: &ReleaseRequest) -> Timed<Machine> {
+            write("release", Some(system_id)) |client| client.release(system_id, request)
+        }
 
-    /// Sets workload annotations.
-    pub async fn set_workload_annotations(
-        &self,
-        system_id: &str,
-        annotations: &BTreeMap<String, String>,
-    ) -> Result<Timed<Machine>, MaasError> {
-        self.write(
-            "set_workload_annotations",
-            Some(system_id),
-            self.client.set_workload_annotations(system_id, annotations),
-        )
-        .await
-    }
+        /// `POST /machines/{id}/?op=power_on`: only for a machine whose power state is `off`.
+        fn power_on(system_id: &str, comment: &str) -> Timed<Machine> {
+            write("power_on", Some(system_id))
+                |client| client.power_on(system_id, Some(comment))
+        }
 
-    /// Renames the machine.
-    pub async fn update_hostname(
-        &self,
-        system_id: &str,
-        hostname: &str,
-    ) -> Result<Timed<Machine>, MaasError> {
-        self.write(
-            "update_hostname",
-            Some(system_id),
-            self.client.update_hostname(system_id, hostname),
-        )
-        .await
-    }
+        /// `POST /machines/{id}/?op=power_off` (hard).
+        fn power_off(system_id: &str, comment: &str) -> Timed<Option<Machine>> {
+            write("power_off", Some(system_id))
+                |client| client.power_off(system_id, StopMode::Hard, Some(comment))
+        }
 
-    /// `GET /subnets/`.
-    pub async fn list_subnets(&self) -> Result<Vec<Subnet>, MaasError> {
-        self.read(
-            "list_subnets",
-            None,
-            Lane::InTurn,
-            self.client.list_subnets(),
-        )
-        .await
-        .map(|answer| answer.value)
-    }
+        /// Sets workload annotations.
+        fn set_workload_annotations(
+            system_id: &str,
+            annotations: &BTreeMap<String, String>
+        ) -> Timed<Machine> {
+            write("set_workload_annotations", Some(system_id))
+                |client| client.set_workload_annotations(system_id, annotations)
+        }
 
-    /// Links an interface to a subnet (never retried by the client).
-    pub async fn link_subnet(
-        &self,
-        system_id: &str,
-        interface_id: i64,
-        request: &LinkSubnetRequest,
-    ) -> Result<Interface, MaasError> {
-        self.write(
-            "link_subnet",
-            Some(system_id),
-            self.client.link_subnet(system_id, interface_id, request),
-        )
-        .await
-        .map(|answer| answer.value)
-    }
+        /// Renames the machine.
+        fn update_hostname(system_id: &str, hostname: &str) -> Timed<Machine> {
+            write("update_hostname", Some(system_id))
+                |client| client.update_hostname(system_id, hostname)
+        }
 
-    /// Removes a link from an interface.
-    pub async fn unlink_subnet(
-        &self,
-        system_id: &str,
-        interface_id: i64,
-        link_id: i64,
-    ) -> Result<Interface, MaasError> {
-        self.write(
-            "unlink_subnet",
-            Some(system_id),
-            self.client.unlink_subnet(system_id, interface_id, link_id),
-        )
-        .await
-        .map(|answer| answer.value)
-    }
+        /// `GET /subnets/`.
+        fn list_subnets() -> Vec<Subnet> {
+            read_value("list_subnets", None, Lane::InTurn) |client| client.list_subnets()
+        }
 
-    /// `GET /dnsresources/` by FQDN.
-    pub async fn find_dns_resources(&self, fqdn: &str) -> Result<Vec<DnsResource>, MaasError> {
-        self.read(
-            "list_dns_resources",
-            None,
-            Lane::InTurn,
-            self.client
-                .list_dns_resources(&DnsResourceFilter::fqdn(fqdn)),
-        )
-        .await
-        .map(|answer| answer.value)
-    }
+        /// Links an interface to a subnet (never retried by the client).
+        fn link_subnet(
+            system_id: &str,
+            interface_id: i64,
+            request: &LinkSubnetRequest
+        ) -> Interface {
+            write_value("link_subnet", Some(system_id))
+                |client| client.link_subnet(system_id, interface_id, request)
+        }
 
-    /// `POST /dnsresources/` (never retried by the client).
-    pub async fn create_dns_resource(
-        &self,
-        spec: &DnsResourceSpec,
-    ) -> Result<DnsResource, MaasError> {
-        self.write(
-            "create_dns_resource",
-            None,
-            self.client.create_dns_resource(spec),
-        )
-        .await
-        .map(|answer| answer.value)
-    }
+        /// Removes a link from an interface.
+        fn unlink_subnet(system_id: &str, interface_id: i64, link_id: i64) -> Interface {
+            write_value("unlink_subnet", Some(system_id))
+                |client| client.unlink_subnet(system_id, interface_id, link_id)
+        }
 
-    /// `PUT /dnsresources/{id}/`.
-    pub async fn update_dns_resource(
-        &self,
-        id: i64,
-        spec: &DnsResourceSpec,
-    ) -> Result<DnsResource, MaasError> {
-        self.write(
-            "update_dns_resource",
-            None,
-            self.client.update_dns_resource(id, spec),
-        )
-        .await
-        .map(|answer| answer.value)
-    }
+        /// `GET /dnsresources/` by FQDN.
+        fn find_dns_resources(fqdn: &str) -> Vec<DnsResource> {
+            read_value("list_dns_resources", None, Lane::InTurn)
+                |client| client.list_dns_resources(&DnsResourceFilter::fqdn(fqdn))
+        }
 
-    /// `DELETE /dnsresources/{id}/`.
-    pub async fn delete_dns_resource(&self, id: i64) -> Result<(), MaasError> {
-        self.write(
-            "delete_dns_resource",
-            None,
-            self.client.delete_dns_resource(id),
-        )
-        .await
-        .map(|answer| answer.value)
+        /// `POST /dnsresources/` (never retried by the client).
+        fn create_dns_resource(spec: &DnsResourceSpec) -> DnsResource {
+            write_value("create_dns_resource", None) |client| client.create_dns_resource(spec)
+        }
+
+        /// `PUT /dnsresources/{id}/`.
+        fn update_dns_resource(id: i64, spec: &DnsResourceSpec) -> DnsResource {
+            write_value("update_dns_resource", None)
+                |client| client.update_dns_resource(id, spec)
+        }
+
+        /// `DELETE /dnsresources/{id}/`.
+        fn delete_dns_resource(id: i64) -> () {
+            write_value("delete_dns_resource", None) |client| client.delete_dns_resource(id)
+        }
     }
 }
 

@@ -9,14 +9,7 @@ use maas_api_client::{Machine, MachineStatus, PowerState as MaasPower};
 /// A label value as Kubernetes accepts it (≤ 63 of `[A-Za-z0-9._-]`, alphanumeric at both
 /// ends), or `None`: MAAS names may contain characters labels cannot.
 pub fn label_value(value: &str) -> Option<String> {
-    let ok = !value.is_empty()
-        && value.len() <= 63
-        && value
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-        && value.starts_with(|c: char| c.is_ascii_alphanumeric())
-        && value.ends_with(|c: char| c.is_ascii_alphanumeric());
-    ok.then(|| value.to_owned())
+    keys::is_label_segment(value).then(|| value.to_owned())
 }
 
 /// Whether `name` can be a MaasHost name (DNS-1123 subdomain); MAAS system ids always can.
@@ -198,37 +191,26 @@ mod tests {
 
     #[test]
     fn provisioning_states() {
-        let mut m = machine();
-        assert_eq!(
-            provisioning_state(None, false, false),
-            ProvisioningState::Missing
-        );
-        assert_eq!(
-            provisioning_state(Some(&m), false, false),
-            ProvisioningState::Available
-        );
-        assert_eq!(
-            provisioning_state(Some(&m), false, true),
-            ProvisioningState::Allocating
-        );
-        m.status = MachineStatus::Deployed;
-        assert_eq!(
-            provisioning_state(Some(&m), true, true),
-            ProvisioningState::Deployed
-        );
-        assert_eq!(
-            provisioning_state(Some(&m), false, true),
-            ProvisioningState::Unavailable
-        );
-        m.status = MachineStatus::FailedDeployment;
-        assert_eq!(
-            provisioning_state(Some(&m), true, true),
-            ProvisioningState::Failed
-        );
-        m.status = MachineStatus::DiskErasing;
-        assert_eq!(
-            provisioning_state(Some(&m), true, false),
-            ProvisioningState::Releasing
-        );
+        use MachineStatus as M;
+        use ProvisioningState as P;
+        assert_eq!(provisioning_state(None, false, false), P::Missing);
+        // (MAAS status, ours, wants a deployment, expected).
+        let cases = [
+            (M::Ready, false, false, P::Available),
+            (M::Ready, false, true, P::Allocating),
+            (M::Deployed, true, true, P::Deployed),
+            (M::Deployed, false, true, P::Unavailable),
+            (M::FailedDeployment, true, true, P::Failed),
+            (M::DiskErasing, true, false, P::Releasing),
+        ];
+        for (status, ours, wants_deploy, expected) in cases {
+            let mut m = machine();
+            m.status = status;
+            assert_eq!(
+                provisioning_state(Some(&m), ours, wants_deploy),
+                expected,
+                "{status:?} ours={ours} wants_deploy={wants_deploy}"
+            );
+        }
     }
 }

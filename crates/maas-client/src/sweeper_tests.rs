@@ -7,6 +7,25 @@ fn cluster_wide(ids: &[&str]) -> SweepScope {
     SweepScope::new(None, ids.iter().map(|id| ("ns", *id)))
 }
 
+/// A sweep of installation `i` at `now` with no grace, nothing unclaimed and nothing seen before.
+fn first_sweep(
+    ours: &[Machine],
+    claimed: &BTreeSet<String>,
+    now: Instant,
+    scope: &SweepScope,
+) -> SweepPlan {
+    plan_sweep(
+        ours,
+        claimed,
+        &BTreeSet::new(),
+        &BTreeMap::new(),
+        now,
+        Duration::ZERO,
+        "i",
+        scope,
+    )
+}
+
 fn released(plan: &SweepPlan) -> Vec<&str> {
     plan.release.iter().map(|r| r.system_id.as_str()).collect()
 }
@@ -56,14 +75,10 @@ fn orphans_are_released_after_the_grace_period_only() {
 #[test]
 fn zero_grace_releases_at_once() {
     let now = Instant::now();
-    let plan = plan_sweep(
+    let plan = first_sweep(
         &[machine("x", 10)],
         &BTreeSet::new(),
-        &BTreeSet::new(),
-        &BTreeMap::new(),
         now,
-        Duration::ZERO,
-        "i",
         &cluster_wide(&["x"]),
     );
     assert_eq!(released(&plan), vec!["x"]);
@@ -92,14 +107,10 @@ fn orphans_are_released_with_the_recorded_erase_and_failed_releases_again() {
         // Disk erasing (14): in progress, left alone.
         annotated("erasing", 14, EraseMode::Secure),
     ];
-    let plan = plan_sweep(
+    let plan = first_sweep(
         &ours,
         &BTreeSet::new(),
-        &BTreeSet::new(),
-        &BTreeMap::new(),
         now,
-        Duration::ZERO,
-        "i",
         &cluster_wide(&[
             "deployed",
             "erase-failed",
@@ -171,16 +182,7 @@ fn a_scoped_gateway_adopts_and_releases_only_allocations_recorded_for_its_namesp
         "theirs-claimed".to_owned(),
         "bare-claimed".to_owned(),
     ]);
-    let plan = plan_sweep(
-        &ours,
-        &claimed,
-        &BTreeSet::new(),
-        &BTreeMap::new(),
-        now,
-        Duration::ZERO,
-        "i",
-        &scope,
-    );
+    let plan = first_sweep(&ours, &claimed, now, &scope);
     assert_eq!(released(&plan), vec!["mine", "bare-host-of-a"]);
     assert_eq!(plan.adopted, vec!["mine-claimed", "bare-claimed"]);
     assert!(plan.pending.is_empty());
@@ -234,16 +236,7 @@ fn a_cluster_wide_gateway_releases_the_orphans_of_the_namespaces_it_serves_only(
     for namespace in [None, Some("")] {
         let scope = SweepScope::new(namespace, hosts);
         assert!(matches!(scope, SweepScope::ClusterWide { .. }), "{scope:?}");
-        let plan = plan_sweep(
-            &ours,
-            &BTreeSet::new(),
-            &BTreeSet::new(),
-            &BTreeMap::new(),
-            Instant::now(),
-            Duration::ZERO,
-            "i",
-            &scope,
-        );
+        let plan = first_sweep(&ours, &BTreeSet::new(), Instant::now(), &scope);
         assert_eq!(released(&plan), vec!["a", "b", "bare"]);
         let left: Vec<&str> = plan.not_ours.iter().map(|n| n.system_id.as_str()).collect();
         assert_eq!(left, vec!["elsewhere", "bare-elsewhere"]);

@@ -10,9 +10,10 @@ use std::net::IpAddr;
 use std::time::Duration;
 
 use capmaas_api::MaasDNSRecord;
+use capmaas_testenv::objects;
 use k8s_openapi::api::events::v1::Event;
 use kube::Api;
-use kube::api::{DeleteParams, ListParams, PostParams};
+use kube::api::{DeleteParams, PostParams};
 use maas_api_client::{ApiKey, DnsResource, DnsResourceFilter, DnsResourceSpec, MaasClient};
 use support::*;
 
@@ -51,15 +52,11 @@ async fn synced_reason(api: &Api<MaasDNSRecord>, name: &str, wanted: &str) -> St
 }
 
 async fn warning(client: &kube::Client, ns: &str, reason: &str) -> Event {
-    let events: Api<Event> = Api::namespaced(client.clone(), ns);
     eventually(&format!("a {reason} Warning Event"), WAIT, || async {
-        events
-            .list(&ListParams::default())
-            .await
-            .unwrap()
-            .items
-            .into_iter()
-            .find(|e| e.reason.as_deref() == Some(reason) && e.type_.as_deref() == Some("Warning"))
+        let warnings = objects::events(client, ns, reason, |e| {
+            e.type_.as_deref() == Some("Warning")
+        });
+        warnings.await.unwrap().into_iter().next()
     })
     .await
 }

@@ -14,18 +14,7 @@ async fn outage_and_error_injection_converge_without_leaks() {
     let sim = instant_sim(8).await;
     let state = sim.state();
     let gateway = start_in_process(&env, &sim, &ns, &[]).await;
-    create_inventory(&client, &ns, "inv", "default").await;
-    create_user_data(&client, &ns, "user-data", "#cloud-config\n").await;
-    let ids = eventually("8 hosts", Duration::from_secs(30), || async {
-        let hosts = hosts(&client, &ns).await;
-        (hosts.len() == 8 && hosts.iter().all(|h| h.status.is_some())).then(|| {
-            hosts
-                .iter()
-                .map(|h| h.spec.system_id.clone())
-                .collect::<Vec<_>>()
-        })
-    })
-    .await;
+    let ids = import_hosts(&client, &ns, 8).await;
 
     // The outage starts while five hosts are asked to deploy.
     let outage = Duration::from_secs(60);

@@ -72,20 +72,10 @@ async fn sigkill_at_every_step_deploys_exactly_once_and_leaks_nothing() {
     let state = sim.state();
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("gateway.log");
-    create_inventory(&client, &ns, "inv", "default").await;
-    create_user_data(&client, &ns, "user-data", "#cloud-config\n").await;
+    create_deployable_inventory(&client, &ns).await;
 
     let mut child = spawn_binary(&sim, &env, &ns, &log, &[]);
-    let ids = eventually("3 hosts", Duration::from_secs(30), || async {
-        let hosts = hosts(&client, &ns).await;
-        (hosts.len() == 3 && hosts.iter().all(|h| h.status.is_some())).then(|| {
-            hosts
-                .iter()
-                .map(|h| h.spec.system_id.clone())
-                .collect::<Vec<_>>()
-        })
-    })
-    .await;
+    let ids = imported(&client, &ns, 3).await;
     let (id, other) = (ids[0].as_str(), ids[1].as_str());
     request_deploy(&client, &ns, id, "m1").await;
 

@@ -13,6 +13,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use capmaas_api::keys::reboot_annotation;
+use kube::ResourceExt;
 use maas_sim::{LostAnswer, NodeStatus, PowerState, SimHandle};
 use support::*;
 
@@ -35,18 +36,6 @@ fn leaked(state: &SimHandle, claimed: &[&str]) -> Vec<String> {
         .filter(|m| !claimed.contains(&m.system_id.as_str()))
         .map(|m| m.system_id)
         .collect()
-}
-
-async fn imported(client: &kube::Client, ns: &str, n: usize) -> Vec<String> {
-    eventually("hosts imported", Duration::from_secs(30), || async {
-        let hosts = hosts(client, ns).await;
-        (hosts.len() == n && hosts.iter().all(|h| h.status.is_some())).then(|| {
-            let mut ids: Vec<String> = hosts.iter().map(|h| h.spec.system_id.clone()).collect();
-            ids.sort();
-            ids
-        })
-    })
-    .await
 }
 
 async fn until_state(client: &kube::Client, ns: &str, id: &str, want: &str) {
@@ -125,9 +114,7 @@ async fn reboot(state: &SimHandle, client: &kube::Client, ns: &str, id: &str) {
     eventually("powered on again", Duration::from_secs(40), || async {
         let h = host(client, ns, id).await;
         let done = !h
-            .metadata
-            .annotations
-            .unwrap_or_default()
+            .annotations()
             .contains_key("maas.cluster.x-k8s.io/reboot-state");
         (state.machine(id).unwrap().power_state == PowerState::On && done).then_some(())
     })
@@ -141,9 +128,7 @@ async fn error_answers_after_the_fact_act_exactly_once() {
     let sim = instant_sim(3).await;
     let state = sim.state();
     let gateway = start_in_process(&env, &sim, &ns, &[]).await;
-    create_inventory(&client, &ns, "inv", "default").await;
-    create_user_data(&client, &ns, "user-data", "#cloud-config\n").await;
-    let all = imported(&client, &ns, 3).await;
+    let all = import_hosts(&client, &ns, 3).await;
     let ids = all[..2].to_vec();
 
     // The first answer of each operation of each host is lost (two hosts: two of each).
@@ -217,9 +202,7 @@ async fn timed_out_answers_act_exactly_once() {
         config.maas.request_timeout = Duration::from_millis(1500);
     })
     .await;
-    create_inventory(&client, &ns, "inv", "default").await;
-    create_user_data(&client, &ns, "user-data", "#cloud-config\n").await;
-    let ids = imported(&client, &ns, 2).await;
+    let ids = import_hosts(&client, &ns, 2).await;
     let ids = ids[..1].to_vec();
     let hold = Duration::from_secs(4);
     for op in [ALLOCATE, DEPLOY, RELEASE] {
@@ -254,9 +237,7 @@ async fn random_losses(prefix: &str, lost: LostAnswer, request_timeout: Duration
         config.maas.request_timeout = request_timeout;
     })
     .await;
-    create_inventory(&client, &ns, "inv", "default").await;
-    create_user_data(&client, &ns, "user-data", "#cloud-config\n").await;
-    let ids = imported(&client, &ns, 4).await;
+    let ids = import_hosts(&client, &ns, 4).await;
     state.add_lost_answer(lost).unwrap();
     state.reset_counts();
     for (i, id) in ids.iter().enumerate() {
@@ -325,8 +306,7 @@ async fn sigkill_while_the_answer_is_outstanding_acts_exactly_once() {
     let state = sim.state();
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("gateway.log");
-    create_inventory(&client, &ns, "inv", "default").await;
-    create_user_data(&client, &ns, "user-data", "#cloud-config\n").await;
+    create_deployable_inventory(&client, &ns).await;
     let mut child = spawn_binary(&sim, &env, &ns, &log, &[]);
     let ids = imported(&client, &ns, 2).await;
     let id = ids[0].as_str();

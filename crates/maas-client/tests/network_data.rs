@@ -10,6 +10,7 @@ mod support;
 use std::time::Duration;
 
 use capmaas_runtime::conditions::get_condition;
+use kube::ResourceExt;
 use kube::api::{Api, PostParams};
 use maas_client::host::annotations::STATIC_ADDRESSES;
 use maas_sim::{FaultConfig, NicSpec, NodeStatus, OpFault, SimHandle, SubnetSpec};
@@ -86,13 +87,8 @@ async fn bonds_vlans_static_dhcp_and_gateway_reach_maas() {
         macs.push(nics.into_iter().map(|n| n.mac_address).collect::<Vec<_>>());
     }
     let gateway = start_in_process(&env, &sim, &ns, &[]).await;
-    create_inventory(&client, &ns, "inv", "default").await;
-    create_user_data(&client, &ns, "user-data", "#cloud-config\n").await;
-    eventually("2 hosts", WAIT, || async {
-        let hosts = hosts(&client, &ns).await;
-        (hosts.len() == 2 && hosts.iter().all(|h| h.status.is_some())).then_some(())
-    })
-    .await;
+    create_deployable_inventory(&client, &ns).await;
+    imported_within(&client, &ns, 2, WAIT).await;
 
     // --- The first machine: bond, VLAN interface, static address, DHCP, default gateway.
     let first = &ids[0];
@@ -200,13 +196,8 @@ async fn a_released_static_address_is_unlinked_before_available_and_reused() {
     let state = sim.state();
     let ids: Vec<String> = state.machines().into_iter().map(|m| m.system_id).collect();
     let gateway = start_in_process(&env, &sim, &ns, &[]).await;
-    create_inventory(&client, &ns, "inv", "default").await;
-    create_user_data(&client, &ns, "user-data", "#cloud-config\n").await;
-    eventually("2 hosts", WAIT, || async {
-        let hosts = hosts(&client, &ns).await;
-        (hosts.len() == 2 && hosts.iter().all(|h| h.status.is_some())).then_some(())
-    })
-    .await;
+    create_deployable_inventory(&client, &ns).await;
+    imported_within(&client, &ns, 2, WAIT).await;
 
     // --- Host A deploys with the static address; the host records it.
     let (a, b) = (&ids[0], &ids[1]);
@@ -221,9 +212,7 @@ async fn a_released_static_address_is_unlinked_before_available_and_reused() {
     assert!(holds(&state, a, ADDRESS));
     assert_eq!(
         deployed
-            .metadata
-            .annotations
-            .unwrap_or_default()
+            .annotations()
             .get(STATIC_ADDRESSES)
             .map(String::as_str),
         Some(ADDRESS)
@@ -272,11 +261,7 @@ async fn a_released_static_address_is_unlinked_before_available_and_reused() {
     })
     .await;
     assert_eq!(
-        released
-            .metadata
-            .annotations
-            .unwrap_or_default()
-            .get(STATIC_ADDRESSES),
+        released.annotations().get(STATIC_ADDRESSES),
         None,
         "the record is dropped with the links"
     );

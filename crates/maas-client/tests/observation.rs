@@ -63,17 +63,7 @@ async fn machines_in_flight_are_observed_with_one_list_per_interval() {
         ],
     )
     .await;
-    create_inventory(&client, &ns, "inv", "default").await;
-    create_user_data(&client, &ns, "user-data", "#cloud-config\n").await;
-    let ids = eventually("hosts imported", Duration::from_secs(30), || async {
-        let hosts = hosts(&client, &ns).await;
-        (hosts.len() == MACHINES && hosts.iter().all(|h| h.status.is_some())).then(|| {
-            let mut ids: Vec<String> = hosts.iter().map(|h| h.spec.system_id.clone()).collect();
-            ids.sort();
-            ids
-        })
-    })
-    .await;
+    let ids = import_hosts(&client, &ns, MACHINES).await;
 
     // --- Deploying: one list per interval for all twelve, no single reads.
     for (i, id) in ids.iter().enumerate() {

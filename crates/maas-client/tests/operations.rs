@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use capmaas_api::MaasDNSRecord;
 use capmaas_api::keys::reboot_annotation;
+use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use maas_api_client::{ApiKey, DnsResourceFilter, MaasClient};
 use maas_sim::{NodeStatus, PowerState};
@@ -28,18 +29,7 @@ async fn reboots_retries_and_dns() {
     let sim = instant_sim(4).await;
     let state = sim.state();
     let gateway = start_in_process(&env, &sim, &ns, &["--deploy-retries=2"]).await;
-    create_inventory(&client, &ns, "inv", "default").await;
-    create_user_data(&client, &ns, "user-data", "#cloud-config\n").await;
-    let ids = eventually("4 hosts", Duration::from_secs(30), || async {
-        let hosts = hosts(&client, &ns).await;
-        (hosts.len() == 4 && hosts.iter().all(|h| h.status.is_some())).then(|| {
-            hosts
-                .iter()
-                .map(|h| h.spec.system_id.clone())
-                .collect::<Vec<_>>()
-        })
-    })
-    .await;
+    let ids = import_hosts(&client, &ns, 4).await;
 
     // --- Reboot annotations: off while any request exists, on once when none remains.
     let rebooted = &ids[0];
@@ -64,10 +54,7 @@ async fn reboots_retries_and_dns() {
     eventually("powered on again", Duration::from_secs(10), || async {
         let h = host(&client, &ns, rebooted).await;
         let done = !h
-            .metadata
-            .annotations
-            .clone()
-            .unwrap_or_default()
+            .annotations()
             .contains_key("maas.cluster.x-k8s.io/reboot-state");
         (state.machine(rebooted).unwrap().power_state == PowerState::On && done).then_some(())
     })
@@ -132,10 +119,7 @@ async fn reboots_retries_and_dns() {
         || async {
             let h = host(&client, &ns, failing).await;
             let clean = !h
-                .metadata
-                .annotations
-                .clone()
-                .unwrap_or_default()
+                .annotations()
                 .contains_key("maas.cluster.x-k8s.io/deploy-failures");
             (state.machine(failing).unwrap().status == NodeStatus::Ready && clean).then_some(())
         },

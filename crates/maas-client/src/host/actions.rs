@@ -11,7 +11,7 @@ use capmaas_api::host::HostAllocation;
 use capmaas_runtime::status::now;
 use kube::ResourceExt;
 use maas_api_client::{
-    AllocateRequest, DeployRequest, MaasError, MachineFilter, MachineStatus, PowerState,
+    AllocateRequest, DeployRequest, MaasError, Machine, MachineFilter, MachineStatus, PowerState,
 };
 use tracing::{info, warn};
 
@@ -314,17 +314,11 @@ impl Run<'_> {
             .deploy(&self.system_id, &request)
             .await
             .map_err(Error::maas("deploy"))?;
-        self.seen(m);
-        self.announced = true;
         let note = match self.allocated_note.take() {
             Some(allocated) => format!("{allocated}, deploying {}", provisioning.image),
             None => format!("deploying {}", provisioning.image),
         };
-        self.gw
-            .base
-            .events
-            .normal(self.host, "DeployStarted", &note)
-            .await;
+        self.announce(m, "DeployStarted", &note).await;
         Ok(())
     }
 
@@ -346,15 +340,17 @@ impl Run<'_> {
             .release(&self.system_id, &request)
             .await
             .map_err(Error::maas("release"))?;
-        self.seen(m);
-        self.announced = true;
         let note = format!("released MAAS machine {}", self.system_id);
-        self.gw
-            .base
-            .events
-            .normal(self.host, "Released", &note)
-            .await;
+        self.announce(m, "Released", &note).await;
         Ok(())
+    }
+
+    /// Takes MAAS's answer to a deploy or release and says what was done in a Normal event
+    /// (the reconcile's status write then says it too).
+    async fn announce(&mut self, answer: Timed<Machine>, reason: &str, note: &str) {
+        self.seen(answer);
+        self.announced = true;
+        self.gw.base.events.normal(self.host, reason, note).await;
     }
 
     pub(super) async fn power_on(&mut self) -> Result<()> {

@@ -233,37 +233,23 @@ impl Run<'_> {
     /// deleting), and the reconcile has nothing left to write.
     pub(super) async fn change_finalizer(&mut self, change: Change) -> Result<bool> {
         let current = self.written.clone().unwrap_or_else(|| self.host.clone());
-        let field_manager = &self.gw.base.field_manager;
-        match change {
-            Change::Keep => Ok(false),
-            Change::Add => {
-                let written = finalizer::add(
-                    &self.api,
-                    &current,
-                    keys::FINALIZER_MAAS_HOST,
-                    field_manager,
-                )
+        let (api, field_manager) = (&self.api, &self.gw.base.field_manager);
+        let key = keys::FINALIZER_MAAS_HOST;
+        // `add` always answers with the host; `remove` answers `None` when the host went with it.
+        let written = match change {
+            Change::Keep => return Ok(false),
+            Change::Add => finalizer::add(api, &current, key, field_manager)
                 .await
-                .map_err(failed("updating the finalizer"))?;
-                self.wrote(written);
-                Ok(false)
-            }
-            Change::Remove => {
-                let written = finalizer::remove(
-                    &self.api,
-                    &current,
-                    keys::FINALIZER_MAAS_HOST,
-                    field_manager,
-                )
-                .await
-                .map_err(failed("updating the finalizer"))?;
-                let gone = current.metadata.deletion_timestamp.is_some()
-                    && written.as_ref().is_none_or(|h| h.finalizers().is_empty());
-                if let Some(written) = written {
-                    self.wrote(written);
-                }
-                Ok(gone)
-            }
+                .map(Some),
+            Change::Remove => finalizer::remove(api, &current, key, field_manager).await,
         }
+        .map_err(failed("updating the finalizer"))?;
+        let gone = change == Change::Remove
+            && current.metadata.deletion_timestamp.is_some()
+            && written.as_ref().is_none_or(|h| h.finalizers().is_empty());
+        if let Some(written) = written {
+            self.wrote(written);
+        }
+        Ok(gone)
     }
 }

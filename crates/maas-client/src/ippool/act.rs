@@ -1,6 +1,7 @@
 //! `reconcile` for MaasIPPools: reads MAAS, applies the plan of [`super::decide`], reports it in the pool's status.
 
 use capmaas_runtime::error::failed;
+use std::net::IpAddr;
 use std::sync::Arc;
 
 use capmaas_api::conditions::{self as cond, reasons};
@@ -13,7 +14,7 @@ use ipnet::IpNet;
 use kube::api::Api;
 use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
-use maas_api_client::{IpRangeSpec, MaasError};
+use maas_api_client::{IpRange, IpRangeSpec, MaasError, Subnet};
 use tracing::info;
 
 use super::decide::{PoolStep, RangeAction, comment, ours, plan_ranges, pool_step, wanted_ranges};
@@ -45,27 +46,25 @@ pub async fn reconcile(pool: Arc<MaasIPPool>, gw: Arc<Gateway>) -> Result<Action
             cleanup(&pool, &gw).await?;
             if pool.meta().deletion_timestamp.is_none() {
                 // maasSubnet dropped: our condition goes with the ranges.
-                apply_status(
-                    &api,
-                    &pool.name_any(),
-                    manager,
-                    &MaasIPPoolStatus::default(),
-                )
-                .await?;
+                let cleared = MaasIPPoolStatus::default();
+                apply_status(&api, &pool.name_any(), manager, &cleared).await?;
             }
-            finalizer::remove(&api, &pool, FINALIZER_MAAS_IP_POOL_RANGES, manager)
-                .await
-                .map_err(failed("updating the finalizer"))?;
-            Ok(Action::await_change())
+            remove_finalizer(&api, &pool, manager).await
         }
-        PoolStep::RemoveOnly => {
-            finalizer::remove(&api, &pool, FINALIZER_MAAS_IP_POOL_RANGES, manager)
-                .await
-                .map_err(failed("updating the finalizer"))?;
-            Ok(Action::await_change())
-        }
+        PoolStep::RemoveOnly => remove_finalizer(&api, &pool, manager).await,
         PoolStep::Nothing => Ok(Action::await_change()),
     }
+}
+
+async fn remove_finalizer(
+    api: &Api<MaasIPPool>,
+    pool: &MaasIPPool,
+    manager: &str,
+) -> Result<Action> {
+    finalizer::remove(api, pool, FINALIZER_MAAS_IP_POOL_RANGES, manager)
+        .await
+        .map_err(failed("updating the finalizer"))?;
+    Ok(Action::await_change())
 }
 
 async fn apply(pool: &MaasIPPool, gw: &Gateway, api: &Api<MaasIPPool>) -> Result<Action> {
@@ -78,47 +77,27 @@ async fn apply(pool: &MaasIPPool, gw: &Gateway, api: &Api<MaasIPPool>) -> Result
             return Ok(resync);
         }
     };
-    let net: Option<IpNet> = cidr.trim().parse::<IpNet>().ok().map(|n| n.trunc());
     let subnets = gw
         .maas
         .list_subnets()
         .await
         .map_err(Error::maas("list subnets"))?;
-    let Some(subnet) = subnets.iter().find(|s| Some(s.cidr.trunc()) == net) else {
-        let message = format!("MAAS has no subnet {cidr}");
-        report(
-            pool,
-            gw,
-            api,
-            false,
-            reasons::MAAS_SUBNET_MISMATCH,
-            &message,
-        )
-        .await?;
-        return Ok(resync);
+    let subnet = match matching_subnet(&subnets, &cidr, &wanted) {
+        Ok(subnet) => subnet,
+        Err(message) => {
+            report(
+                pool,
+                gw,
+                api,
+                false,
+                reasons::MAAS_SUBNET_MISMATCH,
+                &message,
+            )
+            .await?;
+            return Ok(resync);
+        }
     };
-    if let Some((start, end)) = wanted
-        .iter()
-        .find(|(s, e)| !subnet.cidr.contains(s) || !subnet.cidr.contains(e))
-    {
-        let message = format!("range {start}-{end} is outside MAAS subnet {}", subnet.cidr);
-        report(
-            pool,
-            gw,
-            api,
-            false,
-            reasons::MAAS_SUBNET_MISMATCH,
-            &message,
-        )
-        .await?;
-        return Ok(resync);
-    }
-    let mark = comment(&pool.namespace().unwrap_or_default(), &pool.name_any());
-    let existing = gw
-        .maas
-        .list_ipranges()
-        .await
-        .map_err(Error::maas("list IP ranges"))?;
+    let (mark, existing) = marked_ranges(pool, gw).await?;
     let mine = ours(&existing, &mark);
     let mut refusals = Vec::new();
     for action in plan_ranges(&wanted, &mine, subnet.id) {
@@ -166,6 +145,29 @@ async fn apply(pool: &MaasIPPool, gw: &Gateway, api: &Api<MaasIPPool>) -> Result
     Ok(resync)
 }
 
+/// The MAAS subnet that is `cidr` and holds every wanted range; otherwise why not, for the
+/// `MAASSubnetMismatch` condition.
+fn matching_subnet<'a>(
+    subnets: &'a [Subnet],
+    cidr: &str,
+    wanted: &[(IpAddr, IpAddr)],
+) -> std::result::Result<&'a Subnet, String> {
+    let net: Option<IpNet> = cidr.trim().parse::<IpNet>().ok().map(|n| n.trunc());
+    let Some(subnet) = subnets.iter().find(|s| Some(s.cidr.trunc()) == net) else {
+        return Err(format!("MAAS has no subnet {cidr}"));
+    };
+    match wanted
+        .iter()
+        .find(|(s, e)| !subnet.cidr.contains(s) || !subnet.cidr.contains(e))
+    {
+        Some((start, end)) => Err(format!(
+            "range {start}-{end} is outside MAAS subnet {}",
+            subnet.cidr
+        )),
+        None => Ok(subnet),
+    }
+}
+
 /// Writes `MAASRangesReserved` (alone, with the gateway's field manager) when it changed; a
 /// Warning Event when it turns False with a new message.
 async fn report(
@@ -206,14 +208,21 @@ async fn report(
     Ok(())
 }
 
-/// Deletes this pool's MAAS ranges (wherever they are), never another's.
-async fn cleanup(pool: &MaasIPPool, gw: &Gateway) -> Result<()> {
+/// The comment that marks this pool's MAAS ranges, and every MAAS range (the caller picks
+/// the marked ones with [`ours`]).
+async fn marked_ranges(pool: &MaasIPPool, gw: &Gateway) -> Result<(String, Vec<IpRange>)> {
     let mark = comment(&pool.namespace().unwrap_or_default(), &pool.name_any());
     let existing = gw
         .maas
         .list_ipranges()
         .await
         .map_err(Error::maas("list IP ranges"))?;
+    Ok((mark, existing))
+}
+
+/// Deletes this pool's MAAS ranges (wherever they are), never another's.
+async fn cleanup(pool: &MaasIPPool, gw: &Gateway) -> Result<()> {
+    let (mark, existing) = marked_ranges(pool, gw).await?;
     for range in ours(&existing, &mark) {
         match gw.maas.delete_iprange(range.id).await {
             Ok(()) | Err(MaasError::NotFound { .. }) => {}

@@ -1,12 +1,6 @@
 //! Shared setup: a real API server (testenv), the MAAS simulator, and the gateway either
 //! in-process or as the built `maas-client` binary.
-#![allow(
-    dead_code,
-    unreachable_pub,
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic
-)]
+#![allow(dead_code, unreachable_pub)]
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -41,15 +35,20 @@ pub const INSTALLATION: &str = "capmaas-test";
 /// An API server with our CRDs (no controller-manager, no CAPI) and a namespace named after
 /// `prefix`.
 pub async fn api_server(prefix: &str) -> (capmaas_testenv::TestEnv, kube::Client, String) {
-    let env = capmaas_testenv::TestEnv::builder()
+    let env = bare_api_server().await;
+    let client = env.client();
+    let ns = env.create_namespace(prefix).await.unwrap();
+    (env, client, ns)
+}
+
+/// An API server with our CRDs only: no controller-manager, no CAPI.
+pub async fn bare_api_server() -> capmaas_testenv::TestEnv {
+    capmaas_testenv::TestEnv::builder()
         .controller_manager(false)
         .capi_crds(false)
         .start()
         .await
-        .unwrap();
-    let client = env.client();
-    let ns = env.create_namespace(prefix).await.unwrap();
-    (env, client, ns)
+        .unwrap()
 }
 
 /// A MAAS simulator with `machines` machines whose operations complete at once.
@@ -188,6 +187,42 @@ pub async fn create_user_data(client: &kube::Client, namespace: &str, name: &str
     api.create(&PostParams::default(), &secret).await.unwrap();
 }
 
+/// The inventory `inv` of pool `default` and the user data `user-data`: what the hosts of a
+/// test need to be imported and then deployed.
+pub async fn create_deployable_inventory(client: &kube::Client, namespace: &str) {
+    create_inventory(client, namespace, "inv", "default").await;
+    create_user_data(client, namespace, "user-data", "#cloud-config\n").await;
+}
+
+/// [`create_deployable_inventory`], then [`imported`]: the system IDs of its `n` hosts, sorted.
+pub async fn import_hosts(client: &kube::Client, namespace: &str, n: usize) -> Vec<String> {
+    create_deployable_inventory(client, namespace).await;
+    imported(client, namespace, n).await
+}
+
+/// Waits up to 30 s until `n` hosts are imported with status; their system IDs, sorted.
+pub async fn imported(client: &kube::Client, namespace: &str, n: usize) -> Vec<String> {
+    imported_within(client, namespace, n, Duration::from_secs(30)).await
+}
+
+/// [`imported`], waiting up to `timeout`.
+pub async fn imported_within(
+    client: &kube::Client,
+    namespace: &str,
+    n: usize,
+    timeout: Duration,
+) -> Vec<String> {
+    eventually("hosts imported", timeout, || async {
+        let hosts = hosts(client, namespace).await;
+        (hosts.len() == n && hosts.iter().all(|h| h.status.is_some())).then(|| {
+            let mut ids: Vec<String> = hosts.iter().map(|h| h.spec.system_id.clone()).collect();
+            ids.sort();
+            ids
+        })
+    })
+    .await
+}
+
 /// Claims and asks for deployment the way machine-controller does (its own field manager).
 pub async fn request_deploy(client: &kube::Client, namespace: &str, host: &str, consumer: &str) {
     request_deploy_with_network(client, namespace, host, consumer, None).await;
@@ -233,7 +268,6 @@ async fn request_deploy_with(
     network_data: Option<&str>,
     release_policy: Option<ReleasePolicy>,
 ) {
-    let api: Api<MaasHost> = Api::namespaced(client.clone(), namespace);
     let consumer_ref = consumer_ref(consumer);
     let provisioning = HostProvisioning {
         image: "ubuntu/jammy".into(),
@@ -248,10 +282,23 @@ async fn request_deploy_with(
         hwe_kernel: None,
         release_policy,
     };
+    let spec = serde_json::json!({ "consumerRef": consumer_ref, "provisioning": provisioning });
+    apply_host_spec(client, namespace, host, spec).await;
+}
+
+/// Server-side applies `spec` to the host as machine-controller's field manager: what it
+/// leaves out, machine-controller no longer asks for.
+async fn apply_host_spec(
+    client: &kube::Client,
+    namespace: &str,
+    host: &str,
+    spec: serde_json::Value,
+) {
+    let api: Api<MaasHost> = Api::namespaced(client.clone(), namespace);
     let patch = serde_json::json!({
         "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
         "kind": "MaasHost",
-        "spec": { "consumerRef": consumer_ref, "provisioning": provisioning },
+        "spec": spec,
     });
     api.patch(
         host,
@@ -270,19 +317,8 @@ pub async fn clear_provisioning(
     host: &str,
     consumer: &str,
 ) {
-    let api: Api<MaasHost> = Api::namespaced(client.clone(), namespace);
-    let patch = serde_json::json!({
-        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
-        "kind": "MaasHost",
-        "spec": { "consumerRef": consumer_ref(consumer) },
-    });
-    api.patch(
-        host,
-        &PatchParams::apply("capmaas-machine-controller").force(),
-        &Patch::Apply(&patch),
-    )
-    .await
-    .unwrap();
+    let spec = serde_json::json!({ "consumerRef": consumer_ref(consumer) });
+    apply_host_spec(client, namespace, host, spec).await;
 }
 
 /// Deletes a host as `clusterctl move` does (annotated `delete-for-move` first): the gateway
@@ -302,19 +338,7 @@ pub async fn delete_host_for_move(client: &kube::Client, namespace: &str, host: 
 
 /// Drops the claim and the request (machine-controller deleting its machine).
 pub async fn release_request(client: &kube::Client, namespace: &str, host: &str) {
-    let api: Api<MaasHost> = Api::namespaced(client.clone(), namespace);
-    let patch = serde_json::json!({
-        "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
-        "kind": "MaasHost",
-        "spec": {},
-    });
-    api.patch(
-        host,
-        &PatchParams::apply("capmaas-machine-controller").force(),
-        &Patch::Apply(&patch),
-    )
-    .await
-    .unwrap();
+    apply_host_spec(client, namespace, host, serde_json::json!({})).await;
 }
 
 pub async fn set_annotation(
