@@ -134,14 +134,20 @@ pub const BOOTSTRAP_SECRET_KEY: &str = "value";
 /// a label name (Kubernetes limits the name part to 63 characters of
 /// `[A-Za-z0-9._-]`, starting and ending alphanumeric).
 pub fn host_tag_label(tag: &str) -> Option<String> {
-    let valid = !tag.is_empty()
-        && tag.len() <= 63
-        && tag
+    is_label_segment(tag).then(|| format!("{LABEL_HOST_TAG_PREFIX}{tag}"))
+}
+
+/// Whether `text` may stand as the name part of a label key, or as a non-empty label value:
+/// Kubernetes holds both to the same rule, at most 63 of `[A-Za-z0-9._-]`, alphanumeric at
+/// both ends.
+pub fn is_label_segment(text: &str) -> bool {
+    !text.is_empty()
+        && text.len() <= 63
+        && text
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-        && tag.starts_with(|c: char| c.is_ascii_alphanumeric())
-        && tag.ends_with(|c: char| c.is_ascii_alphanumeric());
-    valid.then(|| format!("{LABEL_HOST_TAG_PREFIX}{tag}"))
+        && text.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && text.ends_with(|c: char| c.is_ascii_alphanumeric())
 }
 
 /// Annotation key a requester uses to ask for a reboot of a MaasHost.

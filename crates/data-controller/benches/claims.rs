@@ -357,20 +357,10 @@ async fn data_templates(env: &TestEnv, n: usize) {
 
 #[tokio::main(flavor = "multi_thread")]
 async fn main() {
-    if std::env::var_os("RUST_LOG").is_some() {
-        tracing_subscriber::fmt()
-            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-            .with_writer(std::io::stderr)
-            .init();
-    }
+    capmaas_testenv::bench::log_to_stderr_if_asked();
     let ipam_claims = env_or("BENCH_IPAM_CLAIMS", 200);
     let data_claims = env_or("BENCH_DATA_CLAIMS", 100);
-    let cores = std::thread::available_parallelism().map_or(0, std::num::NonZero::get);
-    let profile = if cfg!(debug_assertions) {
-        "debug"
-    } else {
-        "optimised (bench profile)"
-    };
+    let (profile, cores) = capmaas_testenv::bench::profile_and_cores();
     println!(
         "data-controller against a real kube-apiserver: {profile} build, {cores} cores, \
          controller in-process with --concurrency={}, BENCH_IPAM_CLAIMS={ipam_claims}, \
@@ -392,17 +382,10 @@ async fn main() {
     header();
     ipam_only(&env, ipam_claims).await;
     data_templates(&env, data_claims).await;
-    let bench = capmaas_testenv::peak_rss_kib(std::process::id()).map(|k| k as f64 / 1024.0);
-    let apiserver = env
-        .processes()
-        .iter()
-        .find(|p| p.name() == "kube-apiserver")
-        .and_then(capmaas_testenv::Process::peak_resident_memory_kib);
+    let (bench, apiserver) = capmaas_testenv::bench::peak_rss_mib(&env);
     println!(
-        "bench process peak RSS (controller, bench and client; API server excluded): {} MiB; \
-         kube-apiserver peak RSS: {} MiB",
-        bench.map_or_else(|| "?".into(), |m| format!("{m:.0}")),
-        apiserver.map_or_else(|| "?".into(), |k| format!("{:.0}", k as f64 / 1024.0)),
+        "bench process peak RSS (controller, bench and client; API server excluded): {bench} MiB; \
+         kube-apiserver peak RSS: {apiserver} MiB",
     );
     let _ = controller.stop(Duration::from_secs(10)).await;
 }

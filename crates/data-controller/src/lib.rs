@@ -8,6 +8,7 @@
 //!   a template while MaasData use it.
 //! - [`ipam`]: the IPAM provider for `MaasIPPool` through the CAPI IPAM contract
 //!   (`IPAddressClaim` → `IPAddress`).
+//! - [`lookup`]: store lookups the watch mappers share.
 //! - [`metrics_pools`]: pool usage gauges, read from the pool statuses when Prometheus scrapes.
 //!
 //! Layout as every controller crate (`docs/architecture.md`); the plumbing comes from
@@ -18,6 +19,7 @@ pub mod claim;
 pub mod context;
 pub mod error;
 pub mod ipam;
+pub mod lookup;
 pub mod metrics_pools;
 pub mod render;
 pub mod template;

@@ -46,12 +46,7 @@ fn endpoint_port(spec: Option<&mut Value>) {
 
 /// A MaasIPPool's `spec.namePrefix` is its own name when not given.
 fn name_prefix(object: &mut Value) {
-    let Some(name) = object
-        .pointer("/metadata/name")
-        .and_then(Value::as_str)
-        .filter(|n| !n.is_empty())
-        .map(str::to_owned)
-    else {
+    let Some(name) = non_empty(object, "/metadata/name") else {
         // `generateName` without a name yet: the schema then asks for namePrefix.
         return;
     };
@@ -63,12 +58,7 @@ fn name_prefix(object: &mut Value) {
 /// The `cluster.x-k8s.io/cluster-name` label follows `spec.clusterName`, so `clusterctl move`
 /// and label selectors find the object with its cluster.
 fn cluster_label(object: &mut Value) {
-    let Some(cluster) = object
-        .pointer("/spec/clusterName")
-        .and_then(Value::as_str)
-        .filter(|c| !c.is_empty())
-        .map(str::to_owned)
-    else {
+    let Some(cluster) = non_empty(object, "/spec/clusterName") else {
         return;
     };
     let Some(metadata) = object.get_mut("metadata").and_then(Value::as_object_mut) else {
@@ -82,6 +72,15 @@ fn cluster_label(object: &mut Value) {
             .entry(LABEL_CLUSTER_NAME)
             .or_insert(Value::String(cluster));
     }
+}
+
+/// The string at `pointer`, unless absent or empty: an empty one is the same as none here.
+fn non_empty(object: &Value, pointer: &str) -> Option<String> {
+    object
+        .pointer(pointer)
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
 }
 
 #[cfg(test)]

@@ -7,6 +7,8 @@ use capmaas_runtime::trace_context::Relation;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Resource, ResourceExt};
 
+use crate::lookup::namespace_mates;
+
 /// The claim a MaasData was made for.
 pub fn map_data(data: &MaasData) -> Option<ObjectRef<MaasDataClaim>> {
     Some(ObjectRef::new(&data.spec.claim.name).within(&data.namespace()?))
@@ -23,14 +25,7 @@ pub fn map_template(
     claims: &Store<MaasDataClaim>,
     template: &MaasDataTemplate,
 ) -> Vec<ObjectRef<MaasDataClaim>> {
-    let ns = template.namespace();
-    let name = template.name_any();
-    claims
-        .state()
-        .iter()
-        .filter(|c| c.namespace() == ns && c.spec.template.name == name)
-        .map(|c| ObjectRef::from_obj(c.as_ref()))
-        .collect()
+    namespace_mates(claims, template, |c, name| c.spec.template.name == name)
 }
 
 /// The claims rendering for a host that are not rendered yet (a rendered claim never changes,

@@ -104,7 +104,15 @@ pub async fn reconcile(claim: Arc<IPAddressClaim>, ctx: Arc<Ctx>) -> Result<Acti
                 let (Some(pool), Some(Ok(layout))) = (state.pool, state.layout) else {
                     return Ok(Action::await_change());
                 };
-                allocate(&api, &claim, &pool, &layout, pre_allocated, &ctx).await
+                allocate(Allocation {
+                    api: &api,
+                    claim: &claim,
+                    pool: &pool,
+                    layout: &layout,
+                    pre_allocated,
+                    ctx: &ctx,
+                })
+                .await
             }
         };
     }
@@ -168,30 +176,14 @@ async fn bind(
 /// lock and creating its `IPAddress`. Addresses found locked by another pool's claim are
 /// skipped now and guessed again next time (their lock may be gone by then: a lock's deletion
 /// wakes the waiting claims).
-async fn allocate(
-    api: &Api<IPAddressClaim>,
-    claim: &IPAddressClaim,
-    pool: &MaasIPPool,
-    layout: &PoolLayout,
-    pre_allocated: Option<IpAddr>,
-    ctx: &Ctx,
-) -> Result<Action> {
+async fn allocate(request: Allocation<'_>) -> Result<Action> {
     let mut locked_elsewhere = Vec::new();
-    let result = allocate_skipping(
-        api,
-        claim,
-        pool,
-        layout,
-        pre_allocated,
-        ctx,
-        &mut locked_elsewhere,
-    )
-    .await;
+    let result = allocate_skipping(request, &mut locked_elsewhere).await;
     if locked_elsewhere.is_empty() {
         return result;
     }
-    let key = PoolKey::of(pool);
-    let mut index = ctx.index();
+    let key = PoolKey::of(request.pool);
+    let mut index = request.ctx.index();
     for addr in locked_elsewhere {
         index.unreserve(&key, addr);
     }
@@ -207,15 +199,30 @@ async fn allocate(
     })
 }
 
-async fn allocate_skipping(
-    api: &Api<IPAddressClaim>,
-    claim: &IPAddressClaim,
-    pool: &MaasIPPool,
-    layout: &PoolLayout,
+/// What [`allocate`] works on; one value so the retry wrapper and the loop it wraps take the
+/// same inputs.
+#[derive(Clone, Copy)]
+struct Allocation<'a> {
+    api: &'a Api<IPAddressClaim>,
+    claim: &'a IPAddressClaim,
+    pool: &'a MaasIPPool,
+    layout: &'a PoolLayout,
     pre_allocated: Option<IpAddr>,
-    ctx: &Ctx,
+    ctx: &'a Ctx,
+}
+
+async fn allocate_skipping(
+    request: Allocation<'_>,
     locked_elsewhere: &mut Vec<IpAddr>,
 ) -> Result<Action> {
+    let Allocation {
+        api,
+        claim,
+        pool,
+        layout,
+        pre_allocated,
+        ctx,
+    } = request;
     let ns = claim.namespace().unwrap_or_default();
     let key = PoolKey::of(pool);
     let addresses: Api<IPAddress> = Api::namespaced(ctx.base.client.clone(), &ns);

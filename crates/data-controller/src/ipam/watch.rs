@@ -11,6 +11,7 @@ use kube::ResourceExt;
 use kube::runtime::reflector::{ObjectRef, Store};
 
 use super::index::{PoolKey, UsageIndex};
+use crate::lookup::namespace_mates;
 
 /// The pool a claim asks for, when it is a MaasIPPool.
 pub fn claim_pool(claim: &IPAddressClaim) -> Option<PoolKey> {
@@ -138,14 +139,9 @@ pub fn cluster_to_pools(
     pools: &Store<MaasIPPool>,
     cluster: &Cluster,
 ) -> Vec<ObjectRef<MaasIPPool>> {
-    let ns = cluster.namespace();
-    let name = cluster.name_any();
-    pools
-        .state()
-        .iter()
-        .filter(|p| p.namespace() == ns && p.spec.cluster_name.as_deref() == Some(name.as_str()))
-        .map(|p| ObjectRef::from_obj(p.as_ref()))
-        .collect()
+    namespace_mates(pools, cluster, |p, name| {
+        p.spec.cluster_name.as_deref() == Some(name)
+    })
 }
 
 /// A deleting claim wakes its addresses (their finalizer goes when the claim lets them go).

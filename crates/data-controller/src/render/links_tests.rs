@@ -2,7 +2,7 @@
 
 use serde_json::json;
 
-use super::super::tests::{err, ok, with_links};
+use super::super::tests::{ETHERNETS, err, ok, with_links};
 use super::*;
 
 #[test]
@@ -43,16 +43,11 @@ fn every_ethernet_type_has_its_openstack_name() {
 
 #[test]
 fn bonds_take_the_first_member_mac_unless_set() {
-    let doc = ok(r"
-links:
-  ethernets:
-    - {id: eno1, macAddress: {fromHostInterface: eno1}}
-    - {id: eno2, macAddress: {fromHostInterface: eno2}}
-    - {id: eno3, macAddress: {fromHostInterface: eno3}}
-  bonds:
+    let bonds = r"  bonds:
     - {id: bond0, mtu: 9000, bondMode: 802.3ad, bondLinks: [eno3, eno2]}
     - {id: bond1, bondMode: balance-rr, bondLinks: [eno1], macAddress: {string: '02:00:00:00:00:01'}}
-");
+";
+    let doc = ok(&format!("{ETHERNETS}{bonds}"));
     assert_eq!(
         doc["links"][3],
         json!({"id": "bond0", "type": "bond", "ethernet_mac_address": "52:54:00:aa:bb:03",

@@ -45,47 +45,32 @@ pub fn render_meta_data_map(
         let value = render_index(item, input.index, &field)?;
         out.insert(item.key.clone(), value);
     }
-    from_pool(
-        &mut out,
-        input,
-        "ipAddressesFromPool",
-        meta.ip_addresses_from_pool.as_ref(),
-        |a, _| Ok(a.address.to_string()),
-    )?;
-    from_pool(
-        &mut out,
-        input,
-        "prefixesFromPool",
-        meta.prefixes_from_pool.as_ref(),
-        |a, _| Ok(a.prefix.to_string()),
-    )?;
-    from_pool(
-        &mut out,
-        input,
-        "gatewaysFromPool",
-        meta.gateways_from_pool.as_ref(),
-        |a, item| {
-            a.gateway
-                .map(|g| g.to_string())
-                .ok_or_else(|| RenderProblem::NoGateway(item.pool()))
-        },
-    )?;
-    from_pool(
-        &mut out,
-        input,
-        "dnsServersFromPool",
-        meta.dns_servers_from_pool.as_ref(),
-        |a, item| {
-            if a.dns_servers.is_empty() {
-                return Err(RenderProblem::NoDnsServers(item.pool()));
-            }
-            Ok(a.dns_servers
-                .iter()
-                .map(IpAddr::to_string)
-                .collect::<Vec<_>>()
-                .join(","))
-        },
-    )?;
+    // In the order of the CRD fields, so the first problem reported is the first in the spec.
+    let pool_lists: [(&str, Option<&Vec<MetaDataFromPool>>, PoolValue); 4] = [
+        (
+            "ipAddressesFromPool",
+            meta.ip_addresses_from_pool.as_ref(),
+            |a, _| Ok(a.address.to_string()),
+        ),
+        (
+            "prefixesFromPool",
+            meta.prefixes_from_pool.as_ref(),
+            |a, _| Ok(a.prefix.to_string()),
+        ),
+        (
+            "gatewaysFromPool",
+            meta.gateways_from_pool.as_ref(),
+            gateway,
+        ),
+        (
+            "dnsServersFromPool",
+            meta.dns_servers_from_pool.as_ref(),
+            dns_servers,
+        ),
+    ];
+    for (list, items, value) in pool_lists {
+        from_pool(&mut out, input, list, items, value)?;
+    }
     for (i, item) in meta.from_host_interfaces.iter().flatten().enumerate() {
         let field = path("fromHostInterfaces", i);
         let mac = input.interface_mac(&item.interface, &field)?;
@@ -94,30 +79,24 @@ pub fn render_meta_data_map(
     for (i, item) in meta.from_labels.iter().flatten().enumerate() {
         let field = path("fromLabels", i);
         let object = input.object(item.object, &field)?;
-        let value = object.labels.get(&item.label).ok_or_else(|| {
-            RenderError::new(
-                &field,
-                RenderProblem::MissingLabel {
-                    object: item.object,
-                    label: item.label.clone(),
-                },
-            )
+        let value = entry(&object.labels, &item.label, &field, || {
+            RenderProblem::MissingLabel {
+                object: item.object,
+                label: item.label.clone(),
+            }
         })?;
-        out.insert(item.key.clone(), value.clone());
+        out.insert(item.key.clone(), value);
     }
     for (i, item) in meta.from_annotations.iter().flatten().enumerate() {
         let field = path("fromAnnotations", i);
         let object = input.object(item.object, &field)?;
-        let value = object.annotations.get(&item.annotation).ok_or_else(|| {
-            RenderError::new(
-                &field,
-                RenderProblem::MissingAnnotation {
-                    object: item.object,
-                    annotation: item.annotation.clone(),
-                },
-            )
+        let value = entry(&object.annotations, &item.annotation, &field, || {
+            RenderProblem::MissingAnnotation {
+                object: item.object,
+                annotation: item.annotation.clone(),
+            }
         })?;
-        out.insert(item.key.clone(), value.clone());
+        out.insert(item.key.clone(), value);
     }
     Ok(out)
 }
@@ -134,13 +113,52 @@ fn path(list: &str, i: usize) -> String {
     format!("spec.metaData.{list}[{i}]")
 }
 
+/// A label or annotation of an object, at `field`; `missing` says which one is not there.
+fn entry(
+    map: &BTreeMap<String, String>,
+    key: &str,
+    field: &str,
+    missing: impl FnOnce() -> RenderProblem,
+) -> Result<String, RenderError> {
+    map.get(key)
+        .cloned()
+        .ok_or_else(|| RenderError::new(field, missing()))
+}
+
+/// The value a `*FromPool` item takes from the address allocated in its pool.
+type PoolValue = fn(&AllocatedAddress, &MetaDataFromPool) -> Result<String, RenderProblem>;
+
+/// `gatewaysFromPool`: the pool's gateway, which it must have.
+fn gateway(address: &AllocatedAddress, item: &MetaDataFromPool) -> Result<String, RenderProblem> {
+    address
+        .gateway
+        .map(|g| g.to_string())
+        .ok_or_else(|| RenderProblem::NoGateway(item.pool()))
+}
+
+/// `dnsServersFromPool`: the pool's DNS servers, comma-separated; there must be one.
+fn dns_servers(
+    address: &AllocatedAddress,
+    item: &MetaDataFromPool,
+) -> Result<String, RenderProblem> {
+    if address.dns_servers.is_empty() {
+        return Err(RenderProblem::NoDnsServers(item.pool()));
+    }
+    Ok(address
+        .dns_servers
+        .iter()
+        .map(IpAddr::to_string)
+        .collect::<Vec<_>>()
+        .join(","))
+}
+
 /// Renders one list of `*FromPool` items with `value`.
 fn from_pool(
     out: &mut BTreeMap<String, String>,
     input: &RenderInput<'_>,
     list: &str,
     items: Option<&Vec<MetaDataFromPool>>,
-    value: impl Fn(&AllocatedAddress, &MetaDataFromPool) -> Result<String, RenderProblem>,
+    value: PoolValue,
 ) -> Result<(), RenderError> {
     for (i, item) in items.into_iter().flatten().enumerate() {
         let field = path(list, i);

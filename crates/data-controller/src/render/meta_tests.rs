@@ -71,14 +71,18 @@ indexes:
 #[test]
 fn index_errors() {
     let mut fixture = Fixture::example();
-    assert_eq!(
-        err("indexes: [{key: a}, {key: k, step: 0}]", &fixture),
-        "spec.metaData.indexes[1]: step is 0, must be >= 1"
-    );
-    assert_eq!(
-        err("indexes: [{key: k, offset: -1}]", &fixture),
-        "spec.metaData.indexes[0]: offset is -1, must be >= 0"
-    );
+    for (template, message) in [
+        (
+            "indexes: [{key: a}, {key: k, step: 0}]",
+            "spec.metaData.indexes[1]: step is 0, must be >= 1",
+        ),
+        (
+            "indexes: [{key: k, offset: -1}]",
+            "spec.metaData.indexes[0]: offset is -1, must be >= 0",
+        ),
+    ] {
+        assert_eq!(err(template, &fixture), message, "{template}");
+    }
     fixture.index = -4;
     assert_eq!(
         err("indexes: [{key: k}]", &fixture),
@@ -122,33 +126,31 @@ dnsServersFromPool: [{key: d4, name: provisioning}, {key: d6, name: public-v6}]
 #[test]
 fn pool_errors() {
     let fixture = Fixture::with_bare_pool(22);
-    assert_eq!(
-        err("ipAddressesFromPool: [{key: k, name: foo}]", &fixture),
-        "spec.metaData.ipAddressesFromPool[0]: no address allocated from pool MaasIPPool/foo"
-    );
-    assert_eq!(
-        err(
+    for (template, message) in [
+        (
+            "ipAddressesFromPool: [{key: k, name: foo}]",
+            "spec.metaData.ipAddressesFromPool[0]: no address allocated from pool MaasIPPool/foo",
+        ),
+        (
             "prefixesFromPool: [{key: k, name: foo, kind: InClusterIPPool, apiGroup: ipam.cluster.x-k8s.io}]",
-            &fixture
+            "spec.metaData.prefixesFromPool[0]: no address allocated from pool InClusterIPPool.ipam.cluster.x-k8s.io/foo",
         ),
-        "spec.metaData.prefixesFromPool[0]: no address allocated from pool InClusterIPPool.ipam.cluster.x-k8s.io/foo"
-    );
-    assert_eq!(
-        err("gatewaysFromPool: [{key: k, name: bare}]", &fixture),
-        "spec.metaData.gatewaysFromPool[0]: pool MaasIPPool/bare gives no gateway"
-    );
-    assert_eq!(
-        err("dnsServersFromPool: [{key: k, name: bare}]", &fixture),
-        "spec.metaData.dnsServersFromPool[0]: pool MaasIPPool/bare gives no DNS servers"
-    );
-    // A pool of the same name but another kind is another pool.
-    assert_eq!(
-        err(
+        (
+            "gatewaysFromPool: [{key: k, name: bare}]",
+            "spec.metaData.gatewaysFromPool[0]: pool MaasIPPool/bare gives no gateway",
+        ),
+        (
+            "dnsServersFromPool: [{key: k, name: bare}]",
+            "spec.metaData.dnsServersFromPool[0]: pool MaasIPPool/bare gives no DNS servers",
+        ),
+        // A pool of the same name but another kind is another pool.
+        (
             "ipAddressesFromPool: [{key: k, name: provisioning, kind: Other}]",
-            &fixture
+            "spec.metaData.ipAddressesFromPool[0]: no address allocated from pool Other/provisioning",
         ),
-        "spec.metaData.ipAddressesFromPool[0]: no address allocated from pool Other/provisioning"
-    );
+    ] {
+        assert_eq!(err(template, &fixture), message, "{template}");
+    }
 }
 
 #[test]
@@ -210,32 +212,27 @@ fromAnnotations:
 #[test]
 fn label_and_annotation_errors() {
     let mut fixture = Fixture::example();
-    assert_eq!(
-        err(
+    for (template, message) in [
+        (
             r"
 fromLabels:
   - {key: a, object: machine, label: cluster.x-k8s.io/cluster-name}
   - {key: b, object: maashost, label: maas.cluster.x-k8s.io/zone}
   - {key: c, object: machine, label: foo}
 ",
-            &fixture
+            r#"spec.metaData.fromLabels[2]: Machine has no label "foo""#,
         ),
-        r#"spec.metaData.fromLabels[2]: Machine has no label "foo""#
-    );
-    assert_eq!(
-        err(
+        (
             "fromAnnotations: [{key: a, object: maasmachine, annotation: x/y}]",
-            &fixture
+            r#"spec.metaData.fromAnnotations[0]: MaasMachine has no annotation "x/y""#,
         ),
-        r#"spec.metaData.fromAnnotations[0]: MaasMachine has no annotation "x/y""#
-    );
-    assert_eq!(
-        err(
+        (
             "fromLabels: [{key: a, object: maashost, label: cluster.x-k8s.io/cluster-name}]",
-            &fixture
+            r#"spec.metaData.fromLabels[0]: MaasHost has no label "cluster.x-k8s.io/cluster-name""#,
         ),
-        r#"spec.metaData.fromLabels[0]: MaasHost has no label "cluster.x-k8s.io/cluster-name""#
-    );
+    ] {
+        assert_eq!(err(template, &fixture), message, "{template}");
+    }
     fixture.machine = None;
     assert_eq!(
         err("objectNames: [{key: a, object: machine}]", &fixture),

@@ -161,19 +161,22 @@ pub(super) fn err_with(yaml: &str, fixture: &Fixture) -> String {
     render_with(yaml, fixture).unwrap_err().to_string()
 }
 
-/// `bond0` over eno2+eno3 and eno1 alone: the links most tests build on.
-const LINKS: &str = r"
+/// Ethernets eno1, eno2 and eno3, each with the MAC of the host interface of its name.
+pub(super) const ETHERNETS: &str = r"
 links:
   ethernets:
     - {id: eno1, macAddress: {fromHostInterface: eno1}}
     - {id: eno2, macAddress: {fromHostInterface: eno2}}
     - {id: eno3, macAddress: {fromHostInterface: eno3}}
-  bonds:
+";
+
+/// With [`ETHERNETS`]: `bond0` over eno2+eno3 and eno1 alone, the links most tests build on.
+const BOND0: &str = r"  bonds:
     - {id: bond0, bondMode: active-backup, bondLinks: [eno2, eno3]}
 ";
 
 pub(super) fn with_links(rest: &str) -> String {
-    format!("{LINKS}{rest}")
+    format!("{ETHERNETS}{BOND0}{rest}")
 }
 
 const DOC: &str = include_str!("../../../../docs/data-controller-render.md");

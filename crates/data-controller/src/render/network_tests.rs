@@ -181,18 +181,22 @@ fn services_dedupe_in_order() {
 #[test]
 fn service_errors() {
     let fixture = Fixture::with_bare_pool(22);
-    assert_eq!(
-        err_with("services: {dns: ['1.1.1.1', 'dns.example.com']}", &fixture),
-        r#"spec.networkData.services.dns[1]: "dns.example.com" is not an IP address"#
-    );
-    assert_eq!(
-        err_with("services: {dnsFromPool: {name: bare}}", &fixture),
-        "spec.networkData.services.dnsFromPool: pool MaasIPPool/bare gives no DNS servers"
-    );
-    assert_eq!(
-        err_with("services: {dnsFromPool: {name: gone}}", &fixture),
-        "spec.networkData.services.dnsFromPool: no address allocated from pool MaasIPPool/gone"
-    );
+    for (template, message) in [
+        (
+            "services: {dns: ['1.1.1.1', 'dns.example.com']}",
+            r#"spec.networkData.services.dns[1]: "dns.example.com" is not an IP address"#,
+        ),
+        (
+            "services: {dnsFromPool: {name: bare}}",
+            "spec.networkData.services.dnsFromPool: pool MaasIPPool/bare gives no DNS servers",
+        ),
+        (
+            "services: {dnsFromPool: {name: gone}}",
+            "spec.networkData.services.dnsFromPool: no address allocated from pool MaasIPPool/gone",
+        ),
+    ] {
+        assert_eq!(err_with(template, &fixture), message, "{template}");
+    }
 }
 
 /// The shape `maas-client`'s `host::network::parse` reads (re-declared: this crate cannot

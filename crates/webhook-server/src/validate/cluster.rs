@@ -115,16 +115,10 @@ fn low_ttl(ttl: i32) -> String {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use crate::validate::{Operation, StaticLookups};
+    use crate::validate::StaticLookups;
 
     fn create<K>(object: &K) -> Request<'_, K> {
-        Request {
-            operation: Operation::Create,
-            namespace: "ns",
-            name: "c",
-            object: Some(object),
-            old: None,
-        }
+        Request::create("ns", "c", object)
     }
 
     #[test]

@@ -139,7 +139,7 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::validate::{Operation, StaticLookups};
+    use crate::validate::StaticLookups;
 
     fn inventory(ns: &str, name: &str, pool: &str, zones: &[&str]) -> MaasInventory {
         let mut spec = serde_json::json!({"resourcePool": pool, "syncIntervalSeconds": 60});
@@ -156,13 +156,11 @@ mod tests {
             inventories: others.into_iter().map(Arc::new).collect(),
             ..StaticLookups::default()
         };
-        let req = Request {
-            operation: Operation::Create,
-            namespace: new.metadata.namespace.as_deref().unwrap(),
-            name: new.metadata.name.as_deref().unwrap(),
-            object: Some(new),
-            old: None,
-        };
+        let req = Request::create(
+            new.metadata.namespace.as_deref().unwrap(),
+            new.metadata.name.as_deref().unwrap(),
+            new,
+        );
         maas_inventory(&req, &lookups)
     }
 

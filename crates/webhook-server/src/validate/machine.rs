@@ -184,13 +184,7 @@ mod tests {
             erase: EraseMode::None,
             force: false,
         });
-        let req = Request {
-            operation: Operation::Create,
-            namespace: "ns",
-            name: "m",
-            object: Some(&m),
-            old: None,
-        };
+        let req = Request::create("ns", "m", &m);
         let v = maas_machine(&req);
         assert_eq!(v.errors[0].path.as_str(), "spec.tags[1]");
         assert_eq!(v.warnings.len(), 1);
@@ -207,13 +201,7 @@ mod tests {
             "spec": {"template": {"spec": spec}}
         }))
         .unwrap();
-        let req = Request {
-            operation: Operation::Create,
-            namespace: "ns",
-            name: "t",
-            object: Some(&template),
-            old: None,
-        };
+        let req = Request::create("ns", "t", &template);
         let v = maas_machine_template(&req);
         assert!(v.allowed());
         assert_eq!(v.warnings.len(), 1, "{:?}", v.warnings);

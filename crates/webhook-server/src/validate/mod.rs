@@ -54,6 +54,21 @@ pub struct Request<'a, K> {
     pub old: Option<&'a K>,
 }
 
+#[cfg(test)]
+impl<'a, K> Request<'a, K> {
+    /// A create of `object` named `name` in `namespace` (nothing stored yet): the request the
+    /// validators' unit tests build.
+    pub fn create(namespace: &'a str, name: &'a str, object: &'a K) -> Self {
+        Self {
+            operation: Operation::Create,
+            namespace,
+            name,
+            object: Some(object),
+            old: None,
+        }
+    }
+}
+
 impl<K> Request<'_, K> {
     /// The object the request is about: the new one, or on delete the one being deleted.
     pub fn current(&self) -> Option<&K> {

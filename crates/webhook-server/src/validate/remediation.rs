@@ -89,13 +89,7 @@ mod tests {
     #[test]
     fn suspicious_limits_are_warnings() {
         let r = remediation(10, 120);
-        let req = Request {
-            operation: Operation::Create,
-            namespace: "ns",
-            name: "r",
-            object: Some(&r),
-            old: None,
-        };
+        let req = Request::create("ns", "r", &r);
         let v = maas_remediation(&req);
         assert!(v.allowed());
         assert_eq!(v.warnings.len(), 2);
