@@ -7,6 +7,7 @@ use bytes::Bytes;
 use http::{HeaderValue, Method, Request, StatusCode, header};
 use http_body_util::{BodyExt, Limited};
 use rand::Rng;
+use serde_json::Value;
 
 use crate::api::{self, Call, Caller, Reply};
 use crate::auth::{self, AuthRequest, Strictness};
@@ -156,6 +157,9 @@ async fn maas(shared: &Shared, req: &Request<Bytes>, path: &str) -> Result<Reply
     if !latency.is_zero() {
         tokio::time::sleep(latency).await;
     }
+    // A region serves a bounded number of calls at once; the worker is held to the answer.
+    let _worker = shared.region.worker().await;
+    shared.region.serve(&op_key).await;
 
     let caller = if route.resource.anon {
         Caller {
@@ -175,7 +179,11 @@ async fn maas(shared: &Shared, req: &Request<Bytes>, path: &str) -> Result<Reply
             .cloned()
             .collect(),
     );
-    run(shared, &route, action.name, &op_key, &caller, &params)
+    let answer = run(shared, &route, action.name, &op_key, &caller, &params);
+    if let Ok(Reply::Json(_, Value::Array(machines))) = &answer {
+        shared.region.answer(&op_key, machines.len()).await;
+    }
+    answer
 }
 
 fn authenticate(

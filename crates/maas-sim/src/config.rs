@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::SimError;
 use crate::faults::FaultConfig;
+use crate::latency::LatencyProfile;
 
 /// How long the time-driven transitions take. Zero means "finished on the next read".
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -211,6 +212,8 @@ pub struct SimConfig {
     pub tls: Option<TlsFiles>,
     /// Name of the default DNS domain.
     pub domain: String,
+    /// How long the region takes to serve calls ([`LatencyProfile::none`] by default).
+    pub latency: LatencyProfile,
 }
 
 impl Default for SimConfig {
@@ -230,6 +233,7 @@ impl Default for SimConfig {
             faults: FaultConfig::default(),
             tls: None,
             domain: "maas".to_owned(),
+            latency: LatencyProfile::none(),
         }
     }
 }

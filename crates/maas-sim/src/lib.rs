@@ -25,6 +25,7 @@ mod faults;
 mod handle;
 mod history;
 mod inventory;
+mod latency;
 mod model;
 mod netmodel;
 mod netsetup;
@@ -46,6 +47,7 @@ pub use faults::{FaultConfig, LostAnswer, LostAnswerMode, OpFault, TimeoutFault}
 pub use handle::{HandleError, MachineView, SimHandle};
 pub use history::StatusChange;
 pub use inventory::{Inventory, InventoryMachine, load_inventory};
+pub use latency::LatencyProfile;
 pub use model::{PowerState, ReleaseRecord, ReleaseResult};
 pub use netsetup::{GatewayView, InterfaceView, IpRangeView, LinkView, NicSpec, SubnetSpec};
 pub use server::{RunningSim, Simulator};

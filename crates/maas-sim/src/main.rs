@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
-use maas_sim::{ApiKey, FaultConfig, SimConfig, Simulator, Timings, TlsFiles};
+use maas_sim::{ApiKey, FaultConfig, LatencyProfile, SimConfig, Simulator, Timings, TlsFiles};
 
 /// A faithful MAAS REST API 2.0 simulator (machines, allocation, deploy/release, power,
 /// networking, DNS, tags, zones, pools) for tests, demos and benchmarks.
@@ -69,6 +69,10 @@ struct Args {
     /// JSON fault configuration active from the start (same shape as PUT /_sim/faults).
     #[arg(long, value_name = "FILE")]
     faults: Option<PathBuf>,
+    /// How long the region takes to answer: `none` (at once), `region` (a MAAS 3.x region
+    /// under load, see docs/maas-sim.md), or a JSON profile file.
+    #[arg(long, value_name = "PROFILE", default_value = "none")]
+    latency_profile: String,
 }
 
 fn seconds(value: f64, flag: &str) -> Result<Duration, String> {
@@ -90,6 +94,7 @@ fn config(args: Args) -> Result<SimConfig, String> {
         }
         None => FaultConfig::default(),
     };
+    let latency = LatencyProfile::named(&args.latency_profile).map_err(|e| e.to_string())?;
     Ok(SimConfig {
         listen: Some(args.listen),
         machines: args.machines,
@@ -109,6 +114,7 @@ fn config(args: Args) -> Result<SimConfig, String> {
         inventory_file: args.inventory,
         state_file: args.state_file,
         faults,
+        latency,
         tls: args
             .tls_cert
             .zip(args.tls_key)

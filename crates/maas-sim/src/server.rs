@@ -21,6 +21,7 @@ use crate::auth::NonceStore;
 use crate::config::{ApiKey, SimConfig, TlsFiles};
 use crate::error::SimError;
 use crate::handle::SimHandle;
+use crate::latency::Region;
 use crate::shared::Shared;
 use crate::{inventory, persist};
 
@@ -109,6 +110,7 @@ impl Simulator {
             scheme,
             state_file: cfg.state_file.clone(),
             api_hash: crate::describe::api_hash(),
+            region: Region::new(cfg.latency.clone()),
         });
         let cancel = CancellationToken::new();
         let tasks = TaskTracker::new();

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use crate::auth::NonceStore;
 use crate::config::ApiKey;
+use crate::latency::Region;
 use crate::world::World;
 
 /// State shared by every connection.
@@ -20,6 +21,8 @@ pub(crate) struct Shared {
     pub(crate) scheme: &'static str,
     pub(crate) state_file: Option<PathBuf>,
     pub(crate) api_hash: String,
+    /// How long calls take to serve, and how many are served at once.
+    pub(crate) region: Region,
 }
 
 impl Shared {
