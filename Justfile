@@ -65,8 +65,10 @@ demo: testenv
 
 # Benchmarks (numbers are printed, never asserted): MAAS client and simulator throughput,
 # gateway MAAS calls and memory, test control plane start-up, and provisioning end to end:
-# 200 machines with 0–2 s, 30 s and 120 s simulated deployments and 50 instant ones, each size
-# also with a null provider (the ceiling); release binaries; CAPMAAS_BENCH_SIZES and
+# 200 machines with 0–2 s, 30 s and 120 s simulated deployments, 50 instant ones and 1,000
+# with 0–2 s (how cost grows), each size
+# also with a null provider (the ceiling), then 200 × 0–2 s against a MAAS with the `region`
+# latency profile (docs/maas-sim.md); release binaries; CAPMAAS_BENCH_SIZES and
 # CAPMAAS_BENCH_DEPLOYS narrow it (docs/e2e.md); tables in e2e/bench-results.md.
 bench: testenv
     cargo bench -p maas-api-client --bench throughput
@@ -78,6 +80,7 @@ bench: testenv
     cargo run -q -p capmaas-testenv --example measure
     cargo build --release --workspace --bins
     CAPMAAS_BIN_DIR=target/release cargo run --release -q -p capmaas-e2e --bin bench
+    CAPMAAS_BENCH_MAAS=region CAPMAAS_BENCH_SIZES=200 CAPMAAS_BENCH_DEPLOYS=0 CAPMAAS_BIN_DIR=target/release cargo run --release -q -p capmaas-e2e --bin bench
 
 # Chaos run (issue #10): 200 machines under kills and MAAS faults, then 100, then none; fails
 # on any harm. A random controller is SIGKILLed and restarted every 5 s; MAAS fails 10 % of

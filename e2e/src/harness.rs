@@ -8,7 +8,7 @@ use std::time::Duration;
 use capmaas_testenv::objects::deploy_base_rbac;
 use capmaas_testenv::{Process, TestEnv, WebhookServing, repo_root};
 use kube::api::DynamicObject;
-use maas_sim::{RunningSim, SimConfig, Timings};
+use maas_sim::{LatencyProfile, RunningSim, SimConfig, Timings};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -42,6 +42,8 @@ pub struct HarnessConfig {
     pub deploy_spread_percent: u32,
     /// Simulated release time.
     pub release_time: Duration,
+    /// How long the simulated MAAS takes to answer (none by default).
+    pub maas_latency: LatencyProfile,
     /// `RUST_LOG` filter of our binaries.
     pub log_filter: String,
     /// Extra flags of the gateway (`maas-client`), e.g. `--orphan-grace-period=20s`.
@@ -70,6 +72,7 @@ impl Default for HarnessConfig {
             deploy_time: Duration::from_secs(2),
             deploy_spread_percent: 0,
             release_time: Duration::from_millis(500),
+            maas_latency: LatencyProfile::none(),
             log_filter: "info".into(),
             gateway_args: Vec::new(),
             seed: 1,
@@ -182,6 +185,7 @@ impl Harness {
             release: config.release_time,
             ..Timings::default()
         };
+        sim_config.latency.clone_from(&config.maas_latency);
         let sim = maas_sim::Simulator::start(sim_config).await?;
         let capi = capi::start_core_manager(&management, dir.path()).await?;
 

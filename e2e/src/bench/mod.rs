@@ -14,6 +14,7 @@
 
 mod audit;
 mod ceiling;
+mod growth;
 mod metrics;
 mod run;
 mod stats;
@@ -41,6 +42,10 @@ pub const DEFAULT_SPREAD_PERCENT: u32 = 30;
 
 /// Machines per run when only `CAPMAAS_BENCH_DEPLOYS` is given.
 pub const DEFAULT_SIZE: usize = 200;
+
+/// Machines of the default plan's largest run, beside [`DEFAULT_SIZE`] with the same
+/// deployment time: how each per-machine figure grows with size.
+pub const LARGE_SIZE: usize = 1000;
 
 /// Simulated deployment time of a run: `base` × a factor in [1 − spread, 1 + spread] per
 /// server, fixed by the simulator's seed and the server's system id.
@@ -117,7 +122,7 @@ pub struct RunPlan {
 }
 
 /// The runs of `just bench`: 200 machines with 0–2 s, 30 s ± 30 % and 120 s ± 30 %
-/// deployments, and 50 with instant ones.
+/// deployments, 50 with instant ones, and 1,000 with 0–2 s.
 pub fn default_plan() -> Vec<RunPlan> {
     let mut plan: Vec<RunPlan> = [
         DeployTime::fast(),
@@ -133,6 +138,10 @@ pub fn default_plan() -> Vec<RunPlan> {
     plan.push(RunPlan {
         machines: 50,
         deploy: DeployTime::exact(0),
+    });
+    plan.push(RunPlan {
+        machines: LARGE_SIZE,
+        deploy: DeployTime::fast(),
     });
     plan
 }
@@ -319,6 +328,7 @@ mod tests {
                 (200, "30 s ± 30 %".to_owned()),
                 (200, "120 s ± 30 %".to_owned()),
                 (50, "0 s".to_owned()),
+                (1000, "0–2 s".to_owned()),
             ]
         );
         let small = plan(Some("20"), Some("0,5")).unwrap();

@@ -4,6 +4,8 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use maas_sim::LatencyProfile;
+
 use crate::error::{Error, Result};
 use crate::harness::{Harness, HarnessConfig, apply};
 use crate::objects::{ClusterSpec, kubeconfig_secret};
@@ -16,14 +18,20 @@ use super::{BenchResult, Provider, RunPlan, audit, metrics};
 const IMPORT_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// Measures `plan` with our six binaries; `gateway_args` are extra flags of `maas-client`
-/// (empty: its defaults).
-pub async fn run(plan: RunPlan, gateway_args: &[String], timeout: Duration) -> Result<BenchResult> {
-    Box::pin(run_inner(plan, gateway_args, timeout)).await
+/// (empty: its defaults), `maas_latency` how long the simulated MAAS takes to answer.
+pub async fn run(
+    plan: RunPlan,
+    gateway_args: &[String],
+    maas_latency: &LatencyProfile,
+    timeout: Duration,
+) -> Result<BenchResult> {
+    Box::pin(run_inner(plan, gateway_args, maas_latency, timeout)).await
 }
 
 async fn run_inner(
     plan: RunPlan,
     gateway_args: &[String],
+    maas_latency: &LatencyProfile,
     timeout: Duration,
 ) -> Result<BenchResult> {
     let harness = Harness::start(HarnessConfig {
@@ -34,6 +42,7 @@ async fn run_inner(
         log_filter: "warn".into(),
         audit_log: true,
         gateway_args: gateway_args.to_vec(),
+        maas_latency: maas_latency.clone(),
         ..HarnessConfig::default()
     })
     .await?;

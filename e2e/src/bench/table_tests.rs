@@ -178,7 +178,17 @@ fn the_report_holds_every_table_of_the_detail_run() {
         binaries: "release build".into(),
         cores: 2,
         generated: "2026-12-01T10:00:00Z".into(),
+        maas_latency: None,
     };
+    let slow = ReportContext {
+        maas_latency: Some("region".into()),
+        ..context.clone()
+    };
+    let heading = report(&[null.clone(), ours.clone()], &slow);
+    assert!(
+        heading.starts_with("# Provisioning benchmark, MAAS with the `region` latency profile\n"),
+        "{heading}"
+    );
     let text = report(&[null, ours], &context);
     assert!(text.starts_with(HEADING), "{text}");
     assert!(text.contains("release build; 2 cores"), "{text}");
@@ -222,6 +232,23 @@ fn the_other_sections_of_the_results_file_are_kept() {
     assert_eq!(
         merge_report("new", "# Chaos run\nx\n"),
         "new\n\n# Chaos run\nx\n"
+    );
+    // A run against a slow MAAS has its own section, after the other provisioning one; each
+    // run replaces only its own.
+    let slow = "# Provisioning benchmark, MAAS with the `region` latency profile\n\nslow\n";
+    let both = merge_report(slow, old);
+    assert_eq!(
+        both,
+        format!(
+            "# Provisioning benchmark\n\nold numbers\n\n## old sub\n\n{slow}\n# Chaos run\n\nchaos\n\n# data-controller\n\ndata\n"
+        )
+    );
+    let again = merge_report("# Provisioning benchmark\n\nnew\n", &both);
+    assert_eq!(
+        again,
+        format!(
+            "# Provisioning benchmark\n\nnew\n\n{slow}\n# Chaos run\n\nchaos\n\n# data-controller\n\ndata\n"
+        )
     );
 }
 

@@ -1,5 +1,6 @@
 //! `just bench` (provisioning part): 200 machines with 0–2 s, 30 s ± 30 % and
-//! 120 s ± 30 % simulated deployments and 50 with instant ones, each size also with the null
+//! 120 s ± 30 % simulated deployments, 50 with instant ones and 1,000 with 0–2 s, each size
+//! also with the null
 //! provider (the ceiling of the test world). Prints the report and writes it to
 //! `e2e/bench-results.md`, keeping the file's other sections.
 //!
@@ -8,7 +9,8 @@
 //! instant). `CAPMAAS_BENCH_TIMEOUT` (seconds, default 1800) bounds each run.
 //! `CAPMAAS_BENCH_GATEWAY_ARGS` (flags separated by spaces, e.g. `--maas-rate-limit=1000`) runs
 //! the gateway with flags other than its defaults, for what-if measurements; the report names
-//! them.
+//! them. `CAPMAAS_BENCH_MAAS` (`none`, `region`, or a JSON profile file; see docs/maas-sim.md)
+//! makes the simulated MAAS answer as slowly as a real region does; the report names it.
 #![allow(clippy::print_stdout)]
 
 use std::time::Duration;
@@ -33,6 +35,8 @@ async fn main() -> Result<(), capmaas_e2e::Error> {
         .split_whitespace()
         .map(str::to_owned)
         .collect();
+    let maas = std::env::var("CAPMAAS_BENCH_MAAS").unwrap_or_else(|_| "none".to_owned());
+    let maas_latency = maas_sim::LatencyProfile::named(&maas)?;
     let binaries = capmaas_e2e::harness::bin_dir();
     let mut results = Vec::new();
     let mut ceilings_done = Vec::new();
@@ -49,19 +53,21 @@ async fn main() -> Result<(), capmaas_e2e::Error> {
             "provisioning {machines} machines, {} simulated deployments ...",
             deploy.label()
         );
-        let result = run(RunPlan { machines, deploy }, &gateway_args, timeout).await?;
+        let plan = RunPlan { machines, deploy };
+        let result = run(plan, &gateway_args, &maas_latency, timeout).await?;
         print_done(&result);
         results.push(result);
     }
+    let mut setup = vec![describe_binaries(&binaries, &capmaas_testenv::repo_root())];
+    if !gateway_args.is_empty() {
+        let flags = gateway_args.join(" ");
+        setup.push(format!(
+            "the gateway run with `{flags}` (`CAPMAAS_BENCH_GATEWAY_ARGS`)"
+        ));
+    }
     let context = capmaas_e2e::bench::ReportContext {
-        binaries: match gateway_args.as_slice() {
-            [] => describe_binaries(&binaries, &capmaas_testenv::repo_root()),
-            flags => format!(
-                "{}, the gateway run with `{}` (`CAPMAAS_BENCH_GATEWAY_ARGS`)",
-                describe_binaries(&binaries, &capmaas_testenv::repo_root()),
-                flags.join(" ")
-            ),
-        },
+        binaries: setup.join(", "),
+        maas_latency: (!maas_latency.is_none()).then(|| maas.clone()),
         cores: std::thread::available_parallelism().map_or(0, std::num::NonZero::get),
         generated: k8s_openapi::jiff::Timestamp::now()
             .round(k8s_openapi::jiff::Unit::Second)
