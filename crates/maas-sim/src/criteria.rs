@@ -165,6 +165,11 @@ fn strings(params: &Params, key: &str) -> Vec<String> {
         .collect()
 }
 
+/// Every value of `key`, exactly as sent (Django's `UnconstrainedMultipleChoiceField`).
+fn exact_strings(params: &Params, key: &str) -> Vec<String> {
+    params.all(key).into_iter().map(ToOwned::to_owned).collect()
+}
+
 /// Tag lists may also be comma or space separated.
 fn tag_list(params: &Params, key: &str) -> Vec<String> {
     params
@@ -297,8 +302,10 @@ pub(crate) fn parse(params: &Params, world: &World, mode: Mode) -> Result<Criter
         ..Criteria::default()
     };
     if mode == Mode::List {
-        c.agent_names = strings(params, "agent_name");
-        c.not_agent_names = strings(params, "not_agent_name");
+        // `ReadNodesForm` takes these as sent (no trimming; an empty value matches the empty
+        // agent name of unallocated machines) and matches any of them exactly (`agent_name__in`).
+        c.agent_names = exact_strings(params, "agent_name");
+        c.not_agent_names = exact_strings(params, "not_agent_name");
         for (key, target) in [
             ("status", &mut c.statuses),
             ("not_status", &mut c.not_statuses),

@@ -115,6 +115,20 @@ impl ApiError {
         }
     }
 
+    /// 400 of a `CharField(max_length=limit)` given a longer value, in Django's words
+    /// (`MaxLengthValidator`, run by `full_clean` when a MAAS model saves). The length is in
+    /// characters (code points, as Python counts), not bytes.
+    pub(crate) fn check_max_length(field: &str, limit: usize, value: &str) -> Result<(), Self> {
+        let count = value.chars().count();
+        if count > limit {
+            return Err(Self::field(
+                field,
+                format!("Ensure this value has at most {limit} characters (it has {count})."),
+            ));
+        }
+        Ok(())
+    }
+
     /// 400 of a form field left out or empty, in Django's words.
     pub(crate) fn required(field: &str) -> Self {
         Self::field(field, "This field is required.")

@@ -84,13 +84,7 @@ fn parse_ip(call: &Call<'_>, key: &str, current: Option<IpAddr>) -> Result<IpAdd
 
 fn comment(call: &Call<'_>, current: &str) -> Result<String, ApiError> {
     let text = call.params.get("comment").unwrap_or(current).to_owned();
-    let count = text.chars().count();
-    if count > 255 {
-        return Err(ApiError::field(
-            "comment",
-            format!("Ensure this value has at most 255 characters (it has {count})."),
-        ));
-    }
+    ApiError::check_max_length("comment", 255, &text)?;
     Ok(text)
 }
 

@@ -8,7 +8,7 @@ use crate::error::ApiError;
 use crate::model::{
     Outcome, Pending, PendingKind, PendingPower, PowerState, ReleaseRecord, ReleaseResult,
 };
-use crate::params::decode_base64_lenient;
+use crate::params::{Params, decode_base64_lenient};
 use crate::render;
 use crate::status::NodeStatus;
 use crate::world::{World, finalize_release, settle_release};
@@ -44,6 +44,19 @@ impl ReleaseFlags {
             (true, false) => EraseMode::Full,
         }
     }
+}
+
+/// MAAS's limit on `agent_name` (`Node.agent_name`, `CharField(max_length=255)`).
+const AGENT_NAME_MAX_CHARS: usize = 255;
+
+/// The `agent_name` of an allocation (allocate, or the implicit allocation of deploy): the
+/// last value sent, `""` when none. MAAS takes it as is and checks it only when the allocation
+/// saves the machine (`CleanSave` runs `full_clean`): longer than 255 characters is a 400 on
+/// `agent_name` and the allocation rolls back, so call this before [`acquire`] changes anything.
+pub(crate) fn allocation_agent_name(params: &Params) -> Result<String, ApiError> {
+    let agent_name = params.get("agent_name").unwrap_or_default();
+    ApiError::check_max_length("agent_name", AGENT_NAME_MAX_CHARS, agent_name)?;
+    Ok(agent_name.to_owned())
 }
 
 /// Takes a Ready machine for `user` (allocate, or the implicit allocation of deploy).
@@ -209,6 +222,25 @@ pub(super) fn deploy(call: &mut Call<'_>) -> Result<Reply, ApiError> {
         ));
     }
     // Validate everything first: a failed deploy rolls back its implicit allocation too.
+    // In MAAS's order: the allocation options (`get_allocation_options`), then the implicit
+    // allocation of a Ready machine (owner check, `agent_name` checked as it saves), then the
+    // image and kernel.
+    let ephemeral = call.params.bool("ephemeral_deploy")?;
+    let hw_sync = call.params.bool("enable_hw_sync")?;
+    let allocation = if status == NodeStatus::Ready {
+        if call.world.machines[index]
+            .owner
+            .as_deref()
+            .is_some_and(|o| o != call.caller.username)
+        {
+            return Err(ApiError::forbidden_empty());
+        }
+        let agent_name = allocation_agent_name(call.params)?;
+        let comment = call.params.get("comment").unwrap_or_default().to_owned();
+        Some((agent_name, comment))
+    } else {
+        None
+    };
     let (osystem, series) = resolve_image(
         call.world,
         call.params.get("distro_series").unwrap_or_default(),
@@ -234,18 +266,7 @@ pub(super) fn deploy(call: &mut Call<'_>) -> Result<Reply, ApiError> {
     let user_data = call.params.get_nonempty("user_data").map(|text| {
         decode_base64_lenient(text.as_bytes()).unwrap_or_else(|_| text.as_bytes().to_vec())
     });
-    let ephemeral = call.params.bool("ephemeral_deploy")?;
-    let hw_sync = call.params.bool("enable_hw_sync")?;
-    if status == NodeStatus::Ready {
-        if call.world.machines[index]
-            .owner
-            .as_deref()
-            .is_some_and(|o| o != call.caller.username)
-        {
-            return Err(ApiError::forbidden_empty());
-        }
-        let agent_name = call.params.get("agent_name").unwrap_or_default().to_owned();
-        let comment = call.params.get("comment").unwrap_or_default().to_owned();
+    if let Some((agent_name, comment)) = allocation {
         acquire(
             call.world,
             index,

@@ -55,7 +55,9 @@ fn allocate(call: &mut Call<'_>) -> Result<Reply, ApiError> {
         )));
     };
     if !dry_run {
-        let agent_name = call.params.get("agent_name").unwrap_or_default().to_owned();
+        // Checked as MAAS does, when the allocation saves the chosen machine: after the 409s,
+        // never for a dry run, and before anything changes.
+        let agent_name = machine_ops::allocation_agent_name(call.params)?;
         let comment = call.params.get("comment").unwrap_or_default().to_owned();
         machine_ops::acquire(call.world, index, &caller.username, &agent_name, &comment);
     }
