@@ -52,6 +52,14 @@ impl MaasClient {
         Ok(list)
     }
 
+    /// `GET /machines/?op=list_allocated`: the machines allocated to the user of this API key,
+    /// decoded machine by machine as [`Self::list_machines_lenient`] does.
+    pub async fn list_allocated_lenient(&self) -> Result<MachineList, MaasError> {
+        let call =
+            Call::get("machines.list_allocated", collection("machines")).op("list_allocated");
+        self.json(call).await
+    }
+
     /// `GET /machines/{system_id}/`.
     pub async fn get_machine(&self, system_id: &str) -> Result<Machine, MaasError> {
         self.get_json("machines.get", machine_path(system_id)?)
