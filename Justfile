@@ -81,6 +81,7 @@ bench: testenv
     cargo build --release --workspace --bins
     CAPMAAS_BIN_DIR=target/release cargo run --release -q -p capmaas-e2e --bin bench
     CAPMAAS_BENCH_MAAS=region CAPMAAS_BENCH_SIZES=200 CAPMAAS_BENCH_DEPLOYS=0 CAPMAAS_BIN_DIR=target/release cargo run --release -q -p capmaas-e2e --bin bench
+    CAPMAAS_BENCH_GATEWAY_ARGS=--maas-workload-annotations CAPMAAS_BENCH_SIZES=200 CAPMAAS_BENCH_DEPLOYS=0 CAPMAAS_BIN_DIR=target/release cargo run --release -q -p capmaas-e2e --bin bench
 
 # Chaos run (issue #10): 200 machines under kills and MAAS faults, then 100, then none; fails
 # on any harm. A random controller is SIGKILLed and restarted every 5 s; MAAS fails 10 % of

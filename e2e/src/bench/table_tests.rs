@@ -179,6 +179,7 @@ fn the_report_holds_every_table_of_the_detail_run() {
         cores: 2,
         generated: "2026-12-01T10:00:00Z".into(),
         maas_latency: None,
+        gateway_args: None,
     };
     let slow = ReportContext {
         maas_latency: Some("region".into()),
@@ -187,6 +188,15 @@ fn the_report_holds_every_table_of_the_detail_run() {
     let heading = report(&[null.clone(), ours.clone()], &slow);
     assert!(
         heading.starts_with("# Provisioning benchmark, MAAS with the `region` latency profile\n"),
+        "{heading}"
+    );
+    let flagged = ReportContext {
+        gateway_args: Some("--maas-workload-annotations".into()),
+        ..slow.clone()
+    };
+    let heading = report(&[null.clone(), ours.clone()], &flagged);
+    assert!(
+        heading.starts_with("# Provisioning benchmark, MAAS with the `region` latency profile, the gateway run with `--maas-workload-annotations`\n"),
         "{heading}"
     );
     let text = report(&[null, ours], &context);

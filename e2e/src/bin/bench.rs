@@ -7,7 +7,8 @@
 //! `CAPMAAS_BENCH_SIZES=50,200` and `CAPMAAS_BENCH_DEPLOYS=0,30,120` narrow it (every size
 //! with every deployment time; `0` is 0–2 s, `N` is N s ± 30 %, `N:P` is N s ± P %, `0:0`
 //! instant). `CAPMAAS_BENCH_TIMEOUT` (seconds, default 1800) bounds each run.
-//! `CAPMAAS_BENCH_GATEWAY_ARGS` (flags separated by spaces, e.g. `--maas-rate-limit=1000`) runs
+//! `CAPMAAS_BENCH_GATEWAY_ARGS` (flags separated by spaces, e.g. `--maas-workload-annotations`;
+//! the section is then its own) runs
 //! the gateway with flags other than its defaults, for what-if measurements; the report names
 //! them. `CAPMAAS_BENCH_MAAS` (`none`, `region`, or a JSON profile file; see docs/maas-sim.md)
 //! makes the simulated MAAS answer as slowly as a real region does; the report names it.
@@ -68,6 +69,7 @@ async fn main() -> Result<(), capmaas_e2e::Error> {
     let context = capmaas_e2e::bench::ReportContext {
         binaries: setup.join(", "),
         maas_latency: (!maas_latency.is_none()).then(|| maas.clone()),
+        gateway_args: (!gateway_args.is_empty()).then(|| gateway_args.join(" ")),
         cores: std::thread::available_parallelism().map_or(0, std::num::NonZero::get),
         generated: k8s_openapi::jiff::Timestamp::now()
             .round(k8s_openapi::jiff::Unit::Second)
