@@ -577,6 +577,7 @@ async fn argocd_and_clusterctl_output_pass_server_side_dry_runs() {
         settings(&[
             ("--maas-allow-insecure-http", "true"),
             ("--maas-rate-limit", "20"),
+            ("--maas-workload-annotations", "false"),
             ("MAAS_CA_FILE", "/etc/capmaas/maas/ca.crt"),
             ("RUST_LOG", "info"),
         ])
@@ -588,7 +589,7 @@ async fn argocd_and_clusterctl_output_pass_server_side_dry_runs() {
 
     // Each of them is a clusterctl variable.
     let configured = Repository::render(&format!(
-        "{CAPMAAS_VARIABLES}MAAS_ALLOW_INSECURE_HTTP: \"false\"\nMAAS_CA_CERT_B64: Y2E=\nCAPMAAS_INSTALLATION_ID: lab-1\nMAAS_RATE_LIMIT: \"50\"\nCAPMAAS_LOG_LEVEL: debug\nMAAS_IMPORT_POOLS_ON_DEMAND: \"false\"\nMAAS_DNS_DOMAINS: maas,example.com\n"
+        "{CAPMAAS_VARIABLES}MAAS_ALLOW_INSECURE_HTTP: \"false\"\nMAAS_CA_CERT_B64: Y2E=\nCAPMAAS_INSTALLATION_ID: lab-1\nMAAS_RATE_LIMIT: \"50\"\nMAAS_WORKLOAD_ANNOTATIONS: \"true\"\nCAPMAAS_LOG_LEVEL: debug\nMAAS_IMPORT_POOLS_ON_DEMAND: \"false\"\nMAAS_DNS_DOMAINS: maas,example.com\n"
     ));
     let docs = documents(&configured.clusterctl(&[
         "generate",
@@ -606,6 +607,7 @@ async fn argocd_and_clusterctl_output_pass_server_side_dry_runs() {
         settings(&[
             ("--maas-allow-insecure-http", "false"),
             ("--maas-rate-limit", "50"),
+            ("--maas-workload-annotations", "true"),
             ("CAPMAAS_DNS_DOMAINS", "maas,example.com"),
             ("CAPMAAS_INSTALLATION_ID", "lab-1"),
             ("MAAS_CA_FILE", "/etc/capmaas/maas/ca.crt"),

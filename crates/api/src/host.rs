@@ -247,7 +247,9 @@ pub struct HostInterface {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct HostAllocation {
-    /// `agent_name` given to MAAS: identifies this installation.
+    /// The identity given to MAAS as the allocation's `agent_name`:
+    /// `<installation>;<namespace>/<host>;<release policy>` (the installation id alone for an
+    /// allocation made by an earlier version).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent_name: Option<String>,
     /// UID of the consumer the machine was allocated for.

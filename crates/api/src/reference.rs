@@ -66,7 +66,7 @@ non-empty the endpoint is immutable.
 - **`clusterctl move`.** `MaasDataTemplate`, `MaasIPPool` and `MaasInventory` carry \
 `clusterctl.cluster.x-k8s.io/move` because no owner chain from a Cluster reaches them. `MaasHost` does not: \
 hosts mirror MAAS and are imported again by the target's `MaasInventory`; moving them would copy stale \
-status and claims. The claim survives in MAAS (`agent_name`, workload annotations) and in the moved \
+status and claims. The claim survives in MAAS (the allocation's identity in `agent_name`, which names the host) and in the moved \
 `MaasMachine` (`spec.systemID`, `spec.providerID`), which claims the host of its `spec.systemID` again; \
 the gateway finds the machine deployed, so nothing is redeployed or released. Objects the move deletes \
 from the source (annotation `clusterctl.cluster.x-k8s.io/delete-for-move`) only lose their finalizers: no \

@@ -36,6 +36,9 @@ pub const ENV_MAAS_CA_FILE: &str = "MAAS_CA_FILE";
 pub const ENV_INSTALLATION_ID: &str = "CAPMAAS_INSTALLATION_ID";
 /// Environment variable equivalent of `--maas-rate-limit`.
 pub const ENV_MAAS_RATE_LIMIT: &str = "MAAS_RATE_LIMIT";
+/// Environment variable equivalent of `--maas-workload-annotations` (`true` or `false`), set by
+/// the clusterctl variable `MAAS_WORKLOAD_ANNOTATIONS`.
+pub const ENV_MAAS_WORKLOAD_ANNOTATIONS: &str = "MAAS_WORKLOAD_ANNOTATIONS";
 
 /// The gateway's own flags (the shared ones are [`CommonArgs`](capmaas_runtime::CommonArgs)).
 /// The binary's `about` is the package description.
@@ -73,7 +76,8 @@ pub struct GatewayArgs {
     )]
     pub maas_allow_insecure_http: bool,
 
-    /// Identifies this installation in MAAS: the `agent_name` of every allocation. Default:
+    /// Identifies this installation in MAAS: the first part of every allocation's `agent_name`
+    /// (`<installation>;<namespace>/<host>;<release policy>`). Default:
     /// `capmaas-<namespace of this pod>` (also when the variable is empty).
     #[arg(long, env = ENV_INSTALLATION_ID, value_name = "ID")]
     pub installation_id: Option<String>,
@@ -122,6 +126,21 @@ pub struct GatewayArgs {
     /// consumer to decide.
     #[arg(long, value_name = "N", default_value_t = 2)]
     pub deploy_retries: u32,
+
+    /// Give each allocation MAAS workload annotations naming its MaasHost, consumer and release
+    /// policy, for people reading MAAS (one more MAAS call per machine, sent after the deploy at
+    /// the lowest priority). Nothing depends on them: an allocation is recognised by its
+    /// `agent_name`.
+    #[arg(
+        long,
+        env = ENV_MAAS_WORKLOAD_ANNOTATIONS,
+        value_name = "BOOL",
+        num_args = 0..=1,
+        default_value_t = false,
+        default_missing_value = "true",
+        action = clap::ArgAction::Set
+    )]
+    pub maas_workload_annotations: bool,
 
     /// The MAAS DNS domains MaasDNSRecords may publish names in, comma-separated
     /// (`maas,example.com`). A record in another domain is refused (`DNSDomainNotAllowed`) and
@@ -202,7 +221,7 @@ impl ConfigError {
 pub struct GatewayConfig {
     /// MAAS client settings (endpoint, key, TLS, concurrency).
     pub maas: MaasConfig,
-    /// `agent_name` of our allocations.
+    /// The installation part of our allocations' `agent_name`.
     pub installation_id: String,
     /// Namespace of the host bindings.
     pub binding_namespace: String,
@@ -220,6 +239,8 @@ pub struct GatewayConfig {
     pub observe_interval: Duration,
     /// Deployment retries after a failure.
     pub deploy_retries: u32,
+    /// `--maas-workload-annotations`.
+    pub workload_annotations: bool,
     /// The endpoint is `http://` and `--maas-allow-insecure-http` accepted it.
     pub insecure_http: bool,
     /// `--dns-domains`.
@@ -346,6 +367,7 @@ impl GatewayConfig {
             release_unclaimed_after: args.release_unclaimed_after.filter(|d| !d.is_zero()),
             observe_interval: args.maas_observe_interval,
             deploy_retries: args.deploy_retries,
+            workload_annotations: args.maas_workload_annotations,
             insecure_http,
             dns_domains: AllowedDomains::parse(&args.dns_domains),
         })

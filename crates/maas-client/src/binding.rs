@@ -55,7 +55,8 @@ pub fn holder_identity(namespace: &str, name: &str) -> String {
     format!("{namespace}/{name}")
 }
 
-fn hex(bytes: &[u8], len: usize) -> String {
+/// The first `len` hex digits of `bytes`.
+pub(crate) fn hex(bytes: &[u8], len: usize) -> String {
     bytes
         .iter()
         .flat_map(|b| [b >> 4, b & 0xf])
@@ -279,9 +280,15 @@ impl<'a> Bindings<'a> {
     }
 
     /// Deletes bindings whose holder is gone and that are older than [`TAKEOVER_GRACE`], within
-    /// the namespaces this gateway watches; returns how many were deleted. Each delete carries
+    /// the namespaces this gateway watches, except those of machines still `allocated` to this
+    /// installation (an orphan is recognised by the host its binding names, until the sweeper
+    /// has released it); returns how many were deleted. Each delete carries
     /// the resourceVersion it was decided from, so a binding taken in between is kept.
-    pub async fn collect_stale(self, bindings: &[Arc<Lease>]) -> Result<usize> {
+    pub async fn collect_stale(
+        self,
+        bindings: &[Arc<Lease>],
+        allocated: &std::collections::BTreeSet<String>,
+    ) -> Result<usize> {
         let api: Api<Lease> = Api::namespaced(self.client.clone(), self.namespace);
         let mut deleted = 0;
         for lease in bindings {
@@ -295,6 +302,10 @@ impl<'a> Bindings<'a> {
             let (true, Some(system_id)) = (in_scope, system_id) else {
                 continue;
             };
+            // Still allocated to us: the binding names the host its identity was built from.
+            if allocated.contains(&system_id) {
+                continue;
+            }
             let known_alive = holder
                 .split_once('/')
                 .and_then(|(ns, name)| self.hosts.get(&ObjectRef::new(name).within(ns)))

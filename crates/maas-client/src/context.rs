@@ -17,7 +17,7 @@ use crate::maas::Maas;
 /// Settings the reconcilers need.
 #[derive(Debug, Clone)]
 pub struct Settings {
-    /// `agent_name` of our allocations.
+    /// The installation part of our allocations' `agent_name`.
     pub installation_id: String,
     /// Namespace of the host bindings ([`crate::binding`]).
     pub binding_namespace: String,
@@ -25,6 +25,8 @@ pub struct Settings {
     pub inventory_sync_interval: Option<Duration>,
     /// Deployment retries after a failure.
     pub deploy_retries: u32,
+    /// `--maas-workload-annotations`: allocations get workload annotations for people.
+    pub workload_annotations: bool,
     /// Orphan sweep period.
     pub orphan_sweep_interval: Duration,
     /// Grace period before an unclaimed allocation is released.
@@ -90,6 +92,7 @@ impl Settings {
             binding_namespace: config.binding_namespace.clone(),
             inventory_sync_interval: config.inventory_sync_interval,
             deploy_retries: config.deploy_retries,
+            workload_annotations: config.workload_annotations,
             orphan_sweep_interval: config.orphan_sweep_interval,
             orphan_grace_period: config.orphan_grace_period,
             release_unclaimed_after: config.release_unclaimed_after,

@@ -162,8 +162,30 @@ impl Maas {
         system_id: Option<&str>,
         call: impl Future<Output = Result<T, MaasError>>,
     ) -> Result<Timed<T>, MaasError> {
+        self.write_in(operation, system_id, Lane::InTurn, call)
+            .await
+    }
+
+    /// [`Self::write`] of a call for people ([`Lane::Background`]).
+    async fn write_background<T>(
+        &self,
+        operation: &'static str,
+        system_id: Option<&str>,
+        call: impl Future<Output = Result<T, MaasError>>,
+    ) -> Result<Timed<T>, MaasError> {
+        self.write_in(operation, system_id, Lane::Background, call)
+            .await
+    }
+
+    async fn write_in<T>(
+        &self,
+        operation: &'static str,
+        system_id: Option<&str>,
+        lane: Lane,
+        call: impl Future<Output = Result<T, MaasError>>,
+    ) -> Result<Timed<T>, MaasError> {
         in_call_span(operation, system_id, async {
-            let sent = self.permit(operation, Lane::InTurn).await;
+            let sent = self.permit(operation, lane).await;
             self.fence.check().map_err(|_| MaasError::Fenced)?;
             tokio::select! {
                 biased;
@@ -210,6 +232,12 @@ impl Maas {
                 |client| client.list_machines_lenient(filter)
         }
 
+        /// `GET /machines/?op=list_allocated`, decoded machine by machine.
+        fn list_allocated_lenient() -> Timed<MachineList> {
+            read("list_allocated_lenient", None, Lane::Listing)
+                |client| client.list_allocated_lenient()
+        }
+
         /// `GET /machines/{id}/`.
         fn get_machine(system_id: &str) -> Timed<Machine> {
             read("get_machine", Some(system_id), Lane::InTurn)
@@ -243,12 +271,12 @@ impl Maas {
                 |client| client.power_off(system_id, StopMode::Hard, Some(comment))
         }
 
-        /// Sets workload annotations.
+        /// Sets workload annotations: for people, so in the background lane.
         fn set_workload_annotations(
             system_id: &str,
             annotations: &BTreeMap<String, String>
         ) -> Timed<Machine> {
-            write("set_workload_annotations", Some(system_id))
+            write_background("set_workload_annotations", Some(system_id))
                 |client| client.set_workload_annotations(system_id, annotations)
         }
 
@@ -384,22 +412,16 @@ mod tests {
         );
     }
 
-    #[tokio::test]
-    async fn calls_for_one_machine_take_turns_and_listings_go_ahead() {
-        // 5 requests/s: the burst is spent first, then one token every 200 ms.
+    /// The order in which calls asked 20 ms apart, in `lanes`, got their token at 5 requests/s
+    /// with the burst spent first (one token every 200 ms).
+    async fn token_order(lanes: [(&'static str, Lane); 5]) -> Vec<&'static str> {
         let maas = Maas::new(unreachable_maas().client, NonZeroU32::MIN.saturating_add(4));
         for _ in 0..5 {
             maas.permit("burst", Lane::InTurn).await;
         }
         let order = Arc::new(std::sync::Mutex::new(Vec::new()));
         let mut waiters = Vec::new();
-        for (name, lane) in [
-            ("first", Lane::InTurn),
-            ("second", Lane::InTurn),
-            ("third", Lane::InTurn),
-            ("fourth", Lane::InTurn),
-            ("listing", Lane::Listing),
-        ] {
+        for (name, lane) in lanes {
             let (maas, order) = (maas.clone(), order.clone());
             waiters.push(tokio::spawn(async move {
                 maas.permit(name, lane).await;
@@ -411,7 +433,19 @@ mod tests {
         for waiter in waiters {
             waiter.await.unwrap();
         }
-        let order = order.lock().unwrap().clone();
+        order.lock().unwrap().clone()
+    }
+
+    #[tokio::test]
+    async fn calls_for_one_machine_take_turns_and_listings_go_ahead() {
+        let order = token_order([
+            ("first", Lane::InTurn),
+            ("second", Lane::InTurn),
+            ("third", Lane::InTurn),
+            ("fourth", Lane::InTurn),
+            ("listing", Lane::Listing),
+        ])
+        .await;
         let position = |name| order.iter().position(|n| *n == name).unwrap();
         assert!(
             position("first") < position("second")
@@ -421,6 +455,20 @@ mod tests {
         );
         // The listing asked last and takes one of the next two tokens.
         assert!(position("listing") < position("third"), "{order:?}");
+    }
+
+    #[tokio::test]
+    async fn a_call_for_people_waits_until_no_call_for_a_machine_does() {
+        // Asked first, while the burst is spent: it still goes after the calls queued behind.
+        let order = token_order([
+            ("annotations", Lane::Background),
+            ("allocate", Lane::InTurn),
+            ("deploy", Lane::InTurn),
+            ("release", Lane::InTurn),
+            ("listing", Lane::Listing),
+        ])
+        .await;
+        assert_eq!(order.last(), Some(&"annotations"), "{order:?}");
     }
 
     #[tokio::test]

@@ -1,28 +1,37 @@
 //! Adoption and the orphan sweeper.
 //!
 //! At the start of every leadership term, and then periodically, one call lists the MAAS
-//! machines allocated with our agent_name. Each is matched to a MaasHost by system id; a
-//! machine claimed by a consumed host that asks for provisioning is adopted (the host
-//! controller records it). Any other is an orphan: after the grace period (it may be a host
-//! being created or an allocation about to be recorded) it is released, with the erase the
-//! host's release policy asked for: the policy is recorded on the MAAS machine itself (workload
-//! annotations, see [`crate::host::annotations`]), so it is found although the host is gone;
-//! without a record the erase is the safest ([`ann::SAFEST_ERASE`]). A release that failed
-//! (5xx, Releasing failed, Failed disk erasing: MAAS keeps our agent_name until an erase
-//! succeeds) is sent again on a later pass with the same flags.
+//! machines allocated to our MAAS user (`op=list_allocated`), and the gateway picks out its own
+//! ([`crate::host::allocations`]). MAAS never shows an allocation's `agent_name`, it only filters on it by
+//! exact match, so an allocation is recognised by rebuilding its identity
+//! ([`crate::host::identity`]): the machine of a host the gateway watches is looked up with
+//! that host's identities (one call, any of the values), and for an orphan the release policy
+//! it carries is found by asking for each in turn. Allocations of the previous version carry the
+//! bare installation id and workload annotations naming the host; those are recognised by
+//! their annotations, or by the bare id for the machine of a watched host.
+//!
+//! Each allocation of ours is matched to a MaasHost by system id; a machine claimed by a
+//! consumed host that asks for provisioning is adopted (the host controller records it). Any
+//! other is an orphan: after the grace period (it may be a host being created or an allocation
+//! about to be recorded) it is released, with the erase its identity (or its annotations)
+//! records, so it is found although no host asks for it any more; without a record the erase
+//! is the safest ([`ann::SAFEST_ERASE`]). A release that failed (5xx, Releasing failed, Failed
+//! disk erasing: MAAS keeps the agent_name until an erase succeeds) is sent again on a later
+//! pass with the same flags.
 //!
 //! Scope: a gateway watching one namespace sees only that namespace's hosts, while other
-//! gateways (or itself before a re-scope) may hold allocations with the same agent_name for
+//! gateways (or itself before a re-scope) may hold allocations of the same installation for
 //! hosts of other namespaces. It adopts or releases only the machines it can prove are its
-//! own: those whose workload annotations record a host ([`ann::HOST`], `<namespace>/<name>`)
-//! in the namespace it watches, or, with no record (allocated, then the gateway died before
-//! annotating it), whose system id is one of the hosts it watches. Any other (recorded for
-//! another namespace, or unrecorded and not a machine of its hosts) is left alone and reported
-//! once ([`SweepScope`]). A cluster-wide gateway sees every namespace of its cluster, but not
-//! the other management clusters that may share the MAAS and the installation id (the source
-//! or target of a `clusterctl move`, with the provider installed there before the move): it
-//! adopts or releases the allocations recorded for a host of a namespace it serves (one with
-//! MaasHosts), or unrecorded ones of its hosts' machines, and leaves the others alone as well.
+//! own: those whose identity or annotations record a host (`<namespace>/<name>`) in the
+//! namespace it watches, or, with no host recorded (a previous-version allocation whose gateway
+//! died before annotating it), whose system id is one of the hosts it watches. An annotated one
+//! recorded for another namespace is left alone and reported once ([`SweepScope`]); an identity
+//! for a host the gateway does not watch cannot be rebuilt, so such an allocation is never
+//! touched. A cluster-wide gateway sees every namespace of its cluster, but not the other
+//! management clusters that may share the MAAS and the installation id (the source or target of
+//! a `clusterctl move`, with the provider installed there before the move): it adopts or
+//! releases the allocations recorded for a host of a namespace it serves (one with MaasHosts),
+//! or unrecorded ones of its hosts' machines, and leaves the others alone as well.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -30,12 +39,13 @@ use std::time::{Duration, Instant};
 
 use capmaas_api::MaasHost;
 use kube::Resource;
-use maas_api_client::{Machine, MachineFilter, MachineStatus, ReleaseRequest};
+use maas_api_client::{Machine, MachineStatus, ReleaseRequest};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use crate::binding::Bindings;
 use crate::context::Gateway;
+use crate::host::allocations::{Identified, recognise};
 use crate::host::annotations as ann;
 use crate::host::state::recorded_allocation;
 
@@ -146,7 +156,8 @@ impl SweepScope {
 
 /// Decides which of our allocations are claimed, and which orphans to release.
 ///
-/// `ours` are the machines MAAS lists with our agent_name (`installation`); `claimed` the
+/// `ours` are the machines recognised as allocations of `installation` ([`crate::host::allocations`]), and
+/// `identified` what their identities told about those that carry no annotations; `claimed` the
 /// system ids of consumed hosts with `provisioning` set; `unclaimed` the hosts
 /// (`<namespace>/<name>`) that ask for no deployment and recorded no allocation: an allocation
 /// recorded for one of them was made for that host by another MaasHost object (the management
@@ -160,6 +171,7 @@ impl SweepScope {
 #[allow(clippy::too_many_arguments)] // The pure decision takes every input explicitly.
 pub fn plan_sweep(
     ours: &[Machine],
+    identified: &BTreeMap<String, Identified>,
     claimed: &BTreeSet<String>,
     unclaimed: &BTreeSet<String>,
     first_seen: &BTreeMap<String, Instant>,
@@ -171,7 +183,12 @@ pub fn plan_sweep(
     let mut plan = SweepPlan::default();
     for machine in ours {
         let id = &machine.system_id;
-        let recorded = machine.annotations().get(ann::HOST).map(String::as_str);
+        let identity = identified.get(id);
+        let recorded = machine
+            .annotations()
+            .get(ann::HOST)
+            .map(String::as_str)
+            .or_else(|| identity.and_then(|i| i.host.as_deref()));
         let visible = scope.sees(recorded, id);
         // Recorded for a host this gateway does not watch: never its own, claimed or not.
         let foreign = recorded.is_some() && !visible;
@@ -200,7 +217,11 @@ pub fn plan_sweep(
             );
             plan.release.push(OrphanRelease {
                 system_id: id.clone(),
-                request: ann::release_request(machine.annotations(), None, comment),
+                request: ann::release_request(
+                    machine.annotations(),
+                    identity.and_then(|i| i.release.as_ref()),
+                    comment,
+                ),
             });
         } else {
             plan.pending.insert(id.clone(), seen);
@@ -210,12 +231,15 @@ pub fn plan_sweep(
 }
 
 /// The hosts (`<namespace>/<name>`) asking for no deployment and recording no allocation of
-/// `installation`.
+/// `installation`, that are claimed or were never claimed here: a host with the finalizer and
+/// no claim was claimed here and let its allocation go (its record lost to a crash); it is not
+/// waiting for it.
 fn unclaimed_hosts(hosts: &[Arc<MaasHost>], installation: &str) -> BTreeSet<String> {
     hosts
         .iter()
         .filter(|h| h.spec.provisioning.is_none())
         .filter(|h| recorded_allocation(h, installation).is_none())
+        .filter(|h| h.spec.consumer_ref.is_some() || !crate::host::finalizer::present(h))
         .map(|h| host_key(h))
         .collect()
 }
@@ -244,6 +268,9 @@ pub struct SweepMemory {
     pub first_seen: BTreeMap<String, Instant>,
     /// Allocations left alone as not ours that were already reported.
     pub reported: BTreeSet<String>,
+    /// System ids of the allocations of ours the last pass found: their bindings are kept
+    /// until they are released, so an orphan whose host is gone stays recognisable.
+    pub allocated: BTreeSet<String>,
 }
 
 /// The allocations of `plan` left alone as not ours that were not reported by an earlier pass
@@ -270,17 +297,13 @@ pub async fn sweep_once(
     let installation = &gw.settings.installation_id;
     // Lenient: an allocation that does not decode is skipped (its state is unknown, so it is
     // never released) and reported; the others are swept.
-    let listing = gw
-        .maas
-        .list_machines_lenient(&MachineFilter::new().agent_name(installation.clone()))
-        .await?
-        .value;
+    let listing = gw.maas.list_allocated_lenient().await?.value;
     for skipped in &listing.skipped {
-        warn!(%skipped, "orphan sweep skipped an allocation of ours that does not decode");
+        warn!(%skipped, "orphan sweep skipped an allocation that does not decode");
     }
-    let ours = listing.machines;
     let hosts = gw.hosts.state();
     let claimed = claimed_system_ids(&hosts);
+    let (ours, identified) = recognise(gw, listing.machines, &hosts, &claimed).await?;
     let seen = hosts.iter().map(|h| {
         (
             h.meta().namespace.as_deref().unwrap_or_default(),
@@ -290,6 +313,7 @@ pub async fn sweep_once(
     let scope = SweepScope::new(gw.settings.namespace.as_deref(), seen);
     let plan = plan_sweep(
         &ours,
+        &identified,
         &claimed,
         &unclaimed_hosts(&hosts, installation),
         &memory.first_seen,
@@ -335,6 +359,7 @@ pub async fn sweep_once(
     Ok(SweepMemory {
         first_seen: plan.pending,
         reported,
+        allocated: ours.iter().map(|m| m.system_id.clone()).collect(),
     })
 }
 
@@ -350,7 +375,10 @@ pub async fn run(gw: Arc<Gateway>, cancel: CancellationToken) {
             Ok(next) => memory = next,
             Err(e) => warn!(error = %e, "orphan sweep failed"),
         }
-        match Bindings::of(&gw).collect_stale(&gw.bindings.state()).await {
+        match Bindings::of(&gw)
+            .collect_stale(&gw.bindings.state(), &memory.allocated)
+            .await
+        {
             Ok(0) => {}
             Ok(deleted) => info!(deleted, "deleted host bindings whose host is gone"),
             Err(e) => warn!(error = %e, "host binding collection failed"),

@@ -16,6 +16,7 @@ fn first_sweep(
 ) -> SweepPlan {
     plan_sweep(
         ours,
+        &BTreeMap::new(),
         claimed,
         &BTreeSet::new(),
         &BTreeMap::new(),
@@ -44,6 +45,7 @@ fn orphans_are_released_after_the_grace_period_only() {
     let seen = BTreeMap::from([("old".to_owned(), now.checked_sub(grace).unwrap())]);
     let plan = plan_sweep(
         &ours,
+        &BTreeMap::new(),
         &claimed,
         &BTreeSet::new(),
         &seen,
@@ -60,6 +62,7 @@ fn orphans_are_released_after_the_grace_period_only() {
     let claimed = BTreeSet::from(["claimed".to_owned(), "orphan".to_owned()]);
     let plan = plan_sweep(
         &ours[..2],
+        &BTreeMap::new(),
         &claimed,
         &BTreeSet::new(),
         &plan.pending,
@@ -204,6 +207,7 @@ fn a_scoped_gateway_adopts_and_releases_only_allocations_recorded_for_its_namesp
     // Never released after any grace period: out of scope is not a pending orphan.
     let later = plan_sweep(
         &ours,
+        &BTreeMap::new(),
         &claimed,
         &BTreeSet::new(),
         &plan.pending,
@@ -280,6 +284,7 @@ fn an_allocation_for_an_unclaimed_host_of_ours_waits_for_its_machine() {
     let unclaimed = BTreeSet::from(["ns/moved".to_owned(), "ns/bare".to_owned()]);
     let plan = plan_sweep(
         &ours,
+        &BTreeMap::new(),
         &BTreeSet::new(),
         &unclaimed,
         &BTreeMap::new(),
@@ -291,4 +296,73 @@ fn an_allocation_for_an_unclaimed_host_of_ours_waits_for_its_machine() {
     assert_eq!(plan.adopted, vec!["moved"]);
     // Nothing recorded on the machine: an allocation lost before its annotations, an orphan.
     assert_eq!(released(&plan), vec!["bare"]);
+}
+
+#[test]
+fn an_orphan_without_annotations_is_released_with_the_erase_its_identity_carries() {
+    let now = Instant::now();
+    let ours = [
+        machine("quick", 6),
+        machine("legacy", 6),
+        machine("other-ns", 6),
+    ];
+    let identified = BTreeMap::from([
+        (
+            "quick".to_owned(),
+            Identified {
+                host: Some("ns/quick".into()),
+                release: Some(ReleasePolicy {
+                    erase: EraseMode::Quick,
+                    force: true,
+                }),
+            },
+        ),
+        // The previous version's bare installation id: no host, no policy.
+        ("legacy".to_owned(), Identified::default()),
+        (
+            "other-ns".to_owned(),
+            Identified {
+                host: Some("elsewhere/other-ns".into()),
+                release: None,
+            },
+        ),
+    ]);
+    let scope = SweepScope::new(Some("ns"), [("ns", "quick"), ("ns", "legacy")]);
+    let plan = plan_sweep(
+        &ours,
+        &identified,
+        &BTreeSet::new(),
+        &BTreeSet::new(),
+        &BTreeMap::new(),
+        now,
+        Duration::ZERO,
+        "i",
+        &scope,
+    );
+    assert_eq!(released(&plan), vec!["quick", "legacy"]);
+    let quick = &plan.release[0].request;
+    assert!(quick.erase && quick.quick_erase && !quick.secure_erase && quick.force);
+    let legacy = &plan.release[1].request;
+    assert!(legacy.erase && legacy.secure_erase && !legacy.force);
+    // An identity for a host of another namespace is that namespace's gateway's.
+    assert_eq!(plan.not_ours.len(), 1);
+    assert_eq!(
+        plan.not_ours[0].recorded_host.as_deref(),
+        Some("elsewhere/other-ns")
+    );
+    // The same allocation, waiting for its host to be claimed again, is kept.
+    let unclaimed = BTreeSet::from(["ns/quick".to_owned()]);
+    let kept = plan_sweep(
+        &ours[..1],
+        &identified,
+        &BTreeSet::new(),
+        &unclaimed,
+        &BTreeMap::new(),
+        now,
+        Duration::ZERO,
+        "i",
+        &scope,
+    );
+    assert!(kept.release.is_empty());
+    assert_eq!(kept.adopted, vec!["quick"]);
 }

@@ -37,7 +37,8 @@ async fn import_then_provision_and_release() {
     let (env, client, ns) = api_server("gw").await;
     let sim = instant_sim(50).await;
     let state = sim.state();
-    let gateway = start_in_process(&env, &sim, &ns, &[]).await;
+    // With the workload annotations, for people reading MAAS: checked below.
+    let gateway = start_in_process(&env, &sim, &ns, &["--maas-workload-annotations"]).await;
     create_inventory(&client, &ns, "pool-default", "default").await;
 
     // Import: one host per machine, labels and status from MAAS.
@@ -185,7 +186,11 @@ async fn import_then_provision_and_release() {
     .await;
     let view = state.machine(&host_name).unwrap();
     assert_eq!(view.status, NodeStatus::Deployed);
-    assert_eq!(view.agent_name, INSTALLATION);
+    assert!(
+        is_identity_of(&view.agent_name, &ns, &host_name),
+        "{}",
+        view.agent_name
+    );
     assert_eq!(view.hostname, "node-m1");
     assert_eq!(
         view.user_data.as_deref(),
@@ -203,7 +208,8 @@ async fn import_then_provision_and_release() {
     let status = deployed.status.unwrap();
     assert_eq!(
         status.allocation.unwrap().agent_name.as_deref(),
-        Some(INSTALLATION)
+        Some(view.agent_name.as_str()),
+        "the identity MAAS holds is recorded"
     );
     assert_eq!(status.deployed_image.as_deref(), Some("ubuntu/jammy"));
     assert_eq!(status.hostname.as_deref(), Some("node-m1"));

@@ -74,7 +74,9 @@ async fn sigkill_at_every_step_deploys_exactly_once_and_leaks_nothing() {
     let log = dir.path().join("gateway.log");
     create_deployable_inventory(&client, &ns).await;
 
-    let mut child = spawn_binary(&sim, &env, &ns, &log, &[]);
+    // With the workload annotations, so that their call is one of the steps killed after.
+    let flags = ["--maas-workload-annotations"];
+    let mut child = spawn_binary(&sim, &env, &ns, &log, &flags);
     let ids = imported(&client, &ns, 3).await;
     let (id, other) = (ids[0].as_str(), ids[1].as_str());
     request_deploy(&client, &ns, id, "m1").await;
@@ -82,14 +84,14 @@ async fn sigkill_at_every_step_deploys_exactly_once_and_leaks_nothing() {
     // Kill right after each observable MAAS step, then start again.
     let steps: [(&str, StepDone); 4] = [
         ("allocated", |m| m.owner.is_some()),
-        ("annotated", |m| m.owner_data.contains_key("capmaas.host")),
         ("renamed", |m| m.hostname == "node-m1"),
         ("deploying", |m| m.status == NodeStatus::Deploying),
+        ("annotated", |m| m.owner_data.contains_key("capmaas.host")),
     ];
     for (what, cond) in steps {
         until(&state, id, what, cond).await;
         kill_binary(child).await;
-        child = spawn_binary(&sim, &env, &ns, &log, &[]);
+        child = spawn_binary(&sim, &env, &ns, &log, &flags);
     }
     until(&state, id, "deployed", |m| m.status == NodeStatus::Deployed).await;
     eventually("host reports Deployed", Duration::from_secs(20), || async {

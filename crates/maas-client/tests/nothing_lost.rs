@@ -184,11 +184,10 @@ async fn releases_carry_the_erase_policy_through_failures_on_both_paths() {
         deployed(&client, &ns, id).await;
         let view = state.machine(id).unwrap();
         assert_eq!(
-            view.owner_data
-                .get("capmaas.release-erase")
-                .map(String::as_str),
-            Some("Secure"),
-            "the policy is recorded on the machine"
+            maas_client::host::identity::recorded_policy(&view.agent_name),
+            Some(policy(EraseMode::Secure)),
+            "the policy is recorded in the allocation's identity: {}",
+            view.agent_name
         );
     }
 
@@ -295,7 +294,12 @@ async fn an_edited_policy_and_the_maas_erase_setting_decide_the_release() {
             .get("capmaas.release-erase")
             .cloned()
     };
-    assert_eq!(recorded(&edited).as_deref(), Some("None"));
+    // Allocated with the default policy, in its identity; no annotations.
+    assert_eq!(
+        maas_client::host::identity::recorded_policy(&state.machine(&edited).unwrap().agent_name),
+        Some(ReleasePolicy::default())
+    );
+    assert_eq!(recorded(&edited), None);
 
     // The edit reaches the deployed machine's record (what the release and the sweeper read).
     request_deploy_with_policy(&client, &ns, &edited, "m-edited", policy(EraseMode::Secure)).await;

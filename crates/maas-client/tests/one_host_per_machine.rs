@@ -211,9 +211,10 @@ async fn one_machine_backs_one_host_across_namespaces() {
         .await;
         let view = state.machine(sid).unwrap();
         assert_eq!(view.status, NodeStatus::Deployed);
-        assert_eq!(
-            view.owner_data.get("capmaas.host").map(String::as_str),
-            Some(format!("{ns}/{host}").as_str())
+        assert!(
+            support::is_identity_of(&view.agent_name, ns, host),
+            "allocated for {ns}/{host}: {}",
+            view.agent_name
         );
     }
     let dup = eventually("duplicate reported", Duration::from_secs(30), || async {

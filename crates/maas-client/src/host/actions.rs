@@ -11,13 +11,14 @@ use capmaas_api::host::HostAllocation;
 use capmaas_runtime::status::now;
 use kube::ResourceExt;
 use maas_api_client::{
-    AllocateRequest, DeployRequest, MaasError, Machine, MachineFilter, MachineStatus, PowerState,
+    AllocateRequest, DeployRequest, MaasError, Machine, MachineStatus, PowerState,
 };
 use tracing::{info, warn};
 
 use super::annotations::unix_now;
 use super::annotations::{self as ann, RebootState, StaticAddresses};
 use super::decide::Step;
+use super::identity;
 use super::machines::Machines;
 use super::network::Applying;
 use super::run::Run;
@@ -175,7 +176,7 @@ impl Run<'_> {
             self.adopt(&namespace, &name).await?;
         }
         self.allocation = Some(HostAllocation {
-            agent_name: Some(self.gw.settings.installation_id.clone()),
+            agent_name: Some(self.identity()),
             consumer_uid: self.host.spec.consumer_ref.as_ref().map(|c| c.uid.clone()),
             allocated_at: Some(now()),
         });
@@ -191,12 +192,30 @@ impl Run<'_> {
         Ok(())
     }
 
-    /// Allocates the exact machine with our agent_name; `false` when MAAS says it is not
-    /// available (taken, by us or anyone: look it up).
+    /// The identity this host's allocation carries in MAAS ([`identity::agent_name`]): this
+    /// installation, this host, and the release policy asked for now.
+    fn identity(&self) -> String {
+        let release = self
+            .host
+            .spec
+            .provisioning
+            .as_ref()
+            .and_then(|p| p.release_policy.clone())
+            .unwrap_or_default();
+        identity::agent_name(
+            &self.gw.settings.installation_id,
+            &self.host.namespace().unwrap_or_default(),
+            &self.host.name_any(),
+            &release,
+        )
+    }
+
+    /// Allocates the exact machine with our identity as agent_name; `false` when MAAS says it
+    /// is not available (taken, by us or anyone: look it up).
     async fn allocate(&mut self) -> Result<bool> {
         let request = AllocateRequest {
             system_id: Some(self.system_id.clone()),
-            agent_name: Some(self.gw.settings.installation_id.clone()),
+            agent_name: Some(self.identity()),
             comment: Some(self.comment("allocate")),
             ..AllocateRequest::default()
         };
@@ -210,12 +229,17 @@ impl Run<'_> {
         }
     }
 
-    /// Adopts the machine if MAAS shows it allocated with our agent_name and not annotated for
-    /// another host; else the machine is someone else's ([`Error::NotOurs`]).
+    /// Adopts the machine if MAAS shows it allocated with an identity of this host (any release
+    /// policy), or with the previous version's agent_name and not annotated for another host;
+    /// else the machine is someone else's ([`Error::NotOurs`]). One call: MAAS matches any of
+    /// the values.
     async fn adopt(&mut self, namespace: &str, name: &str) -> Result<()> {
-        let filter = MachineFilter::new()
-            .system_id(self.system_id.clone())
-            .agent_name(self.gw.settings.installation_id.clone());
+        let filter = identity::lookup(
+            &self.gw.settings.installation_id,
+            &self.system_id,
+            namespace,
+            name,
+        );
         let mine = self
             .gw
             .maas
@@ -305,7 +329,7 @@ impl Run<'_> {
             comment: Some(self.comment("deploy")),
             // Should the machine have been released behind our back, MAAS allocates it again
             // with the deploy: marked as ours, so it is adopted or swept, never anonymous.
-            agent_name: Some(self.gw.settings.installation_id.clone()),
+            agent_name: Some(self.identity()),
             ..DeployRequest::default()
         };
         let m = self
@@ -325,13 +349,16 @@ impl Run<'_> {
     pub(super) async fn release(&mut self) -> Result<()> {
         let empty = std::collections::BTreeMap::new();
         let annotations = self.machine.as_ref().map_or(&empty, |m| m.annotations());
+        // The spec's, else the policy the allocation's identity carries (recorded in the status,
+        // or found in MAAS by the observation).
         let request = ann::release_request(
             annotations,
             self.host
                 .spec
                 .provisioning
                 .as_ref()
-                .and_then(|p| p.release_policy.as_ref()),
+                .and_then(|p| p.release_policy.as_ref())
+                .or(self.facts.recorded_release.as_ref()),
             self.comment("release"),
         );
         let m = self

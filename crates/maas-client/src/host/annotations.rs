@@ -80,10 +80,15 @@ pub fn desired_machine_annotations(
         out.insert(CONSUMER.to_owned(), named);
         out.insert(CONSUMER_UID.to_owned(), c.uid.to_owned());
     }
-    let policy = release.cloned().unwrap_or_default();
-    out.insert(RELEASE_ERASE.to_owned(), format!("{:?}", policy.erase));
-    out.insert(RELEASE_FORCE.to_owned(), policy.force.to_string());
+    let (erase, force) = release_values(&release.cloned().unwrap_or_default());
+    out.insert(RELEASE_ERASE.to_owned(), erase);
+    out.insert(RELEASE_FORCE.to_owned(), force);
     out
+}
+
+/// The values of [`RELEASE_ERASE`] and [`RELEASE_FORCE`] for a policy.
+pub fn release_values(policy: &ReleasePolicy) -> (String, String) {
+    (format!("{:?}", policy.erase), policy.force.to_string())
 }
 
 /// The erase of a release when no policy can be found for one of our allocations (nothing

@@ -18,12 +18,13 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use capmaas_api::MaasHost;
+use capmaas_api::common::ReleasePolicy;
 use capmaas_api::host::ProvisioningState;
 use capmaas_runtime::trace_context::Relation;
 use maas_api_client::{Machine, MachineStatus, PowerState};
 
 use super::annotations::{
-    HOST, INSTALLATION, RELEASE_ERASE, RELEASE_FORCE, RebootState, StaticAddresses,
+    HOST, INSTALLATION, RELEASE_ERASE, RELEASE_FORCE, RebootState, StaticAddresses, release_values,
 };
 
 /// Poll delay for a machine MAAS is changing (deploying, releasing, powering).
@@ -63,8 +64,24 @@ pub struct HostFacts {
     pub unclaimed_for: Option<Duration>,
     /// `--release-unclaimed-after`: an unclaimed allocation is released after this long, if set.
     pub release_unclaimed_after: Option<Duration>,
-    /// Workload annotations the machine must carry while allocated to us.
+    /// The workload annotations naming the host, its consumer and the release policy: sent
+    /// after the deploy when [`Self::annotate`] is on, and kept current on a machine that carries
+    /// them (the previous version annotated every allocation).
     pub annotations: BTreeMap<String, String>,
+    /// `--maas-workload-annotations`: allocations get workload annotations, for people reading
+    /// MAAS. Nothing depends on them: the allocation's identity is its `agent_name`.
+    pub annotate: bool,
+    /// The host carries the MaasHost finalizer: it was claimed here (the finalizer goes on
+    /// before anything is asked of MAAS), so an allocation of ours for it that its status does
+    /// not record was made by this host object (the record lost to a crash), not by a host of
+    /// the same name in the cluster it was moved from (imported here without the finalizer).
+    pub finalizer: bool,
+    /// MAAS shows the machine allocated under an identity of this host. Looked up only where
+    /// nothing else tells ([`identity_lookup_needed`]); `false` when not looked up.
+    pub identified: bool,
+    /// The release policy the recorded allocation's identity carries (`status.allocation`);
+    /// `None` for none, or the previous version's.
+    pub recorded_release: Option<ReleasePolicy>,
     /// The static addresses recorded as linked on the machine (`None`: no record).
     pub static_addresses: Option<StaticAddresses>,
 }
@@ -162,21 +179,45 @@ fn wait(why: Wait, poll: Option<Duration>) -> Step {
     Step::Wait { why, poll }
 }
 
-/// Whether MAAS shows this machine as one this host holds: recorded in the host status, or
-/// carrying our installation annotation and this host's name (an allocation annotated for
-/// another host of the same installation is that host's).
+/// Whether MAAS shows this machine as one this host holds: recorded in the host status for its
+/// consumer, found under one of this host's identities, or carrying our installation annotation
+/// and this host's name (an allocation annotated for another host of the same installation is
+/// that host's).
 pub(super) fn held_by_us(host: &HostFacts, machine: &Machine) -> bool {
-    let owned = !matches!(
+    owned(machine) && (host.allocation_recorded || host.identified || annotated(host, machine))
+}
+
+fn owned(machine: &Machine) -> bool {
+    !matches!(
         machine.status,
         MachineStatus::Ready | MachineStatus::New | MachineStatus::Commissioning
-    );
+    )
+}
+
+fn annotated(host: &HostFacts, machine: &Machine) -> bool {
     let current = machine.annotations();
-    let annotated = [INSTALLATION, HOST].iter().all(|key| {
+    [INSTALLATION, HOST].iter().all(|key| {
         host.annotations
             .get(*key)
             .is_some_and(|ours| current.get(*key) == Some(ours))
-    });
-    owned && (host.allocation_recorded || annotated)
+    })
+}
+
+/// Whether the observation must ask MAAS if the machine is allocated under this host's identity
+/// ([`HostFacts::identified`]): the host is letting go of a machine it holds that neither its
+/// status (for its current consumer) nor annotations show as ours. The deployment path needs no
+/// such call: its Allocate step looks the allocation up itself.
+pub fn identity_lookup_needed(host: &HostFacts, machine: &Machine) -> bool {
+    let letting_go = !host.wants_deploy() || host.allocated_for_other_consumer;
+    letting_go
+        && machine.owner.is_some()
+        && owned(machine)
+        && !matches!(
+            machine.status,
+            MachineStatus::Releasing | MachineStatus::DiskErasing
+        )
+        && !host.allocation_recorded
+        && !annotated(host, machine)
 }
 
 /// The next step for a host.
@@ -211,9 +252,7 @@ fn deploy_path(host: &HostFacts, machine: &Machine, ours: bool) -> Step {
             Step::Allocate
         }
         MachineStatus::Allocated => {
-            if !annotations_match(host, machine) {
-                Step::SetAnnotations
-            } else if let Some(name) = host.hostname.as_ref().filter(|h| **h != machine.hostname) {
+            if let Some(name) = host.hostname.as_ref().filter(|h| **h != machine.hostname) {
                 if host.original_hostname.is_none() {
                     Step::RecordOriginalHostname(machine.hostname.clone())
                 } else {
@@ -223,6 +262,8 @@ fn deploy_path(host: &HostFacts, machine: &Machine, ours: bool) -> Step {
                 Step::Deploy
             }
         }
+        // The annotations are for people: they follow the deploy, never delay it.
+        MachineStatus::Deploying if annotations_due(host, machine) => Step::SetAnnotations,
         MachineStatus::Deploying => wait(Wait::Deploying, Some(POLL)),
         MachineStatus::Deployed => deployed(host, machine),
         MachineStatus::FailedDeployment if ours => {
@@ -249,19 +290,39 @@ fn deployed(host: &HostFacts, machine: &Machine) -> Step {
     if host.deploy_failures > 0 {
         return Step::ResetFailures;
     }
-    // The release policy was edited after the deployment: record it, so the release (and the
-    // orphan sweep, which reads only the machine) uses the edited one.
-    if !release_policy_recorded(host, machine) {
+    // The release policy was edited after the deployment on a machine whose annotations record
+    // one: record the edited one, so the orphan sweep, which reads the machine, uses it too.
+    if annotations_due(host, machine) || release_policy_stale(host, machine) {
         return Step::SetAnnotations;
     }
     wait(Wait::Deployed, None)
 }
 
-fn release_policy_recorded(host: &HostFacts, machine: &Machine) -> bool {
+/// The machine is to be annotated and carries none of our annotations yet. Other drift (an
+/// annotation edited in MAAS) costs no call per resync.
+fn annotations_due(host: &HostFacts, machine: &Machine) -> bool {
+    host.annotate && !machine.annotations().contains_key(INSTALLATION)
+}
+
+/// The release policy recorded for the machine (its annotations, else its identity) is not
+/// the one asked for now: the policy was edited after the allocation. MAAS cannot change an
+/// allocation's `agent_name`, so the edited policy goes into the annotations (one call per
+/// edit), which the release and the orphan sweep read before the identity.
+fn release_policy_stale(host: &HostFacts, machine: &Machine) -> bool {
     let current = machine.annotations();
-    [RELEASE_ERASE, RELEASE_FORCE]
-        .iter()
-        .all(|key| host.annotations.get(*key) == current.get(*key))
+    let asked = |key: &str| host.annotations.get(key).map(String::as_str);
+    let recorded = if current.contains_key(RELEASE_ERASE) {
+        (
+            current.get(RELEASE_ERASE).cloned(),
+            current.get(RELEASE_FORCE).cloned(),
+        )
+    } else if let Some(policy) = &host.recorded_release {
+        let (erase, force) = release_values(policy);
+        (Some(erase), Some(force))
+    } else {
+        return false;
+    };
+    recorded.0.as_deref() != asked(RELEASE_ERASE) || recorded.1.as_deref() != asked(RELEASE_FORCE)
 }
 
 fn reboot_step(host: &HostFacts, machine: &Machine) -> Step {
@@ -318,7 +379,9 @@ fn release_path(host: &HostFacts, machine: &Machine, ours: bool) -> Step {
         {
             // Never release what this host object did not allocate: a consumer that claimed
             // it again has not asked for its deployment yet, or none has claimed it yet.
-            if host.allocation_known {
+            // A host claimed here that nobody claims any more and whose record was lost let
+            // its allocation go.
+            if host.allocation_known || (host.finalizer && !host.consumed) {
                 Step::Release
             } else {
                 unclaimed(host)
@@ -343,13 +406,6 @@ fn unclaimed(host: &HostFacts) -> Step {
         Some(left) if !left.is_zero() => wait(Wait::Unclaimed, Some(left)),
         _ => Step::Release,
     }
-}
-
-fn annotations_match(host: &HostFacts, machine: &Machine) -> bool {
-    let current = machine.annotations();
-    host.annotations
-        .iter()
-        .all(|(k, v)| current.get(k) == Some(v))
 }
 
 /// Whether a reconcile of `host` is part of the trace its annotation names (recorded by
@@ -381,22 +437,32 @@ pub fn trace_relation(host: &MaasHost) -> Relation {
     }
 }
 
-/// A provisioning starts only while the MAAS queue (calls for one machine waiting for the rate
-/// limit) holds less than this much work: [`starts_later`].
+/// A provisioning or a release starts only while the MAAS queue (calls for one machine waiting
+/// for the rate limit) holds less than this much work: [`starts_later`].
 pub const NEW_WORK_BACKLOG: Duration = Duration::from_secs(1);
 
-/// When `next` would start a provisioning while the MAAS queue holds more than
+/// When `next` would start a provisioning or a release while the MAAS queue holds more than
 /// [`NEW_WORK_BACKLOG`] of work: look again when about half of it has gone, without a step or a
 /// status write.
 ///
-/// A provisioning's calls (allocate, annotations, deploy) each wait their turn in that queue,
-/// and its reconcile holds one of the controller's slots meanwhile. Started in a burst (a
-/// MachineDeployment scaled up by hundreds), they would take every slot, and a host whose
-/// deployment has just finished would wait behind them to report it (seconds, where its
-/// reconcile needs no MAAS call), while the allocations cannot go faster than the rate limit
-/// anyway. The queue stays deep enough to use the whole budget.
+/// A provisioning's calls (allocate, deploy) each wait their turn in that queue, and its
+/// reconcile holds one of the controller's slots meanwhile; so does a release. Started in a
+/// burst (a MachineDeployment scaled up or deleted by hundreds), they would take every slot,
+/// and a host whose deployment has just finished would wait behind them to report it (seconds,
+/// where its reconcile needs no MAAS call), while the calls cannot go faster than the rate limit
+/// anyway. The queue stays deep enough to use the whole budget, and allocations and releases
+/// share it in the order they come.
+///
+/// Workload annotations, which are for people, wait for an empty queue altogether: their call
+/// would otherwise hold a reconcile slot while it waits behind every other.
 pub fn starts_later(next: &Step, backlog: Duration) -> Option<Duration> {
-    (*next == Step::Allocate && backlog > NEW_WORK_BACKLOG).then(|| backlog / 2)
+    match next {
+        Step::Allocate | Step::Release | Step::RetryDeployment => {
+            (backlog > NEW_WORK_BACKLOG).then(|| backlog / 2)
+        }
+        Step::SetAnnotations => (!backlog.is_zero()).then(|| backlog.max(POLL)),
+        _ => None,
+    }
 }
 
 #[cfg(test)]

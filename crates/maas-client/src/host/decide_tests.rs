@@ -36,6 +36,10 @@ fn wanting() -> HostFacts {
         unclaimed_for: None,
         release_unclaimed_after: None,
         annotations: annotations::desired_machine_annotations("capmaas-t", "ns", "abc", None, None),
+        annotate: false,
+        recorded_release: None,
+        identified: false,
+        finalizer: false,
         static_addresses: None,
     }
 }
@@ -87,8 +91,7 @@ fn provisioning_sequence() {
 
     let mut allocated = machine(MachineStatus::Allocated, PowerState::Off);
     allocated.owner = Some("admin".into());
-    assert_eq!(next_step(&host, Some(&allocated)), Step::SetAnnotations);
-    allocated.workload_annotations = host.annotations.clone();
+    // The allocation's identity is its agent_name: no annotation call before the deploy.
     allocated.hostname = "maas-given".into();
     // The MAAS name is recorded before the rename, so a release can give it back.
     assert_eq!(
@@ -120,6 +123,38 @@ fn provisioning_sequence() {
             poll: None
         }
     );
+}
+
+#[test]
+fn workload_annotations_when_asked_for_follow_the_deploy() {
+    let host = HostFacts {
+        annotate: true,
+        ..wanting()
+    };
+    let mut allocated = machine(MachineStatus::Allocated, PowerState::Off);
+    allocated.owner = Some("admin".into());
+    allocated.hostname = "node-1".into();
+    assert_eq!(next_step(&host, Some(&allocated)), Step::Deploy);
+    let mut deploying = machine(MachineStatus::Deploying, PowerState::On);
+    deploying.owner = Some("admin".into());
+    assert_eq!(next_step(&host, Some(&deploying)), Step::SetAnnotations);
+    assert!(is_wait(
+        &next_step(&host, Some(&ours(deploying, &host))),
+        Wait::Deploying
+    ));
+    // Deployed before they were sent (a fast deployment, a restart): sent then.
+    let mut deployed = machine(MachineStatus::Deployed, PowerState::On);
+    deployed.owner = Some("admin".into());
+    assert_eq!(next_step(&host, Some(&deployed)), Step::SetAnnotations);
+    assert!(is_wait(
+        &next_step(&host, Some(&ours(deployed.clone(), &host))),
+        Wait::Deployed
+    ));
+    // Off: never sent.
+    assert!(is_wait(
+        &next_step(&wanting(), Some(&deployed)),
+        Wait::Deployed
+    ));
 }
 
 #[test]
@@ -610,7 +645,7 @@ fn reconciles_join_the_request_trace_only_while_it_is_carried_out() {
 }
 
 #[test]
-fn a_provisioning_starts_later_only_behind_a_deep_maas_queue() {
+fn a_provisioning_or_a_release_starts_later_only_behind_a_deep_maas_queue() {
     let deep = NEW_WORK_BACKLOG * 3;
     assert_eq!(
         starts_later(&Step::Allocate, deep),
@@ -619,12 +654,16 @@ fn a_provisioning_starts_later_only_behind_a_deep_maas_queue() {
     );
     assert_eq!(starts_later(&Step::Allocate, NEW_WORK_BACKLOG), None);
     assert_eq!(starts_later(&Step::Allocate, Duration::ZERO), None);
+    // A release is new work too (a mass deletion must not take every slot), with the same
+    // admission.
+    for step in [Step::Release, Step::RetryDeployment] {
+        assert_eq!(starts_later(&step, deep), Some(deep / 2), "{step:?}");
+        assert_eq!(starts_later(&step, NEW_WORK_BACKLOG), None, "{step:?}");
+    }
     // Work already under way goes on, whatever the queue: the deploy of an allocated machine,
-    // a release, and above all a report that needs no call at all.
+    // and above all a report that needs no call at all.
     for step in [
         Step::Deploy,
-        Step::SetAnnotations,
-        Step::Release,
         Step::Wait {
             why: Wait::Deployed,
             poll: None,
@@ -632,6 +671,13 @@ fn a_provisioning_starts_later_only_behind_a_deep_maas_queue() {
     ] {
         assert_eq!(starts_later(&step, deep), None, "{step:?}");
     }
+    // Annotations, for people, wait for an empty queue.
+    assert_eq!(starts_later(&Step::SetAnnotations, Duration::ZERO), None);
+    assert_eq!(starts_later(&Step::SetAnnotations, deep), Some(deep));
+    assert_eq!(
+        starts_later(&Step::SetAnnotations, Duration::from_millis(50)),
+        Some(POLL)
+    );
 }
 
 #[test]
@@ -719,6 +765,119 @@ fn an_unclaimed_allocation_is_released_only_after_the_opted_in_period_and_never_
     };
     assert!(is_wait(
         &next_step(&claimed, Some(&deployed(&claimed))),
+        Wait::Unclaimed
+    ));
+}
+
+#[test]
+fn a_release_policy_edited_after_allocation_goes_into_the_annotations_once() {
+    use capmaas_api::common::{EraseMode, ReleasePolicy};
+    let secure = ReleasePolicy {
+        erase: EraseMode::Secure,
+        force: false,
+    };
+    // Allocated with the default policy in its identity; the host now asks for Secure.
+    let edited = HostFacts {
+        recorded_release: Some(ReleasePolicy::default()),
+        annotations: annotations::desired_machine_annotations(
+            "capmaas-t",
+            "ns",
+            "abc",
+            None,
+            Some(&secure),
+        ),
+        ..wanting()
+    };
+    let mut deployed = machine(MachineStatus::Deployed, PowerState::On);
+    deployed.owner = Some("admin".into());
+    assert_eq!(next_step(&edited, Some(&deployed)), Step::SetAnnotations);
+    // Recorded: no call on the next resync.
+    let recorded = ours(deployed.clone(), &edited);
+    assert!(is_wait(
+        &next_step(&edited, Some(&recorded)),
+        Wait::Deployed
+    ));
+    // Not edited: the identity says it all, nothing to send.
+    let same = HostFacts {
+        recorded_release: Some(secure),
+        ..edited
+    };
+    assert!(is_wait(&next_step(&same, Some(&deployed)), Wait::Deployed));
+}
+
+#[test]
+fn letting_go_of_an_unannotated_allocation_asks_maas_whose_it_is() {
+    // The consumer let go: the status records the allocation for the old consumer only.
+    let released = HostFacts {
+        consumed: false,
+        provisioning: false,
+        allocation_recorded: false,
+        ..wanting()
+    };
+    let mut deployed = machine(MachineStatus::Deployed, PowerState::On);
+    deployed.owner = Some("admin".into());
+    assert!(identity_lookup_needed(&released, &deployed));
+    // Not found under our identity: someone else's, never released.
+    assert!(is_wait(
+        &next_step(&released, Some(&deployed)),
+        Wait::HeldByOther
+    ));
+    let found = HostFacts {
+        identified: true,
+        ..released.clone()
+    };
+    assert_eq!(next_step(&found, Some(&deployed)), Step::Release);
+    // Found, but this host object never recorded it (a move): kept for its consumer.
+    let moved = HostFacts {
+        allocation_known: false,
+        ..found
+    };
+    assert!(is_wait(
+        &next_step(&moved, Some(&deployed)),
+        Wait::Unclaimed
+    ));
+    // No call where something else tells: annotated, recorded for the consumer, deploying.
+    assert!(!identity_lookup_needed(
+        &released,
+        &ours(deployed.clone(), &released)
+    ));
+    assert!(!identity_lookup_needed(&wanting(), &deployed));
+    let mut releasing = deployed;
+    releasing.status = MachineStatus::Releasing;
+    assert!(!identity_lookup_needed(&released, &releasing));
+}
+
+#[test]
+fn an_unrecorded_allocation_goes_back_only_from_a_host_claimed_here_and_let_go() {
+    let mut deployed = machine(MachineStatus::Deployed, PowerState::On);
+    deployed.owner = Some("admin".into());
+    // Ours by identity, not recorded (the record lost to a crash, or a move).
+    let found = HostFacts {
+        consumed: false,
+        provisioning: false,
+        allocation_recorded: false,
+        allocation_known: false,
+        identified: true,
+        ..wanting()
+    };
+    // Imported here after a move (no finalizer): kept for its MaasMachine.
+    assert!(is_wait(
+        &next_step(&found, Some(&deployed)),
+        Wait::Unclaimed
+    ));
+    // Claimed here (finalizer) and let go: released.
+    let let_go = HostFacts {
+        finalizer: true,
+        ..found.clone()
+    };
+    assert_eq!(next_step(&let_go, Some(&deployed)), Step::Release);
+    // Claimed again, its deployment not asked for yet: kept.
+    let reclaimed = HostFacts {
+        consumed: true,
+        ..let_go
+    };
+    assert!(is_wait(
+        &next_step(&reclaimed, Some(&deployed)),
         Wait::Unclaimed
     ));
 }

@@ -105,6 +105,10 @@ mod tests {
             unclaimed_for: None,
             release_unclaimed_after: None,
             annotations: BTreeMap::new(),
+            annotate: false,
+            recorded_release: None,
+            identified: false,
+            finalizer: false,
             static_addresses: None,
         }
     }

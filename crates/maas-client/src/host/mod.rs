@@ -6,9 +6,11 @@
 
 pub mod act;
 mod actions;
+pub mod allocations;
 pub mod annotations;
 pub mod decide;
 pub mod finalizer;
+pub mod identity;
 mod machines;
 pub mod network;
 mod run;

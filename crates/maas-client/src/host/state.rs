@@ -14,15 +14,17 @@ use kube::runtime::reflector::ObjectRef;
 use maas_api_client::Machine;
 use tracing::debug;
 
+use super::allocations;
 use super::annotations as ann;
 use super::annotations::unix_now;
-use super::decide::HostFacts;
+use super::decide::{HostFacts, identity_lookup_needed};
+use super::identity;
 use super::machines::Machines;
 use super::status::Unmanaged;
 use crate::binding::{self, Bindings, Bound};
 use crate::cache::Lookup;
 use crate::context::Gateway;
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 /// What a reconcile finds.
 pub(super) enum Observed {
@@ -58,8 +60,9 @@ pub(super) async fn observe(host: &MaasHost, gw: &Gateway) -> Result<Observed> {
         return Ok(Observed::NotSynced);
     };
     let settings = &gw.settings;
-    let facts = HostFacts {
+    let mut facts = HostFacts {
         release_unclaimed_after: settings.release_unclaimed_after,
+        annotate: settings.workload_annotations,
         ..host_facts(
             host,
             &settings.installation_id,
@@ -67,6 +70,30 @@ pub(super) async fn observe(host: &MaasHost, gw: &Gateway) -> Result<Observed> {
             unix_now(),
         )
     };
+    if let Some(m) = machine
+        .as_deref()
+        .filter(|m| identity_lookup_needed(&facts, m))
+    {
+        let likely = facts.recorded_release.clone().or_else(|| {
+            host.spec
+                .provisioning
+                .as_ref()
+                .map(|p| p.release_policy.clone().unwrap_or_default())
+        });
+        let found = allocations::identify(
+            gw,
+            &m.system_id,
+            &namespace,
+            &host.name_any(),
+            likely.as_ref(),
+        )
+        .await
+        .map_err(Error::maas("look up allocation"))?;
+        if let Some(found) = found {
+            facts.identified = true;
+            facts.recorded_release = found.release.or(facts.recorded_release);
+        }
+    }
     Ok(Observed::Managed(State {
         facts,
         machine,
@@ -74,7 +101,8 @@ pub(super) async fn observe(host: &MaasHost, gw: &Gateway) -> Result<Observed> {
     }))
 }
 
-/// The allocation `host` records as made by `installation` (by this MaasHost object).
+/// The allocation `host` records as made by `installation` (by this MaasHost object), in this
+/// version's identity or the previous version's bare installation id.
 pub fn recorded_allocation<'a>(
     host: &'a MaasHost,
     installation: &str,
@@ -82,7 +110,11 @@ pub fn recorded_allocation<'a>(
     host.status
         .as_ref()
         .and_then(|s| s.allocation.as_ref())
-        .filter(|a| a.agent_name.as_deref() == Some(installation))
+        .filter(|a| {
+            a.agent_name
+                .as_deref()
+                .is_some_and(|record| identity::made_by(record, installation))
+        })
 }
 
 /// How long `host` has reported `Unclaimed`: since its `Provisioned` condition last moved,
@@ -132,6 +164,12 @@ pub fn host_facts(
         original_hostname: annotations.get(ann::ORIGINAL_HOSTNAME).cloned(),
         unclaimed_for: unclaimed_for(host, now_unix),
         release_unclaimed_after: None,
+        annotate: false,
+        finalizer: super::finalizer::present(host),
+        identified: false,
+        recorded_release: recorded
+            .and_then(|a| a.agent_name.as_deref())
+            .and_then(identity::recorded_policy),
         annotations: ann::desired_machine_annotations(
             installation,
             &host.namespace().unwrap_or_default(),

@@ -15,6 +15,9 @@ pub(super) enum Lane {
     InTurn,
     /// A listing that serves many machines: only the next token, ahead of the queue.
     Listing,
+    /// For people, not for the machines (workload annotations): a token only while no call for
+    /// a machine waits in the queue, so it delays none by more than one token's time.
+    Background,
 }
 
 /// The rate limiter and the turn of calls for one machine; cheap to clone (clones share both).
@@ -58,6 +61,12 @@ impl RateQueue {
                 drop(in_queue);
             }
             Lane::Listing => self.limiter.until_ready().await,
+            Lane::Background => {
+                let token = Duration::from_secs(1) / self.per_second.get();
+                while self.queued.load(Ordering::Relaxed) > 0 || self.limiter.check().is_err() {
+                    tokio::time::sleep(token).await;
+                }
+            }
         }
         started.elapsed()
     }

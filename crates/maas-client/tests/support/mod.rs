@@ -61,6 +61,15 @@ pub async fn instant_sim(machines: usize) -> maas_sim::RunningSim {
     .unwrap()
 }
 
+/// Whether `agent_name` is this installation's identity for the MaasHost `namespace/host`
+/// (any release policy).
+pub fn is_identity_of(agent_name: &str, namespace: &str, host: &str) -> bool {
+    maas_client::host::identity::candidates(INSTALLATION, namespace, host)
+        .iter()
+        .take(maas_client::host::identity::POLICIES.len())
+        .any(|candidate| candidate == agent_name)
+}
+
 /// Flags for a gateway watching `namespace`.
 pub fn gateway_args(sim: &maas_sim::RunningSim, namespace: &str, extra: &[&str]) -> Vec<String> {
     let mut v: Vec<String> = vec![
