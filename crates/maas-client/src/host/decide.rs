@@ -71,6 +71,9 @@ pub struct HostFacts {
     /// `--maas-workload-annotations`: allocations get workload annotations, for people reading
     /// MAAS. Nothing depends on them: the allocation's identity is its `agent_name`.
     pub annotate: bool,
+    /// Calls for machines wait in the MAAS queue now: workload annotations, which are for
+    /// people, wait until it is empty (the host reports meanwhile and looks again).
+    pub maas_busy: bool,
     /// The host carries the MaasHost finalizer: it was claimed here (the finalizer goes on
     /// before anything is asked of MAAS), so an allocation of ours for it that its status does
     /// not record was made by this host object (the record lost to a crash), not by a host of
@@ -263,7 +266,9 @@ fn deploy_path(host: &HostFacts, machine: &Machine, ours: bool) -> Step {
             }
         }
         // The annotations are for people: they follow the deploy, never delay it.
-        MachineStatus::Deploying if annotations_due(host, machine) => Step::SetAnnotations,
+        MachineStatus::Deploying if annotations_due(host, machine) && !host.maas_busy => {
+            Step::SetAnnotations
+        }
         MachineStatus::Deploying => wait(Wait::Deploying, Some(POLL)),
         MachineStatus::Deployed => deployed(host, machine),
         MachineStatus::FailedDeployment if ours => {
@@ -293,6 +298,10 @@ fn deployed(host: &HostFacts, machine: &Machine) -> Step {
     // The release policy was edited after the deployment on a machine whose annotations record
     // one: record the edited one, so the orphan sweep, which reads the machine, uses it too.
     if annotations_due(host, machine) || release_policy_stale(host, machine) {
+        // Reported now, sent once the MAAS queue is empty.
+        if host.maas_busy {
+            return wait(Wait::Deployed, Some(POLL));
+        }
         return Step::SetAnnotations;
     }
     wait(Wait::Deployed, None)
@@ -453,14 +462,13 @@ pub const NEW_WORK_BACKLOG: Duration = Duration::from_secs(1);
 /// anyway. The queue stays deep enough to use the whole budget, and allocations and releases
 /// share it in the order they come.
 ///
-/// Workload annotations, which are for people, wait for an empty queue altogether: their call
-/// would otherwise hold a reconcile slot while it waits behind every other.
+/// Workload annotations, which are for people, are not even decided while any call waits
+/// ([`HostFacts::maas_busy`]): the host reports and looks again, and its slot is free.
 pub fn starts_later(next: &Step, backlog: Duration) -> Option<Duration> {
     match next {
         Step::Allocate | Step::Release | Step::RetryDeployment => {
             (backlog > NEW_WORK_BACKLOG).then(|| backlog / 2)
         }
-        Step::SetAnnotations => (!backlog.is_zero()).then(|| backlog.max(POLL)),
         _ => None,
     }
 }

@@ -37,6 +37,7 @@ fn wanting() -> HostFacts {
         release_unclaimed_after: None,
         annotations: annotations::desired_machine_annotations("capmaas-t", "ns", "abc", None, None),
         annotate: false,
+        maas_busy: false,
         recorded_release: None,
         identified: false,
         finalizer: false,
@@ -154,6 +155,24 @@ fn workload_annotations_when_asked_for_follow_the_deploy() {
     assert!(is_wait(
         &next_step(&wanting(), Some(&deployed)),
         Wait::Deployed
+    ));
+    // While calls for machines wait in the MAAS queue: reported, and looked at again.
+    let busy = HostFacts {
+        maas_busy: true,
+        ..host
+    };
+    assert_eq!(
+        next_step(&busy, Some(&deployed)),
+        Step::Wait {
+            why: Wait::Deployed,
+            poll: Some(POLL)
+        }
+    );
+    let mut deploying = machine(MachineStatus::Deploying, PowerState::On);
+    deploying.owner = Some("admin".into());
+    assert!(is_wait(
+        &next_step(&busy, Some(&deploying)),
+        Wait::Deploying
     ));
 }
 
@@ -671,13 +690,6 @@ fn a_provisioning_or_a_release_starts_later_only_behind_a_deep_maas_queue() {
     ] {
         assert_eq!(starts_later(&step, deep), None, "{step:?}");
     }
-    // Annotations, for people, wait for an empty queue.
-    assert_eq!(starts_later(&Step::SetAnnotations, Duration::ZERO), None);
-    assert_eq!(starts_later(&Step::SetAnnotations, deep), Some(deep));
-    assert_eq!(
-        starts_later(&Step::SetAnnotations, Duration::from_millis(50)),
-        Some(POLL)
-    );
 }
 
 #[test]

@@ -106,6 +106,7 @@ mod tests {
             release_unclaimed_after: None,
             annotations: BTreeMap::new(),
             annotate: false,
+            maas_busy: false,
             recorded_release: None,
             identified: false,
             finalizer: false,

@@ -63,6 +63,7 @@ pub(super) async fn observe(host: &MaasHost, gw: &Gateway) -> Result<Observed> {
     let mut facts = HostFacts {
         release_unclaimed_after: settings.release_unclaimed_after,
         annotate: settings.workload_annotations,
+        maas_busy: !gw.maas.backlog().is_zero(),
         ..host_facts(
             host,
             &settings.installation_id,
@@ -165,6 +166,7 @@ pub fn host_facts(
         unclaimed_for: unclaimed_for(host, now_unix),
         release_unclaimed_after: None,
         annotate: false,
+        maas_busy: false,
         finalizer: super::finalizer::present(host),
         identified: false,
         recorded_release: recorded
