@@ -74,8 +74,8 @@ pub struct HostFacts {
     /// Calls for machines wait in the MAAS queue now: workload annotations, which are for
     /// people, wait until it is empty (the host reports meanwhile and looks again).
     pub maas_busy: bool,
-    /// The host carries the MaasHost finalizer: it was claimed here (the finalizer goes on
-    /// before anything is asked of MAAS), so an allocation of ours for it that its status does
+    /// The host carries the MaasHost finalizer: it was claimed here (machine-controller puts
+    /// the finalizer on with the claim, the gateway before anything is asked of MAAS), so an allocation of ours for it that its status does
     /// not record was made by this host object (the record lost to a crash), not by a host of
     /// the same name in the cluster it was moved from (imported here without the finalizer).
     pub finalizer: bool,

@@ -7,6 +7,9 @@
 //! machine with the erase recorded on it and undoes what it linked (static addresses, hostname),
 //! and goes only then. `clusterctl move` deletes nothing this way: a host deleted for a move keeps
 //! its server for the copy in the target cluster.
+//!
+//! machine-controller puts it on in the claim's own write (no write of its own per machine);
+//! [`before_steps`] adds it to a claimed host that lacks it (claimed by an earlier version).
 
 use capmaas_api::{MaasHost, keys};
 use capmaas_runtime::controller::finalizer;
