@@ -268,15 +268,23 @@ fn decide_delete(obs: &Observed<'_>) -> Step {
     if is_released(host) {
         Step::ReleaseHost
     } else {
-        let state = host.status.as_ref().and_then(|s| s.provisioning_state);
         Step::WaitForRelease {
-            message: format!(
-                "waiting for host {} to be released (now {})",
-                host.name_any(),
-                state_name(state)
-            ),
+            message: release_wait_message(host),
         }
     }
+}
+
+/// The condition message of a machine waiting for its host's release, naming the host's state.
+/// The withdrawal of the deployment request says the same, so that the wait after it, the host
+/// unchanged, writes nothing (a mass deletion is one status write less per machine, and with it
+/// one Machine status patch of CAPI core's less).
+pub fn release_wait_message(host: &MaasHost) -> String {
+    let state = host.status.as_ref().and_then(|s| s.provisioning_state);
+    format!(
+        "waiting for host {} to be released (now {})",
+        host.name_any(),
+        state_name(state)
+    )
 }
 
 /// Whether a deletion is `clusterctl move`'s: the annotation alone is not enough, since anyone

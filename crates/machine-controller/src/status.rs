@@ -118,7 +118,15 @@ pub fn step_conditions(step: &Step, host: Option<&MaasHost>) -> Vec<NewCondition
             NewCondition::new(cond::MACHINE_DEPLOYED, True, reasons::MACHINE_DEPLOYED)
                 .message(format!("host {host_name} is deployed")),
         ],
-        Step::ClearProvisioning | Step::ReleaseHost => vec![
+        Step::ClearProvisioning => vec![
+            NewCondition::new(cond::MACHINE_DEPLOYED, False, reasons::MACHINE_TERMINATED).message(
+                host.map_or_else(
+                    || format!("releasing host {host_name}"),
+                    crate::decide::release_wait_message,
+                ),
+            ),
+        ],
+        Step::ReleaseHost => vec![
             NewCondition::new(cond::MACHINE_DEPLOYED, False, reasons::MACHINE_TERMINATED)
                 .message(format!("releasing host {host_name}")),
         ],

@@ -132,12 +132,18 @@ fn provisioned_status_reports_host_facts_and_stays_stable() {
     // A later release keeps the provisioning signals (never reset) but Ready drops.
     let releasing = status_after(&mm, &h, &Step::ClearProvisioning, false, 100);
     assert_eq!(releasing.ready, Some(true));
-    let list = releasing.conditions.unwrap();
+    let list = releasing.conditions.clone().unwrap();
     assert_eq!(get_condition(&list, cond::READY).unwrap().status, "False");
     assert_eq!(
         get_condition(&list, cond::READY).unwrap().reason,
         reasons::MACHINE_TERMINATED
     );
+
+    // The wait that follows the withdrawal, the host unchanged, writes nothing.
+    mm.status = Some(releasing.clone());
+    let message = crate::decide::release_wait_message(&h);
+    let waiting = status_after(&mm, &h, &Step::WaitForRelease { message }, false, 101);
+    assert_eq!(waiting, releasing);
 }
 
 #[test]
