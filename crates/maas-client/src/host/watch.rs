@@ -5,8 +5,10 @@
 //! 404 is the only proof that it is gone.
 //!
 //! The cost is one list per interval per [`IDS_PER_LIST`] machines in flight, whatever their
-//! number and however long MAAS takes: 200 servers deploying for 10 minutes cost 300 lists, not
-//! 60,000 reads.
+//! number: 200 servers deploying for 10 minutes cost at most 300 lists, not 60,000 reads. A
+//! machine long in flight is listed less often ([`crate::in_flight::stretch`]: at least once per
+//! eighth of its time in flight, at most every eighth interval), so those 10 minutes cost about
+//! 60 lists, each of only the machines due.
 //!
 //! Hosts register themselves in [`crate::in_flight::InFlight`] when a step waits for MAAS and
 //! leave when nothing is in flight any more; hosts that are deleted meanwhile are dropped before
@@ -32,15 +34,16 @@ pub const IDS_PER_LIST: usize = 400;
 
 /// Observes the machines in flight every `--maas-observe-interval` until `cancel`.
 pub async fn run(gw: Arc<Gateway>, cancel: CancellationToken) {
-    let mut ticker = tokio::time::interval(gw.settings.observe_interval);
+    let interval = gw.settings.observe_interval;
+    let mut ticker = tokio::time::interval(interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
+    for tick in 0_u64.. {
         tokio::select! {
             () = cancel.cancelled() => return,
             _ = ticker.tick() => {}
         }
         gw.in_flight.retain(|host| gw.hosts.get(host).is_some());
-        let watched = gw.in_flight.snapshot();
+        let watched = gw.in_flight.due(tick, interval, std::time::Instant::now());
         for batch in watched.chunks(IDS_PER_LIST) {
             if let Err(e) = observe(&gw, batch).await {
                 // The hosts keep waiting; the next pass tries again.
