@@ -68,8 +68,10 @@ demo: testenv
 # 200 machines with 0–2 s, 30 s and 120 s simulated deployments, 50 instant ones and 1,000
 # with 0–2 s (how cost grows), each size
 # also with a null provider (the ceiling), then 200 × 0–2 s against a MAAS with the `region`
-# latency profile (docs/maas-sim.md); release binaries; CAPMAAS_BENCH_SIZES and
-# CAPMAAS_BENCH_DEPLOYS narrow it (docs/e2e.md); tables in e2e/bench-results.md.
+# latency profile (docs/maas-sim.md), then a mass deletion (200 machines deleted at once while
+# 10 more are provisioned); release binaries; CAPMAAS_BENCH_SIZES and CAPMAAS_BENCH_DEPLOYS
+# narrow it, CAPMAAS_BENCH_RUN=deletion runs the deletion alone (docs/e2e.md); tables in
+# e2e/bench-results.md.
 bench: testenv
     cargo bench -p maas-api-client --bench throughput
     cargo bench -p maas-client --bench gateway
@@ -82,6 +84,7 @@ bench: testenv
     CAPMAAS_BIN_DIR=target/release cargo run --release -q -p capmaas-e2e --bin bench
     CAPMAAS_BENCH_MAAS=region CAPMAAS_BENCH_SIZES=200 CAPMAAS_BENCH_DEPLOYS=0 CAPMAAS_BIN_DIR=target/release cargo run --release -q -p capmaas-e2e --bin bench
     CAPMAAS_BENCH_GATEWAY_ARGS=--maas-workload-annotations CAPMAAS_BENCH_SIZES=200 CAPMAAS_BENCH_DEPLOYS=0 CAPMAAS_BIN_DIR=target/release cargo run --release -q -p capmaas-e2e --bin bench
+    CAPMAAS_BENCH_RUN=deletion CAPMAAS_BENCH_SIZES=200 CAPMAAS_BIN_DIR=target/release cargo run --release -q -p capmaas-e2e --bin bench
 
 # Chaos run (issue #10): 200 machines under kills and MAAS faults, then 100, then none; fails
 # on any harm. A random controller is SIGKILLed and restarted every 5 s; MAAS fails 10 % of

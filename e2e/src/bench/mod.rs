@@ -11,11 +11,15 @@
 //!   the simulator's status history.
 //! - [`audit`]: the management API server's audit log, per writer, resource and verb.
 //! - [`table`]: the Markdown of `e2e/bench-results.md`.
+//! - [`deletion`]: the mass-deletion run ([`run_deletion`]), reported by [`deletion_report`].
 
 mod audit;
 mod ceiling;
+mod deletion;
+mod deletion_report;
 mod growth;
 mod metrics;
+mod release_steps;
 mod run;
 mod stats;
 mod table;
@@ -28,8 +32,11 @@ use std::time::Duration;
 
 pub use audit::{AuditCounts, NULL_PROVIDER_USER, WriteCount, WriteKey, writer_name};
 pub use ceiling::run_ceiling;
+pub use deletion::{RELEASE_TIME, deletion_size, late_count, run_deletion};
+pub use deletion_report::{DELETION_HEADING, DeletionResult, PROVISIONING_OPS, deletion_report};
 pub use metrics::RateLimitWait;
-pub use run::{count_hosts, run};
+pub use release_steps::{ReleaseStep, ReleaseStepRow};
+pub use run::{Counters, count_hosts, run};
 pub use stats::{p50_p99, percentile};
 pub use table::{HEADING, ReportContext, detail_run, merge_report, report};
 pub use timeline::{Milestone, MilestoneRow, TimelineSummary};

@@ -10,6 +10,7 @@ use crate::error::{Error, Result};
 use crate::harness::{Harness, HarnessConfig, apply};
 use crate::objects::{ClusterSpec, kubeconfig_secret};
 
+use super::audit::AuditCounts;
 use super::timeline::{self, SimView};
 use super::watch::Watches;
 use super::{BenchResult, Provider, RunPlan, audit, metrics};
@@ -46,24 +47,31 @@ async fn run_inner(
         ..HarnessConfig::default()
     })
     .await?;
-    let client = harness.management.client();
     let spec = declare(&harness, plan.machines).await?;
     // Hosts first, so the measurement starts from an imported inventory.
+    import(&harness, &spec, plan.machines).await?;
+    let session = Session::begin(&harness, &spec).await?;
+    session
+        .measure(&harness, &spec, Provider::Ours, Some(plan), timeout)
+        .await
+}
+
+/// Declares the inventory of `spec` and waits until the gateway has reported on `hosts`
+/// MaasHosts.
+pub(super) async fn import(harness: &Harness, spec: &ClusterSpec, hosts: usize) -> Result<()> {
+    let client = harness.management.client();
     apply(&client, &spec.inventory()).await?;
     let deadline = Instant::now() + IMPORT_TIMEOUT;
-    while count_hosts(&client, &spec.namespace).await? < plan.machines {
+    while count_hosts(&client, &spec.namespace).await? < hosts {
         if Instant::now() > deadline {
             return Err(Error::Timeout {
-                what: format!("{} MaasHosts to be imported", plan.machines),
+                what: format!("{hosts} MaasHosts to be imported"),
                 seconds: IMPORT_TIMEOUT.as_secs(),
             });
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
-    let session = Session::begin(&harness, &spec).await?;
-    session
-        .measure(&harness, &spec, Provider::Ours, Some(plan), timeout)
-        .await
+    Ok(())
 }
 
 /// A namespace with the `<cluster>-kubeconfig` Secret, and the cluster to declare in it: no
@@ -79,6 +87,27 @@ pub(super) async fn declare(harness: &Harness, machines: usize) -> Result<Cluste
     let kubeconfig = harness.workload.kubeconfig_yaml()?;
     apply(&client, &kubeconfig_secret(&spec.name, &ns, &kubeconfig)).await?;
     Ok(spec)
+}
+
+/// What the counters of a [`Session`] moved by since it began.
+#[derive(Debug, Clone, Default)]
+pub struct Counters {
+    /// MAAS API calls per operation key (none counted for the null provider).
+    pub maas_calls: BTreeMap<String, u64>,
+    /// The gateway's rate-limit waits; none when it does not run.
+    pub maas_rate_limit_wait: Option<metrics::RateLimitWait>,
+    /// Writes the management API server served for `maas*` resources.
+    pub our_kind_writes: f64,
+    /// Writes for every resource.
+    pub all_writes: f64,
+    /// Reconciles per `<binary>/<controller>`.
+    pub reconciles: Option<BTreeMap<String, f64>>,
+    /// Peak resident memory (VmHWM) per process now, MiB.
+    pub peak_rss_mib: BTreeMap<String, f64>,
+    /// CPU seconds per process.
+    pub cpu_seconds: BTreeMap<String, f64>,
+    /// Writes per writer, resource and verb.
+    pub audit: Option<AuditCounts>,
 }
 
 /// Counters and watches of one measurement, from just before the cluster is declared.
@@ -136,12 +165,34 @@ impl Session {
         }
         let last_running = self.watches.all_running(spec.workers, timeout).await?;
         let elapsed = last_running.saturating_duration_since(started);
+        let counters = self.counters(harness, provider).await?;
+        let joined = timeline::join(&self.watches.lock(), &sim_view(harness), started);
+        let timeline = timeline::summarize(&joined, started);
+        Ok(BenchResult {
+            provider,
+            machines: spec.workers,
+            deploy: plan.map(|p| p.deploy),
+            elapsed,
+            maas_calls: counters.maas_calls,
+            maas_rate_limit_wait: counters.maas_rate_limit_wait,
+            our_kind_writes: counters.our_kind_writes,
+            all_writes: counters.all_writes,
+            reconciles: counters.reconciles,
+            peak_rss_mib: counters.peak_rss_mib,
+            cpu_seconds: counters.cpu_seconds,
+            timeline,
+            audit: counters.audit,
+        })
+    }
+
+    /// Reads every counter again: what moved since [`Self::begin`].
+    pub(super) async fn counters(&self, harness: &Harness, provider: Provider) -> Result<Counters> {
         let maas_calls = match provider {
             Provider::Ours => harness.sim.state().call_counts(),
             Provider::Null => BTreeMap::new(),
         };
         let cpu_seconds = metrics::delta(&metrics::cpu_seconds(harness), &self.cpu_before);
-        let writes_after = metrics::api_writes(&client).await?;
+        let writes_after = metrics::api_writes(&harness.management.client()).await?;
         let (our_kind_writes, all_writes) = writes_after.delta(&self.writes_before);
         let reconciles = match (metrics::reconciles(harness).await, &self.reconciles_before) {
             (Some(after), Some(before)) => Some(metrics::delta(&after, before)),
@@ -154,22 +205,7 @@ impl Session {
             (Some(path), Some(offset)) => Some(audit::read_since(path, offset)?),
             _ => None,
         };
-        let state = harness.sim.state();
-        let sim = SimView {
-            changes: state.status_history(),
-            hostnames: state
-                .machines()
-                .into_iter()
-                .map(|m| (m.system_id, m.hostname))
-                .collect(),
-        };
-        let joined = timeline::join(&self.watches.lock(), &sim, started);
-        let timeline = timeline::summarize(&joined, started);
-        Ok(BenchResult {
-            provider,
-            machines: spec.workers,
-            deploy: plan.map(|p| p.deploy),
-            elapsed,
+        Ok(Counters {
             maas_calls,
             maas_rate_limit_wait,
             our_kind_writes,
@@ -177,9 +213,26 @@ impl Session {
             reconciles,
             peak_rss_mib: metrics::peak_rss(harness),
             cpu_seconds,
-            timeline,
             audit,
         })
+    }
+
+    /// What the session's watches saw.
+    pub(super) fn watches(&self) -> &Watches {
+        &self.watches
+    }
+}
+
+/// The simulator's status history and hostnames, for [`timeline::join`].
+pub(super) fn sim_view(harness: &Harness) -> SimView {
+    let state = harness.sim.state();
+    SimView {
+        changes: state.status_history(),
+        hostnames: state
+            .machines()
+            .into_iter()
+            .map(|m| (m.system_id, m.hostname))
+            .collect(),
     }
 }
 

@@ -78,7 +78,7 @@ impl Milestone {
         }
     }
 
-    fn index(self) -> usize {
+    pub(super) fn index(self) -> usize {
         Self::ALL.iter().position(|m| *m == self).unwrap_or(0)
     }
 }
@@ -98,7 +98,7 @@ struct MachineMarks {
     infra: Option<String>,
     provider_id: Option<String>,
     running: Option<Instant>,
-    deleted: bool,
+    deleted: Option<Instant>,
 }
 
 #[derive(Debug, Clone)]
@@ -124,12 +124,27 @@ struct NodeMarks {
     provider_id: Option<String>,
 }
 
+/// Edges of a host that outlive its claims: whether it is free (`status.provisioningState:
+/// Available`) and each moment it became so; whether a deployment is requested
+/// (`spec.provisioning`) and each moment the request was withdrawn.
+#[derive(Debug, Clone, Default)]
+struct HostEdges {
+    free: bool,
+    became_free: Vec<Instant>,
+    requested: bool,
+    withdrawn: Vec<Instant>,
+}
+
 /// What the watches saw, by object name.
 #[derive(Debug, Default)]
 pub(super) struct Recorder {
     machines: BTreeMap<String, MachineMarks>,
     maas_machines: BTreeMap<String, MaasMachineMarks>,
     hosts: BTreeMap<String, HostMarks>,
+    host_edges: BTreeMap<String, HostEdges>,
+    /// The first moment each Machine, resp. MaasMachine, was seen with a deletionTimestamp.
+    machines_deleting: BTreeMap<String, Instant>,
+    maas_machines_deleting: BTreeMap<String, Instant>,
     nodes: BTreeMap<String, NodeMarks>,
 }
 
@@ -156,7 +171,7 @@ impl Recorder {
                         infra: None,
                         provider_id: None,
                         running: None,
-                        deleted: false,
+                        deleted: None,
                     });
                 marks.infra = text(&spec["infrastructureRef"]["name"]).or(marks.infra.take());
                 marks.provider_id = text(&spec["providerID"]).or(marks.provider_id.take());
@@ -188,6 +203,17 @@ impl Recorder {
                 }
             }
             Kind::Host => {
+                let edges = self.host_edges.entry(name.to_owned()).or_default();
+                let available = status["provisioningState"] == "Available";
+                if available && !edges.free {
+                    edges.became_free.push(now);
+                }
+                edges.free = available;
+                let requested = spec["provisioning"].is_object();
+                if edges.requested && !requested {
+                    edges.withdrawn.push(now);
+                }
+                edges.requested = requested;
                 let marks = self.hosts.entry(name.to_owned()).or_default();
                 marks.system_id = text(&spec["systemID"]).or(marks.system_id.take());
                 let consumer = text(&spec["consumerRef"]["name"]);
@@ -222,12 +248,30 @@ impl Recorder {
         }
     }
 
-    /// Notes that object `name` of `kind` is gone.
-    pub(super) fn forget(&mut self, kind: Kind, name: &str) {
-        if kind == Kind::Machine
-            && let Some(marks) = self.machines.get_mut(name)
-        {
-            marks.deleted = true;
+    /// Notes that object `name` of `kind` carries a deletionTimestamp at `now`; the first
+    /// moment counts.
+    pub(super) fn deleting(&mut self, kind: Kind, name: &str, now: Instant) {
+        let seen = match kind {
+            Kind::Machine => &mut self.machines_deleting,
+            Kind::MaasMachine => &mut self.maas_machines_deleting,
+            Kind::Host | Kind::Node => return,
+        };
+        seen.entry(name.to_owned()).or_insert(now);
+    }
+
+    /// Notes that object `name` of `kind` was seen gone at `now`.
+    pub(super) fn forget(&mut self, kind: Kind, name: &str, now: Instant) {
+        match kind {
+            Kind::Machine => {
+                if let Some(marks) = self.machines.get_mut(name) {
+                    marks.deleted.get_or_insert(now);
+                }
+            }
+            // A server deployed again gets a Node of the same name: its creation is a new one.
+            Kind::Node => {
+                self.nodes.remove(name);
+            }
+            Kind::MaasMachine | Kind::Host => {}
         }
     }
 
@@ -235,7 +279,7 @@ impl Recorder {
     pub(super) fn running(&self) -> usize {
         self.machines
             .values()
-            .filter(|m| m.running.is_some() && !m.deleted)
+            .filter(|m| m.running.is_some() && m.deleted.is_none())
             .count()
     }
 
@@ -255,12 +299,22 @@ pub(super) struct SimView {
 impl SimView {
     /// The first change of `system_id` to `status` at or after `since`.
     fn first(&self, system_id: &str, status: NodeStatus, since: Instant) -> Option<Instant> {
-        self.changes
-            .get(system_id)?
-            .iter()
-            .find(|c| c.status == status && c.at >= since)
-            .map(|c| c.at)
+        first_change(&self.changes, system_id, status, since)
     }
+}
+
+/// The first change of `system_id` to `status` at or after `since` in `history`.
+pub(super) fn first_change(
+    history: &BTreeMap<String, Vec<StatusChange>>,
+    system_id: &str,
+    status: NodeStatus,
+    since: Instant,
+) -> Option<Instant> {
+    history
+        .get(system_id)?
+        .iter()
+        .find(|c| c.status == status && c.at >= since)
+        .map(|c| c.at)
 }
 
 /// The marks of one Machine, by [`Milestone::index`].
@@ -339,7 +393,7 @@ pub(super) fn system_id_of(provider_id: &str) -> Option<String> {
 }
 
 /// `later − earlier` in seconds, negative when `later` came first.
-fn seconds(later: Instant, earlier: Instant) -> f64 {
+pub(super) fn seconds(later: Instant, earlier: Instant) -> f64 {
     if later >= earlier {
         (later - earlier).as_secs_f64()
     } else {
@@ -420,6 +474,9 @@ pub(super) fn summarize(all: &[Marks], declared: Instant) -> TimelineSummary {
         deployed_to_running,
     }
 }
+
+#[path = "timeline_queries.rs"]
+mod queries;
 
 #[cfg(test)]
 #[path = "timeline_tests.rs"]

@@ -191,7 +191,7 @@ fn the_null_provider_has_no_maas_steps_and_deleted_machines_are_not_running() {
         ]
     );
     assert!(summary.deployed_to_running.is_empty());
-    r.forget(Kind::Machine, "m-1");
+    r.forget(Kind::Machine, "m-1", at(base, 40));
     assert_eq!(r.running(), 0);
 }
 
@@ -207,6 +207,18 @@ fn a_host_claimed_again_starts_a_new_timeline() {
     assert_eq!(host.claimed, Some(at(base, 500)));
     assert_eq!(host.provisioning, Some(at(base, 500)));
     assert_eq!(host.system_id.as_deref(), Some("abc"));
+}
+
+#[test]
+fn a_node_deleted_and_created_again_is_dated_by_its_new_creation() {
+    let base = Instant::now();
+    let mut r = Recorder::default();
+    let node = json!({"spec": {"providerID": "maas:///z1/abc"}});
+    r.observe(Kind::Node, "node-a", &node, at(base, 0));
+    r.forget(Kind::Node, "node-a", at(base, 100));
+    assert!(!r.nodes.contains_key("node-a"));
+    r.observe(Kind::Node, "node-a", &node, at(base, 900));
+    assert_eq!(r.nodes["node-a"].created, at(base, 900));
 }
 
 #[test]

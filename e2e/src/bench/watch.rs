@@ -151,9 +151,13 @@ async fn pump(
             Event::Apply(object) | Event::InitApply(object) => {
                 let name = object.metadata.name.as_deref().unwrap_or_default();
                 recorder.observe(kind, name, &object.data, now);
+                if object.metadata.deletion_timestamp.is_some() {
+                    recorder.deleting(kind, name, now);
+                }
             }
             Event::Delete(object) => {
-                recorder.forget(kind, object.metadata.name.as_deref().unwrap_or_default());
+                let name = object.metadata.name.as_deref().unwrap_or_default();
+                recorder.forget(kind, name, now);
             }
             Event::InitDone => {
                 // Only the first listing matters; later ones (after a watch error) find the

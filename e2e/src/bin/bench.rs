@@ -12,19 +12,24 @@
 //! the gateway with flags other than its defaults, for what-if measurements; the report names
 //! them. `CAPMAAS_BENCH_MAAS` (`none`, `region`, or a JSON profile file; see docs/maas-sim.md)
 //! makes the simulated MAAS answer as slowly as a real region does; the report names it.
+//!
+//! `CAPMAAS_BENCH_RUN=deletion` runs only the mass-deletion run instead (docs/e2e.md, "Mass
+//! deletion benchmark"): the first size of `CAPMAAS_BENCH_SIZES` (default 200) deleted at once
+//! while a few new machines are provisioned; its own section in `e2e/bench-results.md`.
 #![allow(clippy::print_stdout)]
 
 use std::time::Duration;
 
+use capmaas_e2e::Error;
 use capmaas_e2e::bench::{
-    BenchResult, RunPlan, describe_binaries, merge_report, plan, report, run, run_ceiling,
+    BenchResult, ReportContext, RunPlan, deletion_report, deletion_size, describe_binaries,
+    late_count, merge_report, plan, report, run, run_ceiling, run_deletion,
 };
+use maas_sim::LatencyProfile;
 
 #[tokio::main]
-async fn main() -> Result<(), capmaas_e2e::Error> {
+async fn main() -> Result<(), Error> {
     let sizes = std::env::var("CAPMAAS_BENCH_SIZES").ok();
-    let deploys = std::env::var("CAPMAAS_BENCH_DEPLOYS").ok();
-    let plan = plan(sizes.as_deref(), deploys.as_deref())?;
     let timeout = Duration::from_secs(
         std::env::var("CAPMAAS_BENCH_TIMEOUT")
             .ok()
@@ -37,8 +42,63 @@ async fn main() -> Result<(), capmaas_e2e::Error> {
         .map(str::to_owned)
         .collect();
     let maas = std::env::var("CAPMAAS_BENCH_MAAS").unwrap_or_else(|_| "none".to_owned());
-    let maas_latency = maas_sim::LatencyProfile::named(&maas)?;
-    let binaries = capmaas_e2e::harness::bin_dir();
+    let maas_latency = LatencyProfile::named(&maas)?;
+    // Dated when the runs are done, as before.
+    let context = || context(&gateway_args, &maas, &maas_latency);
+    let which = std::env::var("CAPMAAS_BENCH_RUN").unwrap_or_default();
+    let report = match which.as_str() {
+        "" | "provisioning" => {
+            let deploys = std::env::var("CAPMAAS_BENCH_DEPLOYS").ok();
+            let plan = plan(sizes.as_deref(), deploys.as_deref())?;
+            let results = provisioning(&plan, &gateway_args, &maas_latency, timeout).await?;
+            report(&results, &context())
+        }
+        "deletion" => {
+            let machines = deletion_size(sizes.as_deref())?;
+            println!(
+                "provisioning {machines} machines (0–2 s deployments), then deleting them all at \
+                 once while {} more are provisioned ...",
+                late_count(machines)
+            );
+            let result = run_deletion(machines, &gateway_args, &maas_latency, timeout, |r| {
+                println!(
+                    "  provisioned (not measured): all running after {:.1}s; deleting",
+                    r.elapsed.as_secs_f64()
+                );
+            })
+            .await?;
+            println!(
+                "  deleted after {:.1}s (servers Ready in MAAS after {:.1}s)",
+                result.gone.as_secs_f64(),
+                result.servers_ready.as_secs_f64()
+            );
+            deletion_report(&result, &context())
+        }
+        other => {
+            return Err(Error::BenchConfig {
+                name: "CAPMAAS_BENCH_RUN".into(),
+                message: format!("{other:?} is not a run (`deletion`, or unset)"),
+            });
+        }
+    };
+    println!("\n{report}");
+    let path = capmaas_testenv::repo_root().join("e2e/bench-results.md");
+    let old = std::fs::read_to_string(&path).unwrap_or_default();
+    std::fs::write(&path, merge_report(&report, &old)).map_err(|e| Error::Io {
+        context: format!("writing {}", path.display()),
+        source: e,
+    })?;
+    println!("written to e2e/bench-results.md");
+    Ok(())
+}
+
+/// The provisioning runs of `plan`, each size's ceiling first.
+async fn provisioning(
+    plan: &[RunPlan],
+    gateway_args: &[String],
+    maas_latency: &LatencyProfile,
+    timeout: Duration,
+) -> Result<Vec<BenchResult>, Error> {
     let mut results = Vec::new();
     let mut ceilings_done = Vec::new();
     for RunPlan { machines, deploy } in plan.iter().copied() {
@@ -55,10 +115,16 @@ async fn main() -> Result<(), capmaas_e2e::Error> {
             deploy.label()
         );
         let plan = RunPlan { machines, deploy };
-        let result = run(plan, &gateway_args, &maas_latency, timeout).await?;
+        let result = run(plan, gateway_args, maas_latency, timeout).await?;
         print_done(&result);
         results.push(result);
     }
+    Ok(results)
+}
+
+/// Where and how the runs are measured, for the report.
+fn context(gateway_args: &[String], maas: &str, maas_latency: &LatencyProfile) -> ReportContext {
+    let binaries = capmaas_e2e::harness::bin_dir();
     let mut setup = vec![describe_binaries(&binaries, &capmaas_testenv::repo_root())];
     if !gateway_args.is_empty() {
         let flags = gateway_args.join(" ");
@@ -66,25 +132,15 @@ async fn main() -> Result<(), capmaas_e2e::Error> {
             "the gateway run with `{flags}` (`CAPMAAS_BENCH_GATEWAY_ARGS`)"
         ));
     }
-    let context = capmaas_e2e::bench::ReportContext {
+    ReportContext {
         binaries: setup.join(", "),
-        maas_latency: (!maas_latency.is_none()).then(|| maas.clone()),
+        maas_latency: (!maas_latency.is_none()).then(|| maas.to_owned()),
         gateway_args: (!gateway_args.is_empty()).then(|| gateway_args.join(" ")),
         cores: std::thread::available_parallelism().map_or(0, std::num::NonZero::get),
         generated: k8s_openapi::jiff::Timestamp::now()
             .round(k8s_openapi::jiff::Unit::Second)
             .map_or_else(|_| "?".to_owned(), |t| t.to_string()),
-    };
-    let report = report(&results, &context);
-    println!("\n{report}");
-    let path = capmaas_testenv::repo_root().join("e2e/bench-results.md");
-    let old = std::fs::read_to_string(&path).unwrap_or_default();
-    std::fs::write(&path, merge_report(&report, &old)).map_err(|e| capmaas_e2e::Error::Io {
-        context: format!("writing {}", path.display()),
-        source: e,
-    })?;
-    println!("written to e2e/bench-results.md");
-    Ok(())
+    }
 }
 
 fn print_done(result: &BenchResult) {
