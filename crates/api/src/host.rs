@@ -270,6 +270,9 @@ provider_status! {
         /// Hostname of the machine in MAAS. maas-client sets `spec.provisioning.hostname` in MAAS
         /// before deploying and gives the original name back after the release.
         pub hostname: Option<String>,
+        /// Fully qualified domain name of the machine in MAAS (its hostname in its MAAS domain).
+        /// machine-controller reports it as the Machine's `InternalDNS` address.
+        pub fqdn: Option<String>,
         /// MAAS numeric status.
         pub maas_status: Option<i32>,
         /// MAAS status name, e.g. `Ready`, `Deployed`, `Failed deployment`.

@@ -2,6 +2,8 @@
 //! host request (consumer reference, provisioning request) and the providerID format are
 //! contracts with other Deployments, in `capmaas_api`.
 
+use std::net::IpAddr;
+
 use capmaas_api::common::{Initialization, MachineAddress, MachineAddressType};
 use capmaas_api::conditions::{self as cond, reasons};
 use capmaas_api::host::PowerState;
@@ -28,30 +30,64 @@ pub const MAX_ADDRESSES: usize = 64;
 /// The MaasHost request vocabulary, shared with remediation-controller and maas-client.
 pub use capmaas_api::host_request::{claimed_by, consumer_ref, provisioning_request};
 
-/// Addresses for CAPI: every MAAS address as InternalIP and ExternalIP (as CAPMAAS reports
-/// them; MAAS does not say which network is external), then the hostname.
+/// Addresses for CAPI: every MAAS address as `InternalIP`, and also as `ExternalIP` when it is
+/// one (a global address: not private, shared, loopback, link-local or unique local); then the
+/// hostname (`Hostname`) and the MAAS FQDN (`InternalDNS`).
+///
+/// MAAS does not say which network is external. CAPMAAS reports every address as both, so a
+/// node's private address became an "external" one for whatever reads it (its issue #174); a
+/// public address on a bare-metal server is reachable from inside the cluster too, so it is both.
+/// An address that does not parse is reported as `InternalIP` only.
 pub fn machine_addresses(host: &MaasHost) -> Vec<MachineAddress> {
     let status = host.status.clone().unwrap_or_default();
     let mut out = Vec::new();
+    let mut push = |type_, address: &str| {
+        out.push(MachineAddress {
+            type_,
+            address: address.to_owned(),
+        });
+    };
     for address in status.addresses.iter().flatten().filter(|a| !a.is_empty()) {
-        for type_ in [
-            MachineAddressType::InternalIp,
-            MachineAddressType::ExternalIp,
-        ] {
-            out.push(MachineAddress {
-                type_,
-                address: address.clone(),
-            });
+        push(MachineAddressType::InternalIp, address);
+        if address.trim().parse().is_ok_and(is_external) {
+            push(MachineAddressType::ExternalIp, address);
         }
     }
-    if let Some(hostname) = status.hostname.filter(|h| !h.is_empty()) {
-        out.push(MachineAddress {
-            type_: MachineAddressType::Hostname,
-            address: hostname,
-        });
+    if let Some(hostname) = status.hostname.as_deref().filter(|h| !h.is_empty()) {
+        push(MachineAddressType::Hostname, hostname);
+    }
+    if let Some(fqdn) = status.fqdn.as_deref().filter(|f| !f.is_empty()) {
+        push(MachineAddressType::InternalDns, fqdn);
     }
     out.truncate(MAX_ADDRESSES);
     out
+}
+
+/// Whether `ip` is reachable from outside the site: a global address.
+pub fn is_external(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => {
+            // 100.64.0.0/10: carrier-grade NAT, shared address space (RFC 6598).
+            let shared = v4.octets()[0] == 100 && (v4.octets()[1] & 0xc0) == 64;
+            !(v4.is_private()
+                || shared
+                || v4.is_loopback()
+                || v4.is_link_local()
+                || v4.is_unspecified()
+                || v4.is_broadcast()
+                || v4.is_multicast())
+        }
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => is_external(IpAddr::V4(v4)),
+            None => {
+                !(v6.is_unique_local()
+                    || v6.is_unicast_link_local()
+                    || v6.is_loopback()
+                    || v6.is_unspecified()
+                    || v6.is_multicast())
+            }
+        },
+    }
 }
 
 /// The conditions a step reports (besides `Ready`, computed from them).

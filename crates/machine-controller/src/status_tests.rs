@@ -27,10 +27,18 @@ fn status_after(
 }
 
 #[test]
-fn addresses_list_each_ip_twice_then_the_hostname() {
+fn addresses_are_internal_external_only_when_global_then_hostname_and_fqdn() {
     let mut h = host("node-1", Some(ProvisioningState::Deployed));
-    h.status.as_mut().unwrap().addresses =
-        Some(vec!["10.0.0.5".into(), String::new(), "fd00::5".into()]);
+    let status = h.status.as_mut().unwrap();
+    status.addresses = Some(vec![
+        "10.0.0.5".into(),
+        String::new(),
+        "fd00::5".into(),
+        "203.0.113.7".into(),
+        "2001:db8::7".into(),
+        "not-an-ip".into(),
+    ]);
+    status.fqdn = Some("node-1.maas".into());
     let addresses = machine_addresses(&h);
     let rendered: Vec<(MachineAddressType, &str)> = addresses
         .iter()
@@ -40,14 +48,46 @@ fn addresses_list_each_ip_twice_then_the_hostname() {
         rendered,
         [
             (MachineAddressType::InternalIp, "10.0.0.5"),
-            (MachineAddressType::ExternalIp, "10.0.0.5"),
             (MachineAddressType::InternalIp, "fd00::5"),
-            (MachineAddressType::ExternalIp, "fd00::5"),
+            (MachineAddressType::InternalIp, "203.0.113.7"),
+            (MachineAddressType::ExternalIp, "203.0.113.7"),
+            (MachineAddressType::InternalIp, "2001:db8::7"),
+            (MachineAddressType::ExternalIp, "2001:db8::7"),
+            (MachineAddressType::InternalIp, "not-an-ip"),
             (MachineAddressType::Hostname, "node-1"),
+            (MachineAddressType::InternalDns, "node-1.maas"),
         ]
     );
     h.status.as_mut().unwrap().addresses = Some((0..100).map(|i| format!("10.0.1.{i}")).collect());
     assert_eq!(machine_addresses(&h).len(), MAX_ADDRESSES);
+}
+
+#[test]
+fn only_global_addresses_are_external() {
+    for internal in [
+        "10.1.2.3",
+        "172.16.0.1",
+        "192.168.1.1",
+        "100.64.0.1",
+        "100.127.255.254",
+        "127.0.0.1",
+        "169.254.0.1",
+        "fd12::1",
+        "fe80::1",
+        "::1",
+        "::ffff:10.0.0.1",
+    ] {
+        assert!(!is_external(internal.parse().unwrap()), "{internal}");
+    }
+    for external in [
+        "8.8.8.8",
+        "100.128.0.1",
+        "172.32.0.1",
+        "2a00:1450::1",
+        "::ffff:8.8.8.8",
+    ] {
+        assert!(is_external(external.parse().unwrap()), "{external}");
+    }
 }
 
 #[test]
@@ -115,7 +155,8 @@ fn provisioned_status_reports_host_facts_and_stays_stable() {
     assert_eq!(status.failure_domain.as_deref(), Some("az1"));
     assert_eq!(status.machine_state.as_deref(), Some("Deployed"));
     assert_eq!(status.machine_powered, Some(true));
-    assert_eq!(status.addresses.as_ref().unwrap().len(), 3);
+    // InternalIP (a private address is not external) and Hostname.
+    assert_eq!(status.addresses.as_ref().unwrap().len(), 2);
     let list = status.conditions.clone().unwrap();
     assert_eq!(get_condition(&list, cond::READY).unwrap().status, "True");
     assert_eq!(

@@ -307,6 +307,7 @@ pub fn observed(m: &Machine) -> MaasHostStatus {
     addresses.sort();
     MaasHostStatus {
         hostname: Some(m.hostname.clone()).filter(|h| !h.is_empty()),
+        fqdn: Some(m.fqdn.clone()).filter(|f| !f.is_empty()),
         maas_status: i32::try_from(m.status.number()).ok(),
         maas_status_name: Some(m.status_name.clone()).filter(|s| !s.is_empty()),
         status_message: m.status_message.clone().filter(|s| !s.is_empty()),
