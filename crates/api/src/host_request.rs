@@ -79,7 +79,7 @@ pub fn provisioning_request(
                 .filter(|h| is_dns_label(h))
         }),
         deploy_in_memory: mm.spec.deploy_in_memory,
-        hwe_kernel: None,
+        hwe_kernel: mm.spec.hwe_kernel.clone(),
         release_policy: mm.spec.release_policy.clone(),
     }
 }

@@ -111,6 +111,12 @@ provider_kind! {
         /// Deploy to memory instead of disk (MAAS `ephemeral_deploy`).
         #[serde(default)]
         pub deploy_in_memory: bool,
+        /// Hardware-enablement kernel MAAS deploys with (MAAS `hwe_kernel`), e.g. `hwe-22.04`,
+        /// `ga-22.04` or `hwe-22.04-lowlatency`. Absent: MAAS's default kernel for the image.
+        /// Frozen once a host is claimed (read at the deployment).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schemars(length(min = 1, max = 64))]
+        pub hwe_kernel: Option<String>,
         /// Only hosts whose labels match are chosen.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub host_selector: Option<HostSelector>,

@@ -94,9 +94,11 @@ fn only_global_addresses_are_external() {
 fn provisioning_request_uses_bootstrap_secret_and_host_hostname() {
     let mut mm = maas_machine("m");
     mm.spec.deploy_in_memory = true;
+    mm.spec.hwe_kernel = Some("hwe-22.04".into());
     let h = host("node-7", Some(ProvisioningState::Available));
     let p = provisioning_request(&mm, SecretKeyReference::new("m-bootstrap"), &h, None);
     assert_eq!(p.image, "ubuntu/jammy");
+    assert_eq!(p.hwe_kernel.as_deref(), Some("hwe-22.04"));
     assert_eq!(p.user_data_secret_ref.as_ref().unwrap().name, "m-bootstrap");
     assert_eq!(p.user_data_secret_ref.as_ref().unwrap().key, "value");
     assert_eq!(p.hostname.as_deref(), Some("node-7"));

@@ -23,6 +23,7 @@ pub(crate) fn maas_machine(name: &str) -> MaasMachine {
             tags: None,
             image: "ubuntu/jammy".into(),
             deploy_in_memory: false,
+            hwe_kernel: None,
             host_selector: None,
             data_template: None,
             release_policy: None,

@@ -65,6 +65,16 @@ fn claimed_host(machine: &MaasMachine) -> Option<String> {
 }
 
 fn machine_spec(spec: &MaasMachineSpec, path: &FieldPath, v: &mut Verdict) {
+    if let Some(kernel) = &spec.hwe_kernel
+        && !is_kernel_name(kernel)
+    {
+        v.invalid(
+            &path.child("hweKernel"),
+            kernel,
+            "a MAAS kernel name is lower-case letters, digits, '.' and '-', starting with a \
+             letter or digit, e.g. hwe-22.04, ga-22.04 or hwe-22.04-lowlatency",
+        );
+    }
     if let Some(selector) = &spec.host_selector {
         host_selector(selector, &path.child("hostSelector"), v);
     }
@@ -82,6 +92,14 @@ fn machine_spec(spec: &MaasMachineSpec, path: &FieldPath, v: &mut Verdict) {
             );
         }
     }
+}
+
+/// MAAS's kernel names (`hwe-22.04`, `ga-22.04`, `hwe-22.04-lowlatency`, `hwe-22.04-edge`).
+fn is_kernel_name(name: &str) -> bool {
+    name.starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '.' || c == '-')
 }
 
 /// The fields that decided which host was claimed, and what deploys on it.
@@ -109,6 +127,7 @@ fn frozen_after_claim(
         "deployInMemory",
     );
     check(old.data_template != new.data_template, "dataTemplate");
+    check(old.hwe_kernel != new.hwe_kernel, "hweKernel");
 }
 
 #[cfg(test)]
@@ -124,6 +143,16 @@ mod tests {
         }))
         .unwrap();
         MaasMachine::new("m", spec)
+    }
+
+    fn create(new: &MaasMachine) -> Request<'_, MaasMachine> {
+        Request {
+            operation: Operation::Create,
+            namespace: "ns",
+            name: "m",
+            object: Some(new),
+            old: None,
+        }
     }
 
     fn update<'a>(old: &'a MaasMachine, new: &'a MaasMachine) -> Request<'a, MaasMachine> {
@@ -142,6 +171,7 @@ mod tests {
         let mut new = old.clone();
         new.spec.tags = Some(vec!["ssd".into()]);
         new.spec.data_template = Some(LocalObjectReference { name: "t".into() });
+        new.spec.hwe_kernel = Some("hwe-22.04".into());
         // Before a claim, anything the CEL rules allow may change.
         assert!(maas_machine(&update(&old, &new)).allowed());
 
@@ -159,7 +189,26 @@ mod tests {
             [
                 "spec.tags: Forbidden: immutable once a host is claimed (MaasHost host-7); create a new machine instead",
                 "spec.dataTemplate: Forbidden: immutable once a host is claimed (MaasHost host-7); create a new machine instead",
+                "spec.hweKernel: Forbidden: immutable once a host is claimed (MaasHost host-7); create a new machine instead",
             ]
+        );
+    }
+
+    #[test]
+    fn a_kernel_name_that_maas_cannot_know_is_refused_by_field() {
+        let mut m = machine();
+        for good in ["hwe-22.04", "ga-22.04", "hwe-22.04-lowlatency", "5.15"] {
+            m.spec.hwe_kernel = Some(good.into());
+            assert!(maas_machine(&create(&m)).allowed(), "{good}");
+        }
+        m.spec.hwe_kernel = Some("HWE 22.04".into());
+        let v = maas_machine(&create(&m));
+        let errors: Vec<String> = v.errors.iter().map(ToString::to_string).collect();
+        assert_eq!(errors.len(), 1);
+        assert!(
+            errors[0]
+                .starts_with("spec.hweKernel: Invalid value: \"HWE 22.04\": a MAAS kernel name"),
+            "{errors:?}"
         );
     }
 
