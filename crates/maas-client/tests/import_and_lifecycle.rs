@@ -192,6 +192,7 @@ async fn import_then_provision_and_release() {
         view.agent_name
     );
     assert_eq!(view.hostname, "node-m1");
+    assert_eq!(view.hwe_kernel.as_deref(), Some("hwe-22.04"));
     assert_eq!(
         view.user_data.as_deref(),
         Some(&b"#cloud-config\nhostname: x\n"[..])

@@ -288,7 +288,7 @@ async fn request_deploy_with(
         }),
         hostname: Some(format!("node-{consumer}")),
         deploy_in_memory: false,
-        hwe_kernel: None,
+        hwe_kernel: Some("hwe-22.04".into()),
         release_policy,
     };
     let spec = serde_json::json!({ "consumerRef": consumer_ref, "provisioning": provisioning });
