@@ -21,6 +21,7 @@ use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Duration;
 
+use crate::compat_flags::CompatArgs;
 use crate::error::{Error, Result};
 
 /// Where the service account token's namespace is mounted inside a pod.
@@ -103,13 +104,18 @@ pub struct CommonArgs {
     pub log_format: LogFormat,
 
     /// Log filter in tracing EnvFilter syntax, e.g. `info` or `info,capmaas=debug,kube=warn`.
-    #[arg(long, value_name = "FILTER", env = "RUST_LOG", default_value = "info")]
-    pub log_level: String,
+    /// Default `info` (or what klog's `--v` stands for, see [`CompatArgs`]).
+    #[arg(long, value_name = "FILTER", env = "RUST_LOG")]
+    pub log_level: Option<String>,
+
+    /// Flags of CAPMAAS's manager and of klog, accepted and mapped or ignored.
+    #[command(flatten)]
+    pub compat: CompatArgs,
 }
 
 /// Only used to parse [`CommonArgs`] on its own (defaults, tests).
 #[derive(Debug, clap::Parser)]
-struct CommonArgsOnly {
+pub(crate) struct CommonArgsOnly {
     #[command(flatten)]
     common: CommonArgs,
 }
@@ -122,6 +128,14 @@ impl CommonArgs {
         T: Into<std::ffi::OsString> + Clone,
     {
         <CommonArgsOnly as clap::Parser>::try_parse_from(args).map(|a| a.common)
+    }
+
+    /// The log filter: `--log-level` (or `RUST_LOG`), else what `--v` stands for, else `info`.
+    pub fn log_filter(&self) -> String {
+        self.log_level
+            .clone()
+            .or_else(|| self.compat.verbosity_filter().map(ToOwned::to_owned))
+            .unwrap_or_else(|| "info".to_owned())
     }
 
     /// The namespace to watch, `None` for all namespaces.
@@ -422,7 +436,7 @@ mod tests {
         assert_eq!(a.concurrency, Some(4));
         assert_eq!(a.kubeconfig, Some(PathBuf::from("/tmp/kc")));
         assert_eq!(a.log_format, LogFormat::Json);
-        assert_eq!(a.log_level, "debug");
+        assert_eq!(a.log_filter(), "debug");
     }
 
     #[test]

@@ -44,6 +44,7 @@ pub mod backoff;
 mod binary;
 pub mod client;
 pub mod client_spans;
+pub mod compat_flags;
 pub mod conditions;
 pub mod controller;
 pub mod embedded;

@@ -121,12 +121,20 @@ impl RuntimeBuilder {
         let telemetry = if self.telemetry {
             telemetry::init(&telemetry::TelemetryConfig::from_env(
                 &self.binary,
-                &args.log_level,
+                &args.log_filter(),
                 args.log_format,
             )?)?
         } else {
             TelemetryGuard::default()
         };
+        let ignored = args.compat.ignored();
+        if !ignored.is_empty() {
+            tracing::warn!(
+                flags = %ignored.join(" "),
+                "flags of CAPMAAS's manager or of klog are accepted but change nothing here \
+                 (docs/install.md, \"Switching from CAPMAAS\")"
+            );
+        }
         let shutdown = match self.shutdown {
             Some(t) => t,
             None => shutdown::shutdown_on_signals()?,
