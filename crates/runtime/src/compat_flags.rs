@@ -1,8 +1,8 @@
 //! Flags that manifests written for CAPMAAS may carry, accepted so that a reused patch never
 //! crash-loops a Deployment: klog's (`--v`, `--logtostderr`, …, which Go controllers built on
 //! klog accept) and the CAPMAAS manager flag that has no counterpart here (`--feature-gates`;
-//! `--machine-concurrency` is machine-controller's alias of `--concurrency`). `--v` sets the log level when `--log-level`
-//! (or `RUST_LOG`) does not; every other one is ignored with a warning at start
+//! `--machine-concurrency` is machine-controller's alias of `--concurrency`). `--v` sets the
+//! log level when `--log-level` (or `RUST_LOG`) does not; every other one is ignored with a warning at start
 //! ([`CompatArgs::ignored`]). None of them shows in `--help`.
 
 /// The accepted foreign flags; flattened into [`crate::CommonArgs`].
@@ -16,92 +16,52 @@ pub struct CompatArgs {
     #[arg(long, value_name = "GATES", hide = true)]
     pub feature_gates: Option<String>,
 
-    /// klog switches (`--logtostderr`, `--logtostderr=false`, …).
-    #[arg(
-        long = "logtostderr",
-        value_name = "BOOL",
-        hide = true,
-        num_args = 0..=1,
-        require_equals = true,
-        default_missing_value = "true"
-    )]
+    // klog's switches: `--name`, `--name=true`, `--name=false`, as Go's bool flags take them.
+    /// klog's `--logtostderr`.
+    #[arg(long, hide = true, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
     pub logtostderr: Option<String>,
-    #[arg(
-        long = "alsologtostderr",
-        value_name = "BOOL",
-        hide = true,
-        num_args = 0..=1,
-        require_equals = true,
-        default_missing_value = "true"
-    )]
     /// klog's `--alsologtostderr`.
+    #[arg(long, hide = true, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
     pub alsologtostderr: Option<String>,
-    #[arg(
-        long = "skip-headers",
-        value_name = "BOOL",
-        hide = true,
-        num_args = 0..=1,
-        require_equals = true,
-        default_missing_value = "true"
-    )]
     /// klog's `--skip-headers`.
+    #[arg(long, hide = true, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
     pub skip_headers: Option<String>,
-    #[arg(
-        long = "skip-log-headers",
-        value_name = "BOOL",
-        hide = true,
-        num_args = 0..=1,
-        require_equals = true,
-        default_missing_value = "true"
-    )]
     /// klog's `--skip-log-headers`.
+    #[arg(long, hide = true, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
     pub skip_log_headers: Option<String>,
-    #[arg(
-        long = "add-dir-header",
-        value_name = "BOOL",
-        hide = true,
-        num_args = 0..=1,
-        require_equals = true,
-        default_missing_value = "true"
-    )]
     /// klog's `--add-dir-header`.
+    #[arg(long, hide = true, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
     pub add_dir_header: Option<String>,
-    #[arg(
-        long = "one-output",
-        value_name = "BOOL",
-        hide = true,
-        num_args = 0..=1,
-        require_equals = true,
-        default_missing_value = "true"
-    )]
     /// klog's `--one-output`.
+    #[arg(long, hide = true, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
     pub one_output: Option<String>,
 
-    /// klog settings with a value.
-    #[arg(long = "log-dir", value_name = "DIR", hide = true)]
+    // klog's settings with a value.
+    /// klog's `--log-dir`.
+    #[arg(long, hide = true, value_name = "DIR")]
     pub log_dir: Option<String>,
-    #[arg(long = "log-file", value_name = "FILE", hide = true)]
     /// klog's `--log-file`.
+    #[arg(long, hide = true, value_name = "FILE")]
     pub log_file: Option<String>,
-    #[arg(long = "log-file-max-size", value_name = "MB", hide = true)]
     /// klog's `--log-file-max-size`.
+    #[arg(long, hide = true, value_name = "MB")]
     pub log_file_max_size: Option<String>,
-    #[arg(long = "log-flush-frequency", value_name = "DURATION", hide = true)]
     /// klog's `--log-flush-frequency`.
+    #[arg(long, hide = true, value_name = "DURATION")]
     pub log_flush_frequency: Option<String>,
-    #[arg(long = "stderrthreshold", value_name = "SEVERITY", hide = true)]
     /// klog's `--stderrthreshold`.
+    #[arg(long, hide = true, value_name = "SEVERITY")]
     pub stderrthreshold: Option<String>,
-    #[arg(long = "vmodule", value_name = "PATTERNS", hide = true)]
     /// klog's `--vmodule`.
+    #[arg(long, hide = true, value_name = "PATTERNS")]
     pub vmodule: Option<String>,
+    /// klog's `--log-backtrace-at` (also spelled `--log_backtrace_at`).
     #[arg(
-        long = "log-backtrace-at",
+        long,
         alias = "log_backtrace_at",
-        value_name = "FILE:LINE",
-        hide = true
+        hide = true,
+        value_name = "FILE:LINE"
     )]
-    /// klog's `--log-backtrace-at`.
     pub log_backtrace_at: Option<String>,
 }
 

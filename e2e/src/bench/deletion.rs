@@ -15,11 +15,11 @@ use serde_json::{Value, json};
 
 use super::deletion_report::DeletionResult;
 use super::release_steps::{self, Released};
-use super::run::{Session, declare, import, sim_view};
+use super::run::{Session, declare, harness_config, import, sim_view};
 use super::timeline::{self, Milestone, Recorder};
 use super::{BenchResult, DEFAULT_SIZE, DeployTime, Provider, RunPlan, parse_list};
 use crate::error::{Error, Result};
-use crate::harness::{Harness, HarnessConfig, apply, dynamic_api};
+use crate::harness::{Harness, apply, dynamic_api};
 use crate::objects::ClusterSpec;
 
 /// Simulated MAAS release time (Releasing → Ready) of the run: a release without disk erase,
@@ -92,17 +92,13 @@ async fn run_inner(
 ) -> Result<DeletionResult> {
     let late = late_count(machines);
     let deploy = DeployTime::fast();
-    let harness = Harness::start(HarnessConfig {
-        machines: machines + late,
-        deploy_time: deploy.base,
-        deploy_spread_percent: deploy.spread_percent,
-        release_time: RELEASE_TIME,
-        log_filter: "warn".into(),
-        audit_log: true,
-        gateway_args: gateway_args.to_vec(),
-        maas_latency: maas_latency.clone(),
-        ..HarnessConfig::default()
-    })
+    let harness = Harness::start(harness_config(
+        machines + late,
+        deploy,
+        RELEASE_TIME,
+        gateway_args,
+        maas_latency,
+    ))
     .await?;
     let spec = declare(&harness, machines).await?;
     import(&harness, &spec, machines + late).await?;

@@ -8,7 +8,9 @@ use std::time::Duration;
 use super::release_steps::ReleaseStepRow;
 use super::run::Counters;
 use super::stats::p50_p99;
-use super::table::{ReportContext, heading, seconds, timeline_table, writers_table};
+use super::table::{
+    ReportContext, calls_per_second, heading, mean_wait, seconds, timeline_table, writers_table,
+};
 use super::timeline::TimelineSummary;
 use super::{DeployTime, count, count_u64};
 
@@ -153,15 +155,8 @@ pub(super) fn summary_table(r: &DeletionResult) -> String {
     let counters = &r.counters;
     let calls = r.maas_calls();
     let release_calls = r.release_calls();
-    let secs = r.elapsed().as_secs_f64();
-    let per_second = if secs > 0.0 {
-        format!("{:.1}", count_u64(calls) / secs)
-    } else {
-        "–".into()
-    };
-    let wait = counters
-        .maas_rate_limit_wait
-        .map_or("–".into(), |w| format!("{:.2} s", w.mean_seconds()));
+    let per_second = calls_per_second(calls, r.elapsed());
+    let wait = mean_wait(counters.maas_rate_limit_wait);
     let reconciles = counters.reconciles.as_ref().map_or("–".into(), |counts| {
         format!("{:.1}", r.per_release(counts.values().sum()))
     });

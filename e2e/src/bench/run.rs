@@ -13,7 +13,7 @@ use crate::objects::{ClusterSpec, kubeconfig_secret};
 use super::audit::AuditCounts;
 use super::timeline::{self, SimView};
 use super::watch::Watches;
-use super::{BenchResult, Provider, RunPlan, audit, metrics};
+use super::{BenchResult, DeployTime, Provider, RunPlan, audit, metrics};
 
 /// How long the inventory may take to import the servers.
 const IMPORT_TIMEOUT: Duration = Duration::from_secs(120);
@@ -35,17 +35,13 @@ async fn run_inner(
     maas_latency: &LatencyProfile,
     timeout: Duration,
 ) -> Result<BenchResult> {
-    let harness = Harness::start(HarnessConfig {
-        machines: plan.machines,
-        deploy_time: plan.deploy.base,
-        deploy_spread_percent: plan.deploy.spread_percent,
-        release_time: Duration::ZERO,
-        log_filter: "warn".into(),
-        audit_log: true,
-        gateway_args: gateway_args.to_vec(),
-        maas_latency: maas_latency.clone(),
-        ..HarnessConfig::default()
-    })
+    let harness = Harness::start(harness_config(
+        plan.machines,
+        plan.deploy,
+        Duration::ZERO,
+        gateway_args,
+        maas_latency,
+    ))
     .await?;
     let spec = declare(&harness, plan.machines).await?;
     // Hosts first, so the measurement starts from an imported inventory.
@@ -54,6 +50,29 @@ async fn run_inner(
     session
         .measure(&harness, &spec, Provider::Ours, Some(plan), timeout)
         .await
+}
+
+/// The test world of a measured run: `servers` simulated servers deploying in `deploy` and
+/// releasing in `release`, the gateway with `gateway_args`, MAAS answering as `maas_latency`
+/// says, quiet logs and the API server's audit log.
+pub(super) fn harness_config(
+    servers: usize,
+    deploy: DeployTime,
+    release: Duration,
+    gateway_args: &[String],
+    maas_latency: &LatencyProfile,
+) -> HarnessConfig {
+    HarnessConfig {
+        machines: servers,
+        deploy_time: deploy.base,
+        deploy_spread_percent: deploy.spread_percent,
+        release_time: release,
+        log_filter: "warn".into(),
+        audit_log: true,
+        gateway_args: gateway_args.to_vec(),
+        maas_latency: maas_latency.clone(),
+        ..HarnessConfig::default()
+    }
 }
 
 /// Declares the inventory of `spec` and waits until the gateway has reported on `hosts`

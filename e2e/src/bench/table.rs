@@ -55,6 +55,21 @@ pub(super) fn seconds(s: f64) -> String {
     }
 }
 
+/// MAAS calls per second over `elapsed`, as the tables show it.
+pub(super) fn calls_per_second(calls: u64, elapsed: std::time::Duration) -> String {
+    let secs = elapsed.as_secs_f64();
+    if secs > 0.0 {
+        format!("{:.1}", count_u64(calls) / secs)
+    } else {
+        "–".into()
+    }
+}
+
+/// The mean rate-limit wait per call, as the tables show it.
+pub(super) fn mean_wait(wait: Option<super::RateLimitWait>) -> String {
+    wait.map_or("–".into(), |w| format!("{:.2} s", w.mean_seconds()))
+}
+
 fn run_name(r: &BenchResult) -> (&'static str, String) {
     match (r.provider, r.deploy) {
         (Provider::Ours, Some(deploy)) => ("ours", deploy.label()),
@@ -197,15 +212,8 @@ fn maas_table(results: &[BenchResult]) -> String {
     for r in ours {
         let (_, deploy) = run_name(r);
         let calls = r.maas_calls_total();
-        let secs = r.elapsed.as_secs_f64();
-        let per_second = if secs > 0.0 {
-            format!("{:.1}", count_u64(calls) / secs)
-        } else {
-            "–".into()
-        };
-        let wait = r
-            .maas_rate_limit_wait
-            .map_or("–".into(), |w| format!("{:.2} s", w.mean_seconds()));
+        let per_second = calls_per_second(calls, r.elapsed);
+        let wait = mean_wait(r.maas_rate_limit_wait);
         let _ = write!(
             out,
             "| {} | {deploy} | {:.2} | {per_second} | {wait} |",
