@@ -198,6 +198,12 @@ async fn check_never_twice(client: &Client, ns: &str) -> BTreeMap<String, IpAddr
     let mut bound = BTreeMap::new();
     let mut refs = BTreeSet::new();
     for c in &claims {
+        // A terminating claim keeps the addressRef it had while its address is released, as
+        // CAPI's in-cluster provider does: once the IPAddress is deleted, the same name may be
+        // created for the next claim before this one's finalizer is gone.
+        if c.metadata.deletion_timestamp.is_some() {
+            continue;
+        }
         let Some(name) = c.address_ref() else {
             continue;
         };
