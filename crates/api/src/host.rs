@@ -142,6 +142,17 @@ pub struct HostProvisioning {
     /// Erase mode and force flag used when the machine is released.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub release_policy: Option<ReleasePolicy>,
+    /// The consumer recorded this host's system id before asking for it (a MaasMachine that
+    /// CAPMAAS provisioned, or one moved here): an allocation MAAS shows for this
+    /// installation's MAAS user without our identity is this host's, adopted as it is, with no
+    /// allocate or deploy. Set by machine-controller; without it such an allocation is left
+    /// alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub adopt_allocation: Option<bool>,
+    /// A deployed machine MAAS shows powered off is powered on again (the default, as CAPMAAS
+    /// does); `false` leaves it off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keep_powered_on: Option<bool>,
 }
 
 /// A node-reuse reservation: the host waits for the next machine of `owner`.
@@ -259,9 +270,14 @@ pub struct HostAllocation {
         skip_serializing_if = "Option::is_none"
     )]
     pub consumer_uid: Option<String>,
-    /// When the allocation happened.
+    /// When the allocation happened (was taken over).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allocated_at: Option<Time>,
+    /// The allocation was made without our identity (by CAPMAAS, which gives MAAS no
+    /// `agent_name`) and taken over for the consumer that recorded its system id: MAAS's
+    /// `agent_name` is not `agentName`; the machine's workload annotations carry our identity.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub taken_over: Option<bool>,
 }
 
 provider_status! {

@@ -81,6 +81,9 @@ pub fn provisioning_request(
         deploy_in_memory: mm.spec.deploy_in_memory,
         hwe_kernel: mm.spec.hwe_kernel.clone(),
         release_policy: mm.spec.release_policy.clone(),
+        adopt_allocation: (mm.spec.system_id.as_deref() == Some(host.spec.system_id.as_str()))
+            .then_some(true),
+        keep_powered_on: mm.spec.keep_powered_on,
     }
 }
 

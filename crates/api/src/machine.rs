@@ -111,6 +111,11 @@ provider_kind! {
         /// Deploy to memory instead of disk (MAAS `ephemeral_deploy`).
         #[serde(default)]
         pub deploy_in_memory: bool,
+        /// A deployed server MAAS shows powered off is powered on again. Absent or `true`: the
+        /// default, as CAPMAAS does. `false`: a server powered off (for maintenance, by MAAS
+        /// or by hand) stays off. An edit applies to the claimed host at once.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub keep_powered_on: Option<bool>,
         /// Hardware-enablement kernel MAAS deploys with (MAAS `hwe_kernel`), e.g. `hwe-22.04`,
         /// `ga-22.04` or `hwe-22.04-lowlatency`. Absent: MAAS's default kernel for the image.
         /// Frozen once a host is claimed (read at the deployment).

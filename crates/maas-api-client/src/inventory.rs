@@ -3,7 +3,7 @@
 use crate::calls::collection;
 use crate::error::MaasError;
 use crate::form::Params;
-use crate::model::{BootResource, ResourcePool, Tag, TagUpdateResult, Version, Zone};
+use crate::model::{BootResource, CurrentUser, ResourcePool, Tag, TagUpdateResult, Version, Zone};
 use crate::transport::{Call, MaasClient, segment};
 
 /// Which boot resources to list.
@@ -122,5 +122,11 @@ impl MaasClient {
     /// `GET /version/` (anonymous in MAAS, signed anyway).
     pub async fn version(&self) -> Result<Version, MaasError> {
         self.get_json("version", collection("version")).await
+    }
+
+    /// `GET /users/?op=whoami`: the user of this key (in MAAS since 2.x).
+    pub async fn whoami(&self) -> Result<CurrentUser, MaasError> {
+        self.json(Call::get("users.whoami", collection("users")).op("whoami"))
+            .await
     }
 }

@@ -61,9 +61,10 @@ pub use machine_requests::{
     validate_annotation_key,
 };
 pub use model::{
-    BootResource, DefaultGateway, DefaultGateways, DnsIpAddress, DnsResource, Domain, Interface,
-    InterfaceParams, IpRange, IpRangeType, Link, LinkMode, Machine, MachineList, MachineStatus,
-    PowerState, ResourcePool, SkippedMachine, Subnet, Tag, TagUpdateResult, Version, Vlan, Zone,
+    BootResource, CurrentUser, DefaultGateway, DefaultGateways, DnsIpAddress, DnsResource, Domain,
+    Interface, InterfaceParams, IpRange, IpRangeType, Link, LinkMode, Machine, MachineList,
+    MachineStatus, PowerState, ResourcePool, SkippedMachine, Subnet, Tag, TagUpdateResult, Version,
+    Vlan, Zone,
 };
 pub use network::LinkSubnetRequest;
 pub use observer::{NoopObserver, RequestEvent, RequestObserver};

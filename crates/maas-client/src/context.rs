@@ -74,6 +74,8 @@ pub struct Gateway {
     /// MaasHosts as this term's last reconcile of each left them, for a reconcile that starts
     /// before the watch delivered those writes ([`capmaas_runtime::own_writes`]).
     pub own_writes: capmaas_runtime::OwnWrites<MaasHost>,
+    /// The MAAS user of the key (`whoami`), asked once per term when a takeover needs it.
+    pub maas_user: Arc<tokio::sync::OnceCell<String>>,
 }
 
 impl std::fmt::Debug for Gateway {
@@ -81,6 +83,18 @@ impl std::fmt::Debug for Gateway {
         f.debug_struct("Gateway")
             .field("settings", &self.settings)
             .finish_non_exhaustive()
+    }
+}
+
+impl Gateway {
+    /// The username of the MAAS user the key belongs to: the owner of every allocation this
+    /// installation makes (and of those CAPMAAS made with the same key).
+    pub async fn maas_user(&self) -> Result<&str, maas_api_client::MaasError> {
+        let name = self
+            .maas_user
+            .get_or_try_init(|| async { self.maas.whoami().await.map(|u| u.username) })
+            .await?;
+        Ok(name.as_str())
     }
 }
 

@@ -151,6 +151,7 @@ pub async fn run_term(term: Term, maas: Maas, config: GatewayConfig) -> Result<(
         in_flight: in_flight::InFlight::default(),
         inventory_syncs: inventory::schedule::SyncTimes::default(),
         own_writes: capmaas_runtime::OwnWrites::default(),
+        maas_user: Arc::default(),
         hosts: hosts.store(),
         inventories: inventories.store(),
         dns_records: records.store(),

@@ -54,9 +54,9 @@ use self::queue::{Lane, RateQueue};
 use self::span::in_call_span;
 
 use maas_api_client::{
-    AllocateRequest, DeployRequest, DnsResource, DnsResourceFilter, DnsResourceSpec, Interface,
-    LinkSubnetRequest, MaasClient, MaasError, Machine, MachineFilter, MachineList, ReleaseRequest,
-    StopMode, Subnet,
+    AllocateRequest, CurrentUser, DeployRequest, DnsResource, DnsResourceFilter, DnsResourceSpec,
+    Interface, LinkSubnetRequest, MaasClient, MaasError, Machine, MachineFilter, MachineList,
+    ReleaseRequest, StopMode, Subnet,
 };
 
 /// A MAAS answer and the instant its request went out (after the rate limit): the machine
@@ -236,6 +236,11 @@ impl Maas {
         fn list_allocated_lenient() -> Timed<MachineList> {
             read("list_allocated_lenient", None, Lane::Listing)
                 |client| client.list_allocated_lenient()
+        }
+
+        /// `GET /users/?op=whoami`: the MAAS user of the key, who owns our allocations.
+        fn whoami() -> CurrentUser {
+            read_value("whoami", None, Lane::InTurn) |client| client.whoami()
         }
 
         /// `GET /machines/{id}/`.

@@ -11,7 +11,7 @@ use std::time::Duration;
 use capmaas_api::MaasHost;
 use kube::Api;
 use kube::api::{DeleteParams, PostParams};
-use maas_api_client::{AllocateRequest, ApiKey, MaasClient};
+use maas_api_client::AllocateRequest;
 use maas_client::host::annotations as ann;
 use maas_client::inventory::act::{DeleteOutcome, delete_unchanged};
 use maas_client::inventory::state::existing;
@@ -84,12 +84,7 @@ async fn a_sweeper_releases_only_allocations_recorded_for_what_it_watches() {
     let state = sim.state();
     let ids: Vec<String> = state.machines().into_iter().map(|m| m.system_id).collect();
     let (mine, theirs, bare) = (&ids[0], &ids[1], &ids[2]);
-    let maas = MaasClient::new(
-        maas_api_client::Config::builder(&sim.url(), ApiKey::parse(&sim.api_key()).unwrap())
-            .build()
-            .unwrap(),
-    )
-    .unwrap();
+    let maas = maas_of(&sim);
     // Three allocations with our agent_name, as gateways of this installation leave them: one
     // recorded for a host of namespace A (gone: an orphan), one for a host of namespace B (the
     // gateway of B holds it), one never annotated.

@@ -10,7 +10,7 @@ use capmaas_api::MaasDNSRecord;
 use capmaas_api::keys::reboot_annotation;
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use maas_api_client::{ApiKey, DnsResourceFilter, MaasClient};
+use maas_api_client::DnsResourceFilter;
 use maas_sim::{NodeStatus, PowerState};
 use support::*;
 
@@ -66,7 +66,41 @@ async fn reboots_retries_and_dns() {
         "exactly one power cycle"
     );
 
-    // A deployed host that goes off by itself is reported, never powered on or cycled.
+    // A deployed host that goes off by itself is powered on again, once (as CAPMAAS does).
+    state.set_power(rebooted, PowerState::Off).unwrap();
+    eventually(
+        "powered on after going off",
+        Duration::from_secs(10),
+        || async {
+            let view = state.machine(rebooted).unwrap();
+            (view.power_state == PowerState::On).then_some(())
+        },
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        state.machine(rebooted).unwrap().power_on_count,
+        3,
+        "one power-on for one power-off"
+    );
+    // With `keepPoweredOn: false` it is reported, never powered on or cycled.
+    Api::<capmaas_api::MaasHost>::namespaced(client.clone(), &ns)
+        .patch(
+            rebooted,
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"spec": {"provisioning": {"keepPoweredOn": false}}})),
+        )
+        .await
+        .unwrap();
+    eventually(
+        "the edited request read",
+        Duration::from_secs(10),
+        || async {
+            let h = host(&client, &ns, rebooted).await;
+            (h.status.and_then(|s| s.observed_generation) == h.metadata.generation).then_some(())
+        },
+    )
+    .await;
     state.set_power(rebooted, PowerState::Off).unwrap();
     eventually("power off reported", Duration::from_secs(10), || async {
         let h = host(&client, &ns, rebooted).await;
@@ -78,7 +112,7 @@ async fn reboots_retries_and_dns() {
     let view = state.machine(rebooted).unwrap();
     assert_eq!(
         (view.power_state, view.power_on_count),
-        (PowerState::Off, 2)
+        (PowerState::Off, 3)
     );
 
     // --- Failed deployments: retried twice, then left failed for the consumer.
@@ -126,12 +160,7 @@ async fn reboots_retries_and_dns() {
     )
     .await;
 
-    let maas = MaasClient::new(
-        maas_api_client::Config::builder(&sim.url(), ApiKey::parse(&sim.api_key()).unwrap())
-            .build()
-            .unwrap(),
-    )
-    .unwrap();
+    let maas = maas_of(&sim);
 
     // --- A machine someone else allocated first is reported, never taken or released.
     let taken = &ids[3];

@@ -17,7 +17,7 @@ use capmaas_api::MaasHost;
 use capmaas_api::common::{EraseMode, ReleasePolicy};
 use kube::Api;
 use kube::api::{Patch, PatchParams};
-use maas_api_client::{AllocateRequest, ApiKey, DeployRequest, MaasClient};
+use maas_api_client::{AllocateRequest, DeployRequest, MaasClient};
 use maas_client::host::annotations::{self as ann, Consumer};
 use maas_client::host::identity;
 use maas_sim::{NodeStatus, SimHandle};
@@ -112,12 +112,7 @@ async fn an_installation_of_the_earlier_version_is_taken_over_with_no_maas_opera
     let (env, client, ns) = api_server("upgrade").await;
     let sim = instant_sim(4).await;
     let state = sim.state();
-    let maas = MaasClient::new(
-        maas_api_client::Config::builder(&sim.url(), ApiKey::parse(&sim.api_key()).unwrap())
-            .build()
-            .unwrap(),
-    )
-    .unwrap();
+    let maas = maas_of(&sim);
 
     // The hosts exist (imported by the earlier version); nothing is asked of them yet.
     let importer = start_in_process(&env, &sim, &ns, &[]).await;

@@ -134,7 +134,7 @@ pub async fn act(ctx: &Ctx, state: &mut State, step: Step) -> Result<Flow> {
         }
         Step::ReleaseData => data::release(ctx, state).await,
         Step::RequestDeployment => request_deployment(ctx, state).await,
-        Step::UpdateReleasePolicy => update_release_policy(ctx, state).await,
+        Step::UpdateLiveSettings => update_live_settings(ctx, state).await,
         Step::WaitForDeployment {
             reason,
             message,
@@ -204,24 +204,25 @@ async fn clear_provisioning(ctx: &Ctx, state: &mut State, step: &Step) -> Result
     Ok(Flow::Continue)
 }
 
-/// Carries an edited `spec.releasePolicy` to the host's deployment request.
-async fn update_release_policy(ctx: &Ctx, state: &mut State) -> Result<Flow> {
+/// Carries an edited `spec.releasePolicy` or `spec.keepPoweredOn` to the host's deployment request.
+async fn update_live_settings(ctx: &Ctx, state: &mut State) -> Result<Flow> {
     let mm = state.mm.clone();
     let carry = |h: &mut MaasHost| {
-        let edited = crate::decide::release_policy_edited(&mm, h);
+        let edited = crate::decide::live_settings_edited(&mm, h);
         let Some(request) = h.spec.provisioning.as_mut().filter(|_| edited) else {
             return false;
         };
         request.release_policy.clone_from(&mm.spec.release_policy);
+        request.keep_powered_on = mm.spec.keep_powered_on;
         true
     };
-    if let Some(name) =
-        update_claimed_host(ctx, state, "updating the release policy", carry).await?
+    if let Some(name) = update_claimed_host(ctx, state, "updating the live settings", carry).await?
     {
-        let message = format!("host {name} will be released with the edited spec.releasePolicy");
+        let message =
+            format!("host {name} follows the edited spec.releasePolicy and spec.keepPoweredOn");
         ctx.base
             .events
-            .normal(&mm, "ReleasePolicyUpdated", &message)
+            .normal(&mm, "DeploymentRequestUpdated", &message)
             .await;
     }
     Ok(Flow::Continue)

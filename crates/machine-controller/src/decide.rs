@@ -64,9 +64,10 @@ pub enum Step {
     },
     /// Write `spec.provisioning` on the host.
     RequestDeployment,
-    /// `spec.releasePolicy` was edited after the deployment was requested: carry it to the
-    /// host's request, so the release uses it (the gateway records it on the MAAS machine).
-    UpdateReleasePolicy,
+    /// `spec.releasePolicy` or `spec.keepPoweredOn` was edited after the deployment was
+    /// requested: carry it to the host's request, so the gateway uses it (the release policy is
+    /// recorded on the MAAS machine; the power rule applies at once).
+    UpdateLiveSettings,
     /// The host is on its way; report progress.
     WaitForDeployment {
         /// Condition reason.
@@ -174,8 +175,8 @@ fn decide_apply(obs: &Observed<'_>) -> Step {
         }
         return Step::RequestDeployment;
     }
-    if release_policy_edited(mm, host) {
-        return Step::UpdateReleasePolicy;
+    if live_settings_edited(mm, host) {
+        return Step::UpdateLiveSettings;
     }
     let status = host.status.clone().unwrap_or_default();
     let detail = status.status_message.clone().unwrap_or_default();
@@ -302,12 +303,12 @@ pub fn move_annotation_ignored(obs: &Observed<'_>) -> bool {
     keys::deleted_for_move(&obs.maas_machine.metadata) && !moved_by_clusterctl(obs)
 }
 
-/// Whether the host's deployment request carries another release policy than the machine's.
-pub fn release_policy_edited(mm: &MaasMachine, host: &MaasHost) -> bool {
-    host.spec
-        .provisioning
-        .as_ref()
-        .is_some_and(|p| p.release_policy != mm.spec.release_policy)
+/// Whether the host's deployment request carries another release policy or power rule than
+/// the machine's: the settings that may change while the host is deployed.
+pub fn live_settings_edited(mm: &MaasMachine, host: &MaasHost) -> bool {
+    host.spec.provisioning.as_ref().is_some_and(|p| {
+        p.release_policy != mm.spec.release_policy || p.keep_powered_on != mm.spec.keep_powered_on
+    })
 }
 
 /// Whether the MaasDataClaim still carries our finalizer (we have not let it go yet).

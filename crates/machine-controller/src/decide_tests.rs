@@ -14,6 +14,8 @@ fn provisioning() -> HostProvisioning {
         deploy_in_memory: false,
         hwe_kernel: None,
         release_policy: None,
+        adopt_allocation: None,
+        keep_powered_on: None,
     }
 }
 
@@ -259,7 +261,7 @@ fn an_edited_release_policy_is_carried_to_the_host_and_then_left_alone() {
     });
     assert_eq!(
         decide_for(&mm, Some(&m), Some(&c), Some(&h)),
-        Step::UpdateReleasePolicy
+        Step::UpdateLiveSettings
     );
     if let Some(p) = h.spec.provisioning.as_mut() {
         p.release_policy.clone_from(&mm.spec.release_policy);
@@ -276,6 +278,28 @@ fn an_edited_release_policy_is_carried_to_the_host_and_then_left_alone() {
         decide_for(&deleting, Some(&m), Some(&c), Some(&h)),
         Step::ClearProvisioning,
         "a deletion releases at once; an edit made while deleting is too late"
+    );
+}
+
+#[test]
+fn an_edited_power_rule_is_carried_to_the_host() {
+    let mut mm = recorded(maas_machine("m"), "h1");
+    mm.spec.provider_id = Some("maas:///az1/sys-h1".into());
+    mm.spec.system_id = Some("sys-h1".into());
+    let mut h = claimed(host("h1", Some(ProvisioningState::Deployed)), &mm);
+    h.spec.provisioning = Some(provisioning());
+    let (m, c) = (machine("m", Some("boot")), cluster(true, false));
+    mm.spec.keep_powered_on = Some(false);
+    assert_eq!(
+        decide_for(&mm, Some(&m), Some(&c), Some(&h)),
+        Step::UpdateLiveSettings
+    );
+    if let Some(p) = h.spec.provisioning.as_mut() {
+        p.keep_powered_on = Some(false);
+    }
+    assert_eq!(
+        decide_for(&mm, Some(&m), Some(&c), Some(&h)),
+        Step::Provisioned
     );
 }
 

@@ -177,7 +177,7 @@ pub fn step_conditions(step: &Step, host: Option<&MaasHost>) -> Vec<NewCondition
         | Step::ReclaimHost
         | Step::RemoveFinalizer
         | Step::ReleaseData
-        | Step::UpdateReleasePolicy
+        | Step::UpdateLiveSettings
         | Step::Done => Vec::new(),
     }
 }

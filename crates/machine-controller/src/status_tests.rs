@@ -112,6 +112,27 @@ fn provisioning_request_uses_bootstrap_secret_and_host_hostname() {
 }
 
 #[test]
+fn a_request_may_adopt_an_allocation_only_for_a_machine_that_recorded_the_host() {
+    let mut mm = maas_machine("m");
+    let h = host("node-7", Some(ProvisioningState::Deployed));
+    let request = |mm: &MaasMachine| {
+        provisioning_request(mm, SecretKeyReference::new("m-bootstrap"), &h, None).adopt_allocation
+    };
+    assert_eq!(request(&mm), None, "a fresh machine adopts nothing");
+    mm.spec.system_id = Some("some-other-machine".into());
+    assert_eq!(request(&mm), None);
+    mm.spec.system_id = Some(h.spec.system_id.clone());
+    assert_eq!(
+        request(&mm),
+        Some(true),
+        "CAPMAAS recorded this host's machine"
+    );
+    mm.spec.keep_powered_on = Some(false);
+    let p = provisioning_request(&mm, SecretKeyReference::new("b"), &h, None);
+    assert_eq!(p.keep_powered_on, Some(false));
+}
+
+#[test]
 fn claims_match_by_uid_not_name() {
     let mm = maas_machine("m");
     let h = claimed(host("h", None), &mm);

@@ -23,6 +23,7 @@ pub(crate) fn maas_machine(name: &str) -> MaasMachine {
             tags: None,
             image: "ubuntu/jammy".into(),
             deploy_in_memory: false,
+            keep_powered_on: None,
             hwe_kernel: None,
             host_selector: None,
             data_template: None,

@@ -112,3 +112,15 @@ pub struct Version {
     #[serde(deserialize_with = "null_default")]
     pub capabilities: Vec<String>,
 }
+
+/// Answer of `GET /users/?op=whoami`: the user the API key belongs to.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct CurrentUser {
+    /// The username, as machines show it in `owner`.
+    #[serde(deserialize_with = "null_default")]
+    pub username: String,
+    /// Whether the user is a MAAS administrator.
+    #[serde(deserialize_with = "null_default")]
+    pub is_superuser: bool,
+}

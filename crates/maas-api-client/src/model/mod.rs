@@ -23,7 +23,7 @@ mod network;
 mod status;
 
 pub use dns::{DnsIpAddress, DnsResource, Domain, ResourceRecord};
-pub use inventory::{BootResource, ResourcePool, Tag, TagUpdateResult, Version, Zone};
+pub use inventory::{BootResource, CurrentUser, ResourcePool, Tag, TagUpdateResult, Version, Zone};
 pub use list::{MAX_SKIP_ERROR, MAX_SKIPPED_SYSTEM_ID, MachineList, SkippedMachine};
 pub use machine::{DefaultGateway, DefaultGateways, Machine, PowerStateReport};
 pub use network::{Interface, InterfaceParams, IpRange, IpRangeType, Link, LinkMode, Subnet, Vlan};

@@ -65,7 +65,7 @@ pub async fn reconcile(host: Arc<MaasHost>, gw: Arc<Gateway>) -> Result<Action> 
         machine,
         allocation,
         unlisted_from,
-        spec_error: None,
+        refusal: None,
         announced: false,
         allocation_unwritten: false,
         allocated_note: None,
@@ -160,6 +160,7 @@ async fn execute_steps(run: &mut Run<'_>) -> Result<Outcome> {
                 Err(Error::NotOurs { system_id, reason }) => {
                     // Someone else took the machine first: report it, look again later.
                     info!(%system_id, %reason, "machine held by someone else");
+                    run.refusal = Some(reason);
                     outcome = Outcome {
                         why: Wait::HeldByOther,
                         in_flight: false,
@@ -171,7 +172,7 @@ async fn execute_steps(run: &mut Run<'_>) -> Result<Outcome> {
                     // Reported in the host status (`Provisioned=False`, reason InvalidSpec),
                     // then retried with the invalid-spec delay like any invalid spec.
                     run.gw.in_flight.forget(&run.system_id);
-                    run.spec_error = Some(message.clone());
+                    run.refusal = Some(message.clone());
                     run.write_status(Wait::InvalidSpec).await?;
                     return Err(Error::InvalidSpec(message));
                 }

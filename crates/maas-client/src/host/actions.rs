@@ -27,6 +27,15 @@ use crate::binding::{self, Bindings, Bound};
 use crate::error::{Error, Result};
 use crate::maas::Timed;
 
+/// How an allocation found taken was made ours.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Adopted {
+    /// MAAS shows it under an identity of this host (a lost answer, a restart, a move).
+    Identified,
+    /// Made without our identity and taken over ([`super::takeover`]).
+    TakenOver,
+}
+
 /// How old an Allocated view may be for a deploy to be sent on it without reading the machine
 /// again: the answer of the call just before (allocate, annotations, hostname) in the same
 /// reconcile.
@@ -127,7 +136,16 @@ impl Run<'_> {
                     None => self.refresh().await?,
                 }
             }
-            Step::PowerOn => self.power_on().await?,
+            Step::PowerOn => self.power_on("reboot").await?,
+            Step::RestorePower => {
+                let note = "MAAS shows the deployed machine powered off: powering it on (spec.keepPoweredOn)";
+                self.gw
+                    .base
+                    .events
+                    .warning(self.host, "PoweredOff", note)
+                    .await;
+                self.power_on("power on again").await?;
+            }
             Step::FinishReboot => {
                 self.patch_annotation(ann::REBOOT_STATE, None).await?;
                 self.facts.reboot = RebootState::Idle;
@@ -172,13 +190,16 @@ impl Run<'_> {
         } else {
             false
         };
-        if !allocated {
-            self.adopt(&namespace, &name).await?;
-        }
+        let adopted = if allocated {
+            None
+        } else {
+            Some(self.adopt(&namespace, &name).await?)
+        };
         self.allocation = Some(HostAllocation {
             agent_name: Some(self.identity()),
             consumer_uid: self.host.spec.consumer_ref.as_ref().map(|c| c.uid.clone()),
             allocated_at: Some(now()),
+            taken_over: (adopted == Some(Adopted::TakenOver)).then_some(true),
         });
         self.facts.allocation_recorded = true;
         self.facts.allocation_known = true;
@@ -231,9 +252,10 @@ impl Run<'_> {
 
     /// Adopts the machine if MAAS shows it allocated with an identity of this host (any release
     /// policy), or with the previous version's agent_name and not annotated for another host;
-    /// else the machine is someone else's ([`Error::NotOurs`]). One call: MAAS matches any of
+    /// else takes it over if it is CAPMAAS's allocation for this host's consumer
+    /// ([`super::takeover`]); else the machine is someone else's ([`Error::NotOurs`]). One call: MAAS matches any of
     /// the values.
-    async fn adopt(&mut self, namespace: &str, name: &str) -> Result<()> {
+    async fn adopt(&mut self, namespace: &str, name: &str) -> Result<Adopted> {
         let filter = identity::lookup(
             &self.gw.settings.installation_id,
             &self.system_id,
@@ -248,16 +270,11 @@ impl Run<'_> {
             .map_err(Error::maas("look up allocation"))?;
         let sent = mine.sent;
         let Some(machine) = mine.value.into_iter().next() else {
-            // Not allocated with our agent_name: someone else's, or not allocated any more.
+            // Not allocated with our agent_name: someone else's, not allocated any more, or
+            // CAPMAAS's allocation for the MaasMachine that claimed this host.
             self.refresh().await?;
-            let state = self
-                .machine
-                .as_ref()
-                .map_or_else(|| "gone".to_owned(), |m| m.status_name.clone());
-            return Err(Error::NotOurs {
-                system_id: self.system_id.clone(),
-                reason: format!("not allocated with our agent_name ({state})"),
-            });
+            self.take_over(namespace, name).await?;
+            return Ok(Adopted::TakenOver);
         };
         // An allocation annotated for another host is that host's, whatever the agent_name.
         let me = binding::holder_identity(namespace, name);
@@ -272,7 +289,7 @@ impl Run<'_> {
             value: machine,
             sent,
         });
-        Ok(())
+        Ok(Adopted::Identified)
     }
 
     pub(super) async fn deploy(&mut self) -> Result<()> {
@@ -380,7 +397,7 @@ impl Run<'_> {
         self.gw.base.events.normal(self.host, reason, note).await;
     }
 
-    pub(super) async fn power_on(&mut self) -> Result<()> {
+    pub(super) async fn power_on(&mut self, why: &str) -> Result<()> {
         // IPMI power-on cycles a running machine: only on a fresh `off` reading.
         self.refresh().await?;
         let off = self.machine.as_ref().is_some_and(|m| {
@@ -398,7 +415,7 @@ impl Run<'_> {
         let m = self
             .gw
             .maas
-            .power_on(&self.system_id, &self.comment("reboot"))
+            .power_on(&self.system_id, &self.comment(why))
             .await
             .map_err(Error::maas("power on"))?;
         self.seen(m);

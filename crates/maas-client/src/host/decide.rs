@@ -5,7 +5,8 @@
 //! - nothing is done to a machine that is not ours, except allocating a Ready machine for a
 //!   consumed host that asks for it;
 //! - deploy only from Allocated; power on only a machine whose power state reads `off`;
-//!   `error`/`unknown` power states are reported, never acted upon;
+//!   `error`/`unknown` power states are reported, never acted upon; a deployed machine found
+//!   off is powered on again unless the request says `keepPoweredOn: false`;
 //! - a reboot request, once started, is carried through exactly once: off, then on when no
 //!   request remains;
 //! - a failed deployment is retried (release, allocate, deploy) a bounded number of times,
@@ -87,6 +88,9 @@ pub struct HostFacts {
     pub recorded_release: Option<ReleasePolicy>,
     /// The static addresses recorded as linked on the machine (`None`: no record).
     pub static_addresses: Option<StaticAddresses>,
+    /// A deployed machine found powered off is powered on again (`spec.provisioning.keepPoweredOn`
+    /// absent or `true`).
+    pub keep_powered_on: bool,
 }
 
 impl HostFacts {
@@ -167,6 +171,9 @@ pub enum Step {
     PowerOff,
     /// Record the power-on, then power on (machine reads `off`).
     PowerOn,
+    /// A deployed machine reads `off` outside any reboot: power it on again, as a reboot's
+    /// second half (recorded first, so it is sent once).
+    RestorePower,
     /// The machine is back on: forget the reboot.
     FinishReboot,
     /// Forget the recorded failures (after success or release).
@@ -294,6 +301,10 @@ fn deployed(host: &HostFacts, machine: &Machine) -> Step {
     }
     if host.deploy_failures > 0 {
         return Step::ResetFailures;
+    }
+    // Only a fresh `off` counts: `error`/`unknown` readings are reported, never acted upon.
+    if host.keep_powered_on && machine.power_state == PowerState::Off {
+        return Step::RestorePower;
     }
     // The release policy was edited after the deployment on a machine whose annotations record
     // one: record the edited one, so the orphan sweep, which reads the machine, uses it too.

@@ -42,6 +42,7 @@ fn wanting() -> HostFacts {
         identified: false,
         finalizer: false,
         static_addresses: None,
+        keep_powered_on: true,
     }
 }
 
@@ -416,8 +417,12 @@ fn unknown_power_is_never_acted_upon() {
             assert!(is_wait(&next_step(&host, Some(&m)), Wait::PowerUnknown));
         }
     }
-    // A deployed host that is off without a reboot in progress is reported, not powered on.
-    let host = wanting();
+    // A deployed host that is off without a reboot in progress, asked to stay as it is, is
+    // reported, not powered on.
+    let host = HostFacts {
+        keep_powered_on: false,
+        ..wanting()
+    };
     let m = ours(machine(MachineStatus::Deployed, PowerState::Off), &host);
     assert!(is_wait(&next_step(&host, Some(&m)), Wait::Deployed));
 }
@@ -892,4 +897,46 @@ fn an_unrecorded_allocation_goes_back_only_from_a_host_claimed_here_and_let_go()
         &next_step(&reclaimed, Some(&deployed)),
         Wait::Unclaimed
     ));
+}
+
+#[test]
+fn a_deployed_machine_found_off_is_powered_on_again_unless_the_request_says_not_to() {
+    let host = wanting();
+    let off = ours(machine(MachineStatus::Deployed, PowerState::Off), &host);
+    assert_eq!(next_step(&host, Some(&off)), Step::RestorePower);
+    // Once the power-on is recorded, the reboot's second half carries it through, once.
+    let powering_on = HostFacts {
+        reboot: RebootState::PoweringOn {
+            since: Duration::from_secs(5),
+        },
+        ..host.clone()
+    };
+    assert!(is_wait(
+        &next_step(&powering_on, Some(&off)),
+        Wait::PowerTransition
+    ));
+    let on = ours(machine(MachineStatus::Deployed, PowerState::On), &host);
+    assert_eq!(next_step(&powering_on, Some(&on)), Step::FinishReboot);
+    assert!(is_wait(&next_step(&host, Some(&on)), Wait::Deployed));
+    // Unknown or error readings are never acted upon.
+    for reading in [PowerState::Unknown, PowerState::Error] {
+        let unsure = ours(machine(MachineStatus::Deployed, reading), &host);
+        assert!(is_wait(&next_step(&host, Some(&unsure)), Wait::Deployed));
+    }
+    let left_off = HostFacts {
+        keep_powered_on: false,
+        ..host.clone()
+    };
+    assert!(is_wait(&next_step(&left_off, Some(&off)), Wait::Deployed));
+    // A machine still deploying, or someone else's, is not powered on.
+    let deploying = ours(machine(MachineStatus::Deploying, PowerState::Off), &host);
+    assert_ne!(next_step(&host, Some(&deploying)), Step::RestorePower);
+    let mut foreign = machine(MachineStatus::Deployed, PowerState::Off);
+    foreign.owner = Some("bob".into());
+    let unrecorded = HostFacts {
+        allocation_recorded: false,
+        allocation_known: false,
+        ..host
+    };
+    assert_ne!(next_step(&unrecorded, Some(&foreign)), Step::RestorePower);
 }

@@ -114,6 +114,7 @@ mod tests {
             identified: false,
             finalizer: false,
             static_addresses: None,
+            keep_powered_on: true,
         }
     }
 

@@ -17,5 +17,6 @@ mod run;
 pub mod state;
 mod static_links;
 pub mod status;
+mod takeover;
 pub mod user_data;
 pub mod watch;

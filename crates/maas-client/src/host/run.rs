@@ -37,8 +37,9 @@ pub(super) struct Run<'a> {
     pub(super) allocation: Option<HostAllocation>,
     /// The host's inventory, when its latest list did not show the (existing) machine.
     pub(super) unlisted_from: Option<String>,
-    /// Why the request cannot be carried out, reported with [`Wait::InvalidSpec`].
-    pub(super) spec_error: Option<String>,
+    /// Why the request cannot be carried out, reported with [`Wait::InvalidSpec`], or why the
+    /// machine is not this host's, reported with [`Wait::HeldByOther`].
+    pub(super) refusal: Option<String>,
     /// An operation of this reconcile announced itself with an Event (`Allocated`,
     /// `DeployStarted`, `Released`): the state change it causes needs no second one.
     pub(super) announced: bool,
@@ -136,7 +137,7 @@ impl Run<'_> {
             deploy_failures: self.facts.deploy_failures,
             generation: self.host.metadata.generation,
             unlisted_from: self.unlisted_from.as_deref(),
-            spec_error: self.spec_error.as_deref(),
+            refusal: self.refusal.as_deref(),
             release_cleanup_pending: self.facts.static_addresses.is_some()
                 || self.facts.original_hostname.is_some(),
         };

@@ -162,6 +162,7 @@ pub fn host_facts(
         ),
         max_deploy_retries: max_retries,
         hostname: provisioning.and_then(|p| p.hostname.clone()),
+        keep_powered_on: provisioning.is_some_and(|p| p.keep_powered_on != Some(false)),
         original_hostname: annotations.get(ann::ORIGINAL_HOSTNAME).cloned(),
         unclaimed_for: unclaimed_for(host, now_unix),
         release_unclaimed_after: None,

@@ -41,8 +41,9 @@ pub struct StatusInput<'a> {
     pub generation: Option<i64>,
     /// The host's inventory, when its latest list did not show the (existing) machine.
     pub unlisted_from: Option<&'a str>,
-    /// Why the request cannot be carried out ([`Wait::InvalidSpec`]).
-    pub spec_error: Option<&'a str>,
+    /// Why the request cannot be carried out ([`Wait::InvalidSpec`]), or why the machine is
+    /// not this host's ([`Wait::HeldByOther`]).
+    pub refusal: Option<&'a str>,
     /// What a release leaves to undo is not undone yet: static addresses the gateway linked
     /// are still recorded as on the machine, or its original hostname is not back.
     pub release_cleanup_pending: bool,
@@ -74,14 +75,14 @@ fn provisioned_condition(input: &StatusInput<'_>, state: ProvisioningState) -> N
         (Wait::InvalidSpec, _) => (
             False,
             REASON_INVALID_SPEC,
-            input.spec_error.unwrap_or_default().to_owned(),
+            input.refusal.unwrap_or_default().to_owned(),
         ),
         (Wait::Broken, _) => (False, "MachineBroken", machine_error(input.machine)),
         (Wait::ReleaseFailed, _) => (False, "ReleaseFailed", machine_error(input.machine)),
         (Wait::HeldByOther, _) => (
             False,
             "HeldByOther",
-            "the MAAS machine is allocated to someone else".into(),
+            held_by_other(input.refusal, input.machine),
         ),
         (Wait::Unavailable, _) => (
             False,
@@ -117,6 +118,17 @@ fn provisioned_condition(input: &StatusInput<'_>, state: ProvisioningState) -> N
     NewCondition::new(cond::PROVISIONED, status, reason)
         .message(message)
         .observed_generation(input.generation)
+}
+
+/// Why the machine is not this host's: the refusal of the allocation, else its MAAS owner.
+fn held_by_other(refusal: Option<&str>, machine: Option<&Machine>) -> String {
+    match (refusal, machine.and_then(|m| m.owner.as_deref())) {
+        (Some(reason), _) => format!("the MAAS machine is not this host's: {reason}"),
+        (None, Some(owner)) => {
+            format!("the MAAS machine is allocated to someone else (MAAS user {owner})")
+        }
+        (None, None) => "the MAAS machine is allocated to someone else".to_owned(),
+    }
 }
 
 fn machine_error(machine: Option<&Machine>) -> String {
@@ -354,7 +366,7 @@ mod tests {
             deploy_failures: 0,
             generation: Some(3),
             unlisted_from: None,
-            spec_error: None,
+            refusal: None,
             release_cleanup_pending: false,
         }
     }
@@ -503,7 +515,7 @@ mod tests {
 
         let allocated = crate::cache::tests::machine("abc", 10);
         let mut refused = input(Some(&allocated), None, Wait::InvalidSpec);
-        refused.spec_error = Some("network n1: MAAS refused static address 10.0.0.5");
+        refused.refusal = Some("network n1: MAAS refused static address 10.0.0.5");
         let conditions = build_status(&refused, &t(4)).conditions.unwrap();
         let provisioned = get_condition(&conditions, "Provisioned").unwrap();
         assert_eq!(

@@ -61,6 +61,34 @@ pub async fn instant_sim(machines: usize) -> maas_sim::RunningSim {
     .unwrap()
 }
 
+/// A MAAS client of the simulator with `key` (`consumer:token:secret`).
+pub fn maas_as(url: &str, key: &str) -> maas_api_client::MaasClient {
+    maas_api_client::MaasClient::new(
+        maas_api_client::Config::builder(url, maas_api_client::ApiKey::parse(key).unwrap())
+            .build()
+            .unwrap(),
+    )
+    .unwrap()
+}
+
+/// A MAAS client of the simulator with the gateway's key.
+pub fn maas_of(sim: &maas_sim::RunningSim) -> maas_api_client::MaasClient {
+    maas_as(&sim.url(), &sim.api_key())
+}
+
+/// The DNS resources MAAS lists for `fqdn`, without the implicit ones (negative ids).
+pub async fn live_dns_resources(
+    maas: &maas_api_client::MaasClient,
+    fqdn: &str,
+) -> Vec<maas_api_client::DnsResource> {
+    maas.list_dns_resources(&maas_api_client::DnsResourceFilter::fqdn(fqdn))
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|r| r.id >= 0)
+        .collect()
+}
+
 /// Whether `agent_name` is this installation's identity for the MaasHost `namespace/host`
 /// (any release policy).
 pub fn is_identity_of(agent_name: &str, namespace: &str, host: &str) -> bool {
@@ -269,6 +297,16 @@ fn consumer_ref(consumer: &str) -> ConsumerReference {
     }
 }
 
+/// Claims and asks for the host as machine-controller does for a MaasMachine whose
+/// `spec.systemID` already names the host's machine (CAPMAAS provisioned it): an allocation
+/// without our identity may be taken over.
+pub async fn request_takeover(client: &kube::Client, namespace: &str, host: &str, consumer: &str) {
+    request_deploy_adjusted(client, namespace, host, consumer, |p| {
+        p.adopt_allocation = Some(true);
+    })
+    .await;
+}
+
 async fn request_deploy_with(
     client: &kube::Client,
     namespace: &str,
@@ -277,20 +315,37 @@ async fn request_deploy_with(
     network_data: Option<&str>,
     release_policy: Option<ReleasePolicy>,
 ) {
+    request_deploy_adjusted(client, namespace, host, consumer, |p| {
+        p.network_data_secret_ref = network_data.map(|name| SecretKeyReference {
+            name: name.to_owned(),
+            key: "networkData".to_owned(),
+        });
+        p.release_policy = release_policy;
+    })
+    .await;
+}
+
+async fn request_deploy_adjusted(
+    client: &kube::Client,
+    namespace: &str,
+    host: &str,
+    consumer: &str,
+    adjust: impl FnOnce(&mut HostProvisioning),
+) {
     let consumer_ref = consumer_ref(consumer);
-    let provisioning = HostProvisioning {
+    let mut provisioning = HostProvisioning {
         image: "ubuntu/jammy".into(),
         user_data_secret_ref: Some(SecretKeyReference::new("user-data")),
         meta_data_secret_ref: None,
-        network_data_secret_ref: network_data.map(|name| SecretKeyReference {
-            name: name.to_owned(),
-            key: "networkData".to_owned(),
-        }),
+        network_data_secret_ref: None,
         hostname: Some(format!("node-{consumer}")),
         deploy_in_memory: false,
         hwe_kernel: Some("hwe-22.04".into()),
-        release_policy,
+        release_policy: None,
+        adopt_allocation: None,
+        keep_powered_on: None,
     };
+    adjust(&mut provisioning);
     let spec = serde_json::json!({ "consumerRef": consumer_ref, "provisioning": provisioning });
     apply_host_spec(client, namespace, host, spec).await;
 }
