@@ -132,7 +132,8 @@ provider_status! {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ClusterNetworkStatus {
-    /// FQDN of the API server record (`<cluster>.<dnsDomain>`).
+    /// FQDN of the API server record: `<cluster>.<dnsDomain>`, or CAPMAAS's
+    /// `<cluster>-<6 hex>.<dnsDomain>` on a cluster CAPMAAS provisioned (kept, and served).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dns_name: Option<String>,
 }

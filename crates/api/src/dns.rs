@@ -43,6 +43,17 @@ provider_kind! {
             description = "MAAS holds the requested addresses"
         )
     )]
+    // Creation is the one moment the admission policy checks who writes a record, so the claim
+    // to take over a MAAS resource must not be added or dropped later.
+    #[x_kube(validation = Rule::new("has(self.adoptExisting) == has(oldSelf.adoptExisting) && (!has(self.adoptExisting) || self.adoptExisting == oldSelf.adoptExisting)")
+        .message("spec.adoptExisting is immutable")
+        .field_path(".adoptExisting")
+        .reason(Reason::FieldValueForbidden))]
+    // Only CAPMAAS's generated shape may take over a resource: any other name stays as safe
+    // from adoption as before the field existed.
+    #[x_kube(validation = Rule::new("!has(self.adoptExisting) || !self.adoptExisting || self.name.matches('-[0-9a-f]{6}$')")
+        .message("spec.adoptExisting is only for a name CAPMAAS generated: <cluster>-<6 hex digits>")
+        .field_path(".adoptExisting"))]
     pub struct MaasDNSRecordSpec {
         /// Host part of the FQDN (a DNS label). Immutable: a new name is a new record.
         #[schemars(length(min = 1, max = 63), pattern(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"))]
@@ -62,6 +73,15 @@ provider_kind! {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         #[schemars(range(min = 1, max = 604_800))]
         pub ttl: Option<i32>,
+        /// A MAAS DNS resource of this FQDN that no record holds is this record's: set by
+        /// cluster-controller for the name CAPMAAS generated (`<cluster>-<6 hex>.<domain>`) so a
+        /// cluster switched from CAPMAAS keeps its endpoint record. maas-client takes it over
+        /// only when MAAS has exactly one resource of the FQDN, records its id, and from then on
+        /// updates it and deletes it with the record, as if it had created it. Without it, a
+        /// resource this record did not create is never touched. Immutable; only for names of
+        /// that shape.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub adopt_existing: Option<bool>,
     }
 }
 
@@ -69,6 +89,12 @@ impl MaasDNSRecordSpec {
     /// Fully qualified name of the record.
     pub fn fqdn(&self) -> String {
         format!("{}.{}", self.name, self.domain.trim_end_matches('.'))
+    }
+
+    /// Whether the record takes over an existing MAAS resource of its FQDN
+    /// (`spec.adoptExisting`).
+    pub fn adopts_existing(&self) -> bool {
+        self.adopt_existing == Some(true)
     }
 }
 
@@ -147,8 +173,10 @@ mod tests {
             domain: "maas.".into(),
             addresses: None,
             ttl: None,
+            adopt_existing: None,
         };
         assert_eq!(spec.fqdn(), "prod.maas");
+        assert!(!spec.adopts_existing());
     }
 
     #[test]

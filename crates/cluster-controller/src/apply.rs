@@ -18,7 +18,9 @@ use crate::context::Ctx;
 use crate::decide::{DnsName, failure_domains, owned_by, plan_endpoint};
 use crate::error::{Error, Result};
 use crate::prober::{ClusterRef, ProbeState};
-use crate::status::{StatusParts, api_server_condition, build_status, load_balancer_condition};
+use crate::status::{
+    StatusParts, api_server_condition, build_status, dns_name, load_balancer_condition,
+};
 use crate::writes::{announce_api_server, set_endpoint, write_status};
 
 /// The normal pass: endpoint, DNS record, probe, status.
@@ -54,7 +56,10 @@ pub(crate) async fn apply(
         build_status(previous, parts, &now())
     };
 
-    let plan = match plan_endpoint(cluster_name, &mc.spec, cluster) {
+    let status_dns_name = previous
+        .and_then(|s| s.network.as_ref())
+        .and_then(|n| n.dns_name.as_deref());
+    let plan = match plan_endpoint(cluster_name, &mc.spec, status_dns_name, cluster) {
         Ok(plan) => plan,
         Err(problem) => {
             write_status(api, mc, &failed_status(&problem, &probe), ctx).await?;
@@ -77,7 +82,7 @@ pub(crate) async fn apply(
         mc.clone()
     };
     let record = match &plan.dns {
-        Some(dns) => match ensure_dns_record(&mc, dns, cluster_name, ctx).await {
+        Some(dns) => match ensure_dns_record(&mc, dns, plan.adopt, cluster_name, ctx).await {
             Ok(record) => Some(record),
             Err(e @ (Error::InvalidSpec(_) | Error::DnsRecordConflict(_))) => {
                 write_status(api, &mc, &failed_status(&e.to_string(), &probe), ctx).await?;
@@ -93,7 +98,7 @@ pub(crate) async fn apply(
     };
     let parts = StatusParts {
         provisioned: true,
-        dns_name: plan.dns.as_ref().map(DnsName::fqdn),
+        dns_name: dns_name(&plan, previous),
         failure_domains,
         load_balancer: load_balancer_condition(&plan, record.as_ref()),
         api_server: api_server_condition(&probe),
@@ -106,9 +111,11 @@ pub(crate) async fn apply(
 }
 
 /// Creates or updates the MaasDNSRecord; writes only when the address set or TTL changes.
+/// `adopt`: the name is CAPMAAS's, and the record takes over the MAAS resource CAPMAAS made.
 async fn ensure_dns_record(
     mc: &MaasCluster,
     dns: &DnsName,
+    adopt: bool,
     cluster: &str,
     ctx: &Ctx,
 ) -> Result<MaasDNSRecord> {
@@ -146,6 +153,7 @@ async fn ensure_dns_record(
         !addresses_differ(current, &plan.addresses)
             && r.spec.ttl == options.ttl
             && r.spec.domain == dns.domain
+            && r.spec.adopts_existing() == adopt
     });
     if let (true, Some(record)) = (unchanged, existing) {
         return Ok(record);
@@ -166,6 +174,7 @@ async fn ensure_dns_record(
             domain: dns.domain.clone(),
             addresses: Some(plan.addresses.clone()),
             ttl: options.ttl,
+            adopt_existing: adopt.then_some(true),
         },
         status: None,
     };

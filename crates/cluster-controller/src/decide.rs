@@ -129,10 +129,12 @@ pub fn pause_reason(mc: &MaasCluster, cluster: Option<&Cluster>) -> Option<Strin
     }
 }
 
-/// The deterministic DNS name of a cluster's API server: `<cluster>.<dnsDomain>`.
+/// The DNS name of a cluster's API server that a MaasDNSRecord serves: our deterministic
+/// `<cluster>.<dnsDomain>`, or the `<cluster>-<6 hex>.<dnsDomain>` CAPMAAS generated.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DnsName {
-    /// Host part, the Cluster's name; also the MaasDNSRecord's name.
+    /// Host part (the Cluster's name, with CAPMAAS's suffix if any); also the MaasDNSRecord's
+    /// name.
     pub name: String,
     /// MAAS DNS domain without a trailing dot.
     pub domain: String,
@@ -163,6 +165,26 @@ impl DnsName {
         })
     }
 
+    /// The name CAPMAAS generated for `cluster` when `host` has its exact shape,
+    /// `<cluster>-<6 of [0-9a-f]>.<domain>`; `None` for any other host. The suffix is the tail
+    /// of a random UUID, so the shape alone cannot tell CAPMAAS's name from a user's:
+    /// [`plan_endpoint`] also asks the status.
+    pub fn capmaas(cluster: &str, domain: &str, host: &str) -> Option<Self> {
+        const SUFFIX_LEN: usize = 6;
+        let domain = Self::for_cluster(cluster, domain).ok()?.domain;
+        let (label, host_domain) = host.trim_end_matches('.').split_once('.')?;
+        let suffix = label.strip_prefix(cluster)?.strip_prefix('-')?;
+        let hex = suffix.len() == SUFFIX_LEN
+            && suffix
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+        // A label longer than DNS allows cannot be a MaasDNSRecord's name.
+        (hex && host_domain == domain && label.len() <= 63).then(|| Self {
+            name: label.to_owned(),
+            domain,
+        })
+    }
+
     /// `<name>.<domain>`.
     pub fn fqdn(&self) -> String {
         format!("{}.{}", self.name, self.domain)
@@ -174,8 +196,11 @@ impl DnsName {
 pub struct EndpointPlan {
     /// The endpoint `spec.controlPlaneEndpoint` must hold.
     pub endpoint: ApiEndpoint,
-    /// Set when the endpoint is our generated name, served by a MaasDNSRecord.
+    /// Set when the endpoint is our generated name or CAPMAAS's, served by a MaasDNSRecord.
     pub dns: Option<DnsName>,
+    /// The name is the one CAPMAAS generated: its MaasDNSRecord takes over the MAAS resource
+    /// CAPMAAS made, and `status.network.dnsName` keeps CAPMAAS's value.
+    pub adopt: bool,
     /// `spec.controlPlaneEndpoint` must be written.
     pub patch_spec: bool,
 }
@@ -183,18 +208,32 @@ pub struct EndpointPlan {
 /// Settles the endpoint: the MaasCluster's own endpoint when set, else one the user put on the
 /// Cluster, else `<cluster>.<dnsDomain>:<apiServerPort or 6443>` (deterministic: a retried or
 /// failed status write can never create a second name, unlike CAPMAAS's random suffix).
+///
+/// A set endpoint is served by a MaasDNSRecord when it is our generated name, or CAPMAAS's
+/// (`<cluster>-<6 hex>.<dnsDomain>`) that `status_dns_name` (`status.network.dnsName`, written
+/// by CAPMAAS) names too: the status is what tells CAPMAAS's own name from a user's choice of
+/// the same shape, and a user's name is never served or adopted.
 pub fn plan_endpoint(
     cluster_name: &str,
     spec: &MaasClusterSpec,
+    status_dns_name: Option<&str>,
     cluster: &Cluster,
 ) -> Result<EndpointPlan, String> {
     let generated = DnsName::for_cluster(cluster_name, &spec.dns_domain);
-    let ours = |host: &str| {
-        generated
+    let ours = |host: &str| -> (Option<DnsName>, bool) {
+        let host = host.trim_end_matches('.');
+        if let Some(g) = generated
             .as_ref()
             .ok()
-            .filter(|g| g.fqdn().eq_ignore_ascii_case(host.trim_end_matches('.')))
-            .cloned()
+            .filter(|g| g.fqdn().eq_ignore_ascii_case(host))
+        {
+            return (Some(g.clone()), false);
+        }
+        let capmaas = status_dns_name
+            .filter(|s| s.trim_end_matches('.').eq_ignore_ascii_case(host))
+            .and_then(|_| DnsName::capmaas(cluster_name, &spec.dns_domain, host));
+        let adopt = capmaas.is_some();
+        (capmaas, adopt)
     };
     let port = cluster
         .spec
@@ -207,8 +246,10 @@ pub fn plan_endpoint(
         .as_ref()
         .filter(|e| !e.host.is_empty())
     {
+        let (dns, adopt) = ours(&own.host);
         return Ok(EndpointPlan {
-            dns: ours(&own.host),
+            dns,
+            adopt,
             endpoint: own.clone(),
             patch_spec: false,
         });
@@ -220,8 +261,10 @@ pub fn plan_endpoint(
             .map(|h| (h, e.port))
     });
     if let Some((host, cluster_port)) = from_cluster {
+        let (dns, adopt) = ours(host);
         return Ok(EndpointPlan {
-            dns: ours(host),
+            dns,
+            adopt,
             endpoint: ApiEndpoint {
                 host: host.to_owned(),
                 port: cluster_port.unwrap_or(port),
@@ -236,6 +279,7 @@ pub fn plan_endpoint(
             port,
         },
         dns: Some(name),
+        adopt: false,
         patch_spec: true,
     })
 }

@@ -1,5 +1,5 @@
 use super::*;
-use crate::fixtures::{machine, prod_cluster, prod_maas_cluster, record, t};
+use crate::fixtures::{machine, plan_prod, prod_cluster, prod_maas_cluster, record, t};
 use crate::status::{load_balancer_condition, paused_condition};
 use capmaas_api::capi::{ClusterEndpoint, ClusterNetwork, ClusterSpec};
 use serde_json::json;
@@ -80,7 +80,7 @@ fn a_deletion_cleans_up_waits_while_paused_and_lets_go_when_moved() {
 #[test]
 fn endpoint_is_generated_deterministically() {
     let m = prod_maas_cluster(&json!({"dnsDomain": "maas."}));
-    let plan = plan_endpoint("prod", &m.spec, &prod_cluster(ClusterSpec::default())).unwrap();
+    let plan = plan_prod(&m, None);
     assert_eq!(
         plan.endpoint,
         ApiEndpoint {
@@ -91,7 +91,7 @@ fn endpoint_is_generated_deterministically() {
     assert!(plan.patch_spec);
     assert_eq!(plan.dns.as_ref().unwrap().name, "prod");
     assert_eq!(plan.dns.as_ref().unwrap().fqdn(), "prod.maas");
-    let again = plan_endpoint("prod", &m.spec, &prod_cluster(ClusterSpec::default())).unwrap();
+    let again = plan_prod(&m, None);
     assert_eq!(plan, again);
     // The Cluster's API server port is honoured.
     let c = prod_cluster(ClusterSpec {
@@ -101,7 +101,10 @@ fn endpoint_is_generated_deterministically() {
         ..ClusterSpec::default()
     });
     assert_eq!(
-        plan_endpoint("prod", &m.spec, &c).unwrap().endpoint.port,
+        plan_endpoint("prod", &m.spec, None, &c)
+            .unwrap()
+            .endpoint
+            .port,
         7443
     );
 }
@@ -111,7 +114,7 @@ fn endpoint_once_set_is_kept_and_still_served_when_ours() {
     let ours = prod_maas_cluster(
         &json!({"dnsDomain": "maas", "controlPlaneEndpoint": {"host": "prod.maas", "port": 6443}}),
     );
-    let plan = plan_endpoint("prod", &ours.spec, &prod_cluster(ClusterSpec::default())).unwrap();
+    let plan = plan_prod(&ours, None);
     assert!(!plan.patch_spec);
     assert!(
         plan.dns.is_some(),
@@ -121,7 +124,7 @@ fn endpoint_once_set_is_kept_and_still_served_when_ours() {
     let users = prod_maas_cluster(
         &json!({"dnsDomain": "maas", "controlPlaneEndpoint": {"host": "lb.example.com", "port": 443}}),
     );
-    let plan = plan_endpoint("prod", &users.spec, &prod_cluster(ClusterSpec::default())).unwrap();
+    let plan = plan_prod(&users, None);
     assert_eq!(plan.endpoint.host, "lb.example.com");
     assert_eq!(plan.endpoint.port, 443);
     assert!(!plan.patch_spec);
@@ -129,6 +132,100 @@ fn endpoint_once_set_is_kept_and_still_served_when_ours() {
     let lb = load_balancer_condition(&plan, None);
     assert_eq!(lb.status, ConditionStatus::True);
     assert_eq!(lb.reason, reason::EXTERNAL_ENDPOINT);
+}
+
+/// `prod-maas` with the endpoint `host`, as CAPMAAS leaves it.
+fn with_endpoint(host: &str) -> MaasCluster {
+    prod_maas_cluster(
+        &json!({"dnsDomain": "maas", "controlPlaneEndpoint": {"host": host, "port": 6443}}),
+    )
+}
+
+#[test]
+fn capmaas_generated_name_is_taken_over() {
+    let plan = plan_prod(&with_endpoint("prod-1a2b3c.maas"), Some("prod-1a2b3c.maas"));
+    assert_eq!(
+        plan.dns,
+        Some(DnsName {
+            name: "prod-1a2b3c".into(),
+            domain: "maas".into()
+        })
+    );
+    assert!(plan.adopt);
+    assert!(!plan.patch_spec, "CAPMAAS's endpoint stays");
+    assert_eq!(plan.endpoint.host, "prod-1a2b3c.maas");
+
+    // The status may differ in case and by a trailing dot; the endpoint's own dot is ignored.
+    let plan = plan_prod(
+        &with_endpoint("prod-0f9e8d.maas."),
+        Some("PROD-0F9E8D.maas"),
+    );
+    assert!(plan.adopt);
+    assert_eq!(plan.dns.unwrap().fqdn(), "prod-0f9e8d.maas");
+
+    // Our own generated name is served but never adopted.
+    let plan = plan_prod(&with_endpoint("prod.maas"), Some("prod.maas"));
+    assert!(plan.dns.is_some() && !plan.adopt);
+}
+
+#[test]
+fn capmaas_name_from_the_cluster_is_taken_over_too() {
+    let m = prod_maas_cluster(&json!({"dnsDomain": "maas"}));
+    let c = prod_cluster(ClusterSpec {
+        control_plane_endpoint: Some(ClusterEndpoint {
+            host: Some("prod-abcdef.maas".into()),
+            port: Some(6443),
+        }),
+        ..ClusterSpec::default()
+    });
+    let plan = plan_endpoint("prod", &m.spec, Some("prod-abcdef.maas"), &c).unwrap();
+    assert!(plan.adopt && plan.patch_spec);
+    assert_eq!(plan.dns.unwrap().name, "prod-abcdef");
+}
+
+#[test]
+fn names_of_capmaas_shape_are_external_unless_the_status_names_them() {
+    let external = |host: &str, status: Option<&str>| {
+        let plan = plan_prod(&with_endpoint(host), status);
+        assert_eq!(plan.dns, None, "{host} with status {status:?}");
+        assert!(!plan.adopt, "{host} with status {status:?}");
+        assert_eq!(plan.endpoint.host, host, "the endpoint is kept as it is");
+    };
+    // The user chose a name of that shape: no status, or the status names something else.
+    external("prod-1a2b3c.maas", None);
+    external("prod-1a2b3c.maas", Some("prod-999999.maas"));
+    external("prod-1a2b3c.maas", Some("prod-1a2b3c.other"));
+    // Not CAPMAAS's shape, even when the status names it.
+    external("prod-1a2b3.maas", Some("prod-1a2b3.maas"));
+    external("prod-1a2b.maas", Some("prod-1a2b.maas"));
+    external("prod-1a2b3c4.maas", Some("prod-1a2b3c4.maas"));
+    external("prod-1a2g3c.maas", Some("prod-1a2g3c.maas"));
+    external("prod-1A2B3C.maas", Some("prod-1A2B3C.maas"));
+    external("PROD-1a2b3c.maas", Some("PROD-1a2b3c.maas"));
+    external("prod-1a2b3c.MAAS", Some("prod-1a2b3c.MAAS"));
+    external("prod-1a2b3c.other", Some("prod-1a2b3c.other"));
+    external("prod-1a2b3c.maas.example", Some("prod-1a2b3c.maas.example"));
+    external("prod1a2b3c.maas", Some("prod1a2b3c.maas"));
+    external("staging-1a2b3c.maas", Some("staging-1a2b3c.maas"));
+    external("prod-x-1a2b3c.maas", Some("prod-x-1a2b3c.maas"));
+    external("10.0.0.100", Some("10.0.0.100"));
+}
+
+#[test]
+fn capmaas_shape_needs_a_valid_label_and_domain() {
+    assert_eq!(
+        DnsName::capmaas("prod", "maas.", "prod-1a2b3c.maas"),
+        Some(DnsName {
+            name: "prod-1a2b3c".into(),
+            domain: "maas".into()
+        })
+    );
+    assert_eq!(DnsName::capmaas("prod", " ", "prod-1a2b3c."), None);
+    assert_eq!(DnsName::capmaas("Prod", "maas", "Prod-1a2b3c.maas"), None);
+    let long = "a".repeat(57);
+    assert!(DnsName::capmaas(&long, "maas", &format!("{long}-1a2b3c.maas")).is_none());
+    let longest = "a".repeat(56);
+    assert!(DnsName::capmaas(&longest, "maas", &format!("{longest}-1a2b3c.maas")).is_some());
 }
 
 #[test]
@@ -143,7 +240,7 @@ fn endpoint_from_the_cluster_is_respected() {
         }),
         ..ClusterSpec::default()
     });
-    let plan = plan_endpoint("prod", &m.spec, &c).unwrap();
+    let plan = plan_endpoint("prod", &m.spec, None, &c).unwrap();
     assert_eq!(
         plan.endpoint,
         ApiEndpoint {
@@ -158,8 +255,13 @@ fn endpoint_from_the_cluster_is_respected() {
 #[test]
 fn cluster_names_that_are_not_dns_labels_are_a_spec_error() {
     let m = prod_maas_cluster(&json!({"dnsDomain": "maas"}));
-    let err =
-        plan_endpoint("Prod.Team", &m.spec, &prod_cluster(ClusterSpec::default())).unwrap_err();
+    let err = plan_endpoint(
+        "Prod.Team",
+        &m.spec,
+        None,
+        &prod_cluster(ClusterSpec::default()),
+    )
+    .unwrap_err();
     assert!(err.contains("not a DNS label"), "{err}");
     assert!(DnsName::for_cluster(&"a".repeat(64), "maas").is_err());
     assert!(DnsName::for_cluster("-a", "maas").is_err());
@@ -168,7 +270,15 @@ fn cluster_names_that_are_not_dns_labels_are_a_spec_error() {
     let m = prod_maas_cluster(
         &json!({"dnsDomain": "maas", "controlPlaneEndpoint": {"host": "lb", "port": 6443}}),
     );
-    assert!(plan_endpoint("Prod.Team", &m.spec, &prod_cluster(ClusterSpec::default())).is_ok());
+    assert!(
+        plan_endpoint(
+            "Prod.Team",
+            &m.spec,
+            None,
+            &prod_cluster(ClusterSpec::default())
+        )
+        .is_ok()
+    );
 }
 
 #[test]

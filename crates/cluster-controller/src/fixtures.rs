@@ -78,6 +78,7 @@ pub(crate) fn record(
             domain: "maas".into(),
             addresses: Some(spec_addresses.iter().map(|s| (*s).to_owned()).collect()),
             ttl: None,
+            adopt_existing: None,
         },
     );
     r.metadata.generation = Some(generation);
@@ -93,4 +94,19 @@ pub(crate) fn prod_maas_cluster(spec: &serde_json::Value) -> MaasCluster {
 /// Cluster `prod` with `spec`.
 pub(crate) fn prod_cluster(spec: capmaas_api::capi::ClusterSpec) -> capmaas_api::capi::Cluster {
     capmaas_api::capi::Cluster::new("prod", spec)
+}
+
+/// The endpoint plan of the MaasCluster `mc` of Cluster `prod` (default spec), with CAPMAAS's
+/// `status.network.dnsName` when given.
+pub(crate) fn plan_prod(
+    mc: &MaasCluster,
+    status_dns_name: Option<&str>,
+) -> crate::decide::EndpointPlan {
+    crate::decide::plan_endpoint(
+        "prod",
+        &mc.spec,
+        status_dns_name,
+        &prod_cluster(capmaas_api::capi::ClusterSpec::default()),
+    )
+    .unwrap()
 }

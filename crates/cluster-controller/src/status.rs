@@ -83,6 +83,19 @@ pub fn load_balancer_condition(
     .message(message)
 }
 
+/// `status.network.dnsName` for the endpoint `plan` settled: our generated FQDN; for CAPMAAS's
+/// name, the value CAPMAAS wrote, unchanged (the plan adopts the name only when it is there, and
+/// rewriting it, even to the same name in another case or without its trailing dot, would
+/// churn the status); nothing for an endpoint managed outside this provider.
+pub fn dns_name(plan: &EndpointPlan, previous: Option<&MaasClusterStatus>) -> Option<String> {
+    let dns = plan.dns.as_ref()?;
+    let kept = previous
+        .and_then(|s| s.network.as_ref())
+        .and_then(|n| n.dns_name.clone())
+        .filter(|_| plan.adopt);
+    Some(kept.unwrap_or_else(|| dns.fqdn()))
+}
+
 /// `APIServerAvailable` from the shared prober's state.
 pub fn api_server_condition(probe: &ProbeState) -> NewCondition {
     match probe {
@@ -120,7 +133,7 @@ pub fn paused_condition(reason: Option<&str>) -> NewCondition {
 pub struct StatusParts {
     /// The endpoint is settled (spec written, DNS record created when managed).
     pub provisioned: bool,
-    /// Generated API FQDN, when the DNS record is ours.
+    /// API FQDN, when the DNS record is ours (see [`dns_name`]).
     pub dns_name: Option<String>,
     /// Failure domains from the spec.
     pub failure_domains: Option<Vec<FailureDomain>>,

@@ -1,9 +1,7 @@
 use super::*;
-use crate::decide::plan_endpoint;
-use crate::fixtures::{prod_cluster, prod_maas_cluster, record, t};
+use crate::fixtures::{plan_prod, prod_maas_cluster, record, t};
 use crate::prober::probe_reason;
 use capmaas_api::MaasDNSRecordStatus;
-use capmaas_api::capi::ClusterSpec;
 use capmaas_api::conditions::DNS_RECORD_SYNCED;
 use capmaas_runtime::conditions::get_condition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
@@ -21,7 +19,7 @@ fn synced(observed: &[&str], generation: i64) -> MaasDNSRecordStatus {
 #[test]
 fn load_balancer_follows_the_record() {
     let m = prod_maas_cluster(&json!({"dnsDomain": "maas"}));
-    let plan = plan_endpoint("prod", &m.spec, &prod_cluster(ClusterSpec::default())).unwrap();
+    let plan = plan_prod(&m, None);
     let c = load_balancer_condition(&plan, None);
     assert_eq!(
         (c.status, c.reason.as_str()),
@@ -194,5 +192,45 @@ fn pause_keeps_everything_else() {
             .unwrap()
             .status,
         "False"
+    );
+}
+
+#[test]
+fn capmaas_dns_name_is_kept_as_capmaas_wrote_it() {
+    use capmaas_api::cluster::ClusterNetworkStatus;
+    let with_dns_name = |name: &str| MaasClusterStatus {
+        network: Some(ClusterNetworkStatus {
+            dns_name: Some(name.to_owned()),
+        }),
+        ..MaasClusterStatus::default()
+    };
+    let capmaas = prod_maas_cluster(
+        &json!({"dnsDomain": "maas", "controlPlaneEndpoint": {"host": "prod-1a2b3c.maas.", "port": 6443}}),
+    );
+    let previous = with_dns_name("PROD-1A2B3C.maas.");
+    let plan = plan_prod(&capmaas, Some("PROD-1A2B3C.maas."));
+    assert!(plan.adopt);
+    assert_eq!(
+        dns_name(&plan, Some(&previous)).as_deref(),
+        Some("PROD-1A2B3C.maas."),
+        "byte for byte"
+    );
+    let mut parts = parts(true, ConditionStatus::True, ConditionStatus::True);
+    parts.dns_name = dns_name(&plan, Some(&previous));
+    let status = build_status(Some(&previous), parts, &t(1));
+    assert_eq!(status.network, previous.network, "reported, not rewritten");
+
+    // Our generated name is reported as we build it; an external endpoint reports none.
+    let ours = prod_maas_cluster(&json!({"dnsDomain": "maas."}));
+    let plan = plan_prod(&ours, None);
+    let stale = with_dns_name("old.maas");
+    assert_eq!(dns_name(&plan, Some(&stale)).as_deref(), Some("prod.maas"));
+    let external = prod_maas_cluster(
+        &json!({"dnsDomain": "maas", "controlPlaneEndpoint": {"host": "lb.example.com", "port": 443}}),
+    );
+    let plan = plan_prod(&external, Some("prod-1a2b3c.maas"));
+    assert_eq!(
+        dns_name(&plan, Some(&with_dns_name("prod-1a2b3c.maas"))),
+        None
     );
 }

@@ -14,7 +14,7 @@ use capmaas_testenv::objects;
 use k8s_openapi::api::events::v1::Event;
 use kube::Api;
 use kube::api::{DeleteParams, PostParams};
-use maas_api_client::{ApiKey, DnsResource, DnsResourceFilter, DnsResourceSpec, MaasClient};
+use maas_api_client::{DnsResource, DnsResourceFilter, DnsResourceSpec};
 use support::*;
 
 const WAIT: Duration = Duration::from_secs(20);
@@ -66,23 +66,8 @@ async fn one_owner_per_dns_name() {
     let (env, client, team_a) = api_server("team-a").await;
     let team_b = env.create_namespace("team-b").await.unwrap();
     let sim = instant_sim(1).await;
-    let maas = MaasClient::new(
-        maas_api_client::Config::builder(&sim.url(), ApiKey::parse(&sim.api_key()).unwrap())
-            .build()
-            .unwrap(),
-    )
-    .unwrap();
-    let lookup = |fqdn: &'static str| {
-        let maas = maas.clone();
-        async move {
-            maas.list_dns_resources(&DnsResourceFilter::fqdn(fqdn))
-                .await
-                .unwrap()
-                .into_iter()
-                .filter(|r| r.id >= 0)
-                .collect::<Vec<DnsResource>>()
-        }
-    };
+    let maas = maas_of(&sim);
+    let lookup = |fqdn: &'static str| live_dns_resources(&maas, fqdn);
     // Every namespace: the gateway must see both records to know which one is older.
     let gateway = start_in_process(&env, &sim, "", &["--dns-domains=maas,example.com"]).await;
     let (a, b): (Api<MaasDNSRecord>, Api<MaasDNSRecord>) = (

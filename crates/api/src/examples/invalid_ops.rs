@@ -6,7 +6,8 @@ use super::valid::{
     maas_dns_record, maas_host, maas_inventory, maas_remediation, maas_remediation_template,
 };
 use super::{
-    InvalidExample, REQUIRED, UNSUPPORTED, rejected_create as create, rejected_update as update,
+    InvalidExample, REQUIRED, UNSUPPORTED, merged, rejected_create as create,
+    rejected_update as update,
 };
 
 pub(super) fn host_and_inventory() -> Vec<InvalidExample> {
@@ -67,7 +68,7 @@ pub(super) fn host_and_inventory() -> Vec<InvalidExample> {
         update(
             "host-systemid-changed",
             &h,
-            &json!({"spec": {"systemID": "9abcde"}}),
+            &json!({"spec": {"systemID": "9abcdef"}}),
             "spec.systemID",
             "spec.systemID is immutable",
         ),
@@ -97,6 +98,11 @@ pub(super) fn host_and_inventory() -> Vec<InvalidExample> {
 
 pub(super) fn dns_and_remediation() -> Vec<InvalidExample> {
     let d = maas_dns_record();
+    // CAPMAAS's generated name, taken over by the record.
+    let adopting = merged(
+        &d,
+        &json!({"spec": {"name": "prod-1a2b3c", "adoptExisting": true}}),
+    );
     let r = maas_remediation();
     let rt = maas_remediation_template();
     vec![
@@ -141,6 +147,20 @@ pub(super) fn dns_and_remediation() -> Vec<InvalidExample> {
             &json!({"spec": {"domain": "lab"}}),
             "spec.domain",
             "spec.domain is immutable",
+        ),
+        update(
+            "dns-adopt-existing-dropped",
+            &adopting,
+            &json!({"spec": {"adoptExisting": null}}),
+            "spec.adoptExisting",
+            "spec.adoptExisting is immutable",
+        ),
+        create(
+            "dns-adopt-existing-not-capmaas",
+            &d,
+            &json!({"spec": {"adoptExisting": true}}),
+            "spec.adoptExisting",
+            "spec.adoptExisting is only for a name CAPMAAS generated: <cluster>-<6 hex digits>",
         ),
         create(
             "remediation-bad-strategy",

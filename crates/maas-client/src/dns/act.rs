@@ -18,8 +18,8 @@ use maas_api_client::{DnsResourceSpec, MaasError};
 use tracing::info;
 
 use super::decide::{
-    CONFLICT_RETRY, DnsAction, FinalizerStep, Owned, deletable, finalizer_step, fqdn_holder,
-    in_sync, plan_dns, wanted_addresses,
+    CONFLICT_RETRY, DnsAction, FinalizerStep, Owned, adopting, deletable, finalizer_step,
+    fqdn_holder, in_sync, plan_dns, wanted_addresses,
 };
 use crate::context::Gateway;
 use crate::error::{Error, Result};
@@ -100,7 +100,20 @@ async fn apply(record: &MaasDNSRecord, gw: &Gateway, api: &Api<MaasDNSRecord>) -
         ip_addresses: wanted.iter().copied().collect(),
         address_ttl: record.spec.ttl.and_then(|t| u32::try_from(t).ok()),
     };
-    let resource = match plan_dns(&existing, &wanted, owned) {
+    let action = plan_dns(&existing, &wanted, owned, record.spec.adopts_existing());
+    let adopted = adopting(owned, record.spec.adopts_existing())
+        && matches!(action, DnsAction::Update { .. } | DnsAction::None { .. });
+    let resource = match action {
+        DnsAction::Ambiguous { ids } => {
+            let listed: Vec<String> = ids.iter().map(ToString::to_string).collect();
+            let message = format!(
+                "MAAS has {} DNS resources {fqdn} (ids {}); spec.adoptExisting takes over only a single one, so none is touched: delete the extra ones in MAAS",
+                ids.len(),
+                listed.join(", ")
+            );
+            refuse(record, gw, api, reasons::DNS_NAME_TAKEN, &message).await?;
+            return Ok(Action::requeue(gw.base.sync_period));
+        }
         DnsAction::Foreign { id } => {
             let message = format!(
                 "MAAS already has a DNS resource {fqdn} (id {id}) that this provider did not create; it is left alone: delete it in MAAS or choose another name"
@@ -153,6 +166,16 @@ async fn apply(record: &MaasDNSRecord, gw: &Gateway, api: &Api<MaasDNSRecord>) -
     status.ready = Some(ready);
     apply_status(api, &record.name_any(), &gw.base.field_manager, &status).await?;
     prove(record, resource.id, gw, api).await?;
+    if adopted {
+        // Only now, with the id in status, is the resource the record's (and deleted with it).
+        let id = resource.id;
+        info!(fqdn, id, "adopted MAAS DNS resource");
+        let note = format!("adopted MAAS DNS resource {id} ({fqdn}) created by CAPMAAS");
+        gw.base
+            .events
+            .normal(record, "DNSResourceAdopted", &note)
+            .await;
+    }
     Ok(Action::requeue(gw.base.sync_period))
 }
 

@@ -32,6 +32,12 @@ pub enum DnsAction {
         /// MAAS id.
         id: i64,
     },
+    /// The record may adopt a resource of its name, but MAAS holds several (live, sorted):
+    /// nothing tells which one the cluster resolves through, so none is touched.
+    Ambiguous {
+        /// MAAS ids.
+        ids: Vec<i64>,
+    },
 }
 
 /// What status says this record owns in MAAS.
@@ -99,13 +105,32 @@ pub fn wanted_addresses(spec: Option<&[String]>) -> Result<BTreeSet<IpAddr>> {
         .collect()
 }
 
-/// Decides from the resources MAAS lists for the FQDN and what status says is ours.
-pub fn plan_dns(existing: &[DnsResource], wanted: &BTreeSet<IpAddr>, owned: Owned) -> DnsAction {
+/// Whether this pass may take over an existing resource: the spec asks to
+/// (`spec.adoptExisting`) and the record holds nothing in MAAS yet. Once the adopted id is in
+/// status the resource is the record's like one it created.
+pub fn adopting(owned: Owned, adopt_existing: bool) -> bool {
+    adopt_existing && owned.id.is_none() && !owned.creating
+}
+
+/// Decides from the resources MAAS lists for the FQDN and what status says is ours;
+/// `adopt_existing` is the record's `spec.adoptExisting`.
+pub fn plan_dns(
+    existing: &[DnsResource],
+    wanted: &BTreeSet<IpAddr>,
+    owned: Owned,
+    adopt_existing: bool,
+) -> DnsAction {
     let live: Vec<&DnsResource> = existing.iter().filter(|r| r.id >= 0).collect();
     let mine = match owned.id {
         Some(id) => live.iter().find(|r| r.id == id),
         // The create's answer was lost: the resource it made is ours.
         None if owned.creating => live.first(),
+        None if adopting(owned, adopt_existing) && live.len() > 1 => {
+            let mut ids: Vec<i64> = live.iter().map(|r| r.id).collect();
+            ids.sort_unstable();
+            return DnsAction::Ambiguous { ids };
+        }
+        None if adopting(owned, adopt_existing) => live.first(),
         None => None,
     };
     match (mine, live.first()) {
@@ -194,22 +219,30 @@ mod tests {
     #[test]
     fn updates_only_when_the_set_changes() {
         let wanted = wanted_addresses(Some(&["10.0.0.2".into(), "10.0.0.1".into()])).unwrap();
-        assert_eq!(plan_dns(&[], &wanted, Owned::default()), DnsAction::Create);
         assert_eq!(
-            plan_dns(&[resource(-1, &[])], &wanted, Owned::default()),
+            plan_dns(&[], &wanted, Owned::default(), false),
             DnsAction::Create
         );
         assert_eq!(
-            plan_dns(&[resource(4, &["10.0.0.1", "10.0.0.2"])], &wanted, OURS),
+            plan_dns(&[resource(-1, &[])], &wanted, Owned::default(), false),
+            DnsAction::Create
+        );
+        assert_eq!(
+            plan_dns(
+                &[resource(4, &["10.0.0.1", "10.0.0.2"])],
+                &wanted,
+                OURS,
+                false
+            ),
             DnsAction::None { id: 4 },
             "order does not matter"
         );
         assert_eq!(
-            plan_dns(&[resource(4, &["10.0.0.1"])], &wanted, OURS),
+            plan_dns(&[resource(4, &["10.0.0.1"])], &wanted, OURS, false),
             DnsAction::Update { id: 4 }
         );
         assert_eq!(
-            plan_dns(&[], &wanted, OURS),
+            plan_dns(&[], &wanted, OURS, false),
             DnsAction::Create,
             "deleted in MAAS: made again"
         );
@@ -222,11 +255,11 @@ mod tests {
         let wanted = wanted_addresses(Some(&["10.0.0.1".into()])).unwrap();
         let by_hand = [resource(7, &["192.0.2.1"])];
         assert_eq!(
-            plan_dns(&by_hand, &wanted, Owned::default()),
+            plan_dns(&by_hand, &wanted, Owned::default(), false),
             DnsAction::Foreign { id: 7 }
         );
         assert_eq!(
-            plan_dns(&by_hand, &wanted, OURS),
+            plan_dns(&by_hand, &wanted, OURS, false),
             DnsAction::Foreign { id: 7 }
         );
         assert!(deletable(&by_hand, Owned::default()).is_empty());
@@ -236,12 +269,66 @@ mod tests {
             creating: true,
         };
         assert_eq!(
-            plan_dns(&by_hand, &wanted, lost_answer),
+            plan_dns(&by_hand, &wanted, lost_answer, false),
             DnsAction::Update { id: 7 },
             "a create whose answer was lost made it"
         );
         assert_eq!(deletable(&by_hand, lost_answer), [7]);
         assert_eq!(deletable(&[resource(4, &[])], OURS), [4]);
+    }
+
+    #[test]
+    fn adopts_the_one_resource_of_its_name_and_never_guesses() {
+        let wanted = wanted_addresses(Some(&["10.0.0.1".into()])).unwrap();
+        let none = Owned::default();
+        let capmaas = [resource(7, &["10.0.0.1"])];
+        assert_eq!(
+            plan_dns(&capmaas, &wanted, none, true),
+            DnsAction::None { id: 7 },
+            "same addresses: adopted as it is"
+        );
+        let stale = [resource(-1, &[]), resource(7, &["192.0.2.1", "192.0.2.2"])];
+        assert_eq!(
+            plan_dns(&stale, &wanted, none, true),
+            DnsAction::Update { id: 7 },
+            "other addresses: adopted and updated"
+        );
+        assert_eq!(plan_dns(&[], &wanted, none, true), DnsAction::Create);
+        let two = [resource(9, &["10.0.0.1"]), resource(7, &["10.0.0.1"])];
+        assert_eq!(
+            plan_dns(&two, &wanted, none, true),
+            DnsAction::Ambiguous { ids: vec![7, 9] }
+        );
+        assert!(
+            deletable(&two, none).is_empty(),
+            "nothing adopted, nothing deleted"
+        );
+        assert_eq!(
+            plan_dns(&capmaas, &wanted, none, false),
+            DnsAction::Foreign { id: 7 },
+            "without the flag, as before"
+        );
+        assert_eq!(
+            plan_dns(&[resource(8, &[])], &wanted, OURS, true),
+            DnsAction::Foreign { id: 8 },
+            "a record that holds one resource adopts no other"
+        );
+        // Once recorded, the adopted resource is the record's like one it created.
+        let adopted = Owned {
+            id: Some(7),
+            creating: false,
+        };
+        assert!(adopting(none, true));
+        assert!(!adopting(adopted, true) && !adopting(none, false));
+        assert_eq!(deletable(&capmaas, adopted), [7]);
+        let lost_answer = Owned {
+            id: None,
+            creating: true,
+        };
+        assert!(
+            !adopting(lost_answer, true),
+            "its own create, not an adoption"
+        );
     }
 
     fn record(namespace: &str, name: &str, created: i64) -> MaasDNSRecord {
@@ -252,6 +339,7 @@ mod tests {
                 domain: "maas".into(),
                 addresses: None,
                 ttl: None,
+                adopt_existing: None,
             },
         );
         r.metadata.namespace = Some(namespace.into());
