@@ -1,9 +1,15 @@
 //! Flags that manifests written for CAPMAAS may carry, accepted so that a reused patch never
 //! crash-loops a Deployment: klog's (`--v`, `--logtostderr`, …, which Go controllers built on
-//! klog accept) and the CAPMAAS manager flag that has no counterpart here (`--feature-gates`;
-//! `--machine-concurrency` is machine-controller's alias of `--concurrency`). `--v` sets the
+//! klog accept, with klog's own underscore spellings such as `--log_dir`) and the CAPMAAS manager
+//! flags that have no counterpart here (`--feature-gates`; `--machine-concurrency` and
+//! `--webhook-port` outside the one binary that has them, [`FOREIGN_VALUE_FLAGS`]). `--v` sets the
 //! log level when `--log-level` (or `RUST_LOG`) does not; every other one is ignored with a warning at start
 //! ([`CompatArgs::ignored`]). None of them shows in `--help`.
+
+/// CAPMAAS manager flags with a value that one binary defines (machine-controller's
+/// `--machine-concurrency`, webhook-server's `--webhook-port`) and every other binary accepts
+/// and ignores.
+pub const FOREIGN_VALUE_FLAGS: [&str; 2] = ["machine-concurrency", "webhook-port"];
 
 /// The accepted foreign flags; flattened into [`crate::CommonArgs`].
 #[derive(Debug, Clone, Default, PartialEq, Eq, clap::Args)]
@@ -24,30 +30,35 @@ pub struct CompatArgs {
     #[arg(long, hide = true, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
     pub alsologtostderr: Option<String>,
     /// klog's `--skip-headers`.
-    #[arg(long, hide = true, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    #[arg(long, alias = "skip_headers", hide = true, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
     pub skip_headers: Option<String>,
     /// klog's `--skip-log-headers`.
-    #[arg(long, hide = true, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    #[arg(long, alias = "skip_log_headers", hide = true, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
     pub skip_log_headers: Option<String>,
     /// klog's `--add-dir-header`.
-    #[arg(long, hide = true, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    #[arg(long, alias = "add_dir_header", hide = true, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
     pub add_dir_header: Option<String>,
     /// klog's `--one-output`.
-    #[arg(long, hide = true, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    #[arg(long, alias = "one_output", hide = true, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
     pub one_output: Option<String>,
 
     // klog's settings with a value.
     /// klog's `--log-dir`.
-    #[arg(long, hide = true, value_name = "DIR")]
+    #[arg(long, alias = "log_dir", hide = true, value_name = "DIR")]
     pub log_dir: Option<String>,
     /// klog's `--log-file`.
-    #[arg(long, hide = true, value_name = "FILE")]
+    #[arg(long, alias = "log_file", hide = true, value_name = "FILE")]
     pub log_file: Option<String>,
     /// klog's `--log-file-max-size`.
-    #[arg(long, hide = true, value_name = "MB")]
+    #[arg(long, alias = "log_file_max_size", hide = true, value_name = "MB")]
     pub log_file_max_size: Option<String>,
     /// klog's `--log-flush-frequency`.
-    #[arg(long, hide = true, value_name = "DURATION")]
+    #[arg(
+        long,
+        alias = "log_flush_frequency",
+        hide = true,
+        value_name = "DURATION"
+    )]
     pub log_flush_frequency: Option<String>,
     /// klog's `--stderrthreshold`.
     #[arg(long, hide = true, value_name = "SEVERITY")]
@@ -63,6 +74,12 @@ pub struct CompatArgs {
         value_name = "FILE:LINE"
     )]
     pub log_backtrace_at: Option<String>,
+
+    /// CAPMAAS manager flags this binary has no use for (`--machine-concurrency` outside
+    /// machine-controller, `--webhook-port` outside webhook-server), as given: accepted by
+    /// [`crate::binary::main`] and ignored with a warning.
+    #[arg(skip)]
+    pub foreign: Vec<String>,
 }
 
 impl CompatArgs {
@@ -95,6 +112,7 @@ impl CompatArgs {
         ]
         .into_iter()
         .filter_map(|(name, value)| value.as_ref().map(|v| format!("--{name}={v}")))
+        .chain(self.foreign.iter().cloned())
         .collect()
     }
 }
@@ -129,6 +147,16 @@ mod tests {
                 "--vmodule=foo=2",
             ]
         );
+        let klog_spelling = CommonArgs::try_parse_from([
+            "x",
+            "--log_dir=/tmp",
+            "--skip_headers",
+            "--add_dir_header=false",
+            "--log_file_max_size=1800",
+            "--one_output",
+        ])
+        .unwrap();
+        assert_eq!(klog_spelling.compat.ignored().len(), 5);
         let short = CommonArgs::try_parse_from(["x", "-v", "6"]).unwrap();
         assert_eq!(short.log_filter(), "trace");
     }

@@ -33,7 +33,7 @@ use capmaas_api::dns::AllowedDomains;
 use capmaas_runtime::{BoxError, CommonArgs, Runtime, Term};
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
-use tracing::info;
+use tracing::{info, warn};
 
 pub use args::{ABOUT, BINARY, WebhookArgs};
 pub use error::{Error, Result};
@@ -49,15 +49,11 @@ pub fn install_crypto() {
 }
 
 /// Runs the binary: loads the certificate, binds the listener, serves until SIGTERM.
-pub async fn start(common: CommonArgs, args: WebhookArgs) -> Result<(), BoxError> {
+pub async fn start(mut common: CommonArgs, args: WebhookArgs) -> Result<(), BoxError> {
     install_crypto();
-    if common.leader_elect {
-        return Err(
-            "webhook-server does not elect a leader: every replica answers admission reviews; \
-             drop --leader-elect"
-                .into(),
-        );
-    }
+    // Every replica answers admission reviews: a leader would leave the others idle. A manifest
+    // written for CAPMAAS's manager asks for one; it is ignored rather than refused.
+    let leader_elect_ignored = std::mem::take(&mut common.leader_elect);
     let files = CertFiles::in_dir(&args.webhook_cert_dir);
     let cert = Arc::new(ReloadingCert::load(&files)?);
     let addr = SocketAddr::new(args.webhook_host, args.webhook_port);
@@ -65,6 +61,9 @@ pub async fn start(common: CommonArgs, args: WebhookArgs) -> Result<(), BoxError
         .await
         .map_err(|source| Error::Bind { addr, source })?;
     let runtime = Runtime::builder(BINARY).with_args(common).build().await?;
+    if leader_elect_ignored {
+        warn!("--leader-elect ignored: webhook-server elects no leader, every replica answers");
+    }
     let metrics = runtime.metrics().register(AdmissionMetrics::register);
     let mut listener = Some(listener);
     runtime
