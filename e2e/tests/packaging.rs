@@ -641,3 +641,186 @@ async fn argocd_and_clusterctl_output_pass_server_side_dry_runs() {
     }
     env.stop().await;
 }
+
+/// The six Deployments, by component (`capmaas-<component>`, image
+/// `ghcr.io/capmaas-rs/<component>`).
+const DEPLOYMENTS: [&str; 6] = [
+    "maas-client",
+    "cluster-controller",
+    "machine-controller",
+    "data-controller",
+    "remediation-controller",
+    "webhook-server",
+];
+
+/// `target` as a path relative to the folder `from` (kustomize refuses absolute paths).
+fn relative(from: &Path, target: &Path) -> PathBuf {
+    let from = from.canonicalize().unwrap();
+    let target = target.canonicalize().unwrap();
+    let mut path: PathBuf = from.components().skip(1).map(|_| "..").collect();
+    path.push(target.strip_prefix("/").unwrap());
+    path
+}
+
+/// A user's kustomization: `base` (a folder of `deploy/`) plus the component
+/// `deploy/components/capmaas-patches`, in a folder of its own.
+fn with_capmaas_patches(base: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let deploy = repo_root().join("deploy");
+    let text = format!(
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- {}\ncomponents:\n- {}\n",
+        relative(dir.path(), &deploy.join(base)).display(),
+        relative(dir.path(), &deploy.join("components/capmaas-patches")).display(),
+    );
+    std::fs::write(dir.path().join("kustomization.yaml"), text).unwrap();
+    dir
+}
+
+fn env_value<'a>(container: &'a Value, name: &str) -> Option<&'a str> {
+    container["env"]
+        .as_array()?
+        .iter()
+        .find(|e| e["name"] == name)?["value"]
+        .as_str()
+}
+
+/// `deploy/components/capmaas-patches`, included next to the base and next to the production
+/// overlay: each of the six Deployments, every container, gets the registry, nodeSelector,
+/// tolerations and resources; maas-client alone the proxy (the others' workload-cluster
+/// clients would take HTTPS_PROXY and fail); nothing else changes; and the result passes a
+/// server-side dry run.
+#[tokio::test]
+async fn the_capmaas_patches_component_patches_all_six_deployments() {
+    const PROXY_VARS: [&str; 3] = ["HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY"];
+    let env = TestEnv::api_server_only().await.unwrap();
+    env.install_crd_dir(&cache_dir().join("cert-manager-crds"))
+        .await
+        .unwrap();
+    for ns in ["capmaas-system", "capmaas-clusters"] {
+        run(env.kubectl().args(["create", "namespace", ns]));
+    }
+    for base in ["base", "overlays/production"] {
+        let dir = with_capmaas_patches(base);
+        let patched = kustomize(dir.path());
+        let plain = kustomize(&repo_root().join("deploy").join(base));
+        let others = |docs: &[Value]| -> Vec<Value> {
+            docs.iter()
+                .filter(|d| d["kind"] != "Deployment")
+                .cloned()
+                .collect()
+        };
+        assert_eq!(others(&patched), others(&plain), "{base}: not a Deployment");
+
+        let deployments: BTreeMap<&str, &Value> = patched
+            .iter()
+            .filter(|d| d["kind"] == "Deployment")
+            .map(|d| (name_of(d), d))
+            .collect();
+        let names: BTreeSet<String> = DEPLOYMENTS.iter().map(|c| format!("capmaas-{c}")).collect();
+        assert_eq!(
+            deployments
+                .keys()
+                .map(|n| (*n).to_owned())
+                .collect::<BTreeSet<_>>(),
+            names,
+            "{base}"
+        );
+        for component in DEPLOYMENTS {
+            let name = format!("capmaas-{component}");
+            let pod = &deployments[name.as_str()]["spec"]["template"]["spec"];
+            let before = plain
+                .iter()
+                .find(|d| d["kind"] == "Deployment" && name_of(d) == name)
+                .unwrap();
+            assert_eq!(
+                pod["nodeSelector"],
+                serde_json::json!({"node.example.com/pool": "management"}),
+                "{base}: {name}"
+            );
+            assert_eq!(
+                pod["tolerations"],
+                serde_json::json!([{"key": "node.example.com/dedicated", "operator": "Equal",
+                                    "value": "management", "effect": "NoSchedule"}]),
+                "{base}: {name}"
+            );
+            let containers: Vec<&Value> = ["initContainers", "containers"]
+                .iter()
+                .filter_map(|k| pod[*k].as_array())
+                .flatten()
+                .collect();
+            assert_eq!(
+                containers.len(),
+                1,
+                "{base}: {name}: one container, manager"
+            );
+            for container in containers {
+                let image = container["image"].as_str().unwrap();
+                assert!(
+                    image.starts_with(&format!("registry.example.com/capmaas-rs/{component}:")),
+                    "{base}: {name}: {image}"
+                );
+                assert_eq!(
+                    container["resources"],
+                    serde_json::json!({"requests": {"cpu": "100m", "memory": "128Mi"},
+                                       "limits": {"memory": "512Mi"}}),
+                    "{base}: {name}"
+                );
+                // The base's settings stay: hardening, probes, every variable.
+                let unpatched = &before["spec"]["template"]["spec"]["containers"][0];
+                for key in ["securityContext", "livenessProbe", "readinessProbe", "args"] {
+                    assert_eq!(container[key], unpatched[key], "{base}: {name}: {key}");
+                }
+                for var in unpatched["env"].as_array().unwrap() {
+                    assert!(
+                        container["env"].as_array().unwrap().contains(var),
+                        "{base}: {name}: {var} lost"
+                    );
+                }
+                if component == "maas-client" {
+                    assert_eq!(
+                        env_value(container, "HTTP_PROXY"),
+                        Some("http://proxy.example.com:3128")
+                    );
+                    assert_eq!(
+                        env_value(container, "HTTPS_PROXY"),
+                        Some("http://proxy.example.com:3128")
+                    );
+                    // The API server stays reachable without the proxy; MAAS goes through it.
+                    let no_proxy: BTreeSet<&str> = env_value(container, "NO_PROXY")
+                        .unwrap()
+                        .split(',')
+                        .collect();
+                    for kept in [".svc", ".cluster.local", "10.96.0.0/12"] {
+                        assert!(no_proxy.contains(kept), "{base}: NO_PROXY {no_proxy:?}");
+                    }
+                    assert!(
+                        !no_proxy.iter().any(|e| e.contains("maas")),
+                        "{base}: NO_PROXY {no_proxy:?}"
+                    );
+                } else {
+                    for var in PROXY_VARS {
+                        assert!(
+                            !container["env"]
+                                .as_array()
+                                .unwrap()
+                                .iter()
+                                .any(|e| e["name"].as_str().unwrap().eq_ignore_ascii_case(var)),
+                            "{base}: {name} must not get {var}"
+                        );
+                    }
+                }
+            }
+        }
+
+        let out = dry_run(&env, dir.path(), true);
+        for component in DEPLOYMENTS {
+            assert!(
+                out.contains(&format!(
+                    "deployment.apps/capmaas-{component} serverside-applied (server dry run)"
+                )),
+                "{base}: {out}"
+            );
+        }
+    }
+    env.stop().await;
+}
