@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the test control plane (etcd, kube-apiserver, kube-controller-manager) and the
 # Cluster API managers (core, kubeadm bootstrap, kubeadm control plane) from the Go wrapper
-# modules beside this script, copies the Cluster API CRDs out of the CAPI module and renders
+# modules beside this script (and, through hack/capmaas/build.sh, the peer provider CAPMAAS), copies the Cluster API CRDs out of the CAPI module and renders
 # the three CAPI providers' clusterctl components (as CAPI's `make release-manifests` does)
 # into a git-ignored cache folder. Does nothing when the cache already matches the pinned
 # versions. Prints what it built.
@@ -23,7 +23,8 @@ if [[ -f "$cache/stamp" && "$(cat "$cache/stamp")" == "$stamp" \
       && -x "$cache/bin/etcd" && -x "$cache/bin/kubelet-portforward" && -x "$cache/bin/capi-manager" && -x "$cache/bin/capi-kubeadm-bootstrap-manager" \
       && -x "$cache/bin/capi-kubeadm-control-plane-manager" && -d "$cache/capi-crds" && -d "$cache/capi-components" ]]; then
   echo "testenv: cache up to date in $cache (kube-apiserver $KUBE_VERSION, etcd $ETCD_VERSION, CAPI CRDs $CAPI_VERSION)"
-  exit 0
+  # The peer provider CAPMAAS, for the switch-over scenario (its own stamp).
+  exec bash "$repo/hack/capmaas/build.sh"
 fi
 
 command -v go >/dev/null || { echo "testenv: Go is required to build the test control plane" >&2; exit 1; }
@@ -114,3 +115,4 @@ echo "kubectl $("$cache/bin/kubectl" version --client -o json | sed -n 's/.*"git
 echo "capi-manager, capi-kubeadm-bootstrap-manager, capi-kubeadm-control-plane-manager (sigs.k8s.io/cluster-api) $CAPI_VERSION"
 echo "  CAPI $CAPI_VERSION CRDs: $(ls "$cache/capi-crds" | tr '\n' ' ')"
 echo "  CAPI $CAPI_VERSION clusterctl components: $(cd "$cache/capi-components" && ls -d */*/* | tr '\n' ' ')"
+bash "$repo/hack/capmaas/build.sh"
