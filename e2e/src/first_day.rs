@@ -14,8 +14,12 @@ use tokio::io::AsyncWriteExt as _;
 use crate::error::{Error, Result};
 
 /// The clusterctl variables of CAPMAAS's README, verbatim but for the endpoint (the
-/// simulator's, plain http as the README's) and the Kubernetes version.
+/// simulator's, plain http and without a trailing slash as the README's
+/// `http://<maas-ip>:5240/MAAS`) and the Kubernetes version.
 pub fn capmaas_readme_variables(maas_endpoint: &str, api_key: &str, kubernetes: &str) -> String {
+    // CAPMAAS's client appends `/api/2.0/` to the endpoint as written: with a trailing slash
+    // its calls go to `/MAAS//api/2.0/`, which MAAS does not serve.
+    let maas_endpoint = maas_endpoint.trim_end_matches('/');
     format!(
         "MAAS_ENDPOINT: {maas_endpoint}
 MAAS_API_KEY: {api_key}
@@ -211,11 +215,25 @@ impl UserShell {
     /// Renders the clusterctl repository into `dir` (`hack/clusterctl-repo.sh`, as
     /// `just clusterctl-repo` does) and appends `variables` to its `clusterctl.yaml`.
     pub async fn render(dir: &Path, kubeconfig: &Path, variables: &str) -> Result<Self> {
+        Self::render_with(dir, kubeconfig, variables, false).await
+    }
+
+    /// [`Self::render`], with CAPMAAS's v0.9.0 release beside ours when `with_capmaas`
+    /// (`hack/capmaas/build.sh` renders it into the cache).
+    pub async fn render_with(
+        dir: &Path,
+        kubeconfig: &Path,
+        variables: &str,
+        with_capmaas: bool,
+    ) -> Result<Self> {
         let mut command = tokio::process::Command::new("bash");
         command
             .arg(repo_root().join("hack/clusterctl-repo.sh"))
             .arg(dir)
             .env("KUBECTL", kubectl());
+        if with_capmaas {
+            command.env("CAPMAAS_RELEASES", cache_dir().join("capmaas-components"));
+        }
         run("hack/clusterctl-repo.sh", &mut command, None).await?;
         let config = dir.join("clusterctl.yaml");
         let mut text = std::fs::read_to_string(&config)
@@ -413,6 +431,19 @@ impl Steps {
     }
 }
 
+/// The `sh` block of `docs/install.md` (its text, `install_md`) that holds `marker`.
+pub fn sh_block<'a>(install_md: &'a str, marker: &str) -> Result<&'a str> {
+    install_md
+        .split("```sh\n")
+        .skip(1)
+        .filter_map(|rest| rest.split_once("```").map(|(block, _)| block))
+        .find(|block| block.contains(marker))
+        .ok_or_else(|| Error::Manifest {
+            name: "docs/install.md".into(),
+            message: format!("no sh block with {marker}"),
+        })
+}
+
 /// The commands `docs/install.md` shows for a first install, as the scenario runs them: the
 /// `sh` block holding `clusterctl init`, its continued lines joined; per command the
 /// clusterctl arguments without `--config` (the scenario passes its own repository's), and
@@ -422,12 +453,7 @@ pub fn documented_commands(install_md: &str) -> Result<Vec<(Vec<String>, bool)>>
         name: "docs/install.md".into(),
         message: message.into(),
     };
-    let block = install_md
-        .split("```sh\n")
-        .skip(1)
-        .filter_map(|rest| rest.split_once("```").map(|(block, _)| block))
-        .find(|block| block.contains("clusterctl init"))
-        .ok_or_else(|| invalid("no sh block with clusterctl init"))?;
+    let block = sh_block(install_md, "clusterctl init")?;
     let joined = block.replace("\\\n", " ");
     let mut commands = Vec::new();
     for line in joined.lines().map(str::trim).filter(|l| !l.is_empty()) {

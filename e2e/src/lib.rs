@@ -20,6 +20,7 @@ pub mod overlay;
 pub mod progress;
 mod starting;
 pub mod stopping;
+pub mod user_cluster;
 pub mod workload;
 
 pub use error::{Error, Result};

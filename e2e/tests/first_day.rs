@@ -28,8 +28,10 @@ mod common;
 
 use capmaas_e2e::first_day::{self, Steps, UserShell, UserWorld};
 use capmaas_e2e::installed::Installation;
-use capmaas_e2e::{dynamic_api, wait_for};
+use capmaas_e2e::user_cluster::{self, condition_status, list_in};
+use capmaas_e2e::wait_for;
 use kube::ResourceExt;
+use kube::api::DynamicObject;
 use kube::api::ListParams;
 use maas_sim::NodeStatus;
 use serde_json::json;
@@ -42,107 +44,23 @@ fn args(words: &[String]) -> Vec<&str> {
     words.iter().map(String::as_str).collect()
 }
 
-async fn list(
-    client: &kube::Client,
-    group: &str,
-    version: &str,
-    kind: &str,
-) -> Vec<kube::api::DynamicObject> {
+async fn list(client: &kube::Client, group: &str, version: &str, kind: &str) -> Vec<DynamicObject> {
     list_in(client, NAMESPACE, group, version, kind).await
 }
 
 /// Where clusterctl installed the provider, and where pools are imported on demand.
 const INSTALLATION_NAMESPACE: &str = "capmaas-system";
 
-async fn list_in(
-    client: &kube::Client,
-    namespace: &str,
-    group: &str,
-    version: &str,
-    kind: &str,
-) -> Vec<kube::api::DynamicObject> {
-    dynamic_api(client, namespace, group, version, kind)
-        .await
-        .unwrap()
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-        .items
-}
-
 /// The Kubernetes version of the upgrade.
 const UPGRADED: &str = "v1.33.2";
 
-fn condition_status(object: &kube::api::DynamicObject, kind: &str) -> Option<String> {
-    object.data["status"]["conditions"]
-        .as_array()?
-        .iter()
-        .find(|c| c["type"] == kind)?["status"]
-        .as_str()
-        .map(str::to_owned)
-}
-
-/// Waits until exactly `control_planes` control-plane and `workers` worker Machines exist, all
-/// of `version`, Running with a Node, and the KubeadmControlPlane counts them ready and up to
-/// date. An error says what was seen last.
 async fn wait_for_machines(
     client: &kube::Client,
     version: &str,
     control_planes: usize,
     workers: usize,
 ) -> Result<(), String> {
-    let mut last = String::new();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(420);
-    while tokio::time::Instant::now() < deadline {
-        let machines = list(client, "cluster.x-k8s.io", "v1beta2", "Machine").await;
-        let is_control_plane = |m: &kube::api::DynamicObject| {
-            m.labels().contains_key("cluster.x-k8s.io/control-plane")
-        };
-        let ready = |m: &&&kube::api::DynamicObject| {
-            m.data["spec"]["version"] == version
-                && m.data["status"]["phase"] == "Running"
-                && m.data["status"]["nodeRef"]["name"].is_string()
-                && m.metadata.deletion_timestamp.is_none()
-        };
-        let (cp, worker): (Vec<_>, Vec<_>) = machines.iter().partition(|m| is_control_plane(m));
-        let kcp = list(
-            client,
-            "controlplane.cluster.x-k8s.io",
-            "v1beta2",
-            "KubeadmControlPlane",
-        )
-        .await;
-        let kcp_status = kcp
-            .first()
-            .map(|k| k.data["status"].clone())
-            .unwrap_or_default();
-        let counted = |key: &str| usize::try_from(kcp_status[key].as_u64().unwrap_or(0)).unwrap();
-        if cp.len() == control_planes
-            && worker.len() == workers
-            && cp.iter().filter(ready).count() == control_planes
-            && worker.iter().filter(ready).count() == workers
-            && counted("readyReplicas") == control_planes
-            && counted("upToDateReplicas") == control_planes
-        {
-            return Ok(());
-        }
-        last = format!(
-            "machines: {:#?}\nKubeadmControlPlane status: {kcp_status:#?}",
-            machines
-                .iter()
-                .map(|m| (
-                    m.name_any(),
-                    m.data["spec"]["version"].clone(),
-                    m.data["status"]["phase"].clone(),
-                    m.data["status"]["nodeRef"]["name"].clone(),
-                ))
-                .collect::<Vec<_>>()
-        );
-        tokio::time::sleep(Duration::from_secs(1)).await;
-    }
-    Err(format!(
-        "{control_planes} control-plane and {workers} worker Machines of {version} not all Running: {last}"
-    ))
+    user_cluster::wait_for_machines(client, NAMESPACE, version, control_planes, workers).await
 }
 
 #[tokio::test]

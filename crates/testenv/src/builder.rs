@@ -238,8 +238,10 @@ impl Builder {
                 &[
                     format!("--kubeconfig={}", kcm_kubeconfig.display()),
                     // ClusterRole aggregation too: Cluster API's installed managers are
-                    // bound to aggregated ClusterRoles, empty without it.
-                    "--controllers=garbage-collector-controller,namespace-controller,clusterrole-aggregation-controller".into(),
+                    // bound to aggregated ClusterRoles, empty without it. And every
+                    // namespace's `default` ServiceAccount, which a Deployment naming none
+                    // (CAPMAAS's manager) runs as.
+                    "--controllers=garbage-collector-controller,namespace-controller,clusterrole-aggregation-controller,serviceaccount-controller".into(),
                     "--leader-elect=false".into(),
                     "--secure-port=0".into(),
                     "--concurrent-gc-syncs=5".into(),

@@ -26,7 +26,8 @@ use launch::{Launch, Sources};
 /// clusterctl's label on every object of a provider.
 pub const PROVIDER_LABEL: &str = "cluster.x-k8s.io/provider";
 
-/// The program an image names: ours by their names, CAPI's by its release image names.
+/// The program an image names: ours by their names, CAPI's and CAPMAAS's by their release image
+/// names.
 pub fn program_of_image(image: &str) -> Result<(&'static str, PathBuf)> {
     let repository = image.split(['@']).next().unwrap_or(image);
     let repository = match repository.rsplit_once(':') {
@@ -41,6 +42,8 @@ pub fn program_of_image(image: &str) -> Result<(&'static str, PathBuf)> {
         "cluster-api-controller" => "capi-manager",
         "kubeadm-bootstrap-controller" => "capi-kubeadm-bootstrap-manager",
         "kubeadm-control-plane-controller" => "capi-kubeadm-control-plane-manager",
+        // CAPMAAS v0.9.0's release image (hack/capmaas): the peer a user switches from.
+        "cluster-api-provider-maas-controller" => "capmaas-manager",
         _ => {
             return Err(Error::Manifest {
                 name: image.to_owned(),
@@ -80,38 +83,72 @@ impl Installation {
     /// `hosts`, when given, is every process's `/etc/hosts` (the network's DNS, as a pod's
     /// resolver would answer).
     pub async fn start(env: &TestEnv, dir: &Path, hosts: Option<&Path>) -> Result<Self> {
+        let mut installation = Self {
+            running: Vec::new(),
+        };
+        installation.follow_upgrade(env, dir, hosts).await?;
+        Ok(installation)
+    }
+
+    /// Follows a `clusterctl upgrade`: stops the processes of Deployments that are gone (the
+    /// provider's old pods), starts the Deployments that run nothing yet (its new ones, with
+    /// their certificates and webhooks routed as in [`Self::start`]) in `dir`, and leaves the
+    /// others running, as the kubelet would.
+    pub async fn follow_upgrade(
+        &mut self,
+        env: &TestEnv,
+        dir: &Path,
+        hosts: Option<&Path>,
+    ) -> Result<()> {
         let client = env.client();
         let deployments = Api::<Deployment>::all(client.clone())
             .list(&ListParams::default().labels(PROVIDER_LABEL))
             .await
             .map_err(Error::kube("listing the installed Deployments"))?
             .items;
+        let id = |d: &Deployment| {
+            format!(
+                "{}/{}",
+                d.metadata.namespace.as_deref().unwrap_or_default(),
+                d.metadata.name.as_deref().unwrap_or_default()
+            )
+        };
+        let current: Vec<String> = deployments.iter().map(id).collect();
+        self.running
+            .retain(|r| current.contains(&r.launch.deployment));
+        let new: Vec<Deployment> = deployments
+            .into_iter()
+            .filter(|d| !self.running.iter().any(|r| r.launch.deployment == id(d)))
+            .collect();
         let certificates = routing::issue_certificates(&client).await?;
         let mut launches = Vec::new();
-        for deployment in &deployments {
+        for deployment in &new {
             let namespace = deployment.metadata.namespace.clone().unwrap_or_default();
             let sources = sources(&client, &namespace).await?;
             let name = deployment.metadata.name.clone().unwrap_or_default();
-            let folder = dir.join(&name);
-            launches.push(launch::plan(deployment, &sources, &folder, || {
-                Ok(free_port()?)
-            })?);
+            launches.push(launch::plan(
+                deployment,
+                &sources,
+                &dir.join(&name),
+                || Ok(free_port()?),
+            )?);
         }
-        routing::route_webhooks(&client, &deployments, &launches, &certificates).await?;
-        let mut running = Vec::new();
-        for (deployment, launch) in deployments.iter().zip(launches) {
+        routing::route_webhooks(&client, &new, &launches, &certificates).await?;
+        let first_new = self.running.len();
+        for (deployment, launch) in new.iter().zip(launches) {
             let namespace = deployment.metadata.namespace.clone().unwrap_or_default();
             let name = deployment.metadata.name.clone().unwrap_or_default();
-            running.push(start_one(env, &dir.join(&name), &namespace, launch, hosts).await?);
+            self.running
+                .push(start_one(env, &dir.join(&name), &namespace, launch, hosts).await?);
         }
-        for one in &mut running {
+        for one in &mut self.running[first_new..] {
             if let Some(url) = one.launch.readiness_url.clone() {
                 one.process
                     .wait_ready(&url, Duration::from_secs(120))
                     .await?;
             }
         }
-        Ok(Self { running })
+        Ok(())
     }
 
     /// The running process of `program`.

@@ -230,14 +230,17 @@ pub fn start(
         "--endpoint-reconciler-type=none".into(),
         format!("--cert-dir={}", pki_dir.display()),
     ];
-    // The template's apiServer.extraArgs, as kubeadm passes them.
+    // The template's apiServer.extraArgs, as kubeadm passes them: one replaces kubeadm's own
+    // flag of that name (a list flag such as --authorization-mode given twice would append).
     for arg in cluster_configuration["apiServer"]["extraArgs"]
         .as_array()
         .into_iter()
         .flatten()
     {
         if let (Some(name), Some(value)) = (arg["name"].as_str(), arg["value"].as_str()) {
-            api_args.push(format!("--{name}={value}"));
+            let flag = format!("--{name}=");
+            api_args.retain(|a| !a.starts_with(&flag));
+            api_args.push(format!("{flag}{value}"));
         }
     }
     let api_server = Process::start(
