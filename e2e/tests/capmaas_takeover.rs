@@ -381,6 +381,40 @@ async fn a_cluster_capmaas_provisioned_is_taken_over_in_place() {
         .unwrap();
     assert!(servers.values().any(|s| *s == control_plane_server));
 
+    steps.step("the workers scaled down to one");
+    shell
+        .kubectl(
+            &[
+                "-n",
+                NAMESPACE,
+                "scale",
+                "machinedeployment",
+                &format!("{CLUSTER}-md-0"),
+                "--replicas=1",
+            ],
+            None,
+        )
+        .await
+        .unwrap();
+    wait_for_machines(&client, NAMESPACE, KUBERNETES, 1, 1)
+        .await
+        .unwrap_or_else(|e| panic!("{}", fail(&e, &ours)));
+    wait_for(
+        "the scaled-down worker's server released",
+        Duration::from_secs(60),
+        Duration::from_millis(500),
+        || async {
+            let owned = state
+                .machines()
+                .into_iter()
+                .filter(|m| m.owner.is_some())
+                .count();
+            Ok((owned == 2).then_some(()))
+        },
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{}", fail(&e.to_string(), &ours)));
+
     steps.step("kubectl delete cluster: nothing left");
     shell
         .kubectl(
