@@ -188,6 +188,23 @@ async fn a_cluster_capmaas_provisioned_is_taken_over_in_place() {
     steps
         .step("docs/install.md \"Switching from CAPMAAS\": stop CAPMAAS, clusterctl upgrade apply");
     state.reset_counts();
+    let mut capmaas_stored = Vec::new();
+    for kind in ["maasclusters", "maasmachines", "maasmachinetemplates"] {
+        let listed = shell
+            .kubectl(&["-n", NAMESPACE, "get", kind, "-o", "json"], None)
+            .await
+            .unwrap();
+        let mut list: serde_json::Value = serde_json::from_str(&listed).unwrap();
+        let items = list["items"].as_array_mut().unwrap();
+        assert!(!items.is_empty(), "CAPMAAS stored no {kind}");
+        for item in items {
+            item["metadata"]
+                .as_object_mut()
+                .unwrap()
+                .remove("resourceVersion");
+        }
+        capmaas_stored.push((kind, list.to_string()));
+    }
     let commands = documented_block("clusterctl upgrade apply");
     assert_eq!(commands.len(), 2, "{commands:?}");
     assert_eq!(commands[0][0], "kubectl");
@@ -209,14 +226,12 @@ async fn a_cluster_capmaas_provisioned_is_taken_over_in_place() {
     let programs: Vec<&str> = ours.running.iter().map(|r| r.program).collect();
     assert_eq!(programs.len(), 9, "{programs:?}");
     assert!(!programs.contains(&"capmaas-manager"), "{programs:?}");
-    // What CAPMAAS stored is valid under our CRDs and webhooks, as it is.
-    for kind in ["maasclusters", "maasmachines", "maasmachinetemplates"] {
-        let stored = shell
-            .kubectl(&["-n", NAMESPACE, "get", kind, "-o", "yaml"], None)
-            .await
-            .unwrap();
+    // What CAPMAAS stored is valid under our CRDs and webhooks, as it is. Our controllers are
+    // already updating these objects, so the snapshot is replaced without its resourceVersion
+    // (an unconditional update, dry run) rather than racing them.
+    for (kind, stored) in &capmaas_stored {
         shell
-            .kubectl(&["replace", "--dry-run=server", "-f", "-"], Some(&stored))
+            .kubectl(&["replace", "--dry-run=server", "-f", "-"], Some(stored))
             .await
             .unwrap_or_else(|e| panic!("CAPMAAS's {kind} under our schema: {e}"));
     }
