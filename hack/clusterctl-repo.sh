@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Renders a clusterctl repository for this provider:
 #   <out>/infrastructure-maas/<version>/{metadata.yaml,infrastructure-components.yaml,
-#     cluster-template.yaml,cluster-template-ipam.yaml,cluster-template-remediation.yaml}
+#     cluster-template.yaml,cluster-template-{ipam,remediation,clusterclass}.yaml,
+#     clusterclass-maas-default.yaml}
 #   <out>/clusterctl.yaml   a clusterctl configuration naming it (`--config`)
 # from deploy/clusterctl with kustomize. Publish the version folder as release assets, or point
 # clusterctl at it: `clusterctl init --infrastructure maas --config <out>/clusterctl.yaml`.
@@ -34,8 +35,13 @@ rm -rf "$dir" && mkdir -p "$dir"
 cp "$src/metadata.yaml" "$dir/metadata.yaml"
 "$kubectl" kustomize "$src" > "$dir/infrastructure-components.yaml"
 "$kubectl" kustomize "$src/templates/default" > "$dir/cluster-template.yaml"
-for flavor in ipam remediation; do
+for flavor in ipam remediation clusterclass; do
   "$kubectl" kustomize "$src/templates/$flavor" > "$dir/cluster-template-$flavor.yaml"
+done
+# ClusterClasses: clusterctl adds clusterclass-<name>.yaml to a generated cluster that uses one.
+for class in "$src"/templates/clusterclass-*/; do
+  class="$(basename "$class")"
+  "$kubectl" kustomize "$src/templates/$class" > "$dir/$class.yaml"
 done
 cat > "$out/clusterctl.yaml" <<CONFIG
 providers:

@@ -249,8 +249,18 @@ impl UserShell {
 
     /// `clusterctl <args> --config <repository>/clusterctl.yaml --kubeconfig <management>`.
     pub async fn clusterctl(&self, args: &[&str]) -> Result<String> {
+        self.clusterctl_with_env(args, &[]).await
+    }
+
+    /// [`Self::clusterctl`] with `env` set, as `NAME=value clusterctl ...` in a shell.
+    pub async fn clusterctl_with_env(
+        &self,
+        args: &[&str],
+        env: &[(String, String)],
+    ) -> Result<String> {
         let mut command = tokio::process::Command::new(cache_dir().join("bin/clusterctl"));
         command
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .args(args)
             .arg("--config")
             .arg(self.repository.join("clusterctl.yaml"))
@@ -265,6 +275,24 @@ impl UserShell {
             None,
         )
         .await
+    }
+
+    /// A `sh` block of the docs run by bash (`-eu -o pipefail`), as a user pastes it: the
+    /// management cluster's kubeconfig in `KUBECONFIG`, the test control plane's kubectl first
+    /// on `PATH`.
+    pub async fn sh(&self, script: &str) -> Result<String> {
+        let kubectl = kubectl();
+        let mut path = std::env::var("PATH").unwrap_or_default();
+        if let Some(bin) = kubectl.parent().filter(|p| !p.as_os_str().is_empty()) {
+            path = format!("{}:{path}", bin.display());
+        }
+        let mut command = tokio::process::Command::new("bash");
+        command
+            .args(["-eu", "-o", "pipefail", "-c", script])
+            .env("PATH", path)
+            .env("KUBECONFIG", &self.kubeconfig)
+            .env("HOME", &self.repository);
+        run(&format!("sh: {}", script.trim()), &mut command, None).await
     }
 
     /// `kubectl <args>` against the management cluster, with `stdin` piped in.
@@ -449,11 +477,31 @@ pub fn sh_block<'a>(install_md: &'a str, marker: &str) -> Result<&'a str> {
 /// clusterctl arguments without `--config` (the scenario passes its own repository's), and
 /// whether its output is piped into `kubectl apply -f -`.
 pub fn documented_commands(install_md: &str) -> Result<Vec<(Vec<String>, bool)>> {
+    Ok(documented_block(install_md, "clusterctl init")?
+        .into_iter()
+        .map(|c| (c.args, c.piped))
+        .collect())
+}
+
+/// One clusterctl command of `docs/install.md`, as a scenario runs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DocumentedCommand {
+    /// Environment variables set before the command (`CLUSTER_TOPOLOGY=true clusterctl ...`).
+    pub env: Vec<(String, String)>,
+    /// clusterctl's arguments, without `--config`.
+    pub args: Vec<String>,
+    /// Whether its output is piped into `kubectl apply -f -`.
+    pub piped: bool,
+}
+
+/// The clusterctl commands of the `sh` block of `docs/install.md` that holds `marker`, its
+/// continued lines joined.
+pub fn documented_block(install_md: &str, marker: &str) -> Result<Vec<DocumentedCommand>> {
     let invalid = |message: &str| Error::Manifest {
         name: "docs/install.md".into(),
         message: message.into(),
     };
-    let block = sh_block(install_md, "clusterctl init")?;
+    let block = sh_block(install_md, marker)?;
     let joined = block.replace("\\\n", " ");
     let mut commands = Vec::new();
     for line in joined.lines().map(str::trim).filter(|l| !l.is_empty()) {
@@ -466,7 +514,12 @@ pub fn documented_commands(install_md: &str) -> Result<Vec<(Vec<String>, bool)>>
             }
             None => (line, false),
         };
-        let mut words = command.split_whitespace();
+        let mut words = command.split_whitespace().peekable();
+        let mut env = Vec::new();
+        while let Some((name, value)) = words.peek().and_then(|w| w.split_once('=')) {
+            env.push((name.to_owned(), value.to_owned()));
+            words.next();
+        }
         if words.next() != Some("clusterctl") {
             return Err(invalid(&format!("not a clusterctl command: {line:?}")));
         }
@@ -478,7 +531,7 @@ pub fn documented_commands(install_md: &str) -> Result<Vec<(Vec<String>, bool)>>
                 args.push(word.to_owned());
             }
         }
-        commands.push((args, piped));
+        commands.push(DocumentedCommand { env, args, piped });
     }
     Ok(commands)
 }

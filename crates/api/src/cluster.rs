@@ -171,8 +171,9 @@ provider_kind! {
         )
     )]
     pub struct MaasClusterTemplateSpec {
-        /// The MaasCluster to create. Immutable.
-        #[x_kube(validation = Rule::new("self == oldSelf").message("spec.template is immutable").reason(Reason::FieldValueForbidden))]
+        /// The MaasCluster to create. Immutable: webhook-server refuses a change, except in the dry
+        /// runs of ClusterClass's topology controller, which rotates to a new template instead
+        /// (a CEL rule cannot tell those apart).
         pub template: MaasClusterTemplateResource,
     }
 }

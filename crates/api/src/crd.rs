@@ -3,7 +3,9 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+    CustomResourceDefinition, JSONSchemaProps, JSONSchemaPropsOrArray, JSONSchemaPropsOrBool,
+};
 use kube::CustomResourceExt;
 
 use crate::cluster::{MaasCluster, MaasClusterTemplate};
@@ -54,8 +56,53 @@ pub fn all_crds() -> Vec<CustomResourceDefinition> {
     ];
     for crd in &mut crds {
         apply_labels(crd);
+        if TEMPLATES_JUDGED_WHOLE.contains(&crd.spec.names.kind.as_str()) {
+            drop_transition_rules_under_template(crd);
+        }
     }
     crds
+}
+
+/// Templates a ClusterClass references. Their `spec.template` is immutable as a whole, judged by
+/// webhook-server, which lets the topology controller's server-side-apply dry runs through (it
+/// learns from them whether to rotate to a new template). The transition rules (`oldSelf`) of
+/// the embedded MaasCluster/MaasMachine spec would refuse those dry runs, so the templates' copy
+/// of that schema carries none; every other rule stays.
+const TEMPLATES_JUDGED_WHOLE: [&str; 2] = ["MaasClusterTemplate", "MaasMachineTemplate"];
+
+fn drop_transition_rules_under_template(crd: &mut CustomResourceDefinition) {
+    for version in &mut crd.spec.versions {
+        let Some(template) = version
+            .schema
+            .as_mut()
+            .and_then(|s| s.open_api_v3_schema.as_mut())
+            .and_then(|s| s.properties.as_mut())
+            .and_then(|p| p.get_mut("spec"))
+            .and_then(|s| s.properties.as_mut())
+            .and_then(|p| p.get_mut("template"))
+        else {
+            continue;
+        };
+        drop_transition_rules(template);
+    }
+}
+
+fn drop_transition_rules(schema: &mut JSONSchemaProps) {
+    if let Some(rules) = &mut schema.x_kubernetes_validations {
+        rules.retain(|r| !r.rule.contains("oldSelf"));
+        if rules.is_empty() {
+            schema.x_kubernetes_validations = None;
+        }
+    }
+    for child in schema.properties.iter_mut().flat_map(|p| p.values_mut()) {
+        drop_transition_rules(child);
+    }
+    if let Some(JSONSchemaPropsOrArray::Schema(items)) = &mut schema.items {
+        drop_transition_rules(items);
+    }
+    if let Some(JSONSchemaPropsOrBool::Schema(values)) = &mut schema.additional_properties {
+        drop_transition_rules(values);
+    }
 }
 
 /// Labels every CRD carries; `clusterctl.cluster.x-k8s.io/move` only on [`MOVED_KINDS`].

@@ -203,8 +203,9 @@ provider_kind! {
         )
     )]
     pub struct MaasMachineTemplateSpec {
-        /// The MaasMachine to create. Immutable.
-        #[x_kube(validation = Rule::new("self == oldSelf").message("spec.template is immutable").reason(Reason::FieldValueForbidden))]
+        /// The MaasMachine to create. Immutable: webhook-server refuses a change, except in the dry
+        /// runs of ClusterClass's topology controller, which rotates to a new template instead
+        /// (a CEL rule cannot tell those apart).
         pub template: MaasMachineTemplateResource,
         /// Keep the host of a deleted machine reserved for the next machine of
         /// the same owner (MachineDeployment or control plane), so a rollout

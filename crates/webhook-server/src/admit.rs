@@ -139,13 +139,26 @@ fn validate(
         // deletable and labelable.
         return (response, Outcome::Allowed);
     }
-    let verdict = match dispatch(request, operation, kind, lookups) {
+    let mut verdict = match dispatch(request, operation, kind, lookups) {
         Ok(verdict) => verdict,
         Err(e) => {
             let message = format!("{} cannot be read: {e}", kind.name());
             return (response.deny(message), Outcome::Denied);
         }
     };
+    if let (Operation::Update, true, Some(new), Some(old)) = (
+        operation,
+        kind.is_clusterclass_template(),
+        &request.object,
+        &request.old_object,
+    ) {
+        verdict.merge(validate::template_frozen(
+            request.dry_run,
+            new.metadata.annotations.as_ref(),
+            &old.data["spec"],
+            &new.data["spec"],
+        ));
+    }
     respond(request, kind, verdict, response)
 }
 

@@ -148,6 +148,12 @@ impl Kind {
         format!("{prefix}.{}.{GROUP}", self.name().to_ascii_lowercase())
     }
 
+    /// Whether the kind is a template a ClusterClass references, whose `spec.template`
+    /// immutability is judged here rather than by CEL (see `validate::template_frozen`).
+    pub fn is_clusterclass_template(self) -> bool {
+        matches!(self, Self::MaasClusterTemplate | Self::MaasMachineTemplate)
+    }
+
     /// Whether the kind has defaults beyond its schema's, so its mutating webhook is
     /// registered. (Every kind's mutate path is served; the others answer "no change".)
     pub fn has_defaults(self) -> bool {

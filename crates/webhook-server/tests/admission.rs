@@ -72,6 +72,7 @@ async fn admission_through_the_api_server() {
     every_schema_rule_still_rejects(env).await;
     cross_object_rules_name_the_field(env, &ns).await;
     updates_and_deletes_name_the_field(env, &ns).await;
+    templates_change_only_in_clusterclass_dry_runs(env, &ns).await;
     warnings_reach_kubectl(env, &ns);
     a_renewed_certificate_is_served_without_a_restart(served, &ns).await;
 }
@@ -378,6 +379,65 @@ async fn updates_and_deletes_name_the_field(env: &TestEnv, ns: &str) {
         .delete("host-1", &DeleteParams::default())
         .await
         .unwrap();
+}
+
+/// A template's `spec.template` is frozen, except in the server-side-apply dry runs by which
+/// ClusterClass's topology controller learns that a template would change (it then creates a
+/// new one): those carry `topology.cluster.x-k8s.io/dry-run` and must not be refused.
+async fn templates_change_only_in_clusterclass_dry_runs(env: &TestEnv, ns: &str) {
+    let client = env.client();
+    let spec =
+        json!({"template": {"spec": {"minCPU": 1, "minMemory": 1024, "image": "ubuntu/jammy"}}});
+    accepted(env, ns, &object("MaasMachineTemplate", "frozen", spec)).await;
+    let templates = kind_api(&client, ns, API_VERSION, "MaasMachineTemplate")
+        .await
+        .unwrap();
+    let changed = Patch::Merge(json!({"spec": {"template": {"spec": {"image": "ubuntu/noble"}}}}));
+    let refused = templates
+        .patch("frozen", &PatchParams::default(), &changed)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        refused.contains("spec.template: Forbidden: spec.template is immutable"),
+        "{refused}"
+    );
+    let apply = |annotated: bool| {
+        let mut metadata = json!({"name": "frozen"});
+        if annotated {
+            metadata["annotations"] = json!({"topology.cluster.x-k8s.io/dry-run": ""});
+        }
+        Patch::Apply(json!({
+            "apiVersion": API_VERSION, "kind": "MaasMachineTemplate", "metadata": metadata,
+            "spec": {"template": {"spec": {"minCPU": 1, "minMemory": 1024, "image": "ubuntu/noble"}}},
+        }))
+    };
+    let mut dry_run = PatchParams::apply("capi-topology").force();
+    dry_run.dry_run = true;
+    let would_be = templates
+        .patch("frozen", &dry_run, &apply(true))
+        .await
+        .unwrap();
+    assert_eq!(
+        would_be.data["spec"]["template"]["spec"]["image"],
+        "ubuntu/noble"
+    );
+    // kubectl's --dry-run=server is judged as the update itself.
+    let unannotated = templates
+        .patch("frozen", &dry_run, &apply(false))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        unannotated.contains("spec.template is immutable"),
+        "{unannotated}"
+    );
+    // Nothing was stored by the dry runs.
+    let stored = templates.get("frozen").await.unwrap();
+    assert_eq!(
+        stored.data["spec"]["template"]["spec"]["image"],
+        "ubuntu/jammy"
+    );
 }
 
 /// UPDATE reviews the API server sent to the MaasMachine validating webhook so far

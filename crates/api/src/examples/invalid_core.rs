@@ -4,8 +4,7 @@ use serde_json::json;
 
 use super::valid::{maas_cluster, maas_cluster_template, maas_machine, maas_machine_template};
 use super::{
-    InvalidExample, REQUIRED, UNSUPPORTED, merged, rejected_create as create,
-    rejected_update as update,
+    InvalidExample, REQUIRED, UNSUPPORTED, rejected_create as create, rejected_update as update,
 };
 
 pub(super) fn cluster() -> Vec<InvalidExample> {
@@ -102,30 +101,6 @@ pub(super) fn cluster() -> Vec<InvalidExample> {
             &json!({"spec": {"template": {"spec": {"dnsRecord": {"publishedAddressSubnet": "10.20.0.1"}}}}}),
             "spec.template.spec.dnsRecord.publishedAddressSubnet",
             "spec.dnsRecord.publishedAddressSubnet must be a CIDR such as 10.0.0.0/24",
-        ),
-        update(
-            "clustertemplate-dnsdomain-changed",
-            &ct,
-            &json!({"spec": {"template": {"spec": {"dnsDomain": "lab"}}}}),
-            "spec.template.spec.dnsDomain",
-            "spec.dnsDomain is immutable",
-        ),
-        update(
-            "clustertemplate-endpoint-changed",
-            &merged(
-                &ct,
-                &json!({"spec": {"template": {"spec": {"controlPlaneEndpoint": {"host": "prod.maas", "port": 6443}}}}}),
-            ),
-            &json!({"spec": {"template": {"spec": {"controlPlaneEndpoint": {"host": "other.maas"}}}}}),
-            "spec.template.spec.controlPlaneEndpoint",
-            "spec.controlPlaneEndpoint is immutable once its host is set",
-        ),
-        update(
-            "clustertemplate-changed",
-            &ct,
-            &json!({"spec": {"template": {"spec": {"failureDomains": ["az1"]}}}}),
-            "spec.template",
-            "spec.template is immutable",
         ),
     ]
 }
@@ -298,44 +273,6 @@ pub(super) fn machine() -> Vec<InvalidExample> {
             ),
             "spec.template.spec.hostSelector.matchExpressions[0].values",
             "spec.hostSelector.matchExpressions[].values must be empty when operator is Exists or DoesNotExist",
-        ),
-        update(
-            "machinetemplate-image-changed",
-            &mt,
-            &json!({"spec": {"template": {"spec": {"image": "ubuntu/noble"}}}}),
-            "spec.template.spec.image",
-            "spec.image is immutable",
-        ),
-        update(
-            "machinetemplate-mincpu-changed",
-            &mt,
-            &json!({"spec": {"template": {"spec": {"minCPU": 8}}}}),
-            "spec.template.spec.minCPU",
-            "spec.minCPU is immutable",
-        ),
-        update(
-            "machinetemplate-minmemory-changed",
-            &mt,
-            &json!({"spec": {"template": {"spec": {"minMemory": 16384}}}}),
-            "spec.template.spec.minMemory",
-            "spec.minMemory is immutable",
-        ),
-        update(
-            "machinetemplate-providerid-changed",
-            &merged(
-                &mt,
-                &json!({"spec": {"template": {"spec": {"providerID": "maas:///az1/4y3h7a"}}}}),
-            ),
-            &json!({"spec": {"template": {"spec": {"providerID": "maas:///az2/4y3h7a"}}}}),
-            "spec.template.spec.providerID",
-            "spec.providerID is immutable once set",
-        ),
-        update(
-            "machinetemplate-changed",
-            &mt,
-            &json!({"spec": {"template": {"spec": {"image": "ubuntu/noble"}}}}),
-            "spec.template",
-            "spec.template is immutable",
         ),
     ]
 }

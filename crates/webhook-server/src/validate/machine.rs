@@ -1,7 +1,8 @@
 //! MaasMachine and MaasMachineTemplate.
 //!
 //! `image`, `minCPU`, `minMemory` and `providerID` are immutable by CEL (as CAPMAAS's webhook
-//! made them), and a template's `spec.template` is immutable by CEL as the CAPI contract asks.
+//! made them); a template's `spec.template` is immutable as the CAPI contract asks, judged in
+//! `template.rs` (ClusterClass's dry runs may change it).
 //! What CEL cannot see is the machine's status: once a host is claimed, the fields that chose it
 //! must not change either, or the machine would run on a host its spec no longer describes.
 

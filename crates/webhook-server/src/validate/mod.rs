@@ -14,6 +14,7 @@ mod ipam;
 mod machine;
 mod remediation;
 mod selector;
+mod template;
 
 use std::sync::Arc;
 
@@ -27,6 +28,7 @@ pub(crate) use inventory::maas_inventory;
 pub(crate) use ipam::maas_ip_pool;
 pub(crate) use machine::{maas_machine, maas_machine_template};
 pub(crate) use remediation::{maas_remediation, maas_remediation_template};
+pub(crate) use template::template_frozen;
 
 /// The admission operation being validated.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
