@@ -13,6 +13,12 @@ use serde::{Deserialize, Serialize};
 use crate::common::{Initialization, TemplateMetadata};
 use crate::kind::{provider_kind, provider_status};
 
+/// Annotation on a MaasCluster saying whether its control plane is hosted (runs outside the
+/// cluster's machines, e.g. Kamaji or k0smotron): `"true"` or `"false"`, overriding what
+/// cluster-controller concludes from the Cluster's `controlPlaneRef` kind. Hosted: the
+/// control-plane provider sets `spec.controlPlaneEndpoint`; cluster-controller never does.
+pub const ANNOTATION_HOSTED_CONTROL_PLANE: &str = "maas.cluster.x-k8s.io/hosted-control-plane";
+
 provider_kind! {
     /// Desired state of a MaasCluster (CAPMAAS-compatible fields keep their JSON names).
     #[derive(KubeSchema)]
@@ -69,9 +75,14 @@ provider_kind! {
         #[schemars(length(min = 1, max = 253))]
         #[x_kube(validation = Rule::new("self == oldSelf").message("spec.dnsDomain is immutable").reason(Reason::FieldValueForbidden))]
         pub dns_domain: String,
-        /// Control-plane endpoint. When unset, the controller publishes
-        /// `<cluster>.<dnsDomain>` through a MaasDNSRecord and fills it in.
-        /// Immutable once its host is set.
+        /// Control-plane endpoint. When unset, cluster-controller copies the Cluster's
+        /// `spec.controlPlaneEndpoint`, or else publishes `<cluster>.<dnsDomain>` through a
+        /// MaasDNSRecord and fills it in. With a hosted control plane (the Cluster's
+        /// `controlPlaneRef` kind is KamajiControlPlane, K0smotronControlPlane,
+        /// HostedControlPlane or one of `--hosted-control-plane-kinds`, or annotation
+        /// `maas.cluster.x-k8s.io/hosted-control-plane: "true"`) it writes nothing: the
+        /// control-plane provider sets it, here or on the Cluster, once after creation, and the
+        /// cluster is provisioned when it is there. Immutable once its host is set.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub control_plane_endpoint: Option<ApiEndpoint>,
         /// MAAS zones published as failure domains (all eligible for control-plane machines).
@@ -87,7 +98,8 @@ provider_kind! {
 /// Host and port of the API server.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct ApiEndpoint {
-    /// DNS name or IP address; empty until the controller settles it.
+    /// DNS name or IP address; empty until it is settled (by cluster-controller, or by the
+    /// provider of a hosted control plane).
     #[schemars(length(max = 512))]
     pub host: String,
     /// TCP port. Default (webhook-server): 6443 when a host is given without a port.
@@ -186,4 +198,66 @@ pub struct MaasClusterTemplateResource {
     pub metadata: Option<TemplateMetadata>,
     /// Spec of the created MaasCluster.
     pub spec: MaasClusterSpec,
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use kube::CustomResourceExt;
+    use kube::core::cel::Validator;
+    use serde_json::{Value, json};
+
+    use super::MaasCluster;
+
+    fn cluster(spec: &Value) -> Value {
+        json!({
+            "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
+            "kind": "MaasCluster",
+            "metadata": {"name": "prod", "namespace": "ns"},
+            "spec": spec
+        })
+    }
+
+    /// A hosted control plane's provider sets the endpoint after creation, once: absent or empty
+    /// → set is allowed; a second change or a removal is refused, naming the field.
+    #[test]
+    fn the_endpoint_is_settable_once_after_creation() {
+        let schema = crate::crd::schema_json(&MaasCluster::crd()).unwrap();
+        let validator = Validator::new();
+        let absent = cluster(&json!({"dnsDomain": "maas"}));
+        let empty = cluster(
+            &json!({"dnsDomain": "maas", "controlPlaneEndpoint": {"host": "", "port": 6443}}),
+        );
+        let set = cluster(
+            &json!({"dnsDomain": "maas", "controlPlaneEndpoint": {"host": "10.0.0.9", "port": 6443}}),
+        );
+        let other = cluster(
+            &json!({"dnsDomain": "maas", "controlPlaneEndpoint": {"host": "10.0.0.10", "port": 6443}}),
+        );
+        let other_port = cluster(
+            &json!({"dnsDomain": "maas", "controlPlaneEndpoint": {"host": "10.0.0.9", "port": 443}}),
+        );
+        assert!(validator.validate(&schema, &absent, None).is_ok());
+        assert!(validator.validate(&schema, &set, Some(&absent)).is_ok());
+        assert!(validator.validate(&schema, &set, Some(&empty)).is_ok());
+        assert!(validator.validate(&schema, &set, Some(&set)).is_ok());
+        for (changed, what) in [
+            (&other, "host"),
+            (&other_port, "port"),
+            (&absent, "removal"),
+        ] {
+            let errors = validator
+                .validate(&schema, changed, Some(&set))
+                .expect_err(what);
+            assert!(
+                errors
+                    .iter()
+                    .any(|e| e.field_path == "spec.controlPlaneEndpoint"
+                        && e.message
+                            == "spec.controlPlaneEndpoint is immutable once its host is set"),
+                "{what}: {errors}"
+            );
+        }
+    }
 }

@@ -5,20 +5,22 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use capmaas_api::MaasCluster;
-use capmaas_api::capi::Cluster;
+use capmaas_api::capi::{Cluster, ContractObjectReference};
 use capmaas_api::keys::FINALIZER_MAAS_CLUSTER;
 use capmaas_runtime::controller::finalizer;
 use capmaas_runtime::status::now;
+use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, ResourceExt};
 use tracing::{debug, info};
 
-use crate::apply::apply;
+use crate::apply::{Owner, apply};
 use crate::cleanup::cleanup;
 use crate::context::Ctx;
 use crate::decide::{Observed, Step, decide, owner_cluster_name};
 use crate::error::Result;
+use crate::hosted::control_plane_ref;
 use crate::status::{paused_condition, status_with};
 use crate::writes::write_status;
 
@@ -31,12 +33,9 @@ pub async fn reconcile(mc: Arc<MaasCluster>, ctx: Arc<Ctx>) -> Result<Action> {
     let api: Api<MaasCluster> = Api::namespaced(ctx.base.client.clone(), &ns);
     let key = ObjectRef::from_obj(mc.as_ref());
     let cluster_name = owner_cluster_name(&mc).map(str::to_owned);
-    let cluster = match &cluster_name {
-        Some(name) => Api::<Cluster>::namespaced(ctx.base.client.clone(), &ns)
-            .get_opt(name)
-            .await
-            .map_err(failed("get Cluster"))?,
-        None => None,
+    let (cluster, control_plane_ref) = match &cluster_name {
+        Some(name) => read_cluster(&ctx, &ns, name).await?,
+        None => (None, None),
     };
     let step = decide(&Observed {
         maas_cluster: &mc,
@@ -83,7 +82,30 @@ pub async fn reconcile(mc: Arc<MaasCluster>, ctx: Arc<Ctx>) -> Result<Action> {
             } else {
                 mc.as_ref().clone()
             };
-            apply(&api, &mc, &key, &name, &cluster, &ctx).await
+            let owner = Owner {
+                name: &name,
+                cluster: &cluster,
+                control_plane_ref: control_plane_ref.as_ref(),
+            };
+            apply(&api, &mc, &key, &owner, &ctx).await
         }
     }
+}
+
+/// The owner Cluster, uncached, with its `spec.controlPlaneRef` (which the CAPI mirror type does
+/// not model), read as JSON once.
+async fn read_cluster(
+    ctx: &Ctx,
+    ns: &str,
+    name: &str,
+) -> Result<(Option<Cluster>, Option<ContractObjectReference>)> {
+    let resource = ApiResource::erase::<Cluster>(&());
+    let api: Api<DynamicObject> = Api::namespaced_with(ctx.base.client.clone(), ns, &resource);
+    let Some(object) = api.get_opt(name).await.map_err(failed("get Cluster"))? else {
+        return Ok((None, None));
+    };
+    let json = serde_json::to_value(&object).map_err(failed("reading the Cluster"))?;
+    let control_plane_ref = control_plane_ref(&json);
+    let cluster: Cluster = serde_json::from_value(json).map_err(failed("reading the Cluster"))?;
+    Ok((Some(cluster), control_plane_ref))
 }

@@ -1,6 +1,6 @@
 //! A live, unpaused MaasCluster: endpoint, DNS record, status.
 
-use capmaas_api::capi::Cluster;
+use capmaas_api::capi::{Cluster, ContractObjectReference};
 use capmaas_api::conditions::{self as cond, reasons};
 use capmaas_api::keys::{LABEL_CLUSTER_NAME, LABEL_CONTROL_PLANE};
 use capmaas_api::{MaasCluster, MaasDNSRecord, MaasDNSRecordSpec, MaasMachine};
@@ -15,23 +15,36 @@ use tracing::info;
 
 use crate::addresses::{addresses_differ, control_plane_addresses, parse_subnet, plan_addresses};
 use crate::context::Ctx;
-use crate::decide::{DnsName, failure_domains, owned_by, plan_endpoint};
+use crate::decide::{DnsName, failure_domains, owned_by, reason};
 use crate::error::{Error, Result};
+use crate::hosted::{EndpointStep, hosting, settle_endpoint, waiting_condition};
 use crate::prober::{ClusterRef, ProbeState};
 use crate::status::{
     StatusParts, api_server_condition, build_status, dns_name, load_balancer_condition,
+    load_balancer_reason,
 };
 use crate::writes::{announce_api_server, set_endpoint, write_status};
+
+/// The owner Cluster as a normal pass needs it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Owner<'a> {
+    /// The Cluster's name.
+    pub(crate) name: &'a str,
+    /// The Cluster.
+    pub(crate) cluster: &'a Cluster,
+    /// Its `spec.controlPlaneRef`, which tells whether the control plane is hosted.
+    pub(crate) control_plane_ref: Option<&'a ContractObjectReference>,
+}
 
 /// The normal pass: endpoint, DNS record, probe, status.
 pub(crate) async fn apply(
     api: &Api<MaasCluster>,
     mc: &MaasCluster,
     key: &ClusterRef,
-    cluster_name: &str,
-    cluster: &Cluster,
+    owner: &Owner<'_>,
     ctx: &Ctx,
 ) -> Result<Action> {
+    let (cluster_name, cluster) = (owner.name, owner.cluster);
     let previous = mc.status.as_ref();
     let generation = mc.metadata.generation;
     let failure_domains = failure_domains(&mc.spec);
@@ -59,8 +72,39 @@ pub(crate) async fn apply(
     let status_dns_name = previous
         .and_then(|s| s.network.as_ref())
         .and_then(|n| n.dns_name.as_deref());
-    let plan = match plan_endpoint(cluster_name, &mc.spec, status_dns_name, cluster) {
-        Ok(plan) => plan,
+    let step =
+        hosting(mc.annotations(), owner.control_plane_ref, &ctx.hosted).and_then(|hosting| {
+            settle_endpoint(cluster_name, &mc.spec, status_dns_name, cluster, &hosting)
+        });
+    let plan = match step {
+        Ok(EndpointStep::Settled(plan)) => plan,
+        Ok(EndpointStep::WaitForProvider(why)) => {
+            let waiting = waiting_condition(&why, cluster_name);
+            let parts = StatusParts {
+                provisioned: false,
+                dns_name: None,
+                failure_domains,
+                load_balancer: waiting.clone(),
+                api_server: api_server_condition(&probe),
+                generation,
+            };
+            let status = build_status(previous, parts, &now());
+            write_status(api, mc, &status, ctx).await?;
+            if load_balancer_reason(previous) != Some(reason::WAITING_FOR_CONTROL_PLANE_ENDPOINT) {
+                info!(why, "waiting for the hosted control plane's endpoint");
+                ctx.base
+                    .events
+                    .normal(
+                        mc,
+                        reason::WAITING_FOR_CONTROL_PLANE_ENDPOINT,
+                        &waiting.message,
+                    )
+                    .await;
+            }
+            announce_api_server(ctx, mc, previous, &status).await;
+            // The provider's write to this MaasCluster, or to the Cluster, wakes us.
+            return Ok(Action::requeue(ctx.base.sync_period));
+        }
         Err(problem) => {
             write_status(api, mc, &failed_status(&problem, &probe), ctx).await?;
             ctx.base
@@ -70,15 +114,22 @@ pub(crate) async fn apply(
             return Err(Error::InvalidSpec(problem));
         }
     };
+    let was_waiting =
+        load_balancer_reason(previous) == Some(reason::WAITING_FOR_CONTROL_PLANE_ENDPOINT);
+    let note = format!(
+        "control-plane endpoint {}:{}",
+        plan.endpoint.host, plan.endpoint.port
+    );
     let mc = if plan.patch_spec {
         let updated = set_endpoint(api, mc, &plan.endpoint).await?;
-        let note = format!(
-            "control-plane endpoint {}:{}",
-            plan.endpoint.host, plan.endpoint.port
-        );
         ctx.base.events.normal(&updated, "EndpointSet", &note).await;
         updated
     } else {
+        if was_waiting {
+            // The hosted control plane's provider wrote it on this MaasCluster.
+            let note = format!("{note}, set by the hosted control plane's provider");
+            ctx.base.events.normal(mc, "EndpointSet", &note).await;
+        }
         mc.clone()
     };
     let record = match &plan.dns {

@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use capmaas_runtime::flags::parse_duration;
 
+use crate::hosted::{HostedKind, HostedKinds};
 use crate::prober::ProberConfig;
 
 /// What `--help` says the binary is.
@@ -31,6 +32,20 @@ pub struct ControllerArgs {
     /// Largest retry delay of a workload API server that does not answer.
     #[arg(long, value_name = "DURATION", default_value = "2m", value_parser = parse_duration)]
     pub api_probe_max_backoff: Duration,
+
+    /// Control-plane kinds that are hosted (their provider runs the API server elsewhere and sets
+    /// the endpoint), besides the built-in KamajiControlPlane, K0smotronControlPlane and
+    /// HostedControlPlane of controlplane.cluster.x-k8s.io: comma-separated `Kind` or
+    /// `Kind.group`. A MaasCluster of a Cluster whose controlPlaneRef names one gets no
+    /// generated endpoint and no DNS record.
+    #[arg(
+        long,
+        env = "CAPMAAS_HOSTED_CONTROL_PLANE_KINDS",
+        value_name = "KINDS",
+        value_delimiter = ',',
+        value_parser = HostedKind::parse
+    )]
+    pub hosted_control_plane_kinds: Vec<HostedKind>,
 }
 
 impl Default for ControllerArgs {
@@ -41,6 +56,7 @@ impl Default for ControllerArgs {
             api_probe_interval: d.refresh,
             api_probe_min_backoff: d.min_backoff,
             api_probe_max_backoff: d.max_backoff,
+            hosted_control_plane_kinds: Vec::new(),
         }
     }
 }
@@ -55,6 +71,11 @@ impl ControllerArgs {
             max_backoff: self.api_probe_max_backoff.max(self.api_probe_min_backoff),
             jitter: true,
         }
+    }
+
+    /// The hosted control-plane kinds: the built-in ones and `--hosted-control-plane-kinds`.
+    pub fn hosted_kinds(&self) -> HostedKinds {
+        HostedKinds::with_extra(&self.hosted_control_plane_kinds)
     }
 }
 
@@ -88,5 +109,34 @@ mod tests {
         let c = cli.args.prober_config();
         assert_eq!(c.refresh, Duration::from_secs(300));
         assert_eq!(c.max_backoff, Duration::from_secs(1), "max never below min");
+    }
+
+    #[test]
+    fn hosted_kinds_extend_the_built_in_ones() {
+        let cli = Cli::try_parse_from(["x"]).unwrap();
+        assert_eq!(cli.args.hosted_kinds(), HostedKinds::default());
+        let cli = Cli::try_parse_from([
+            "x",
+            "--hosted-control-plane-kinds=StandInControlPlane, VClusterControlPlane.controlplane.example.com",
+        ])
+        .unwrap();
+        let extra: Vec<String> = cli
+            .args
+            .hosted_control_plane_kinds
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(
+            extra,
+            [
+                "StandInControlPlane",
+                "VClusterControlPlane.controlplane.example.com"
+            ]
+        );
+        let err = Cli::try_parse_from(["x", "--hosted-control-plane-kinds=not a kind"])
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(err.contains("is not a kind"), "{err}");
     }
 }

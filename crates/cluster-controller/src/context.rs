@@ -2,6 +2,7 @@
 
 use capmaas_runtime::controller::Base;
 
+use crate::hosted::HostedKinds;
 use crate::prober::Prober;
 
 /// Shared by every reconcile of one leadership term.
@@ -11,4 +12,6 @@ pub struct Ctx {
     pub base: Base,
     /// The shared workload API-server prober.
     pub prober: Prober,
+    /// Control-plane kinds that are hosted (built in and `--hosted-control-plane-kinds`).
+    pub hosted: HostedKinds,
 }

@@ -29,6 +29,8 @@ pub mod reason {
     pub const DELETING_DNS_RECORD: &str = "DeletingDNSRecord";
     /// The user provided the endpoint; no DNS record is managed.
     pub const EXTERNAL_ENDPOINT: &str = "ExternalEndpoint";
+    /// A hosted control plane's provider has not set the endpoint yet (`LoadBalancerReady`).
+    pub const WAITING_FOR_CONTROL_PLANE_ENDPOINT: &str = "WaitingForControlPlaneEndpoint";
 }
 
 /// What one reconcile observed about a MaasCluster.

@@ -3,14 +3,15 @@
 //! For each MaasCluster owned by a Cluster API `Cluster`: honour pause and external management,
 //! add the finalizer, publish failure domains (MAAS zones), settle the control-plane endpoint
 //! (the user's, or `<cluster>.<dnsDomain>` served by a `MaasDNSRecord` that follows the
-//! control-plane machines' addresses), report `initialization.provisioned`, and keep an
+//! control-plane machines' addresses; with a [`hosted`] control plane, the one its provider
+//! sets, waited for), report `initialization.provisioned`, and keep an
 //! `APIServerAvailable` condition from one shared, backed-off prober of workload API servers.
 //! Deleting waits for the cluster's MaasMachines, then deletes the DNS record.
 //!
 //! Layout (the one every controller crate shares, see `docs/architecture.md`): [`decide`],
-//! [`status`] and [`addresses`] are pure; [`act`] reads, decides and dispatches to the passes
-//! in `apply.rs` and `cleanup.rs`, which write through `writes.rs`; [`watch`] maps other
-//! objects to MaasClusters; the plumbing comes from [`capmaas_runtime::controller`].
+//! [`hosted`], [`status`] and [`addresses`] are pure; [`act`] reads, decides and dispatches to
+//! the passes in `apply.rs` and `cleanup.rs`, which write through `writes.rs`; [`watch`] maps
+//! other objects to MaasClusters; the plumbing comes from [`capmaas_runtime::controller`].
 
 pub mod act;
 pub mod addresses;
@@ -20,6 +21,7 @@ mod cleanup;
 pub mod context;
 pub mod decide;
 pub mod error;
+pub mod hosted;
 pub mod prober;
 pub mod status;
 pub mod watch;
@@ -68,6 +70,7 @@ pub async fn run(term: capmaas_runtime::Term, args: ControllerArgs) -> Result<()
     let ctx = Arc::new(Ctx {
         base: Base::for_term(&term),
         prober,
+        hosted: args.hosted_kinds(),
     });
     let machine_store = store.clone();
     let controller = controller

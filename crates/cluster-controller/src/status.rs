@@ -193,6 +193,12 @@ pub fn build_status(
     }
 }
 
+/// The reason of the `LoadBalancerReady` condition in `status`, if any.
+pub fn load_balancer_reason(status: Option<&MaasClusterStatus>) -> Option<&str> {
+    let conditions = status?.conditions.as_deref()?;
+    capmaas_runtime::get_condition(conditions, cond::LOAD_BALANCER_READY).map(|c| c.reason.as_str())
+}
+
 /// Whether the previous status says provisioned.
 pub fn was_provisioned(previous: Option<&MaasClusterStatus>) -> bool {
     previous

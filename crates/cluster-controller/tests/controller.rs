@@ -1,8 +1,12 @@
 //! The cluster-controller, run in-process against a real API server (capmaas-testenv).
 //!
 //! One management API server hosts every scenario in its own namespace; a second API server is
-//! the workload cluster for the `APIServerAvailable` probe.
+//! the workload cluster for the `APIServerAvailable` probe. Hosted control planes (stand-ins
+//! for Kamaji and an unknown provider) are in `scenarios/hosted.rs`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+#[path = "scenarios/hosted.rs"]
+mod hosted;
 
 use std::time::Duration;
 
@@ -15,6 +19,7 @@ use capmaas_api::{MaasCluster, MaasDNSRecord, MaasMachine};
 use capmaas_runtime::embedded::Running;
 use capmaas_testenv::objects::{self, kubeconfig_secret};
 use capmaas_testenv::{TestEnv, eventually};
+use cluster_controller::hosted::HostedKind;
 use cluster_controller::{BINARY, ControllerArgs};
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
@@ -31,6 +36,7 @@ async fn start_controller(env: &TestEnv) -> Running {
         api_probe_interval: Duration::from_secs(2),
         api_probe_min_backoff: Duration::from_millis(200),
         api_probe_max_backoff: Duration::from_secs(1),
+        hosted_control_plane_kinds: vec![HostedKind::parse(hosted::STAND_IN_KIND).unwrap()],
     };
     Running::start(BINARY, config, &[], move |ctx| {
         cluster_controller::run(ctx, args.clone())
@@ -48,8 +54,20 @@ async fn create_cluster(
     paused: bool,
     mc_spec: serde_json::Value,
 ) -> MaasCluster {
+    create_cluster_with(client, ns, name, paused, None, mc_spec).await
+}
+
+/// [`create_cluster`] with `spec.controlPlaneRef` = `control_plane` (`apiGroup`, `kind`, `name`).
+async fn create_cluster_with(
+    client: &Client,
+    ns: &str,
+    name: &str,
+    paused: bool,
+    control_plane: Option<serde_json::Value>,
+    mc_spec: serde_json::Value,
+) -> MaasCluster {
     let clusters: Api<Cluster> = Api::namespaced(client.clone(), ns);
-    let cluster: Cluster = serde_json::from_value(json!({
+    let mut cluster = json!({
         "apiVersion": "cluster.x-k8s.io/v1beta2",
         "kind": "Cluster",
         "metadata": {"name": name},
@@ -61,12 +79,23 @@ async fn create_cluster(
                 "name": format!("{name}-maas")
             }
         }
-    }))
+    });
+    if let Some(reference) = control_plane {
+        cluster["spec"]["controlPlaneRef"] = reference;
+    }
+    // Created as JSON: the CAPI mirror type does not model controlPlaneRef.
+    let created = kube::Api::<kube::core::DynamicObject>::namespaced_with(
+        client.clone(),
+        ns,
+        &kube::api::ApiResource::erase::<Cluster>(&()),
+    )
+    .create(
+        &PostParams::default(),
+        &serde_json::from_value(cluster).unwrap(),
+    )
+    .await
     .unwrap();
-    let cluster = clusters
-        .create(&PostParams::default(), &cluster)
-        .await
-        .unwrap();
+    let cluster = clusters.get(&created.name_any()).await.unwrap();
     let mc: MaasCluster = serde_json::from_value(json!({
         "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1",
         "kind": "MaasCluster",
@@ -438,17 +467,26 @@ async fn cluster_controller_against_a_real_api_server() {
     let (management, workload) = (management.unwrap(), workload.unwrap());
     let client = management.client();
     let controller = start_controller(&management).await;
+    hosted::install_stand_in_crds(&management).await;
     let (a, b, c, d) = (
         management.create_namespace("cc-provision").await.unwrap(),
         management.create_namespace("cc-paused").await.unwrap(),
         management.create_namespace("cc-probe").await.unwrap(),
         management.create_namespace("cc-exec").await.unwrap(),
     );
+    let (kamaji, hosted_flag, kubeadm) = (
+        management.create_namespace("cc-kamaji").await.unwrap(),
+        management.create_namespace("cc-hosted-flag").await.unwrap(),
+        management.create_namespace("cc-kubeadm").await.unwrap(),
+    );
     tokio::join!(
         provision_follow_and_delete(&client, &a),
         paused_cluster_is_left_alone(&client, &b),
         api_server_probe(&client, &c, &workload),
         exec_plugin_kubeconfig_is_refused(&client, &d, &workload),
+        hosted::kamaji_sets_the_endpoint_once(&client, &kamaji),
+        hosted::unknown_provider_sets_it_on_the_cluster(&client, &hosted_flag),
+        hosted::kubeadm_control_plane_keeps_the_generated_name(&client, &kubeadm),
     );
     controller
         .stop(Duration::from_secs(15))

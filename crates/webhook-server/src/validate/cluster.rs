@@ -1,7 +1,15 @@
 //! MaasCluster, MaasClusterTemplate and MaasDNSRecord: names that must resolve.
+//!
+//! An absent `spec.controlPlaneEndpoint` is never refused nor defaulted here: cluster-controller
+//! settles it, or, with a hosted control plane (Kamaji, k0smotron), the control-plane provider
+//! sets it once after creation (the CRD's CEL rule allows that first write and refuses any
+//! later change).
 
-use capmaas_api::cluster::MaasClusterSpec;
+use std::collections::BTreeMap;
+
+use capmaas_api::cluster::{ANNOTATION_HOSTED_CONTROL_PLANE, MaasClusterSpec};
 use capmaas_api::{MaasCluster, MaasClusterTemplate, MaasDNSRecord};
+use kube::ResourceExt;
 
 use super::selector::unique;
 use super::{Lookups, Request};
@@ -16,6 +24,11 @@ const LOW_TTL_SECONDS: i32 = 30;
 pub(crate) fn maas_cluster(req: &Request<'_, MaasCluster>, lookups: &dyn Lookups) -> Verdict {
     let mut v = Verdict::ok();
     if let Some(cluster) = req.object {
+        hosted_annotation(
+            cluster.annotations(),
+            &FieldPath::root("metadata").child("annotations"),
+            &mut v,
+        );
         let path = FieldPath::root("spec");
         cluster_spec(&cluster.spec, &path, &mut v);
         allowed_domain(
@@ -35,7 +48,18 @@ pub(crate) fn maas_cluster_template(
 ) -> Verdict {
     let mut v = Verdict::ok();
     if let Some(template) = req.object {
-        let path = FieldPath::root("spec").child("template").child("spec");
+        let resource = FieldPath::root("spec").child("template");
+        if let Some(annotations) = template
+            .spec
+            .template
+            .metadata
+            .as_ref()
+            .and_then(|m| m.annotations.as_ref())
+        {
+            let path = resource.child("metadata").child("annotations");
+            hosted_annotation(annotations, &path, &mut v);
+        }
+        let path = resource.child("spec");
         let spec = &template.spec.template.spec;
         cluster_spec(spec, &path, &mut v);
         allowed_domain(&spec.dns_domain, &path.child("dnsDomain"), lookups, &mut v);
@@ -88,6 +112,22 @@ fn cluster_spec(spec: &MaasClusterSpec, path: &FieldPath, v: &mut Verdict) {
     }
 }
 
+/// `maas.cluster.x-k8s.io/hosted-control-plane` is `"true"` or `"false"`; cluster-controller
+/// would otherwise stop at the MaasCluster with a spec error.
+fn hosted_annotation(annotations: &BTreeMap<String, String>, path: &FieldPath, v: &mut Verdict) {
+    let Some(value) = annotations.get(ANNOTATION_HOSTED_CONTROL_PLANE) else {
+        return;
+    };
+    if value != "true" && value != "false" {
+        v.not_supported(
+            &path.key(ANNOTATION_HOSTED_CONTROL_PLANE),
+            value,
+            "supported values: \"true\" (the control plane is hosted: its provider sets \
+             spec.controlPlaneEndpoint), \"false\"",
+        );
+    }
+}
+
 /// A domain outside the installation's `--dns-domains`: whoever may create the object would
 /// otherwise have the MAAS key publish a name in any domain it writes.
 fn allowed_domain(domain: &str, path: &FieldPath, lookups: &dyn Lookups, v: &mut Verdict) {
@@ -115,7 +155,7 @@ fn low_ttl(ttl: i32) -> String {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use crate::validate::StaticLookups;
+    use crate::validate::{Operation, StaticLookups};
 
     fn create<K>(object: &K) -> Request<'_, K> {
         Request::create("ns", "c", object)
@@ -159,6 +199,71 @@ mod tests {
         assert_eq!(
             maas_cluster_template(&create(&template), &StaticLookups::default()),
             Verdict::ok()
+        );
+    }
+
+    /// A hosted control plane's MaasCluster: no endpoint at creation is neither refused nor
+    /// defaulted, and the provider's later first write of it passes; the annotation must be a
+    /// boolean, and the refusal names it.
+    #[test]
+    fn a_hosted_control_plane_cluster_without_endpoint_passes() {
+        let hosted = |value: &str, spec: serde_json::Value| -> MaasCluster {
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "MaasCluster",
+                "metadata": {"name": "c", "annotations": {ANNOTATION_HOSTED_CONTROL_PLANE: value}},
+                "spec": spec
+            }))
+            .unwrap()
+        };
+        let absent = hosted("true", serde_json::json!({"dnsDomain": "maas"}));
+        let lookups = StaticLookups::default();
+        assert_eq!(maas_cluster(&create(&absent), &lookups), Verdict::ok());
+        let set = hosted(
+            "true",
+            serde_json::json!({"dnsDomain": "maas", "controlPlaneEndpoint": {"host": "10.20.0.5", "port": 6443}}),
+        );
+        let update = Request {
+            operation: Operation::Update,
+            namespace: "ns",
+            name: "c",
+            object: Some(&set),
+            old: Some(&absent),
+        };
+        assert_eq!(maas_cluster(&update, &lookups), Verdict::ok());
+        assert_eq!(
+            maas_cluster(
+                &create(&hosted("false", serde_json::json!({"dnsDomain": "maas"}))),
+                &lookups
+            ),
+            Verdict::ok()
+        );
+
+        let refused = maas_cluster(
+            &create(&hosted("yes", serde_json::json!({"dnsDomain": "maas"}))),
+            &lookups,
+        );
+        assert_eq!(
+            refused.errors[0].path.as_str(),
+            "metadata.annotations[maas.cluster.x-k8s.io/hosted-control-plane]"
+        );
+        assert!(
+            refused.errors[0].to_string().contains("\"true\""),
+            "{}",
+            refused.errors[0]
+        );
+        let template: MaasClusterTemplate = serde_json::from_value(serde_json::json!({
+            "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "MaasClusterTemplate",
+            "metadata": {"name": "t"},
+            "spec": {"template": {
+                "metadata": {"annotations": {ANNOTATION_HOSTED_CONTROL_PLANE: "True"}},
+                "spec": {"dnsDomain": "maas"}
+            }}
+        }))
+        .unwrap();
+        let refused = maas_cluster_template(&create(&template), &lookups);
+        assert_eq!(
+            refused.errors[0].path.as_str(),
+            "spec.template.metadata.annotations[maas.cluster.x-k8s.io/hosted-control-plane]"
         );
     }
 
