@@ -478,6 +478,12 @@ async fn the_rbac_of_deploy_base_is_minimal() {
     expect("patch", "maasdata/status", tenant, &["data-controller"]);
     expect(
         "patch",
+        "maasmachinetemplates/status",
+        tenant,
+        &["machine-controller"],
+    );
+    expect(
+        "patch",
         "maasdatatemplates/status",
         tenant,
         &["data-controller"],

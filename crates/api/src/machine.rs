@@ -4,6 +4,9 @@
 // its schema; rustc then reports the copy as an unreachable `pub` item.
 #![allow(unreachable_pub)]
 
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::KubeSchema;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -175,6 +178,7 @@ provider_kind! {
     #[kube(
         kind = "MaasMachineTemplate",
         namespaced,
+        status = "MaasMachineTemplateStatus",
         doc = "MaasMachineTemplate holds a MaasMachine spec for MachineDeployments and control planes. spec.template is immutable: create a new template to change it.",
         shortname = "maasmt",
         printcolumn(
@@ -238,6 +242,71 @@ pub struct MaasMachineTemplateResource {
     pub spec: MaasMachineSpec,
 }
 
+provider_status! {
+    /// Observed state of a MaasMachineTemplate, written by machine-controller: the shape of a node
+    /// made from it, which the cluster autoscaler reads to scale a MachineDeployment up from zero.
+    pub struct MaasMachineTemplateStatus {
+        /// Resources of a node made from this template, as a Node's `status.capacity`: `cpu`
+        /// (cores), `memory` and, when MAAS reports storage, `ephemeral-storage`, as quantity
+        /// strings ("8", "16Gi"). From the smallest MaasHost that fits the template among those its
+        /// machines may claim, whether free or not; absent when none fits (condition
+        /// `CapacityKnown` says why).
+        #[schemars(schema_with = "capacity_schema")]
+        pub capacity: Option<BTreeMap<String, Quantity>>,
+        /// Architecture and operating system of that node (its `kubernetes.io/arch` and
+        /// `kubernetes.io/os` labels); absent when no host fits.
+        pub node_info: Option<TemplateNodeInfo>,
+    }
+    /// `CapacityKnown`: True (`SmallestFittingHost`, the message names the host) while
+    /// `capacity` is set, False (`NoHostFits`, the message counts what kept hosts out) otherwise.
+    conditions
+}
+
+/// The condition of a MaasMachineTemplate's status and its reasons.
+pub mod template_conditions {
+    /// `status.capacity` and `status.nodeInfo` describe a MaasHost that fits the template.
+    pub const CAPACITY_KNOWN: &str = "CapacityKnown";
+    /// True: the shape is the smallest MaasHost that fits (named in the message).
+    pub const SMALLEST_FITTING_HOST: &str = "SmallestFittingHost";
+    /// False: no MaasHost the template's machines may claim fits it; capacity is absent.
+    pub const NO_HOST_FITS: &str = "NoHostFits";
+}
+
+/// `status.nodeInfo` of a MaasMachineTemplate: the fields of a Node's `status.nodeInfo` the
+/// cluster autoscaler reads (as strings only) for the node it imagines.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TemplateNodeInfo {
+    /// Kubernetes (Go) architecture name: `amd64`, `arm64`, `ppc64le`, `s390x`, ... (MAAS's
+    /// `amd64/generic` is `amd64`, its `ppc64el` is `ppc64le`). Absent when MAAS reports none the
+    /// controller knows; the autoscaler then assumes its default (amd64).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 32))]
+    pub architecture: Option<String>,
+    /// Operating system: `linux`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 32))]
+    pub operating_system: Option<String>,
+}
+
+/// A Kubernetes quantity (`resource.Quantity`'s grammar).
+pub const QUANTITY_PATTERN: &str = r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$";
+
+/// `status.capacity`: resource name → quantity, a string only (never the integer a ResourceList
+/// schema also allows): the autoscaler reads the map as strings and ignores all of it otherwise.
+fn capacity_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "object",
+        "nullable": true,
+        "maxProperties": 16,
+        "additionalProperties": {
+            "type": "string",
+            "maxLength": 64,
+            "pattern": QUANTITY_PATTERN,
+        },
+    })
+}
+
 /// The providerID of a MaasMachine on the MAAS machine `system_id` in `zone`:
 /// `maas:///<zone>/<system_id>`, CAPMAAS's format (an empty zone gives `maas:////<id>`, as
 /// CAPMAAS writes it). The workload Node carries the same value, so it never changes once set.
@@ -248,6 +317,48 @@ pub fn provider_id(zone: Option<&str>, system_id: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::provider_id;
+
+    #[test]
+    fn template_status_accepts_null_and_writes_quantity_strings() {
+        let manifest = serde_json::json!({
+            "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "MaasMachineTemplate",
+            "metadata": {"name": "t"},
+            "spec": {"template": {"spec": {"minCPU": 2, "minMemory": 4096, "image": "ubuntu/jammy"}}},
+            "status": null
+        });
+        let mut template: super::MaasMachineTemplate = serde_json::from_value(manifest).unwrap();
+        assert_eq!(template.status, None);
+        template.status = Some(super::MaasMachineTemplateStatus {
+            capacity: Some(
+                [("cpu", "8"), ("memory", "16Gi")]
+                    .map(|(k, v)| (k.to_owned(), super::Quantity(v.to_owned())))
+                    .into(),
+            ),
+            node_info: Some(super::TemplateNodeInfo {
+                architecture: Some("amd64".into()),
+                operating_system: Some("linux".into()),
+            }),
+            conditions: None,
+        });
+        assert_eq!(
+            serde_json::to_value(&template).unwrap()["status"],
+            serde_json::json!({
+                "capacity": {"cpu": "8", "memory": "16Gi"},
+                "nodeInfo": {"architecture": "amd64", "operatingSystem": "linux"}
+            })
+        );
+    }
+
+    #[test]
+    fn capacity_values_follow_the_quantity_grammar() {
+        let quantity = regex::Regex::new(super::QUANTITY_PATTERN).unwrap();
+        for good in ["8", "16Gi", "1536Mi", "500Gi", "1.5", "100m", "1e3", "+2Ki"] {
+            assert!(quantity.is_match(good), "{good}");
+        }
+        for bad in ["", "8 cores", "16GB", "Gi", "-"] {
+            assert!(!quantity.is_match(bad), "{bad}");
+        }
+    }
 
     #[test]
     fn provider_id_format_matches_capmaas() {

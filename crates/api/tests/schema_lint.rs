@@ -201,7 +201,11 @@ fn crd_names_labels_categories_and_columns() {
         let columns = version.additional_printer_columns.as_ref().unwrap();
         assert!(columns.len() >= 2, "{name}: printer columns");
         assert_eq!(columns.last().unwrap().name, "Age", "{name}");
-        let is_template = names.kind.ends_with("Template") && names.kind != "MaasDataTemplate";
+        // Templates have no status, but MaasMachineTemplate: the cluster autoscaler reads the
+        // shape of its nodes there (status.capacity, status.nodeInfo).
+        let is_template = names.kind.ends_with("Template")
+            && names.kind != "MaasDataTemplate"
+            && names.kind != "MaasMachineTemplate";
         let has_status = version
             .subresources
             .as_ref()

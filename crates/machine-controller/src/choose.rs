@@ -21,7 +21,7 @@ use capmaas_api::common::{HostSelector, SelectorOperator};
 use capmaas_api::conditions::reasons;
 use capmaas_api::host::ProvisioningState;
 use capmaas_api::keys;
-use capmaas_api::{MaasHost, MaasInventory, MaasMachine};
+use capmaas_api::{MaasHost, MaasHostStatus, MaasInventory, MaasMachine};
 use kube::ResourceExt;
 
 /// What the machine asks for.
@@ -223,6 +223,16 @@ pub fn exclusion(
     host: &MaasHost,
     now: jiff::Timestamp,
 ) -> Option<Exclusion> {
+    state_exclusion(request, host, now).or_else(|| constraint_exclusion(request, host))
+}
+
+/// The first filter on the host's current state (claimed, missing, not `Available`, reserved,
+/// ...) that `host` fails: the exclusions before [`Exclusion::ResourcePool`].
+pub fn state_exclusion(
+    request: &HostRequest,
+    host: &MaasHost,
+    now: jiff::Timestamp,
+) -> Option<Exclusion> {
     let status = host.status.clone().unwrap_or_default();
     if host.metadata.deletion_timestamp.is_some() {
         return Some(Exclusion::Deleting);
@@ -254,6 +264,14 @@ pub fn exclusion(
     {
         return Some(Exclusion::ReservedForOther);
     }
+    None
+}
+
+/// The first constraint of the request (pool, zone, CPU, memory, disk, tags, selector) that
+/// `host` does not meet, whatever its state ([`Exclusion::is_constraint`]).
+pub fn constraint_exclusion(request: &HostRequest, host: &MaasHost) -> Option<Exclusion> {
+    let unreported = MaasHostStatus::default();
+    let status = host.status.as_ref().unwrap_or(&unreported);
     if let Some(pool) = &request.resource_pool
         && status.pool.as_ref() != Some(pool)
     {
@@ -275,7 +293,7 @@ pub fn exclusion(
     {
         return Some(Exclusion::Disk);
     }
-    let host_tags = status.tags.unwrap_or_default();
+    let host_tags = status.tags.as_deref().unwrap_or_default();
     if !request.tags.iter().all(|t| host_tags.contains(t)) {
         return Some(Exclusion::Tags);
     }
@@ -359,7 +377,8 @@ pub fn no_host_explanation(request: &HostRequest, ranking: &Ranking<'_>) -> (&'s
     (reason, message)
 }
 
-fn describe(exclusion: Exclusion, request: &HostRequest) -> String {
+/// How a "no host" message names the hosts `exclusion` kept out, e.g. `below minCPU 32`.
+pub fn describe(exclusion: Exclusion, request: &HostRequest) -> String {
     match exclusion {
         Exclusion::Deleting => "being deleted".into(),
         Exclusion::Consumed => "claimed by other machines".into(),

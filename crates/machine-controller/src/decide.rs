@@ -413,16 +413,25 @@ pub fn host_request(
     reuse_owner_uid: Option<String>,
 ) -> HostRequest {
     HostRequest {
-        min_cpu: i64::from(mm.spec.min_cpu),
-        min_memory_mib: i64::from(mm.spec.min_memory),
-        min_disk_gib: mm.spec.min_disk_size.map(i64::from),
-        tags: mm.spec.tags.clone().unwrap_or_default(),
-        resource_pool: mm.spec.resource_pool.clone().filter(|p| !p.is_empty()),
         failure_domain: failure_domain(mm, machine),
-        host_selector: mm.spec.host_selector.clone(),
         reuse_owner_uid,
-        busy_hosts: std::collections::BTreeSet::new(),
         namespace: mm.metadata.namespace.clone(),
+        ..spec_request(&mm.spec)
+    }
+}
+
+/// The constraints a MaasMachine spec puts on its host (a MaasMachineTemplate's too), with
+/// the spec's own failure domain: no owner, no namespace preference, no busy host.
+pub fn spec_request(spec: &capmaas_api::MaasMachineSpec) -> HostRequest {
+    HostRequest {
+        min_cpu: i64::from(spec.min_cpu),
+        min_memory_mib: i64::from(spec.min_memory),
+        min_disk_gib: spec.min_disk_size.map(i64::from),
+        tags: spec.tags.clone().unwrap_or_default(),
+        resource_pool: spec.resource_pool.clone().filter(|p| !p.is_empty()),
+        failure_domain: spec.failure_domain.clone().filter(|fd| !fd.is_empty()),
+        host_selector: spec.host_selector.clone(),
+        ..HostRequest::default()
     }
 }
 

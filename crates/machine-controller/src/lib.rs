@@ -7,6 +7,11 @@
 //! the provisioning signals, and the workload Node's `spec.providerID`. Deleting releases the
 //! host and, with `nodeReuse`, keeps it reserved for the owner's next machine.
 //!
+//! A second controller in the same binary keeps each MaasMachineTemplate's `status.capacity`
+//! and `status.nodeInfo` (the cluster autoscaler's scale from zero) equal to the smallest
+//! MaasHost that fits it: [`capacity`] and [`template_watch`] are pure, [`templates`] reads the
+//! shared caches and writes the status.
+//!
 //! Layout (the one every controller crate shares, see `docs/architecture.md`): [`decide`],
 //! [`choose`], [`status`] and [`watch`] are pure; [`act`] observes (through [`state`]),
 //! decides and performs one step at a time, calling the step modules `claiming.rs`,
@@ -16,6 +21,7 @@
 
 pub mod act;
 pub mod args;
+pub mod capacity;
 pub mod choose;
 mod claiming;
 pub mod context;
@@ -30,6 +36,8 @@ mod release;
 pub mod reuse;
 pub mod state;
 pub mod status;
+pub mod template_watch;
+pub mod templates;
 pub mod watch;
 pub mod workload;
 
@@ -39,7 +47,7 @@ mod test_support;
 use std::sync::Arc;
 
 use capmaas_api::capi::{Cluster, Machine};
-use capmaas_api::{MaasDataClaim, MaasHost, MaasInventory, MaasMachine};
+use capmaas_api::{MaasDataClaim, MaasHost, MaasInventory, MaasMachine, MaasMachineTemplate};
 use capmaas_runtime::controller::{
     self as kit, Keep, ReconcilerSettings, cached, ready_when, scoped,
 };
@@ -53,6 +61,9 @@ use crate::context::{Caches, Ctx};
 
 /// The `controller` label of this controller's metrics and logs.
 pub const CONTROLLER: &str = "maasmachine";
+/// The `controller` label of the MaasMachineTemplate controller (autoscaling from zero:
+/// `status.capacity`, [`templates`]).
+pub const TEMPLATE_CONTROLLER: &str = "maasmachinetemplate";
 
 /// Runs the binary: the runtime from the common flags (`--machine-concurrency` counts as
 /// `--concurrency`), then [`run`] in each leadership term.
@@ -64,22 +75,33 @@ pub async fn start(common: CommonArgs, args: ControllerArgs) -> Result<(), BoxEr
 /// Runs the MaasMachine controller for one leadership term.
 ///
 /// Watches MaasMachines; MaasHosts through a reflector whose cache is also the list hosts are
-/// chosen from; Machines and Clusters (see [`watch`]). Ready once the MaasMachine and MaasHost
-/// caches are filled.
+/// chosen from; Machines and Clusters (see [`watch`]). Runs the MaasMachineTemplate controller
+/// ([`templates`]) beside it on the same MaasHost and MaasInventory caches. Ready once every
+/// cache is filled.
 pub async fn run(term: capmaas_runtime::Term, args: ControllerArgs) -> Result<(), BoxError> {
     let ns = term.settings.namespace.as_deref();
     let watch = &term.clients.watch;
     let wc = watcher::Config::default();
     // Inventories: which other namespaces' hosts a machine may claim, and whether a pool is
-    // imported at all. A change wakes nothing by itself: waiting machines retry on backoff.
-    // Inventories: which other namespaces' hosts a machine may claim, and whether a pool is
-    // imported at all. A change wakes nothing by itself: waiting machines retry on backoff.
+    // imported at all. A change wakes no machine by itself: waiting machines retry on backoff.
     let (inventories, inventory_stream) = cached(
         scoped::<MaasInventory>(watch, ns),
         wc.clone(),
         Keep::Everything,
     );
     let (hosts, host_stream) = cached(scoped::<MaasHost>(watch, ns), wc.clone(), Keep::Everything);
+    // MaasMachineTemplates (their `status.capacity`): woken by their spec, and by the changes of
+    // hosts and inventories that may reshape them, read off the two streams above.
+    let (templates, template_stream) = cached(
+        scoped::<MaasMachineTemplate>(watch, ns),
+        wc.clone(),
+        Keep::WithoutManagedFields,
+    );
+    let template_stream = template_stream
+        .predicate_filter(template_watch::template_change, PredicateConfig::default());
+    let (wake, template_wakes) = templates::Wake::new(templates.clone(), inventories.clone());
+    let host_stream = wake.clone().on_hosts(host_stream, hosts.clone());
+    let inventory_stream = wake.on_inventories(inventory_stream);
     // The controller's own kind through a cache of its own, so that its trigger stream can be
     // filtered while the store sees every change.
     let (machines, machine_stream) = cached(
@@ -131,14 +153,26 @@ pub async fn run(term: capmaas_runtime::Term, args: ControllerArgs) -> Result<()
     // `capmaas_machines` reads this term's MaasMachine cache.
     let _machine_metrics =
         metrics_machines::MachineMetrics::get_or_register(&term.metrics).attach(machines.clone());
+    let template_ctx = Arc::new(templates::TemplateCtx {
+        base: capmaas_runtime::controller::Base::for_term(&term),
+        hosts: hosts.clone(),
+        inventories: inventories.clone(),
+        writes: templates::StatusWrites::get_or_register(&term.metrics),
+        own_writes: capmaas_runtime::OwnWrites::default(),
+    });
+    let template_controller =
+        Controller::for_stream(template_stream, templates.clone()).reconcile_on(template_wakes);
+    let (template_hosts, template_inventories) = (hosts.clone(), inventories.clone());
     let ready = ready_when(&term.health, &term.cancel, async move {
         machines.wait_until_ready().await.is_ok()
             && hosts.wait_until_ready().await.is_ok()
             && inventories.wait_until_ready().await.is_ok()
             && machine_cache.wait_until_ready().await.is_ok()
             && cluster_cache.wait_until_ready().await.is_ok()
+            && templates.wait_until_ready().await.is_ok()
     });
     let settings = ReconcilerSettings::for_term(&term, CONTROLLER);
+    let template_settings = ReconcilerSettings::for_term(&term, TEMPLATE_CONTROLLER);
     tokio::join!(
         ready,
         kit::run_traced(
@@ -147,6 +181,16 @@ pub async fn run(term: capmaas_runtime::Term, args: ControllerArgs) -> Result<()
             ctx,
             act::reconcile,
             watch::trace_relation
+        ),
+        templates::run_when_filled(
+            &template_hosts,
+            &template_inventories,
+            kit::run(
+                template_controller,
+                template_settings,
+                template_ctx,
+                templates::reconcile
+            )
         )
     );
     Ok(())

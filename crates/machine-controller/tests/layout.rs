@@ -3,7 +3,7 @@
 //! reverse), `state` sits below `act` and the step modules, and no step module uses another.
 #![allow(clippy::panic)]
 
-use xtask::layout::{assert_controller_shape, src_of};
+use xtask::layout::{assert_below, assert_controller_shape, assert_imported_by_none, src_of};
 
 #[test]
 fn act_is_on_top_and_state_below_the_steps() {
@@ -24,4 +24,22 @@ fn act_is_on_top_and_state_below_the_steps() {
             );
         }
     }
+}
+
+/// The MaasMachineTemplate controller: `templates` (the I/O) on top, imported by no module; the
+/// pure `capacity` and `template_watch` below it, and below the MaasMachine steps too.
+#[test]
+fn the_template_controller_is_on_top_of_its_pure_modules() {
+    let graph = assert_controller_shape(
+        &src_of(env!("CARGO_MANIFEST_DIR")),
+        "templates",
+        &[],
+        &["capacity", "template_watch", "choose", "decide"],
+    );
+    assert_imported_by_none(&graph, "act");
+    assert_below(
+        &graph,
+        &["capacity", "template_watch"],
+        &["act", "claiming", "deployed", "release", "state"],
+    );
 }
