@@ -72,7 +72,11 @@ provider_kind! {
         #[x_kube(validation = Rule::new("self.all(e, isIP(e) || isCIDR(e) || (e.split('-').size() == 2 && isIP(e.split('-')[0]) && isIP(e.split('-')[1])))")
             .message("spec.exclusions entries must be an IP address, a range first-last or a CIDR"))]
         pub exclusions: Option<Vec<String>>,
-        /// Fixed address per claim name.
+        /// Fixed addresses: key → address. A key is the name of an IPAddressClaim, or the name
+        /// of the Cluster API Machine a claim is for (the claim's annotation
+        /// `maas.cluster.x-k8s.io/machine`, which data-controller sets on the claims it makes).
+        /// When a claim matches both ways, its own name's entry wins. Keys must be object names
+        /// (webhook-server).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         #[schemars(extend("maxProperties" = 256, "additionalProperties" = {"type": "string", "maxLength": 64}))]
         #[x_kube(validation = Rule::new("self.all(k, isIP(self[k]))").message("spec.preAllocations values must be IP addresses"))]

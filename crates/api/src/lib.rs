@@ -36,6 +36,7 @@ pub mod ipam;
 pub mod ipam_layout;
 pub mod ipam_lock;
 pub mod ipam_net;
+pub mod ipam_preallocation;
 pub mod keys;
 mod kind;
 pub mod machine;

@@ -18,6 +18,10 @@ pub enum Error {
         /// The MaasDataTemplate.
         template: String,
     },
+    /// An IPAddressClaim changed between reading it and keeping its address for the host; the
+    /// next pass reads it again.
+    #[error("IPAddressClaim {0} changed while its address was being kept for its host; retrying")]
+    HoldRaced(String),
     /// The flags name an impossible configuration (start-up only).
     #[error("invalid configuration: {0}")]
     Config(String),
@@ -36,9 +40,10 @@ impl ControllerError for Error {
         }
     }
 
-    /// Losing an index race is normal operation: the next pass takes another index.
+    /// Losing an index race is normal operation: the next pass takes another index (or reads
+    /// the IPAddressClaim to hold again).
     fn domain_quiet(&self) -> bool {
-        matches!(self, Self::IndexContended { .. })
+        matches!(self, Self::IndexContended { .. } | Self::HoldRaced(_))
     }
 }
 

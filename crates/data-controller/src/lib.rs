@@ -18,6 +18,7 @@ pub mod args;
 pub mod claim;
 pub mod context;
 pub mod error;
+pub mod hold;
 pub mod ipam;
 pub mod lookup;
 pub mod metrics_pools;
@@ -46,6 +47,8 @@ use crate::context::Ctx;
 pub const CONTROLLER: &str = "maasdataclaim";
 /// The `controller` label of the template controller.
 pub const TEMPLATE_CONTROLLER: &str = "maasdatatemplate";
+/// The `controller` label of the address hold controller.
+pub const HOLD_CONTROLLER: &str = "addresshold";
 
 /// Runs the binary: the runtime from the common flags, then [`run`] in each leadership term.
 pub async fn start(common: CommonArgs, args: ControllerArgs) -> Result<(), BoxError> {
@@ -141,9 +144,21 @@ async fn run_data(term: &capmaas_runtime::Term, also_synced: impl Future<Output 
             watch::map_host(&for_hosts, &h)
         });
     let template_controller = Controller::new(scoped::<MaasDataTemplate>(watch, ns), wc.clone())
-        .watches(scoped::<MaasData>(watch, ns), wc, |d| {
+        .watches(scoped::<MaasData>(watch, ns), wc.clone(), |d| {
             template::watch::map_data(&d)
         });
+    // Address holds: the IPAddressClaims of released data claims kept for their host.
+    let (holds_by_host, holds_by_claim) = (ip_claims.clone(), ip_claims.clone());
+    let hold_controller = Controller::new(
+        scoped::<IPAddressClaim>(watch, ns),
+        wc.clone().labels(keys::LABEL_DATA_CLAIM),
+    )
+    .watches(scoped::<MaasHost>(watch, ns), wc.clone(), move |h| {
+        hold::watch::map_host(&holds_by_host, &h)
+    })
+    .watches(scoped::<MaasDataClaim>(watch, ns), wc, move |c| {
+        hold::watch::map_claim(&holds_by_claim, &c)
+    });
     let stores_ready = {
         let (claims, data, templates, ip_claims, ip_addresses, pools) = (
             claim_store.clone(),
@@ -176,8 +191,14 @@ async fn run_data(term: &capmaas_runtime::Term, also_synced: impl Future<Output 
         kit::run(
             template_controller,
             ReconcilerSettings::for_term(term, TEMPLATE_CONTROLLER),
-            ctx,
+            ctx.clone(),
             template::act::reconcile
+        ),
+        kit::run(
+            hold_controller,
+            ReconcilerSettings::for_term(term, HOLD_CONTROLLER),
+            ctx,
+            hold::act::reconcile
         ),
     );
 }

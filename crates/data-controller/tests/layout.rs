@@ -1,5 +1,5 @@
 //! The module layout rule of `docs/architecture.md`: no module of the crate imports one that
-//! imports it back; the claim and template reconcilers' `act` is imported by no module and
+//! imports it back; the claim, template and hold reconcilers' `act` is imported by no module and
 //! their pure modules (and `render`) read no context. For the IPAM provider (`src/ipam`): the
 //! reconcilers (`claim`, `pool`, `address`, `lock`) are imported by no module; the pure modules
 //! import no I/O module.
@@ -25,7 +25,7 @@ fn no_module_of_the_crate_imports_one_that_imports_it_back() {
 #[test]
 fn act_is_on_top_and_the_pure_modules_read_no_context() {
     let graph = module_imports(&src()).unwrap();
-    for act in ["claim::act", "template::act"] {
+    for act in ["claim::act", "template::act", "hold::act"] {
         assert_imported_by_none(&graph, act);
     }
     for module in [
@@ -35,6 +35,8 @@ fn act_is_on_top_and_the_pure_modules_read_no_context() {
         "template::decide",
         "template::status",
         "template::watch",
+        "hold::decide",
+        "hold::watch",
         "render",
     ] {
         let uses = &graph[module];

@@ -3,6 +3,9 @@
 //! never both record a rendering.
 
 use std::sync::Arc;
+use std::time::Duration;
+
+use capmaas_api::common::PoolReference;
 
 use capmaas_api::{MaasDataClaim, keys};
 use capmaas_runtime::status::{Guard, now};
@@ -10,11 +13,11 @@ use kube::Api;
 use kube::runtime::controller::Action;
 use tracing::{debug, info};
 
-use crate::claim::addresses;
 use crate::claim::decide::{Step, decide, recorded_data};
 use crate::claim::rendered::{self, Rendering};
 use crate::claim::state::State;
 use crate::claim::status::{Outcome, claim_status, paused_status};
+use crate::claim::{addresses, handover};
 use crate::context::Ctx;
 use crate::error::Result;
 use crate::writes;
@@ -56,6 +59,35 @@ async fn write_status(
     Ok(())
 }
 
+/// How soon a claim looks again while the host's previous data claim hands its addresses over
+/// (those writes wake the previous claim, not this one).
+const HANDOVER_RETRY: Duration = Duration::from_secs(2);
+
+/// Takes over the holds of `pools` for the claim's host, read fresh; returns the pools taken
+/// over.
+async fn take_over(
+    ctx: &Ctx,
+    claim: &MaasDataClaim,
+    ns: &str,
+    pools: &[PoolReference],
+) -> Result<Vec<PoolReference>> {
+    let held = handover::live_holds(ctx, claim, ns, pools).await?;
+    if held.is_empty() {
+        return Ok(Vec::new());
+    }
+    let machine = addresses::machine_of(ctx, claim, ns).await?;
+    handover::adopt(ctx, claim, ns, &held, machine.as_deref()).await
+}
+
+/// `<kind> <name>, ...` of pools, for messages.
+fn pool_names(pools: &[PoolReference]) -> String {
+    let names: Vec<String> = pools
+        .iter()
+        .map(|p| format!("{} {}", p.kind, p.name))
+        .collect();
+    names.join(", ")
+}
+
 /// Reconciles one MaasDataClaim (the function the kit runs).
 pub async fn reconcile(claim: Arc<MaasDataClaim>, ctx: Arc<Ctx>) -> Result<Action> {
     let state = State::observe(&ctx, claim).await?;
@@ -85,7 +117,7 @@ pub async fn reconcile(claim: Arc<MaasDataClaim>, ctx: Arc<Ctx>) -> Result<Actio
             Ok(Action::await_change())
         }
         Step::Cleanup => {
-            addresses::delete_all(&ctx, claim, ns).await?;
+            handover::release_addresses(&ctx, claim, ns).await?;
             crate::claim::cleanup::delete_data(&ctx, claim, ns).await?;
             writes::remove_finalizer(&ctx.base, &api, claim, keys::FINALIZER_MAAS_DATA_CLAIM)
                 .await?;
@@ -101,14 +133,31 @@ pub async fn reconcile(claim: Arc<MaasDataClaim>, ctx: Arc<Ctx>) -> Result<Actio
             write_outcome(&ctx, &api, claim, &outcome).await?;
             Ok(Action::await_change())
         }
+        Step::AdoptAddresses(held) => {
+            let pools: Vec<_> = held.iter().map(|(p, _)| p.clone()).collect();
+            let taken = take_over(&ctx, claim, ns, &pools).await?;
+            let outcome = Outcome::AddressesPending(format!(
+                "address of the host's previous machine taken over from {}",
+                pool_names(&taken)
+            ));
+            write_outcome(&ctx, &api, claim, &outcome).await?;
+            Ok(Action::requeue(HANDOVER_RETRY))
+        }
+        Step::WaitForHandover(why) => {
+            write_outcome(&ctx, &api, claim, &Outcome::AddressesPending(why)).await?;
+            Ok(Action::requeue(HANDOVER_RETRY))
+        }
         Step::ClaimAddresses(missing) => {
+            // A hold the cache does not show yet is taken over rather than a new address made.
+            let taken = take_over(&ctx, claim, ns, &missing).await?;
+            let missing: Vec<PoolReference> =
+                missing.into_iter().filter(|p| !taken.contains(p)).collect();
+            if missing.is_empty() {
+                return Ok(Action::requeue(HANDOVER_RETRY));
+            }
             addresses::create(&ctx, claim, ns, &missing).await?;
-            let names: Vec<String> = missing
-                .iter()
-                .map(|p| format!("{} {}", p.kind, p.name))
-                .collect();
             let outcome =
-                Outcome::AddressesPending(format!("address claimed from {}", names.join(", ")));
+                Outcome::AddressesPending(format!("address claimed from {}", pool_names(&missing)));
             write_outcome(&ctx, &api, claim, &outcome).await?;
             Ok(Action::await_change())
         }

@@ -7,22 +7,28 @@
 use capmaas_runtime::error::{Failed, failed};
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
+use std::sync::Arc;
 
+use capmaas_api::capi::is_capi_owner;
 use capmaas_api::capi_ipam::{
     IPAddress, IPAddressClaim, IPAddressClaimSpec, IPPoolReference, MAAS_IP_POOL_KIND,
 };
 use capmaas_api::common::PoolReference;
 use capmaas_api::conditions as cond;
-use capmaas_api::{MaasDataClaim, MaasIPPool, keys};
+use capmaas_api::ipam_preallocation::ANNOTATION_MACHINE;
+use capmaas_api::{MaasDataClaim, MaasIPPool, MaasMachine, keys};
 use capmaas_runtime::controller::finalizer;
+use capmaas_runtime::status::now;
 use kube::api::{Api, ObjectMeta, PostParams};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Resource, ResourceExt};
 
 use crate::claim::decide::AddressState;
-use crate::claim::owned::{list_made_for, made_for};
+use crate::claim::handover::holds_for as handover_holds;
+use crate::claim::owned::made_for;
 use crate::context::Ctx;
 use crate::error::Result;
+use crate::hold::decide::predecessor;
 use crate::ipam::layout::{PoolLayout, dns_servers_for};
 use crate::render::AllocatedAddress;
 use crate::writes;
@@ -79,6 +85,45 @@ pub fn allocated(address: &IPAddress, pool: Option<&MaasIPPool>) -> Option<Alloc
     })
 }
 
+/// Whether `ip_claim` asks `pool` for an address.
+fn of_pool(ip_claim: &IPAddressClaim, pool: &PoolReference) -> bool {
+    let p = &ip_claim.spec.pool_ref;
+    p.name == pool.name && p.kind == pool.kind && p.api_group == pool.api_group
+}
+
+/// The IPAddressClaim of `claim` for `pool`: the one of its name, else one it took over from
+/// the host's previous machine (`claim::handover`), which keeps its earlier name.
+fn own_ip_claim(
+    ctx: &Ctx,
+    claim: &MaasDataClaim,
+    ns: &str,
+    pool: &PoolReference,
+) -> Option<Arc<IPAddressClaim>> {
+    let key = ObjectRef::new(&ip_claim_name(&claim.name_any(), pool)).within(ns);
+    ctx.ip_claims.get(&key).or_else(|| {
+        ctx.ip_claims.state().into_iter().find(|c| {
+            c.namespace().as_deref() == Some(ns) && made_for(c.as_ref(), claim) && of_pool(c, pool)
+        })
+    })
+}
+
+/// What a pool without an IPAddressClaim of this claim waits for: a hold of the host to take
+/// over, the host's previous data claim, or nothing (a new claim is made).
+fn without_claim(ctx: &Ctx, claim: &MaasDataClaim, pool: &PoolReference) -> AddressState {
+    let ip_claims = ctx.ip_claims.state();
+    let pools = [pool.clone()];
+    let candidates: Vec<&IPAddressClaim> = ip_claims.iter().map(AsRef::as_ref).collect();
+    let holds = handover_holds(claim, &pools, &candidates);
+    if let Some(hold) = holds.values().next() {
+        return AddressState::Held(hold.name_any());
+    }
+    let claims = ctx.claims.state();
+    match predecessor(claims.iter().map(AsRef::as_ref), claim, now().0) {
+        Some(previous) => AddressState::AwaitingHandover(previous.name_any()),
+        None => AddressState::Missing,
+    }
+}
+
 /// Where the address of each pool stands, from the stores.
 pub fn observe(
     ctx: &Ctx,
@@ -86,13 +131,11 @@ pub fn observe(
     ns: &str,
     pools: &BTreeSet<PoolReference>,
 ) -> BTreeMap<PoolReference, AddressState> {
-    let name = claim.name_any();
     pools
         .iter()
         .map(|pool| {
-            let key = ObjectRef::new(&ip_claim_name(&name, pool)).within(ns);
-            let state = match ctx.ip_claims.get(&key) {
-                None => AddressState::Missing,
+            let state = match own_ip_claim(ctx, claim, ns, pool) {
+                None => without_claim(ctx, claim, pool),
                 Some(ip_claim) => match ip_claim.address_ref() {
                     None => AddressState::Pending(pending_reason(&ip_claim)),
                     Some(address) => {
@@ -120,7 +163,33 @@ pub fn observe(
         .collect()
 }
 
-fn new_ip_claim(claim: &MaasDataClaim, pool: &PoolReference) -> Result<IPAddressClaim> {
+/// The Cluster API Machine of the data claim: the owner of the MaasMachine that owns the
+/// claim (read from the API server; a claim made by hand has none).
+pub async fn machine_of(ctx: &Ctx, claim: &MaasDataClaim, ns: &str) -> Result<Option<String>> {
+    let Some(owner) = claim
+        .owner_references()
+        .iter()
+        .find(|o| o.kind == MaasMachine::kind(&()))
+    else {
+        return Ok(None);
+    };
+    let maas_machine = Api::<MaasMachine>::namespaced(ctx.base.client.clone(), ns)
+        .get_opt(&owner.name)
+        .await
+        .map_err(failed("read MaasMachine"))?;
+    Ok(maas_machine.and_then(|mm| {
+        mm.owner_references()
+            .iter()
+            .find(|o| is_capi_owner(o, "Machine"))
+            .map(|o| o.name.clone())
+    }))
+}
+
+fn new_ip_claim(
+    claim: &MaasDataClaim,
+    pool: &PoolReference,
+    machine: Option<&str>,
+) -> Result<IPAddressClaim> {
     let name = ip_claim_name(&claim.name_any(), pool);
     let owner = claim
         .controller_owner_ref(&())
@@ -144,6 +213,9 @@ fn new_ip_claim(claim: &MaasDataClaim, pool: &PoolReference) -> Result<IPAddress
     ip_claim.metadata = ObjectMeta {
         name: Some(name),
         labels: Some(labels),
+        // `spec.preAllocations` of a MaasIPPool may be keyed by the Machine's name.
+        annotations: machine
+            .map(|m| BTreeMap::from([(ANNOTATION_MACHINE.to_owned(), m.to_owned())])),
         owner_references: Some(vec![owner]),
         finalizers: Some(vec![keys::FINALIZER_ADDRESS_IN_USE.to_owned()]),
         ..ObjectMeta::default()
@@ -177,7 +249,8 @@ pub async fn protect(
     Ok(())
 }
 
-/// Creates the IPAddressClaims of `missing` pools; one that exists already is fine.
+/// Creates the IPAddressClaims of `missing` pools, annotated with the claim's Machine; one
+/// that exists already is fine.
 pub async fn create(
     ctx: &Ctx,
     claim: &MaasDataClaim,
@@ -185,29 +258,18 @@ pub async fn create(
     missing: &[PoolReference],
 ) -> Result<()> {
     let api: Api<IPAddressClaim> = Api::namespaced(ctx.base.client.clone(), ns);
+    let machine = machine_of(ctx, claim, ns).await?;
     for pool in missing {
         match api
-            .create(&PostParams::default(), &new_ip_claim(claim, pool)?)
+            .create(
+                &PostParams::default(),
+                &new_ip_claim(claim, pool, machine.as_deref())?,
+            )
             .await
         {
             Ok(_) => {}
             Err(kube::Error::Api(e)) if e.code == 409 => {}
             Err(e) => return Err(failed("create IPAddressClaim")(e).into()),
-        }
-    }
-    Ok(())
-}
-
-/// Deletes every IPAddressClaim made for this data claim (found by label on the API server).
-pub async fn delete_all(ctx: &Ctx, claim: &MaasDataClaim, ns: &str) -> Result<()> {
-    let api: Api<IPAddressClaim> = Api::namespaced(ctx.base.client.clone(), ns);
-    let made = list_made_for(&api, claim, "list IPAddressClaims of the data claim").await?;
-    for ip_claim in &made {
-        writes::delete_same(&api, ip_claim, "delete IPAddressClaim").await?;
-        // The server is released (the data claim is let go only then): the address may go.
-        let in_use = keys::FINALIZER_ADDRESS_IN_USE;
-        if finalizer::has(ip_claim, in_use) {
-            writes::remove_finalizer(&ctx.base, &api, ip_claim, in_use).await?;
         }
     }
     Ok(())

@@ -42,3 +42,25 @@ fn a_served_address_is_read_and_a_malformed_one_is_not() {
     a.spec.prefix = -1;
     assert!(allocated(&a, None).is_none());
 }
+
+#[test]
+fn an_ip_claim_names_its_machine_for_pre_allocations() {
+    let mut claim = MaasDataClaim::new(
+        "mm-0",
+        capmaas_api::MaasDataClaimSpec {
+            template: capmaas_api::common::LocalObjectReference { name: "t".into() },
+            host_ref: None,
+        },
+    );
+    claim.metadata.uid = Some("uid-1".into());
+    let made = new_ip_claim(&claim, &pool("MaasIPPool", "net"), Some("m-0")).unwrap();
+    assert_eq!(made.name_any(), "mm-0-net");
+    assert_eq!(
+        made.annotations()
+            .get(ANNOTATION_MACHINE)
+            .map(String::as_str),
+        Some("m-0")
+    );
+    let made = new_ip_claim(&claim, &pool("MaasIPPool", "net"), None).unwrap();
+    assert!(made.metadata.annotations.is_none());
+}

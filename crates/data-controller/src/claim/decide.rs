@@ -20,6 +20,12 @@ use crate::render::AllocatedAddress;
 pub enum AddressState {
     /// No IPAddressClaim yet.
     Missing,
+    /// No IPAddressClaim yet, but the host's previous data claim (named) is still there and may
+    /// hand its address over (`crate::hold`).
+    AwaitingHandover(String),
+    /// No IPAddressClaim yet; this held IPAddressClaim keeps the address of the host's previous
+    /// machine and is taken over.
+    Held(String),
     /// Claimed, not served yet; the claim's own explanation (e.g. the pool is exhausted).
     Pending(String),
     /// Served.
@@ -56,8 +62,12 @@ pub enum Step {
     AddFinalizer,
     /// The template does not exist (yet).
     WaitForTemplate,
+    /// Take over these held IPAddressClaims (pool, name): the host's addresses.
+    AdoptAddresses(Vec<(PoolReference, String)>),
     /// Create the IPAddressClaims of these pools.
     ClaimAddresses(Vec<PoolReference>),
+    /// The host's previous data claim may still hand addresses over: wait (why).
+    WaitForHandover(String),
     /// Some address is not served yet.
     WaitForAddresses(String),
     /// Take an index (a MaasData, or the one taken before), render the Secrets, record them.
@@ -115,8 +125,20 @@ pub fn decide(obs: &Observed<'_>) -> Step {
     next_for_addresses(obs).unwrap_or(Step::Render)
 }
 
-/// The address step, if one is due: claims first, then waiting.
+/// The address step, if one is due: holds taken over first, then claims, then waiting for a
+/// handover, then waiting for the addresses.
 fn next_for_addresses(obs: &Observed<'_>) -> Option<Step> {
+    let held: Vec<(PoolReference, String)> = obs
+        .addresses
+        .iter()
+        .filter_map(|(p, s)| match s {
+            AddressState::Held(name) => Some((p.clone(), name.clone())),
+            _ => None,
+        })
+        .collect();
+    if !held.is_empty() {
+        return Some(Step::AdoptAddresses(held));
+    }
     let missing: Vec<PoolReference> = obs
         .addresses
         .iter()
@@ -125,6 +147,21 @@ fn next_for_addresses(obs: &Observed<'_>) -> Option<Step> {
         .collect();
     if !missing.is_empty() {
         return Some(Step::ClaimAddresses(missing));
+    }
+    let handover: Vec<String> = obs
+        .addresses
+        .iter()
+        .filter_map(|(pool, s)| match s {
+            AddressState::AwaitingHandover(previous) => Some(format!(
+                "{} {}: waiting for MaasDataClaim {previous}, which had this host before, to \
+                 hand its address over",
+                pool.kind, pool.name
+            )),
+            _ => None,
+        })
+        .collect();
+    if !handover.is_empty() {
+        return Some(Step::WaitForHandover(handover.join("; ")));
     }
     let waiting: Vec<String> = obs
         .addresses

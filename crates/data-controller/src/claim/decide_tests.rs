@@ -178,3 +178,37 @@ fn finalizer_pause_template_and_deletion() {
     deleting.metadata.finalizers = None;
     assert_eq!(step(&deleting, None, &none), Step::Done);
 }
+
+#[test]
+fn held_addresses_are_taken_over_before_anything_is_claimed() {
+    let c = claim();
+    let addresses = BTreeMap::from([
+        (pool("a"), AddressState::Missing),
+        (pool("b"), AddressState::Held("mm-old-b".into())),
+        (pool("c"), bound()),
+    ]);
+    assert_eq!(
+        step(&c, None, &addresses),
+        Step::AdoptAddresses(vec![(pool("b"), "mm-old-b".into())])
+    );
+    // Then the pools without a hold are claimed as usual.
+    let addresses = BTreeMap::from([(pool("a"), AddressState::Missing), (pool("c"), bound())]);
+    assert_eq!(
+        step(&c, None, &addresses),
+        Step::ClaimAddresses(vec![pool("a")])
+    );
+}
+
+#[test]
+fn a_claim_waits_for_the_previous_claim_on_its_host_to_hand_over() {
+    let c = claim();
+    let addresses = BTreeMap::from([(pool("a"), AddressState::AwaitingHandover("mm-old".into()))]);
+    let Step::WaitForHandover(why) = step(&c, None, &addresses) else {
+        panic!("expected to wait for the handover")
+    };
+    assert_eq!(
+        why,
+        "MaasIPPool a: waiting for MaasDataClaim mm-old, which had this host before, to hand \
+         its address over"
+    );
+}

@@ -10,6 +10,7 @@ pub mod act;
 pub mod addresses;
 mod cleanup;
 pub mod decide;
+pub mod handover;
 pub mod index;
 pub mod owned;
 pub mod rendered;

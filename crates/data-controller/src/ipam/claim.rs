@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use capmaas_api::MaasIPPool;
 use capmaas_api::capi_ipam::{IPAddress, IPAddressClaim};
+use capmaas_api::ipam_preallocation::PreAllocated;
 use capmaas_api::keys::{FINALIZER_IP_ADDRESS, FINALIZER_IP_ADDRESS_CLAIM};
 use capmaas_runtime::conditions::NewCondition;
 use capmaas_runtime::status::{Guard, now};
@@ -109,7 +110,7 @@ pub async fn reconcile(claim: Arc<IPAddressClaim>, ctx: Arc<Ctx>) -> Result<Acti
                     claim: &claim,
                     pool: &pool,
                     layout: &layout,
-                    pre_allocated,
+                    pre_allocated: pre_allocated.as_ref(),
                     ctx: &ctx,
                 })
                 .await
@@ -207,7 +208,7 @@ struct Allocation<'a> {
     claim: &'a IPAddressClaim,
     pool: &'a MaasIPPool,
     layout: &'a PoolLayout,
-    pre_allocated: Option<IpAddr>,
+    pre_allocated: Option<&'a PreAllocated>,
     ctx: &'a Ctx,
 }
 
@@ -232,7 +233,9 @@ async fn allocate_skipping(
         let picked = {
             let mut index = ctx.index();
             match pre_allocated {
-                Some(a) => index.reserve(&key, a, Instant::now()).then_some(a),
+                Some(p) => index
+                    .reserve(&key, p.address, Instant::now())
+                    .then_some(p.address),
                 None => index.allocate(
                     &key,
                     pool.spec.allocation_strategy,
@@ -324,18 +327,20 @@ async fn unavailable(
     api: &Api<IPAddressClaim>,
     claim: &IPAddressClaim,
     pool: &MaasIPPool,
-    pre_allocated: Option<IpAddr>,
+    pre_allocated: Option<&PreAllocated>,
     ctx: &Ctx,
 ) -> Result<Action> {
     let ns = claim.namespace().unwrap_or_default();
     let (reason, message) = match pre_allocated {
-        Some(a) => (
+        Some(p) => (
             REASON_ALLOCATION_FAILED,
             format!(
-                "address {a} of MaasIPPool {ns}/{} is pre-allocated to IPAddressClaim {ns}/{} but \
-                 is in use; it is served as soon as the address is released",
+                "address {} of MaasIPPool {ns}/{} is pre-allocated to IPAddressClaim {ns}/{} by \
+                 {} but is in use; it is served as soon as the address is released",
+                p.address,
                 pool.name_any(),
-                claim.name_any()
+                claim.name_any(),
+                p.describe()
             ),
         ),
         None => (

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use capmaas_api::capi::Cluster;
 use capmaas_api::capi_ipam::{IPAddress, IPAddressClaim, IPAddressClaimReference, IPAddressSpec};
+use capmaas_api::ipam_preallocation::{ANNOTATION_MACHINE, PreAllocated, pre_allocation_for};
 use capmaas_api::keys::{
     ANNOTATION_PAUSED, FINALIZER_IP_ADDRESS, FINALIZER_IP_ADDRESS_CLAIM, FINALIZER_MAAS_IP_POOL,
     LABEL_CLUSTER_NAME,
@@ -51,8 +52,9 @@ pub enum ClaimStep {
     },
     /// Allocate an address: the pre-allocated one, or the next free one.
     Allocate {
-        /// The address `spec.preAllocations` reserves for this claim's name.
-        pre_allocated: Option<IpAddr>,
+        /// The address `spec.preAllocations` reserves for this claim's name or, failing that,
+        /// its Machine's name.
+        pre_allocated: Option<PreAllocated>,
     },
 }
 
@@ -146,9 +148,18 @@ pub fn decide_claim(view: &Observed<'_>) -> ClaimStep {
     match layout {
         Err(e) => fail(format!("{pool_name} is invalid: {e}")),
         Ok(layout) => ClaimStep::Allocate {
-            pre_allocated: layout.pre_allocation(&claim.name_any()),
+            pre_allocated: pre_allocation_for(layout, &claim.name_any(), machine_of(claim)),
         },
     }
+}
+
+/// The Machine a claim is for, as its annotation names it.
+pub fn machine_of(claim: &IPAddressClaim) -> Option<&str> {
+    claim
+        .annotations()
+        .get(ANNOTATION_MACHINE)
+        .map(String::as_str)
+        .filter(|m| !m.is_empty())
 }
 
 /// The address a claim keeps among its own: the one its status already names, else the lowest

@@ -7,6 +7,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use super::*;
 use crate::ipam::index::AddressEntry;
 use crate::ipam::test_support::{address, claim, pool, spec, subnet};
+use capmaas_api::ipam_preallocation::MatchedBy;
 
 fn ip(s: &str) -> IpAddr {
     s.parse().unwrap()
@@ -92,9 +93,56 @@ fn a_new_claim_gets_the_finalizer_then_an_address() {
     assert_eq!(
         w.decide(),
         ClaimStep::Allocate {
-            pre_allocated: Some(ip("10.0.0.9"))
+            pre_allocated: Some(PreAllocated {
+                address: ip("10.0.0.9"),
+                key: "db".into(),
+                by: MatchedBy::ClaimName,
+            })
         }
     );
+}
+
+fn for_machine(mut c: IPAddressClaim, machine: &str) -> IPAddressClaim {
+    c.metadata.annotations = Some([(ANNOTATION_MACHINE.to_owned(), machine.to_owned())].into());
+    c
+}
+
+#[test]
+fn a_pre_allocation_keyed_by_the_machine_name_serves_its_claim() {
+    // `db` is a Machine here: the claim data-controller makes for it is `mm-db-p`.
+    let mut w = World::new();
+    w.claim = for_machine(w.claim.clone(), "db");
+    assert_eq!(machine_of(&w.claim), Some("db"));
+    assert_eq!(
+        w.decide(),
+        ClaimStep::Allocate {
+            pre_allocated: Some(PreAllocated {
+                address: ip("10.0.0.9"),
+                key: "db".into(),
+                by: MatchedBy::MachineName,
+            })
+        }
+    );
+    // The claim's own name wins when both match.
+    let mut s = spec(vec![subnet("10.0.0.0/24")]);
+    s.pre_allocations = Some(
+        [
+            ("db".to_owned(), "10.0.0.9".to_owned()),
+            ("c".to_owned(), "10.0.0.10".to_owned()),
+        ]
+        .into(),
+    );
+    w.layout = Some(PoolLayout::from_spec(&s).map(Arc::new));
+    let ClaimStep::Allocate {
+        pre_allocated: Some(p),
+    } = w.decide()
+    else {
+        panic!("expected an allocation")
+    };
+    assert_eq!((p.address, p.by), (ip("10.0.0.10"), MatchedBy::ClaimName));
+    // An empty annotation names no Machine.
+    w.claim = for_machine(w.claim.clone(), "");
+    assert_eq!(machine_of(&w.claim), None);
 }
 
 #[test]

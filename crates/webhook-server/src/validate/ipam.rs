@@ -14,6 +14,7 @@
 use capmaas_api::MaasIPPool;
 use capmaas_api::ipam_layout::{Family, LayoutError, LayoutFault, PoolLayout, to_u128};
 use capmaas_api::ipam_net::parse_net;
+use capmaas_api::ipam_preallocation::key_problem;
 use ipnet::IpNet;
 
 use super::{Lookups, Operation, Request, deleting_for_move, key_of};
@@ -68,6 +69,7 @@ fn admission(req: &Request<'_, MaasIPPool>, pool: &MaasIPPool, lookups: &dyn Loo
         }
     };
     let mine = spans(&layout);
+    pre_allocation_keys(pool, &mut v);
     gateways(pool, &layout, &mut v);
     exclusions(pool, &layout, &mine, &mut v);
     let maas_subnet = maas_subnet(pool, &layout, &mut v);
@@ -119,6 +121,17 @@ fn gateways(pool: &MaasIPPool, layout: &PoolLayout, v: &mut Verdict) {
                      gateway or end it before"
                 ),
             );
+        }
+    }
+}
+
+/// A `spec.preAllocations` key names an IPAddressClaim or a Machine; one that is no object
+/// name can match neither, and the address it holds would never be handed out.
+fn pre_allocation_keys(pool: &MaasIPPool, v: &mut Verdict) {
+    let path = FieldPath::root("spec").child("preAllocations");
+    for key in pool.spec.pre_allocations.iter().flat_map(|p| p.keys()) {
+        if let Some(why) = key_problem(key) {
+            v.invalid(&path.key(key), key, why);
         }
     }
 }

@@ -260,6 +260,20 @@ fn pre_allocations_inside_the_ranges_and_once() {
 }
 
 #[test]
+fn pre_allocation_keys_must_name_a_claim_or_a_machine() {
+    let mut p = ranged("ns", "p", "10.0.0.10", "10.0.0.20");
+    // A Machine name (e.g. a control-plane machine) is as good a key as a claim name.
+    p.spec.pre_allocations = Some([("cp-x7k2p".to_owned(), "10.0.0.11".to_owned())].into());
+    assert!(create(&p, &[]).allowed());
+    p.spec.pre_allocations = Some([("Node_0".to_owned(), "10.0.0.11".to_owned())].into());
+    one_error(
+        &create(&p, &[]),
+        "spec.preAllocations[Node_0]",
+        r#"spec.preAllocations[Node_0]: Invalid value: "Node_0": a key must be the name of an IPAddressClaim or of a Machine"#,
+    );
+}
+
+#[test]
 fn ranges_must_lie_in_the_maas_subnet() {
     let p = pool(
         "ns",
