@@ -4,7 +4,7 @@
 
 mod common;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use capmaas_e2e::{ClusterSpec, Harness, HarnessConfig, apply, kubeconfig_secret, wait_for};
@@ -172,10 +172,17 @@ async fn image_change_with_node_reuse_reimages_the_same_servers() {
     spec.control_plane = 1;
     spec.workers = 3;
     spec.node_reuse = true;
+    // Static worker addresses from a pool twice the workers' size: node reuse keeps each
+    // server's address (the IPAddress itself, handed from the old machine's data to the new).
+    spec.worker_addresses = Some(capmaas_e2e::WorkerAddresses::in_default_subnet(6));
     declare(&h, &spec).await;
     wait_running(&mut h, &ns, 4).await;
     let workers_before: BTreeSet<String> = worker_system_ids(&h, &ns).await;
     assert_eq!(workers_before.len(), 3);
+    let addresses_before = server_pool_addresses(&h, &workers_before);
+    assert_eq!(addresses_before.len(), 3, "{addresses_before:?}");
+    let ip_addresses_before = ip_address_uids(&h, &ns).await;
+    assert_eq!(ip_addresses_before.len(), 3, "{ip_addresses_before:?}");
 
     apply(
         &h.management.client(),
@@ -213,8 +220,59 @@ async fn image_change_with_node_reuse_reimages_the_same_servers() {
         workers_before,
         "node reuse kept the same servers"
     );
+    assert_eq!(
+        server_pool_addresses(&h, &workers_before),
+        addresses_before,
+        "node reuse kept each server's address"
+    );
+    assert_eq!(
+        ip_address_uids(&h, &ns).await,
+        ip_addresses_before,
+        "the addresses were handed over, not freed and given out again"
+    );
     assert_no_double_claims(&h, &ns).await;
     common::assert_rbac_sufficient(&h);
+}
+
+/// The worker pool's address each of `servers` carries in MAAS: system id → address.
+fn server_pool_addresses(h: &Harness, servers: &BTreeSet<String>) -> BTreeMap<String, String> {
+    let state = h.sim.state();
+    servers
+        .iter()
+        .filter_map(|id| {
+            let server = state.machine(id)?;
+            let pool_ip = server
+                .ip_addresses
+                .iter()
+                .find(|ip| ip.starts_with("10.20.200."))?
+                .clone();
+            Some((id.clone(), pool_ip))
+        })
+        .collect()
+}
+
+/// Address → UID of the IPAddress giving it out, in `ns`.
+async fn ip_address_uids(h: &Harness, ns: &str) -> BTreeMap<String, String> {
+    common::api(
+        &h.management.client(),
+        ns,
+        "ipam.cluster.x-k8s.io",
+        "v1beta2",
+        "IPAddress",
+    )
+    .await
+    .list(&ListParams::default())
+    .await
+    .unwrap()
+    .items
+    .iter()
+    .map(|a| {
+        (
+            a.data["spec"]["address"].as_str().unwrap().to_owned(),
+            a.metadata.uid.clone().unwrap(),
+        )
+    })
+    .collect()
 }
 
 /// Deletes the Cluster `name` and waits until no server of the simulator is in use.
