@@ -68,11 +68,12 @@ pub enum EthernetType {
     Vif,
 }
 
-/// Where a link's MAC address comes from: exactly one of the fields.
+/// Where a link's MAC address comes from: exactly one of the fields (`fromBootMAC` counts
+/// when true).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, KubeSchema)]
 #[serde(rename_all = "camelCase")]
-#[x_kube(validation = Rule::new("has(self.string) != has(self.fromHostInterface)")
-    .message("spec.networkData.links macAddress must set exactly one of string or fromHostInterface"))]
+#[x_kube(validation = Rule::new("(has(self.string) ? 1 : 0) + (has(self.fromHostInterface) ? 1 : 0) + (has(self.fromBootMAC) && self.fromBootMAC ? 1 : 0) == 1")
+    .message("spec.networkData.links macAddress must set exactly one of string, fromHostInterface or fromBootMAC"))]
 pub struct MacAddressSource {
     /// Literal MAC address.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -82,6 +83,14 @@ pub struct MacAddressSource {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 64))]
     pub from_host_interface: Option<String>,
+    /// Use the MAC of the interface the host PXE-boots from (MaasHost
+    /// `status.bootInterface`, as MAAS reports it); CAPM3's `fromBootMAC`.
+    #[serde(
+        rename = "fromBootMAC",
+        default,
+        skip_serializing_if = "std::ops::Not::not"
+    )]
+    pub from_boot_mac: bool,
 }
 
 /// An ethernet link.

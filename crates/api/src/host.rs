@@ -249,7 +249,8 @@ pub struct HostInterface {
     #[schemars(length(min = 1, max = 64))]
     pub name: String,
     /// MAC address of the interface as MAAS reports it, e.g. `52:54:00:aa:bb:01`.
-    /// MaasDataTemplates read it through `fromHostInterfaces` and `fromHostInterface`.
+    /// MaasDataTemplates read it through `fromHostInterfaces`, `fromHostInterface` and (for the
+    /// boot interface) `fromBootMAC`.
     #[schemars(length(max = 64))]
     pub mac: String,
 }
@@ -321,6 +322,9 @@ provider_status! {
         /// MaasDataTemplates look MAC addresses up here by interface name.
         #[schemars(length(max = 64), extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
         pub interfaces: Option<Vec<HostInterface>>,
+        /// The interface the machine PXE-boots from, as MAAS reports it (`boot_interface`);
+        /// absent when MAAS names none. MaasDataTemplates read its MAC through `fromBootMAC`.
+        pub boot_interface: Option<HostInterface>,
         /// IP addresses MAAS reports for the deployed machine.
         #[schemars(length(max = 64))]
         pub addresses: Option<Vec<String>>,

@@ -119,6 +119,18 @@ pub fn interfaces(machine: &Machine) -> Vec<HostInterface> {
     out
 }
 
+/// The interface MAAS boots the machine from (`boot_interface`), when it names one.
+pub fn boot_interface(machine: &Machine) -> Option<HostInterface> {
+    machine
+        .boot_interface
+        .as_ref()
+        .filter(|i| !i.name.is_empty())
+        .map(|i| HostInterface {
+            name: i.name.clone(),
+            mac: i.mac_address.clone(),
+        })
+}
+
 /// The deployed image as `osystem/series`, when MAAS reports one.
 pub fn deployed_image(machine: &Machine) -> Option<String> {
     match (machine.osystem.as_str(), machine.distro_series.as_str()) {
@@ -187,6 +199,28 @@ mod tests {
         assert_eq!(deployed_image(&m).as_deref(), Some("ubuntu/jammy"));
         assert!(valid_object_name("abc123"));
         assert!(!valid_object_name("ABC"));
+    }
+
+    #[test]
+    fn boot_interface_is_the_one_maas_names() {
+        let mut m = machine();
+        assert_eq!(boot_interface(&m), None, "MAAS gave no boot_interface");
+        m.boot_interface = serde_json::from_value(serde_json::json!(
+            {"id": 2, "name": "eth1", "mac_address": "00:00:00:00:00:02"}
+        ))
+        .unwrap();
+        let expected = HostInterface {
+            name: "eth1".into(),
+            mac: "00:00:00:00:00:02".into(),
+        };
+        assert_eq!(boot_interface(&m), Some(expected.clone()));
+        assert_eq!(
+            crate::host::status::observed(&m).boot_interface,
+            Some(expected)
+        );
+        m.boot_interface =
+            serde_json::from_value(serde_json::json!({"id": 3, "name": ""})).unwrap();
+        assert_eq!(boot_interface(&m), None, "an unnamed boot interface");
     }
 
     #[test]

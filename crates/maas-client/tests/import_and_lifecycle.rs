@@ -77,6 +77,11 @@ async fn import_then_provision_and_release() {
             status.interfaces.as_ref().map(Vec::len),
             Some(view.mac_addresses.len())
         );
+        // maas-sim reports the first interface as the boot interface.
+        assert_eq!(
+            status.boot_interface.as_ref().map(|b| &b.mac),
+            view.mac_addresses.first()
+        );
     }
 
     // The simulator is plain http (accepted with --maas-allow-insecure-http): the inventory

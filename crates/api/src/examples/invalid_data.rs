@@ -88,14 +88,30 @@ pub(super) fn data_template() -> Vec<InvalidExample> {
                 &json!({"id": "eno1", "macAddress": {"string": "52:54:00:12:34:56", "fromHostInterface": "eno1"}}),
             ),
             "spec.networkData.links.ethernets[0].macAddress",
-            "spec.networkData.links macAddress must set exactly one of string or fromHostInterface",
+            "spec.networkData.links macAddress must set exactly one of string, fromHostInterface or fromBootMAC",
+        ),
+        create(
+            "datatemplate-mac-boot-and-interface",
+            &t,
+            &ethernet(
+                &json!({"id": "eno1", "macAddress": {"fromBootMAC": true, "fromHostInterface": "eno1"}}),
+            ),
+            "spec.networkData.links.ethernets[0].macAddress",
+            "spec.networkData.links macAddress must set exactly one of string, fromHostInterface or fromBootMAC",
+        ),
+        create(
+            "datatemplate-mac-boot-false-only",
+            &t,
+            &ethernet(&json!({"id": "eno1", "macAddress": {"fromBootMAC": false}})),
+            "spec.networkData.links.ethernets[0].macAddress",
+            "spec.networkData.links macAddress must set exactly one of string, fromHostInterface or fromBootMAC",
         ),
         create(
             "datatemplate-mac-no-source",
             &t,
             &ethernet(&json!({"id": "eno1", "macAddress": {}})),
             "spec.networkData.links.ethernets[0].macAddress",
-            "spec.networkData.links macAddress must set exactly one of string or fromHostInterface",
+            "spec.networkData.links macAddress must set exactly one of string, fromHostInterface or fromBootMAC",
         ),
         create(
             "datatemplate-mac-malformed",

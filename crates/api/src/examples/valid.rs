@@ -168,7 +168,7 @@ pub(crate) fn maas_data_template() -> Value {
             "networkData": {
                 "links": {
                     "ethernets": [
-                        {"type": "phy", "id": "eno1", "mtu": 1500, "macAddress": {"fromHostInterface": "eno1"}},
+                        {"type": "phy", "id": "eno1", "mtu": 1500, "macAddress": {"fromBootMAC": true}},
                         {"type": "phy", "id": "eno2", "mtu": 9000, "macAddress": {"fromHostInterface": "eno2"}},
                         {"type": "phy", "id": "eno3", "mtu": 9000, "macAddress": {"string": "52:54:00:12:34:56"}}
                     ],

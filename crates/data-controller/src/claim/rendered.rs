@@ -158,6 +158,11 @@ pub async fn render(
         .and_then(|h| h.status.as_ref())
         .and_then(|s| s.interfaces.clone())
         .unwrap_or_default();
+    let boot_interface = objects
+        .host
+        .as_ref()
+        .and_then(|h| h.status.as_ref())
+        .and_then(|s| s.boot_interface.as_ref());
     let input = RenderInput {
         index: data.spec.index,
         namespace: ns,
@@ -165,6 +170,7 @@ pub async fn render(
         maas_machine: objects.maas_machine.as_ref(),
         host: host_info.as_ref(),
         host_interfaces: &interfaces,
+        host_boot_interface: boot_interface,
         addresses: &bound,
     };
     let data_api: Api<MaasData> = Api::namespaced(ctx.base.client.clone(), ns);

@@ -64,9 +64,13 @@ pub enum RenderProblem {
     /// A MAC address (literal or from a host interface) is not `xx:xx:xx:xx:xx:xx`.
     #[error("{0:?} is not a MAC address")]
     BadMac(String),
-    /// A MAC address source sets neither or both of `string` and `fromHostInterface`.
-    #[error("exactly one of string or fromHostInterface must be set")]
+    /// A MAC address source sets none or more than one of `string`, `fromHostInterface` and
+    /// `fromBootMAC`.
+    #[error("exactly one of string, fromHostInterface or fromBootMAC must be set")]
     BadMacSource,
+    /// `fromBootMAC` on a host whose status records no boot interface.
+    #[error("the host has no boot interface recorded (MaasHost status.bootInterface)")]
+    NoBootInterface,
     /// A route sets neither or both of `gateway` and `gatewayFromPool`.
     #[error("exactly one of gateway or gatewayFromPool must be set")]
     BadGatewaySource,

@@ -79,16 +79,21 @@ fn mac_from(
     input: &RenderInput<'_>,
     field: &str,
 ) -> Result<String, RenderError> {
-    match (&source.string, &source.from_host_interface) {
-        (Some(literal), None) => super::normalize_mac(literal).ok_or_else(|| {
+    match (
+        &source.string,
+        &source.from_host_interface,
+        source.from_boot_mac,
+    ) {
+        (Some(literal), None, false) => super::normalize_mac(literal).ok_or_else(|| {
             RenderError::new(
                 format!("{field}.string"),
                 RenderProblem::BadMac(literal.clone()),
             )
         }),
-        (None, Some(interface)) => {
+        (None, Some(interface), false) => {
             input.interface_mac(interface, &format!("{field}.fromHostInterface"))
         }
+        (None, None, true) => input.boot_mac(&format!("{field}.fromBootMAC")),
         _ => Err(RenderError::new(field, RenderProblem::BadMacSource)),
     }
 }

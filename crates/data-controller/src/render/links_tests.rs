@@ -2,7 +2,7 @@
 
 use serde_json::json;
 
-use super::super::tests::{ETHERNETS, err, ok, with_links};
+use super::super::tests::{ETHERNETS, Fixture, err, err_with, ok, with_links};
 use super::*;
 
 #[test]
@@ -113,13 +113,13 @@ fn link_errors() {
     );
     assert_eq!(
         err("links: {ethernets: [{id: a, macAddress: {}}]}"),
-        "spec.networkData.links.ethernets[0].macAddress: exactly one of string or fromHostInterface must be set"
+        "spec.networkData.links.ethernets[0].macAddress: exactly one of string, fromHostInterface or fromBootMAC must be set"
     );
     assert_eq!(
         err(
             "links: {ethernets: [{id: a, macAddress: {string: '02:00:00:00:00:01', fromHostInterface: eno1}}]}"
         ),
-        "spec.networkData.links.ethernets[0].macAddress: exactly one of string or fromHostInterface must be set"
+        "spec.networkData.links.ethernets[0].macAddress: exactly one of string, fromHostInterface or fromBootMAC must be set"
     );
     assert_eq!(
         err(&with_links(
@@ -132,6 +132,66 @@ fn link_errors() {
             "  vlans: [{id: v, vlanID: 3, vlanLink: eno1, macAddress: {fromHostInterface: eth0}}]\n"
         )),
         r#"spec.networkData.links.vlans[0].macAddress.fromHostInterface: the host has no interface "eth0""#
+    );
+}
+
+#[test]
+fn boot_mac_is_the_hosts_boot_interface() {
+    let doc = ok(r"
+links:
+  ethernets:
+    - {id: pxe, macAddress: {fromBootMAC: true}}
+    - {id: data, macAddress: {fromHostInterface: eno2}}
+  bonds:
+    - {id: bond0, bondMode: active-backup, bondLinks: [data], macAddress: {fromBootMAC: true}}
+  vlans:
+    - {id: v5, vlanID: 5, vlanLink: bond0, macAddress: {fromBootMAC: true}}
+");
+    // The fixture boots from eno1, reported as 52:54:00:AA:BB:01: normalised.
+    assert_eq!(doc["links"][0]["ethernet_mac_address"], "52:54:00:aa:bb:01");
+    assert_eq!(doc["links"][1]["ethernet_mac_address"], "52:54:00:aa:bb:02");
+    assert_eq!(doc["links"][2]["ethernet_mac_address"], "52:54:00:aa:bb:01");
+    assert_eq!(doc["links"][3]["vlan_mac_address"], "52:54:00:aa:bb:01");
+}
+
+#[test]
+fn boot_mac_errors() {
+    let pxe = "links: {ethernets: [{id: a, macAddress: {fromHostInterface: eno1}}, {id: pxe, macAddress: {fromBootMAC: true}}]}";
+    let mut no_boot = Fixture::example();
+    no_boot.boot_interface = None;
+    assert_eq!(
+        err_with(pxe, &no_boot),
+        "spec.networkData.links.ethernets[1].macAddress.fromBootMAC: the host has no boot interface recorded (MaasHost status.bootInterface)"
+    );
+    let mut unknown_host = Fixture::example();
+    unknown_host.host = None;
+    assert_eq!(
+        err_with(pxe, &unknown_host),
+        "spec.networkData.links.ethernets[0].macAddress.fromHostInterface: the MaasHost is not known yet"
+    );
+    let boot_only = "links: {ethernets: [{id: pxe, macAddress: {fromBootMAC: true}}]}";
+    assert_eq!(
+        err_with(boot_only, &unknown_host),
+        "spec.networkData.links.ethernets[0].macAddress.fromBootMAC: the MaasHost is not known yet"
+    );
+    let mut bad_mac = Fixture::example();
+    if let Some(boot) = bad_mac.boot_interface.as_mut() {
+        boot.mac = "52:54:00".into();
+    }
+    assert_eq!(
+        err_with(boot_only, &bad_mac),
+        r#"spec.networkData.links.ethernets[0].macAddress.fromBootMAC: "52:54:00" is not a MAC address"#
+    );
+    assert_eq!(
+        err(&with_links(
+            "  vlans: [{id: v, vlanID: 3, vlanLink: eno1, macAddress: {fromBootMAC: true, fromHostInterface: eno1}}]\n"
+        )),
+        "spec.networkData.links.vlans[0].macAddress: exactly one of string, fromHostInterface or fromBootMAC must be set"
+    );
+    // `fromBootMAC: false` is no source.
+    assert_eq!(
+        err("links: {ethernets: [{id: a, macAddress: {fromBootMAC: false}}]}"),
+        "spec.networkData.links.ethernets[0].macAddress: exactly one of string, fromHostInterface or fromBootMAC must be set"
     );
 }
 

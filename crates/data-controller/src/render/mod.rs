@@ -87,6 +87,8 @@ pub struct RenderInput<'a> {
     pub host: Option<&'a ObjectInfo>,
     /// The MaasHost's interfaces (`status.interfaces`).
     pub host_interfaces: &'a [HostInterface],
+    /// The MaasHost's boot interface (`status.bootInterface`), when MAAS named one.
+    pub host_boot_interface: Option<&'a HostInterface>,
     /// One address per pool the template uses ([`pools_of`]).
     pub addresses: &'a BTreeMap<PoolReference, AllocatedAddress>,
 }
@@ -128,6 +130,21 @@ impl<'a> RenderInput<'a> {
             .ok_or_else(|| {
                 RenderError::new(field, RenderProblem::UnknownInterface(name.to_owned()))
             })?;
+        normalize_mac(&interface.mac)
+            .ok_or_else(|| RenderError::new(field, RenderProblem::BadMac(interface.mac.clone())))
+    }
+
+    /// The normalised MAC of the host's boot interface, or an error at `field`.
+    fn boot_mac(&self, field: &str) -> Result<String, RenderError> {
+        if self.host.is_none() {
+            return Err(RenderError::new(
+                field,
+                RenderProblem::MissingObject(DataObject::MaasHost),
+            ));
+        }
+        let interface = self
+            .host_boot_interface
+            .ok_or_else(|| RenderError::new(field, RenderProblem::NoBootInterface))?;
         normalize_mac(&interface.mac)
             .ok_or_else(|| RenderError::new(field, RenderProblem::BadMac(interface.mac.clone())))
     }

@@ -19,6 +19,7 @@ pub(super) struct Fixture {
     pub(super) maas_machine: Option<ObjectInfo>,
     pub(super) host: Option<ObjectInfo>,
     pub(super) interfaces: Vec<HostInterface>,
+    pub(super) boot_interface: Option<HostInterface>,
     pub(super) addresses: BTreeMap<PoolReference, AllocatedAddress>,
 }
 
@@ -66,7 +67,7 @@ impl Fixture {
     }
 
     /// The machine of the documented example: index 3, namespace `prod`, host `node-07` with
-    /// interfaces eno1..eno3, pools `provisioning` (IPv4) and `public-v6` (IPv6).
+    /// interfaces eno1..eno3 (booting from eno1), pools `provisioning` (IPv4) and `public-v6` (IPv6).
     pub(super) fn example() -> Self {
         let interface = |name: &str, mac: &str| HostInterface {
             name: name.to_owned(),
@@ -110,6 +111,7 @@ impl Fixture {
                 interface("eno2", "52:54:00:aa:bb:02"),
                 interface("eno3", "52-54-00-aa-bb-03"),
             ],
+            boot_interface: Some(interface("eno1", "52:54:00:AA:BB:01")),
             addresses,
         }
     }
@@ -122,6 +124,7 @@ impl Fixture {
             maas_machine: self.maas_machine.as_ref(),
             host: self.host.as_ref(),
             host_interfaces: &self.interfaces,
+            host_boot_interface: self.boot_interface.as_ref(),
             addresses: &self.addresses,
         }
     }

@@ -332,6 +332,7 @@ pub fn observed(m: &Machine) -> MaasHostStatus {
         pool: Some(m.pool_name().to_owned()).filter(|p| !p.is_empty()),
         tags: Some(tags),
         interfaces: Some(mapping::interfaces(m)),
+        boot_interface: mapping::boot_interface(m),
         addresses: Some(addresses),
         deployed_image: mapping::deployed_image(m),
         ..MaasHostStatus::default()
