@@ -197,7 +197,14 @@ async fn report(
     addresses: &[String],
     ready: bool,
 ) -> Result<()> {
-    let status = node_status(hostname, addresses, ready, KUBERNETES_VERSION);
+    let mut status = node_status(hostname, addresses, ready, KUBERNETES_VERSION);
+    // `status.addresses` is a list map keyed by `type` for server-side apply, so a dual-stack
+    // Node (two `InternalIP`s) cannot be applied; the kubelet posts it with a patch, and so
+    // does the stand-in: everything else applied, the addresses merged.
+    let node_addresses = status["status"]
+        .as_object_mut()
+        .and_then(|s| s.remove("addresses"))
+        .unwrap_or_default();
     nodes
         .patch_status(
             hostname,
@@ -206,6 +213,20 @@ async fn report(
         )
         .await
         .map_err(Error::kube(format!("reporting Node {hostname} Ready")))?;
+    let addresses_patch = json!({"status": {"addresses": node_addresses}});
+    nodes
+        .patch_status(
+            hostname,
+            &PatchParams {
+                field_manager: Some("kubelet-stand-in".into()),
+                ..PatchParams::default()
+            },
+            &Patch::Merge(&addresses_patch),
+        )
+        .await
+        .map_err(Error::kube(format!(
+            "reporting Node {hostname}'s addresses"
+        )))?;
     Ok(())
 }
 

@@ -38,6 +38,16 @@ pub struct ClusterSpec {
     /// Static worker addresses through a MaasDataTemplate and a MaasIPPool (the
     /// data-controller's work); none: workers take what MAAS assigns.
     pub worker_addresses: Option<WorkerAddresses>,
+    /// Dual stack: with `worker_addresses`, a second MaasIPPool of this (IPv6) range and an
+    /// `ipv6` network on `eth0` of the same data template, so each machine has an address of
+    /// each family; none: IPv4 only.
+    pub ipv6_addresses: Option<WorkerAddresses>,
+    /// With `worker_addresses`, the control-plane machines take their addresses from the same
+    /// pools too, through a data template of their own (hostnames
+    /// `<cluster>-control-plane-<index>`); off: they keep MAAS's addresses.
+    pub control_plane_addresses: bool,
+    /// `spec.dnsRecord.publishedAddressSubnets` of the MaasCluster; empty: not set.
+    pub dns_published_subnets: Vec<String>,
     /// A MachineHealthCheck over the workers that remediates through a MaasRemediationTemplate
     /// (the remediation-controller's work); none: no health check.
     pub worker_remediation: Option<WorkerRemediation>,
@@ -72,6 +82,23 @@ pub struct WorkerAddresses {
 }
 
 impl WorkerAddresses {
+    /// IPv6 subnet of [`WorkerAddresses::ipv6`] (a scenario adds it to the simulator's first
+    /// fabric, next to `10.20.0.0/16`).
+    pub const IPV6_SUBNET: &'static str = "fd00:20::/64";
+
+    /// `count` IPv6 addresses from `fd00:20::10` in `fd00:20::/64` (gateway `fd00:20::1`).
+    pub fn ipv6(count: u16) -> Self {
+        let first = std::net::Ipv6Addr::new(0xfd00, 0x20, 0, 0, 0, 0, 0, 0x10);
+        let last = std::net::Ipv6Addr::from(u128::from(first) + u128::from(count.max(1)) - 1);
+        Self {
+            start: first.to_string(),
+            end: last.to_string(),
+            prefix: 64,
+            gateway: "fd00:20::1".into(),
+            maas_subnet: Self::IPV6_SUBNET.into(),
+        }
+    }
+
     /// `count` addresses from `10.20.200.10` in the simulator's default subnet `10.20.0.0/16`.
     pub fn in_default_subnet(count: u16) -> Self {
         let first = std::net::Ipv4Addr::new(10, 20, 200, 10);
@@ -101,8 +128,25 @@ impl ClusterSpec {
             pool: "default".into(),
             release_erase: None,
             worker_addresses: None,
+            ipv6_addresses: None,
+            control_plane_addresses: false,
+            dns_published_subnets: Vec::new(),
             worker_remediation: None,
         }
+    }
+
+    /// Name of the IPv6 worker MaasIPPool (dual stack).
+    pub fn ipv6_pool_name(&self) -> String {
+        format!("{}-workers-v6", self.name)
+    }
+
+    /// Name of the control-plane MaasDataTemplate.
+    pub fn control_plane_data_name(&self) -> String {
+        format!("{}-control-plane", self.name)
+    }
+
+    fn control_plane_data(&self) -> bool {
+        self.control_plane_addresses && self.worker_addresses.is_some()
     }
 
     /// Name of the worker MaasIPPool and MaasDataTemplate.
@@ -131,7 +175,16 @@ impl ClusterSpec {
         ];
         if let Some(addresses) = &self.worker_addresses {
             objects.push(self.worker_pool(addresses));
+            if let Some(v6) = &self.ipv6_addresses {
+                objects.push(self.pool(&self.ipv6_pool_name(), v6));
+            }
             objects.push(self.worker_data_template());
+            if self.control_plane_data() {
+                objects.push(self.data_template(
+                    &self.control_plane_data_name(),
+                    &format!("{}-control-plane-", self.name),
+                ));
+            }
         }
         objects.push(self.worker_template(&self.image));
         objects.push(self.machine_deployment(&self.image));
@@ -178,8 +231,16 @@ impl ClusterSpec {
         json!({
             "apiVersion": INFRA_VERSION, "kind": "MaasCluster",
             "metadata": {"name": self.name, "namespace": self.namespace, "labels": self.labels()},
-            "spec": {"dnsDomain": self.dns_domain, "failureDomains": self.zones}
+            "spec": self.maas_cluster_spec()
         })
+    }
+
+    fn maas_cluster_spec(&self) -> Value {
+        let mut spec = json!({"dnsDomain": self.dns_domain, "failureDomains": self.zones});
+        if !self.dns_published_subnets.is_empty() {
+            spec["dnsRecord"] = json!({"publishedAddressSubnets": self.dns_published_subnets});
+        }
+        spec
     }
 
     /// The CAPI Cluster (no control-plane provider).
@@ -204,12 +265,16 @@ impl ClusterSpec {
 
     /// The MaasIPPool the worker addresses come from.
     pub fn worker_pool(&self, addresses: &WorkerAddresses) -> Value {
+        self.pool(&self.worker_data_name(), addresses)
+    }
+
+    fn pool(&self, name: &str, addresses: &WorkerAddresses) -> Value {
         json!({
             "apiVersion": INFRA_VERSION, "kind": "MaasIPPool",
-            "metadata": {"name": self.worker_data_name(), "namespace": self.namespace, "labels": self.labels()},
+            "metadata": {"name": name, "namespace": self.namespace, "labels": self.labels()},
             "spec": {
                 "clusterName": self.name,
-                "namePrefix": self.worker_data_name(),
+                "namePrefix": name,
                 "pools": [{"start": addresses.start, "end": addresses.end}],
                 "prefix": addresses.prefix,
                 "gateway": addresses.gateway,
@@ -222,15 +287,21 @@ impl ClusterSpec {
     /// pool and a default route through the pool's gateway; metadata naming the hostname, the
     /// index, the address and the boot MAC.
     pub fn worker_data_template(&self) -> Value {
+        self.data_template(&self.worker_data_name(), &format!("{}-worker-", self.name))
+    }
+
+    /// A MaasDataTemplate `name` drawing from the worker pool(s), hostnames `hostname_prefix`
+    /// and the index; with `ipv6_addresses`, also an IPv6 address and default route on `eth0`.
+    fn data_template(&self, name: &str, hostname_prefix: &str) -> Value {
         let pool = self.worker_data_name();
-        json!({
+        let mut template = json!({
             "apiVersion": INFRA_VERSION, "kind": "MaasDataTemplate",
-            "metadata": {"name": pool, "namespace": self.namespace, "labels": self.labels()},
+            "metadata": {"name": name, "namespace": self.namespace, "labels": self.labels()},
             "spec": {
                 "clusterName": self.name,
                 "metaData": {
                     "indexes": [
-                        {"key": "local-hostname", "prefix": format!("{}-worker-", self.name)},
+                        {"key": "local-hostname", "prefix": hostname_prefix},
                         {"key": "node-index"}
                     ],
                     "ipAddressesFromPool": [{"key": "address", "name": pool}],
@@ -248,7 +319,20 @@ impl ClusterSpec {
                     }]}
                 }
             }
-        })
+        });
+        if self.ipv6_addresses.is_some() {
+            let v6 = self.ipv6_pool_name();
+            template["spec"]["networkData"]["networks"]["ipv6"] = json!([{
+                "id": "provisioning-v6",
+                "link": "eth0",
+                "ipAddressFromPool": {"name": v6},
+                "routes": [{"network": "::/0", "gatewayFromPool": {"name": v6}}]
+            }]);
+            if let Some(list) = template["spec"]["metaData"]["ipAddressesFromPool"].as_array_mut() {
+                list.push(json!({"key": "address-v6", "name": v6}));
+            }
+        }
+        template
     }
 
     /// The MaasRemediationTemplate the worker health check remediates with.
@@ -335,10 +419,14 @@ impl ClusterSpec {
         // them by hand, so we label them the same way.
         let mut labels = self.labels();
         labels["cluster.x-k8s.io/control-plane"] = json!("");
+        let mut spec = self.machine_spec();
+        if self.control_plane_data() {
+            spec["dataTemplate"] = json!({"name": self.control_plane_data_name()});
+        }
         json!({
             "apiVersion": INFRA_VERSION, "kind": "MaasMachine",
             "metadata": {"name": self.control_plane_name(index), "namespace": self.namespace, "labels": labels},
-            "spec": self.machine_spec()
+            "spec": spec
         })
     }
 
@@ -376,83 +464,5 @@ pub fn kubeconfig_secret(cluster: &str, namespace: &str, kubeconfig: &str) -> Va
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_story_cluster_has_every_object() {
-        let spec = ClusterSpec::story("ns");
-        let objects = spec.objects();
-        let kinds: Vec<&str> = objects.iter().filter_map(|o| o["kind"].as_str()).collect();
-        assert_eq!(kinds.iter().filter(|k| **k == "Machine").count(), 3);
-        assert_eq!(kinds.iter().filter(|k| **k == "MaasMachine").count(), 3);
-        assert!(kinds.contains(&"MachineDeployment") && kinds.contains(&"MaasInventory"));
-        let zones: Vec<&str> = objects
-            .iter()
-            .filter(|o| o["kind"] == "Machine")
-            .filter_map(|o| o["spec"]["failureDomain"].as_str())
-            .collect();
-        assert_eq!(zones, ["z1", "z2", "z3"]);
-        assert_eq!(
-            spec.worker_template_name("ubuntu/noble"),
-            "story-workers-ubuntu-noble"
-        );
-        assert!(objects.iter().all(|o| o["spec"]["releasePolicy"].is_null()
-            && o["spec"]["template"]["spec"]["releasePolicy"].is_null()));
-    }
-
-    #[test]
-    fn worker_addresses_add_a_pool_and_a_data_template_the_workers_use() {
-        let mut spec = ClusterSpec::story("ns");
-        spec.worker_addresses = Some(WorkerAddresses::in_default_subnet(5));
-        let objects = spec.objects();
-        let pool = objects.iter().find(|o| o["kind"] == "MaasIPPool").unwrap();
-        assert_eq!(
-            pool["spec"]["pools"],
-            json!([{"start": "10.20.200.10", "end": "10.20.200.14"}])
-        );
-        let template = objects
-            .iter()
-            .find(|o| o["kind"] == "MaasMachineTemplate")
-            .unwrap();
-        assert_eq!(
-            template["spec"]["template"]["spec"]["dataTemplate"],
-            json!({"name": "story-workers"})
-        );
-        let kinds: Vec<&str> = objects.iter().filter_map(|o| o["kind"].as_str()).collect();
-        let position = |kind: &str| kinds.iter().position(|k| *k == kind).unwrap();
-        assert!(position("MaasDataTemplate") < position("MaasMachineTemplate"));
-        assert!(
-            objects
-                .iter()
-                .filter(|o| o["kind"] == "MaasMachine")
-                .all(|m| m["spec"]["dataTemplate"].is_null()),
-            "control-plane machines keep MAAS's addresses"
-        );
-    }
-
-    #[test]
-    fn a_release_erase_goes_on_every_machine() {
-        let mut spec = ClusterSpec::story("ns");
-        spec.release_erase = Some("Quick".into());
-        let objects = spec.objects();
-        let template = objects
-            .iter()
-            .find(|o| o["kind"] == "MaasMachineTemplate")
-            .unwrap();
-        assert_eq!(
-            template["spec"]["template"]["spec"]["releasePolicy"],
-            json!({"erase": "Quick"})
-        );
-        let machines: Vec<&Value> = objects
-            .iter()
-            .filter(|o| o["kind"] == "MaasMachine")
-            .collect();
-        assert_eq!(machines.len(), 3);
-        assert!(
-            machines
-                .iter()
-                .all(|m| m["spec"]["releasePolicy"]["erase"] == "Quick")
-        );
-    }
-}
+#[path = "objects_tests.rs"]
+mod tests;

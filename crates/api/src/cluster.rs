@@ -117,6 +117,14 @@ pub struct DnsRecordOptions {
     #[schemars(length(max = 64))]
     #[x_kube(validation = Rule::new("isCIDR(self)").message("spec.dnsRecord.publishedAddressSubnet must be a CIDR such as 10.0.0.0/24"))]
     pub published_address_subnet: Option<String>,
+    /// Only addresses inside one of these CIDRs go into the record: at most one per family,
+    /// so that a dual-stack cluster publishes an IPv4 and an IPv6 network (A and AAAA).
+    /// When set (non-empty), it replaces `publishedAddressSubnet`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 2), inner(length(max = 64)))]
+    #[x_kube(validation = Rule::new("self.all(c, isCIDR(c))").message("spec.dnsRecord.publishedAddressSubnets must hold CIDRs such as 10.0.0.0/24 or fd00::/64"))]
+    #[x_kube(validation = Rule::new("self.size() < 2 || self[0].contains(':') != self[1].contains(':')").message("spec.dnsRecord.publishedAddressSubnets holds at most one CIDR per family (one IPv4, one IPv6)"))]
+    pub published_address_subnets: Option<Vec<String>>,
     /// TTL of the record in seconds; MAAS default when unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 604_800))]

@@ -4,6 +4,7 @@ use std::collections::BTreeSet;
 use std::net::IpAddr;
 
 use capmaas_api::MaasMachine;
+use capmaas_api::cluster::DnsRecordOptions;
 use capmaas_api::common::MachineAddressType;
 use capmaas_api::keys::{LABEL_CLUSTER_NAME, LABEL_CONTROL_PLANE};
 use ipnet::IpNet;
@@ -21,12 +22,13 @@ pub fn is_control_plane_of(machine: &MaasMachine, cluster: &str) -> bool {
 ///
 /// Only `InternalIP`/`ExternalIP` entries count (host names cannot go into an A record); machines
 /// being deleted are left out so a replaced control-plane server drops out of the record; with
-/// `subnet`, only addresses inside it are published (a multi-NIC server would otherwise publish
-/// its PXE address too). An unparsable address is skipped, never a reason to fail.
+/// `subnets` (none: no filter), only addresses inside one of them are published (a multi-NIC
+/// server would otherwise publish its PXE address too); a dual-stack cluster names one subnet
+/// per family and publishes both. An unparsable address is skipped, never a reason to fail.
 pub fn control_plane_addresses(
     machines: &[MaasMachine],
     cluster: &str,
-    subnet: Option<&IpNet>,
+    subnets: &[IpNet],
 ) -> BTreeSet<IpAddr> {
     machines
         .iter()
@@ -40,7 +42,7 @@ pub fn control_plane_addresses(
             )
         })
         .filter_map(|a| a.address.trim().parse::<IpAddr>().ok())
-        .filter(|ip| subnet.is_none_or(|net| net.contains(ip)))
+        .filter(|ip| subnets.is_empty() || subnets.iter().any(|net| net.contains(ip)))
         .collect()
 }
 
@@ -55,6 +57,38 @@ pub fn parse_subnet(subnet: Option<&str>) -> Result<Option<IpNet>, String> {
             })
         })
         .transpose()
+}
+
+/// The subnets the record publishes from: `spec.dnsRecord.publishedAddressSubnets` when it
+/// names any, else the single `publishedAddressSubnet` (CAPMAAS's field, unchanged), else none
+/// (every address). The API server checks both with CEL; this re-checks for a CRD without it.
+pub fn published_subnets(options: &DnsRecordOptions) -> Result<Vec<IpNet>, String> {
+    let list = options
+        .published_address_subnets
+        .as_deref()
+        .unwrap_or_default();
+    if list.is_empty() {
+        return Ok(parse_subnet(options.published_address_subnet.as_deref())?
+            .into_iter()
+            .collect());
+    }
+    let mut nets: Vec<IpNet> = Vec::with_capacity(list.len());
+    for text in list {
+        let net = text.trim().parse::<IpNet>().map_err(|_| {
+            format!(
+                "spec.dnsRecord.publishedAddressSubnets: {text:?} is not a CIDR such as 10.0.0.0/24 or fd00::/64"
+            )
+        })?;
+        let v4 = matches!(net, IpNet::V4(_));
+        if nets.iter().any(|n| matches!(n, IpNet::V4(_)) == v4) {
+            return Err(
+                "spec.dnsRecord.publishedAddressSubnets holds at most one CIDR per family (one IPv4, one IPv6)"
+                    .to_owned(),
+            );
+        }
+        nets.push(net);
+    }
+    Ok(nets)
 }
 
 /// What to do with the record's address list.
@@ -138,7 +172,7 @@ mod tests {
             machine("bad", "prod", true, &[("InternalIP", "not-an-ip")]),
             deleting,
         ];
-        let got = control_plane_addresses(&machines, "prod", None);
+        let got = control_plane_addresses(&machines, "prod", &[]);
         assert_eq!(got, ips(&["10.0.0.3", "10.0.0.12"]));
         assert_eq!(
             to_strings(&got),
@@ -159,18 +193,80 @@ mod tests {
                 ("InternalIP", "fd00::5"),
             ],
         )];
-        let net = parse_subnet(Some("10.20.0.0/16")).unwrap();
+        let net: Vec<IpNet> = parse_subnet(Some("10.20.0.0/16"))
+            .unwrap()
+            .into_iter()
+            .collect();
         assert_eq!(
-            control_plane_addresses(&machines, "prod", net.as_ref()),
+            control_plane_addresses(&machines, "prod", &net),
             ips(&["10.20.0.5"])
         );
-        let v6 = parse_subnet(Some("fd00::/64")).unwrap();
+        let v6: Vec<IpNet> = parse_subnet(Some("fd00::/64"))
+            .unwrap()
+            .into_iter()
+            .collect();
         assert_eq!(
-            control_plane_addresses(&machines, "prod", v6.as_ref()),
+            control_plane_addresses(&machines, "prod", &v6),
             ips(&["fd00::5"])
         );
         assert!(parse_subnet(Some("10.20.0.0")).is_err());
         assert_eq!(parse_subnet(None).unwrap(), None);
+    }
+
+    fn options(single: Option<&str>, list: Option<&[&str]>) -> DnsRecordOptions {
+        DnsRecordOptions {
+            published_address_subnet: single.map(str::to_owned),
+            published_address_subnets: list.map(strings),
+            ttl: None,
+        }
+    }
+
+    #[test]
+    fn a_dual_stack_record_publishes_one_subnet_per_family() {
+        let machines = vec![machine(
+            "cp-1",
+            "prod",
+            true,
+            &[
+                ("InternalIP", "192.168.10.5"),
+                ("InternalIP", "10.20.0.5"),
+                ("InternalIP", "fd00:20::5"),
+                ("InternalIP", "fd00:99::5"),
+                ("Hostname", "cp-1"),
+            ],
+        )];
+        let both = published_subnets(&options(None, Some(&["10.20.0.0/16", "fd00:20::/64"])));
+        assert_eq!(
+            control_plane_addresses(&machines, "prod", &both.unwrap()),
+            ips(&["10.20.0.5", "fd00:20::5"])
+        );
+        // No filter: both families, every network.
+        let none = published_subnets(&options(None, None)).unwrap();
+        assert!(none.is_empty());
+        assert_eq!(control_plane_addresses(&machines, "prod", &none).len(), 4);
+        // The list replaces the single field; the single field alone keeps its meaning (its
+        // family only: the IPv6 addresses are not published).
+        let list_wins =
+            published_subnets(&options(Some("192.168.0.0/16"), Some(&["fd00:20::/64"])));
+        assert_eq!(
+            control_plane_addresses(&machines, "prod", &list_wins.unwrap()),
+            ips(&["fd00:20::5"])
+        );
+        let single = published_subnets(&options(Some("10.20.0.0/16"), Some(&[]))).unwrap();
+        assert_eq!(
+            control_plane_addresses(&machines, "prod", &single),
+            ips(&["10.20.0.5"])
+        );
+    }
+
+    #[test]
+    fn published_subnets_are_cidrs_one_per_family() {
+        let same = published_subnets(&options(None, Some(&["10.20.0.0/16", "10.30.0.0/16"])));
+        assert!(same.unwrap_err().contains("at most one CIDR per family"));
+        let bad = published_subnets(&options(None, Some(&["fd00::1"])));
+        assert!(bad.unwrap_err().contains("publishedAddressSubnets"));
+        let bad_single = published_subnets(&options(Some("10.20.0.1"), None));
+        assert!(bad_single.unwrap_err().contains("publishedAddressSubnet "));
     }
 
     #[test]

@@ -13,7 +13,9 @@ use kube::runtime::controller::Action;
 use kube::{Api, Resource, ResourceExt};
 use tracing::info;
 
-use crate::addresses::{addresses_differ, control_plane_addresses, parse_subnet, plan_addresses};
+use crate::addresses::{
+    addresses_differ, control_plane_addresses, plan_addresses, published_subnets,
+};
 use crate::context::Ctx;
 use crate::decide::{DnsName, failure_domains, owned_by, reason};
 use crate::error::{Error, Result};
@@ -187,15 +189,14 @@ async fn ensure_dns_record(
         }
     }
     let options = mc.spec.dns_record.clone().unwrap_or_default();
-    let subnet =
-        parse_subnet(options.published_address_subnet.as_deref()).map_err(Error::InvalidSpec)?;
+    let subnets = published_subnets(&options).map_err(Error::InvalidSpec)?;
     let machines = Api::<MaasMachine>::namespaced(ctx.base.client.clone(), &ns)
         .list(&ListParams::default().labels(&format!(
             "{LABEL_CLUSTER_NAME}={cluster},{LABEL_CONTROL_PLANE}"
         )))
         .await
         .map_err(failed("list MaasMachines"))?;
-    let live = control_plane_addresses(&machines.items, cluster, subnet.as_ref());
+    let live = control_plane_addresses(&machines.items, cluster, &subnets);
     let current = existing
         .as_ref()
         .map(|r| r.spec.addresses.as_deref().unwrap_or_default());

@@ -243,3 +243,99 @@ async fn bond_vlan_static_gateway_and_release() {
     let m = t.machine_read(id, None).await;
     assert_eq!(m["default_gateways"]["ipv4"]["link_id"], Value::Null);
 }
+
+/// Dual stack: an IPv6 subnet on the untagged VLAN of fabric-0, next to `10.20.0.0/16`; eth0
+/// takes a static address of each family and a default gateway of each; the machine reports
+/// both addresses, and a DNS resource serves both (an A and an AAAA record in MAAS).
+#[tokio::test]
+async fn an_interface_holds_an_ipv4_and_an_ipv6_static_address() {
+    let (t, ids) = setup().await;
+    let id = &ids[0];
+    t.sim
+        .state()
+        .add_subnet(&maas_sim::SubnetSpec {
+            cidr: "fd00:20::/64".into(),
+            gateway_ip: Some("fd00:20::1".into()),
+            ..maas_sim::SubnetSpec::default()
+        })
+        .unwrap();
+    t.allocate(&[("system_id", id)]).await;
+    let eth0 = by_name(&ifaces(&t, id).await, "eth0")["id"].clone();
+    let link = format!("nodes/{id}/interfaces/{eth0}/?op=link_subnet");
+    for (subnet, ip) in [
+        ("10.20.0.0/16", "10.20.200.10"),
+        ("fd00:20::/64", "fd00:20::10"),
+    ] {
+        t.post_json(
+            &link,
+            &[("mode", "static"), ("subnet", subnet), ("ip_address", ip)],
+        )
+        .await;
+    }
+    t.expect_post(
+        &link,
+        &[
+            ("mode", "static"),
+            ("subnet", "fd00:20::/64"),
+            ("ip_address", "fd00:21::10"),
+        ],
+        (
+            400,
+            r#"{"ip_address":["IP address is not in the given subnet 'fd00:20::/64:fd00:20::/64(vid=0)'."]}"#,
+        ),
+    )
+    .await;
+    let eth0_now = by_name(&ifaces(&t, id).await, "eth0").clone();
+    let statics: Vec<(&str, &str)> = eth0_now["links"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|l| l["mode"] == "static")
+        .map(|l| {
+            (
+                l["ip_address"].as_str().unwrap(),
+                l["subnet"]["cidr"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        statics,
+        [
+            ("10.20.200.10", "10.20.0.0/16"),
+            ("fd00:20::10", "fd00:20::/64")
+        ],
+        "the auto link is replaced, the IPv6 link added: {eth0_now}"
+    );
+    let links: Vec<String> = eth0_now["links"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|l| l["mode"] == "static")
+        .map(|l| l["id"].to_string())
+        .collect();
+    let gw = format!("nodes/{id}/interfaces/{eth0}/?op=set_default_gateway");
+    for link_id in &links {
+        t.post_json(&gw, &[("link_id", link_id)]).await;
+    }
+    let m = t.machine_read(id, None).await;
+    assert_eq!(m["ip_addresses"], json!(["10.20.200.10", "fd00:20::10"]));
+    assert_eq!(m["default_gateways"]["ipv4"]["gateway_ip"], "10.20.0.1");
+    assert_eq!(m["default_gateways"]["ipv6"]["gateway_ip"], "fd00:20::1");
+
+    let r = t
+        .post_json(
+            "dnsresources/?op=",
+            &[
+                ("fqdn", "c1.maas"),
+                ("ip_addresses", "10.20.200.10 fd00:20::10"),
+            ],
+        )
+        .await;
+    let served: Vec<&str> = r["ip_addresses"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["ip"].as_str().unwrap())
+        .collect();
+    assert_eq!(served, ["10.20.200.10", "fd00:20::10"]);
+}

@@ -61,6 +61,20 @@ pub(super) fn cluster() -> Vec<InvalidExample> {
             "spec.dnsRecord.publishedAddressSubnet must be a CIDR such as 10.0.0.0/24",
         ),
         create(
+            "cluster-dns-subnets-not-cidr",
+            &c,
+            &json!({"spec": {"dnsRecord": {"publishedAddressSubnets": ["10.20.0.0/16", "fd00:20::1"]}}}),
+            "spec.dnsRecord.publishedAddressSubnets",
+            "spec.dnsRecord.publishedAddressSubnets must hold CIDRs such as 10.0.0.0/24 or fd00::/64",
+        ),
+        create(
+            "cluster-dns-subnets-same-family",
+            &c,
+            &json!({"spec": {"dnsRecord": {"publishedAddressSubnets": ["10.20.0.0/16", "10.30.0.0/16"]}}}),
+            "spec.dnsRecord.publishedAddressSubnets",
+            "spec.dnsRecord.publishedAddressSubnets holds at most one CIDR per family (one IPv4, one IPv6)",
+        ),
+        create(
             "cluster-dns-ttl-zero",
             &c,
             &json!({"spec": {"dnsRecord": {"ttl": 0}}}),
@@ -101,6 +115,20 @@ pub(super) fn cluster() -> Vec<InvalidExample> {
             &json!({"spec": {"template": {"spec": {"dnsRecord": {"publishedAddressSubnet": "10.20.0.1"}}}}}),
             "spec.template.spec.dnsRecord.publishedAddressSubnet",
             "spec.dnsRecord.publishedAddressSubnet must be a CIDR such as 10.0.0.0/24",
+        ),
+        create(
+            "clustertemplate-dns-subnets-not-cidr",
+            &ct,
+            &json!({"spec": {"template": {"spec": {"dnsRecord": {"publishedAddressSubnets": ["fd00:20::/64", "10.20.0.1"]}}}}}),
+            "spec.template.spec.dnsRecord.publishedAddressSubnets",
+            "spec.dnsRecord.publishedAddressSubnets must hold CIDRs such as 10.0.0.0/24 or fd00::/64",
+        ),
+        create(
+            "clustertemplate-dns-subnets-same-family",
+            &ct,
+            &json!({"spec": {"template": {"spec": {"dnsRecord": {"publishedAddressSubnets": ["fd00:20::/64", "fd00:30::/64"]}}}}}),
+            "spec.template.spec.dnsRecord.publishedAddressSubnets",
+            "spec.dnsRecord.publishedAddressSubnets holds at most one CIDR per family (one IPv4, one IPv6)",
         ),
     ]
 }

@@ -18,7 +18,8 @@ fn subnets() -> Vec<Subnet> {
         {"id": 1, "cidr": "10.20.0.0/16", "vlan": vlan(5000, 0, 0), "gateway_ip": "10.20.0.1", "dns_servers": ["10.20.0.2"]},
         {"id": 2, "cidr": "10.30.0.0/16", "vlan": vlan(5001, 0, 1), "gateway_ip": "10.30.0.1"},
         {"id": 3, "cidr": "10.40.0.0/24", "vlan": vlan(5101, 100, 0), "gateway_ip": "10.40.0.1", "dns_servers": ["10.40.0.2"]},
-        {"id": 4, "cidr": "10.40.0.0/16", "vlan": vlan(5000, 0, 0)}
+        {"id": 4, "cidr": "10.40.0.0/16", "vlan": vlan(5000, 0, 0)},
+        {"id": 5, "cidr": "fd00:20::/64", "vlan": vlan(5000, 0, 0), "gateway_ip": "fd00:20::1"}
     ]))
     .unwrap()
 }
@@ -219,7 +220,23 @@ impl Fake {
             NetAction::LinkDhcp {
                 interface, subnet, ..
             } => self.add_link(interface, "dhcp", subnet, None),
-            NetAction::SetDefaultGateway { link, .. } => self.gateways.ipv4.link_id = Some(link),
+            NetAction::SetDefaultGateway {
+                interface, link, ..
+            } => {
+                // MAAS sets the default of the link's family.
+                let v4 = self
+                    .iface(interface)
+                    .links
+                    .iter()
+                    .find(|l| l.id == link)
+                    .and_then(|l| l.subnet.as_ref())
+                    .is_some_and(|s| s.cidr.addr().is_ipv4());
+                if v4 {
+                    self.gateways.ipv4.link_id = Some(link);
+                } else {
+                    self.gateways.ipv6.link_id = Some(link);
+                }
+            }
         }
     }
 
@@ -456,3 +473,6 @@ fn default_routes_are_recognised() {
     assert!(!route("10.0.0.0", "255.0.0.0").is_default());
     assert!(!route("0.0.0.0", "255.0.0.0").is_default());
 }
+
+#[path = "plan_dual_tests.rs"]
+mod dual_stack;
