@@ -171,11 +171,7 @@ async fn sigkill_at_every_step_deploys_exactly_once_and_leaks_nothing() {
 }
 
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    capmaas_testenv::free_port().unwrap()
 }
 
 async fn maas_requests(port: u16) -> Option<u64> {

@@ -11,7 +11,8 @@ use crate::error::{Error, Result};
 use crate::kubeconfig;
 use crate::paths::{cache_dir, repo_root};
 use crate::pki::{self, Authority};
-use crate::process::{self, Process};
+use crate::ports;
+use crate::process::Process;
 
 const START_ATTEMPTS: usize = 3;
 
@@ -134,9 +135,9 @@ impl Builder {
         write(&root.join("sa.key"), &sa_key.private_pem)?;
         write(&root.join("sa.pub"), &sa_key.public_pem)?;
 
-        let etcd_port = process::free_port()?;
-        let etcd_peer_port = process::free_port()?;
-        let api_port = process::free_port()?;
+        let etcd_port = ports::free_port()?;
+        let etcd_peer_port = ports::free_port()?;
+        let api_port = ports::free_port()?;
         let etcd_url = format!("http://127.0.0.1:{etcd_port}");
         let server = format!("https://127.0.0.1:{api_port}");
 

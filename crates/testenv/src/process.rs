@@ -154,17 +154,6 @@ pub(crate) fn tail(path: &Path, lines: usize) -> String {
     }
 }
 
-/// A free TCP port on the loopback interface, as chosen by the kernel.
-pub fn free_port() -> Result<u16> {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0")
-        .map_err(Error::io("binding a free loopback port"))?;
-    let port = listener
-        .local_addr()
-        .map_err(Error::io("reading the free port"))?
-        .port();
-    Ok(port)
-}
-
 /// A `kB` field of `/proc/<pid>/status` (`field` without its colon, e.g. `VmHWM`), in KiB;
 /// `None` when the process is gone, the file cannot be read or has no such field (not Linux).
 /// `pid` may be [`std::process::id`] for the calling process itself.

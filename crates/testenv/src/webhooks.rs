@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use crate::error::{Error, Result};
 use crate::pki::{Authority, CertPair};
-use crate::process::free_port;
+use crate::ports::free_port;
 
 /// Where a local webhook server should listen and the certificate it should serve.
 #[derive(Debug, Clone)]

@@ -55,11 +55,7 @@ pub(crate) async fn gateway_metrics(port: u16) -> Counts {
 
 /// A port free right now, for the gateway's metrics server.
 pub(crate) fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    capmaas_testenv::free_port().expect("a free loopback port")
 }
 
 /// CPU time process `pid` has used (user and system), in clock ticks (1/100 s).
