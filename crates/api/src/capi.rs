@@ -41,6 +41,10 @@ capi_kind! {
         /// An endpoint the user set on the Cluster itself; respected when present.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub control_plane_endpoint: Option<ClusterEndpoint>,
+        /// The control-plane provider's object; its kind tells a hosted control plane (which
+        /// serves the endpoint itself) from control-plane machines.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub control_plane_ref: Option<ContractObjectReference>,
         /// Cluster network settings (only the API server port is read).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub cluster_network: Option<ClusterNetwork>,

@@ -9,7 +9,6 @@ use capmaas_api::capi::{Cluster, ContractObjectReference};
 use capmaas_api::keys::FINALIZER_MAAS_CLUSTER;
 use capmaas_runtime::controller::finalizer;
 use capmaas_runtime::status::now;
-use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, ResourceExt};
@@ -92,20 +91,14 @@ pub async fn reconcile(mc: Arc<MaasCluster>, ctx: Arc<Ctx>) -> Result<Action> {
     }
 }
 
-/// The owner Cluster, uncached, with its `spec.controlPlaneRef` (which the CAPI mirror type does
-/// not model), read as JSON once.
+/// The owner Cluster, uncached, with its `spec.controlPlaneRef` when that names a kind.
 async fn read_cluster(
     ctx: &Ctx,
     ns: &str,
     name: &str,
 ) -> Result<(Option<Cluster>, Option<ContractObjectReference>)> {
-    let resource = ApiResource::erase::<Cluster>(&());
-    let api: Api<DynamicObject> = Api::namespaced_with(ctx.base.client.clone(), ns, &resource);
-    let Some(object) = api.get_opt(name).await.map_err(failed("get Cluster"))? else {
-        return Ok((None, None));
-    };
-    let json = serde_json::to_value(&object).map_err(failed("reading the Cluster"))?;
-    let control_plane_ref = control_plane_ref(&json);
-    let cluster: Cluster = serde_json::from_value(json).map_err(failed("reading the Cluster"))?;
-    Ok((Some(cluster), control_plane_ref))
+    let api: Api<Cluster> = Api::namespaced(ctx.base.client.clone(), ns);
+    let cluster = api.get_opt(name).await.map_err(failed("get Cluster"))?;
+    let control_plane_ref = cluster.as_ref().and_then(control_plane_ref);
+    Ok((cluster, control_plane_ref))
 }

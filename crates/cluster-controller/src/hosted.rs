@@ -160,12 +160,12 @@ pub fn hosting(
     )
 }
 
-/// `spec.controlPlaneRef` of a Cluster read as JSON (the CAPI mirror type does not model it),
-/// when it names a kind.
-pub fn control_plane_ref(cluster: &serde_json::Value) -> Option<ContractObjectReference> {
-    let value = cluster.pointer("/spec/controlPlaneRef")?.clone();
-    serde_json::from_value::<ContractObjectReference>(value)
-        .ok()
+/// `spec.controlPlaneRef` of a Cluster, when it names a kind.
+pub fn control_plane_ref(cluster: &Cluster) -> Option<ContractObjectReference> {
+    cluster
+        .spec
+        .control_plane_ref
+        .clone()
         .filter(|r| !r.kind.is_empty())
 }
 

@@ -142,21 +142,28 @@ fn the_control_plane_ref_kind_decides_unless_the_annotation_does() {
 }
 
 #[test]
-fn the_control_plane_ref_is_read_from_the_clusters_json() {
-    let cluster = json!({"spec": {"controlPlaneRef": {
-        "apiGroup": CONTROL_PLANE_GROUP, "kind": "KamajiControlPlane", "name": "prod-cp"
-    }}});
+fn the_control_plane_ref_is_read_from_the_cluster_when_it_names_a_kind() {
+    let cluster: Cluster = serde_json::from_value(json!({
+        "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
+        "metadata": {"name": "prod"},
+        "spec": {"controlPlaneRef": {
+            "apiGroup": CONTROL_PLANE_GROUP, "kind": "KamajiControlPlane", "name": "prod-cp"
+        }}
+    }))
+    .unwrap();
     assert_eq!(
         control_plane_ref(&cluster),
         Some(reference(CONTROL_PLANE_GROUP, "KamajiControlPlane"))
     );
-    assert_eq!(control_plane_ref(&json!({"spec": {}})), None);
+    let without_kind: Cluster = serde_json::from_value(json!({
+        "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
+        "metadata": {"name": "prod"},
+        "spec": {"controlPlaneRef": {"name": "x"}}
+    }))
+    .unwrap();
+    assert_eq!(control_plane_ref(&without_kind), None);
     assert_eq!(
-        control_plane_ref(&json!({"spec": {"controlPlaneRef": {"name": "x"}}})),
-        None
-    );
-    assert_eq!(
-        control_plane_ref(&json!({"spec": {"controlPlaneRef": "x"}})),
+        control_plane_ref(&prod_cluster(ClusterSpec::default())),
         None
     );
 }
