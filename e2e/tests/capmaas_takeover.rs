@@ -431,40 +431,17 @@ async fn a_cluster_capmaas_provisioned_is_taken_over_in_place() {
     .unwrap_or_else(|e| panic!("{}", fail(&e.to_string(), &ours)));
 
     steps.step("kubectl delete cluster: nothing left");
-    shell
-        .kubectl(
-            &[
-                "-n",
-                NAMESPACE,
-                "delete",
-                "cluster",
-                CLUSTER,
-                "--wait=false",
-            ],
-            None,
-        )
-        .await
-        .unwrap();
-    wait_for(
-        "every server released, the DNS record gone, no object left",
-        Duration::from_secs(240),
-        Duration::from_secs(1),
-        || async {
-            let allocated = state
-                .machines()
-                .into_iter()
-                .filter(|m| m.owner.is_some())
-                .count();
-            let dns = common::maas_dns(sim, &dns_name).await;
-            let mut left = 0;
-            for kind in ["MaasCluster", "MaasMachine", "MaasDNSRecord"] {
-                left += infra(&client, kind).await.len();
-            }
-            Ok((allocated == 0 && dns.is_none() && left == 0).then_some(()))
-        },
+    common::delete_cluster_leaving_nothing(
+        &shell,
+        &client,
+        sim,
+        NAMESPACE,
+        CLUSTER,
+        &dns_name,
+        || async { 0 },
     )
     .await
-    .unwrap_or_else(|e| panic!("{}", fail(&e.to_string(), &ours)));
+    .unwrap_or_else(|e| panic!("{}", fail(&e, &ours)));
     let refused = ours.forbidden_requests();
     assert!(
         refused.is_empty(),

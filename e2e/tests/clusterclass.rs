@@ -67,7 +67,6 @@ async fn a_clusterclass_cluster_is_provisioned_scaled_upgraded_and_deleted() {
         .unwrap();
     let world = UserWorld::start(dir.path(), 3, 4).await.unwrap();
     let (management, sim, boots) = (&world.management, &world.sim, &world.boots);
-    let state = sim.state();
     let client = management.client();
     let shell = UserShell::render(
         &dir.path().join("repository"),
@@ -209,40 +208,17 @@ async fn a_clusterclass_cluster_is_provisioned_scaled_upgraded_and_deleted() {
     .unwrap_or_else(|e| panic!("{}", fail(&e.to_string())));
 
     steps.step("kubectl delete cluster: nothing left");
-    shell
-        .kubectl(
-            &[
-                "-n",
-                NAMESPACE,
-                "delete",
-                "cluster",
-                CLUSTER,
-                "--wait=false",
-            ],
-            None,
-        )
-        .await
-        .unwrap();
-    wait_for(
-        "every server released, the DNS record gone, no object of the topology left",
-        Duration::from_secs(240),
-        Duration::from_secs(1),
-        || async {
-            let allocated = state
-                .machines()
-                .into_iter()
-                .filter(|m| m.owner.is_some())
-                .count();
-            let dns = common::maas_dns(sim, &dns_name).await;
-            let mut left = topology_templates(&client).await.len();
-            for kind in ["MaasCluster", "MaasMachine", "MaasDNSRecord"] {
-                left += infra(&client, kind).await.len();
-            }
-            Ok((allocated == 0 && dns.is_none() && left == 0).then_some(()))
-        },
+    common::delete_cluster_leaving_nothing(
+        &shell,
+        &client,
+        sim,
+        NAMESPACE,
+        CLUSTER,
+        &dns_name,
+        || async { topology_templates(&client).await.len() },
     )
     .await
-    .unwrap_or_else(|e| panic!("{}", fail(&e.to_string())));
+    .unwrap_or_else(|e| panic!("{}", fail(&e)));
     let refused = installation.forbidden_requests();
     assert!(
         refused.is_empty(),

@@ -308,3 +308,65 @@ pub async fn wait_argocd_healthy(h: &Harness, ns: &str, kinds: &[&str]) {
         panic!("{e}: {:?}", argocd_unhealthy(h, ns, kinds).await);
     }
 }
+
+/// `kubectl delete cluster <cluster> --wait=false` as a user runs it, then the wait until the
+/// deletion is complete: no MAAS server allocated, no DNS record `dns_name`, and no MaasCluster,
+/// MaasMachine or MaasDNSRecord left in `namespace`, nor anything `also_left` counts. The error
+/// says what was seen last.
+pub async fn delete_cluster_leaving_nothing<F, Fut>(
+    shell: &capmaas_e2e::first_day::UserShell,
+    client: &kube::Client,
+    sim: &maas_sim::RunningSim,
+    namespace: &str,
+    cluster: &str,
+    dns_name: &str,
+    also_left: F,
+) -> Result<(), String>
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = usize>,
+{
+    shell
+        .kubectl(
+            &[
+                "-n",
+                namespace,
+                "delete",
+                "cluster",
+                cluster,
+                "--wait=false",
+            ],
+            None,
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+    let state = sim.state();
+    wait_for(
+        "every server released, the DNS record gone, no object left",
+        LONG,
+        Duration::from_secs(1),
+        || async {
+            let allocated = state
+                .machines()
+                .into_iter()
+                .filter(|m| m.owner.is_some())
+                .count();
+            let dns = maas_dns(sim, dns_name).await;
+            let mut left = also_left().await;
+            for kind in ["MaasCluster", "MaasMachine", "MaasDNSRecord"] {
+                left += capmaas_e2e::user_cluster::list_in(
+                    client,
+                    namespace,
+                    "infrastructure.cluster.x-k8s.io",
+                    "v1beta1",
+                    kind,
+                )
+                .await
+                .len();
+            }
+            Ok((allocated == 0 && dns.is_none() && left == 0).then_some(()))
+        },
+    )
+    .await
+    .map_err(|e| e.to_string())
+}
