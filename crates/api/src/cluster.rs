@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::common::{Initialization, TemplateMetadata};
 use crate::kind::{provider_kind, provider_status};
+use crate::lxd::LxdConfig;
 
 /// Annotation on a MaasCluster saying whether its control plane is hosted (runs outside the
 /// cluster's machines, e.g. Kamaji or k0smotron): `"true"` or `"false"`, overriding what
@@ -92,6 +93,10 @@ provider_kind! {
         /// How the control-plane DNS record is built.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub dns_record: Option<DnsRecordOptions>,
+        /// LXD VM hosts made of the cluster's machines (CAPMAAS field): maas-client deploys
+        /// them with MAAS's `register_vmhost=true`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub lxd_config: Option<LxdConfig>,
     }
 }
 

@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::common::{ConsumerReference, ReleasePolicy, SecretKeyReference};
 use crate::kind::{provider_kind, provider_status};
+use crate::lxd::HostVmHost;
 
 provider_kind! {
     /// Desired state of a MaasHost.
@@ -112,8 +113,11 @@ provider_kind! {
 }
 
 /// What to deploy on the host.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, KubeSchema)]
 #[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("!(has(self.registerVMHost) && self.registerVMHost && has(self.deployInMemory) && self.deployInMemory)")
+    .message("spec.provisioning.registerVMHost and spec.provisioning.deployInMemory cannot both be true: MAAS registers only a machine deployed to disk as a VM host")
+    .field_path(".registerVMHost"))]
 pub struct HostProvisioning {
     /// Image: `osystem/series` (e.g. `ubuntu/jammy`) or a custom image name.
     #[schemars(length(min = 1, max = 256))]
@@ -153,6 +157,14 @@ pub struct HostProvisioning {
     /// does); `false` leaves it off.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub keep_powered_on: Option<bool>,
+    /// Deploy with MAAS's `register_vmhost=true`: MAAS installs LXD on the machine and registers
+    /// it as a VM host (`status.vmHost`). Needs a MAAS admin API key; not with `deployInMemory`.
+    #[serde(
+        default,
+        rename = "registerVMHost",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub register_vm_host: Option<bool>,
 }
 
 /// A node-reuse reservation: the host waits for the next machine of `owner`.
@@ -342,6 +354,12 @@ provider_status! {
         pub missing: Option<bool>,
         /// Generation of the spec last acted upon.
         pub observed_generation: Option<i64>,
+        /// The MAAS VM host (LXD) this machine is, written by maas-client once MAAS registered
+        /// it (`spec.provisioning.registerVMHost`): its id, name, resources and composed VMs.
+        pub vm_host: Option<HostVmHost>,
+        /// On a machine that is itself a VM composed on a VM host: the MAAS id of that VM host,
+        /// written by maas-client.
+        pub vm_host_id: Option<i64>,
     }
     /// Conditions written by maas-client: `HostPresent` (the MAAS machine exists and this host
     /// manages it), `Provisioned` (progress of the deployment request) and `Ready`, which

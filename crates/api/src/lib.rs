@@ -39,6 +39,7 @@ pub mod ipam_net;
 pub mod ipam_preallocation;
 pub mod keys;
 mod kind;
+pub mod lxd;
 pub mod machine;
 pub mod names;
 pub mod reboot;

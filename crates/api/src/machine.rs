@@ -16,6 +16,7 @@ use crate::common::{
     ReleasePolicy, SecretKeyReference, TemplateMetadata,
 };
 use crate::kind::{provider_kind, provider_status};
+use crate::lxd::MachineLxdConfig;
 
 provider_kind! {
     /// Desired state of a MaasMachine (CAPMAAS-compatible fields keep their JSON names).
@@ -68,6 +69,9 @@ provider_kind! {
         .message("spec.providerID is immutable once set")
         .field_path(".providerID")
         .reason(Reason::FieldValueForbidden))]
+    #[x_kube(validation = Rule::new("!(has(self.lxd) && has(self.lxd.enabled) && self.lxd.enabled && has(self.deployInMemory) && self.deployInMemory)")
+        .message("spec.lxd.enabled and spec.deployInMemory cannot both be true: MAAS composes and registers VMs only for a deployment to disk")
+        .field_path(".lxd.enabled"))]
     pub struct MaasMachineSpec {
         /// MAAS zone to place the machine in; a hard constraint when set.
         /// CAPI's `Machine.spec.failureDomain` wins when both are set.
@@ -78,6 +82,11 @@ provider_kind! {
         #[serde(default, rename = "systemID", skip_serializing_if = "Option::is_none")]
         #[schemars(length(max = 64))]
         pub system_id: Option<String>,
+        /// MAAS system id of the VM host an LXD machine (`lxd.enabled`) is composed on
+        /// (CAPMAAS field).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schemars(length(min = 1, max = 64))]
+        pub parent: Option<String>,
         /// `maas:///<zone>/<system_id>`, written by the controller. Immutable once set.
         #[serde(
             default,
@@ -139,6 +148,10 @@ provider_kind! {
         /// User data Secret to deploy instead of the Machine's bootstrap data.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub user_data: Option<SecretKeyReference>,
+        /// Make the machine an LXD VM composed on a VM host instead of a bare-metal server
+        /// (CAPMAAS field); not with `deployInMemory`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub lxd: Option<MachineLxdConfig>,
     }
 }
 

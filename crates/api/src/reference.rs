@@ -52,10 +52,12 @@ field names (`dnsDomain`, `controlPlaneEndpoint`, `failureDomains`, `systemID`, 
 `hostname`, `dnsAttached`, `addresses`, `conditions`), its finalizers and its `providerID` format \
 `maas:///<zone>/<system_id>`. CAPMAAS's update-only webhook checks (dnsDomain, image, minCPU, minMemory \
 cannot change) are CEL rules here, so they hold when no webhook runs.
-- **Not carried from CAPMAAS.** `MaasCluster.spec.lxdConfig` and `MaasMachine.spec.parent` / `spec.lxd` \
-(the LXD \"HCP\" mode that composes VMs on workload nodes): it copies the MAAS API key into workload \
-clusters, which breaks the rule that only maas-client holds the key, and this provider targets bare metal. \
-`status.failureReason` / `status.failureMessage`: the v1beta2 contract ignores them and CAPMAAS never cleared \
+- **LXD.** CAPMAAS v0.9.0's `MaasCluster.spec.lxdConfig` and `MaasMachine.spec.parent` / `spec.lxd` are \
+accepted with its JSON names and defaults. maas-client serves `lxdConfig` by deploying the machines with \
+MAAS's `register_vmhost=true` (`MaasHost.spec.provisioning.registerVMHost`, reported in \
+`status.vmHost`), so the MAAS API key stays in maas-client; CAPMAAS's initializer DaemonSet copies it into \
+workload clusters instead. Composition of VMs for `spec.lxd.enabled` machines is described in docs/lxd.md.
+- **Not carried from CAPMAAS.** `status.failureReason` / `status.failureMessage`: the v1beta2 contract ignores them and CAPMAAS never cleared \
 them; conditions carry the same information. `minDiskSize` is honoured for bare metal (hosts with less \
 storage are not chosen) instead of being ignored.
 - **Endpoint.** `spec.controlPlaneEndpoint` is optional; when present, `port` must be 1-65535, so \

@@ -29,6 +29,8 @@ pub(crate) fn maas_machine(name: &str) -> MaasMachine {
             data_template: None,
             release_policy: None,
             user_data: None,
+            parent: None,
+            lxd: None,
         },
     );
     mm.metadata.namespace = Some("ns".into());

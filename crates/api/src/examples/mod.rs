@@ -15,6 +15,7 @@
 mod invalid_core;
 mod invalid_data;
 mod invalid_ops;
+mod lxd;
 mod valid;
 
 use serde_json::Value;
@@ -57,12 +58,14 @@ impl InvalidExample {
 
 /// One or more valid, realistic objects per kind.
 pub fn valid_examples() -> Vec<Example> {
-    valid::all()
+    let mut examples = valid::all();
+    examples.extend(lxd::valid());
+    examples
 }
 
 /// One case per validation rule of every kind.
 pub fn invalid_examples() -> Vec<InvalidExample> {
-    let kinds: [fn() -> Vec<InvalidExample>; 8] = [
+    let kinds: [fn() -> Vec<InvalidExample>; 9] = [
         invalid_core::cluster,
         invalid_core::machine,
         invalid_ops::host_and_inventory,
@@ -71,6 +74,7 @@ pub fn invalid_examples() -> Vec<InvalidExample> {
         invalid_data::claim_and_data,
         invalid_data::ip_pool,
         invalid_data::ip_lock,
+        lxd::invalid,
     ];
     kinds.into_iter().flat_map(|cases| cases()).collect()
 }
@@ -91,7 +95,9 @@ pub struct DefaultedExample {
 
 /// Minimal objects and their defaulted form (for tests that read objects back).
 pub fn defaulted_examples() -> Vec<DefaultedExample> {
-    valid::all_defaulted()
+    let mut examples = valid::all_defaulted();
+    examples.extend(lxd::defaulted());
+    examples
 }
 
 /// `patch` applied to `base` as a JSON merge patch (RFC 7386): objects

@@ -344,6 +344,7 @@ async fn request_deploy_adjusted(
         release_policy: None,
         adopt_allocation: None,
         keep_powered_on: None,
+        register_vm_host: None,
     };
     adjust(&mut provisioning);
     let spec = serde_json::json!({ "consumerRef": consumer_ref, "provisioning": provisioning });

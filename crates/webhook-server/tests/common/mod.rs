@@ -27,7 +27,11 @@ pub struct Served {
 /// Starts the API server and webhook-server (the `webhook-server` binary of this build), and
 /// registers the configurations of `deploy/`.
 pub async fn serve() -> Served {
-    let env = TestEnv::our_crds_only().await.unwrap();
+    serve_on(TestEnv::our_crds_only().await.unwrap()).await
+}
+
+/// As [`serve`], on an API server the caller started (with the CRDs it needs).
+pub async fn serve_on(env: TestEnv) -> Served {
     let dir = tempfile::tempdir().unwrap();
     let serving = WebhookServing::generate().unwrap();
     let cert_dir = serving.write_files(&dir.path().join("certs")).unwrap();
