@@ -69,6 +69,9 @@ pub mod reasons {
     pub const MACHINE_STATE_UNDEFINED: &str = "MachineStateUndefined";
     /// No free MaasHost satisfies the machine's constraints.
     pub const NO_HOST_AVAILABLE: &str = "NoHostAvailable";
+    /// `spec.lxd.enabled`: the machine is to be an LXD VM composed on a VM host, which this
+    /// version does not compose yet; no bare-metal host is claimed for it instead.
+    pub const VM_COMPOSITION_NOT_SERVED: &str = "VMCompositionNotServed";
     /// No free MaasHost in the requested failure domain.
     pub const NO_CAPACITY_IN_FAILURE_DOMAIN: &str = "NoCapacityInFailureDomain";
     /// A MaasHost was claimed for this machine.

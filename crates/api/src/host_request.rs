@@ -45,11 +45,16 @@ pub fn claimed_by(host: &MaasHost, mm: &MaasMachine) -> bool {
 ///
 /// With rendered data (`spec.dataTemplate`), the network data and metadata Secrets go with the
 /// request, and a hostname the metadata names replaces the MAAS one.
+///
+/// `vm_hosts`: the machine's MaasCluster has `spec.lxdConfig.enabled`, so the host is deployed
+/// with MAAS's `register_vmhost` and becomes an LXD VM host, as CAPMAAS makes every node of such
+/// a cluster one. Not for a deployment to memory (MAAS refuses it; the schema forbids it).
 pub fn provisioning_request(
     mm: &MaasMachine,
     user_data: SecretKeyReference,
     host: &MaasHost,
     data: Option<&MaasData>,
+    vm_hosts: bool,
 ) -> HostProvisioning {
     let secret = |r: Option<&LocalObjectReference>, key: &str| {
         r.map(|r| SecretKeyReference {
@@ -84,6 +89,7 @@ pub fn provisioning_request(
         adopt_allocation: (mm.spec.system_id.as_deref() == Some(host.spec.system_id.as_str()))
             .then_some(true),
         keep_powered_on: mm.spec.keep_powered_on,
+        register_vm_host: (vm_hosts && !mm.spec.deploy_in_memory).then_some(true),
     }
 }
 

@@ -238,9 +238,13 @@ async fn request_deployment(ctx: &Ctx, state: &mut State) -> Result<Flow> {
         .data_claim
         .as_ref()
         .and_then(|c| crate::decide::rendered_data(c, state.data.as_ref()));
-    let Some(request) =
-        host_ops::deployment_request(&state.mm, state.machine.as_ref(), host, rendered)
-    else {
+    let Some(request) = host_ops::deployment_request(
+        &state.mm,
+        state.machine.as_ref(),
+        host,
+        rendered,
+        state.registers_vm_hosts,
+    ) else {
         return Ok(Flow::Continue);
     };
     let request_once = |h: &mut MaasHost| {

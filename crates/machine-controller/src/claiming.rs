@@ -143,6 +143,7 @@ pub(crate) async fn choose_and_claim(ctx: &Ctx, state: &mut State) -> Result<Flo
                 &recorded,
                 &request,
                 state.machine.as_ref(),
+                state.registers_vm_hosts,
             );
             claim.await?
         } else {
@@ -281,7 +282,13 @@ async fn claim_with_intent(
     let host = candidate.name_any();
     let consumer = consumer_ref(&state.mm, host_ns).ok_or(Failed::missing("name or uid"))?;
     let mut expected = candidate.clone();
-    host_ops::mark_claimed(&mut expected, &state.mm, &consumer, state.machine.as_ref());
+    host_ops::mark_claimed(
+        &mut expected,
+        &state.mm,
+        &consumer,
+        state.machine.as_ref(),
+        state.registers_vm_hosts,
+    );
     let intended = intended_status(
         &Observed {
             host: Some(&expected),
@@ -293,7 +300,8 @@ async fn claim_with_intent(
     let before = owned_status(&state.mm);
     state.replace_mm(apply_owned(ctx, &state.mm, &intended, RECORDING_HOST).await?);
     let machine = state.machine.as_ref();
-    match host_ops::claim(ctx, &state.mm, host_ns, &host, request, machine).await? {
+    let vm_hosts = state.registers_vm_hosts;
+    match host_ops::claim(ctx, &state.mm, host_ns, &host, request, machine, vm_hosts).await? {
         Claim::Won(h) => Ok(Some(*h)),
         Claim::Lost => {
             let restored = MaasMachineStatus {

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use capmaas_api::capi::{Cluster, Machine};
 use capmaas_api::host::MaasHostSpec;
-use capmaas_api::{MaasHost, MaasInventory};
+use capmaas_api::{MaasCluster, MaasHost, MaasInventory};
 use capmaas_runtime::controller::Base;
 use capmaas_runtime::controller::workload::WorkloadClients;
 use capmaas_runtime::own_writes::OwnSpecWrites;
@@ -34,6 +34,9 @@ pub struct Ctx {
     pub machines: Store<Machine>,
     /// Cache of every watched CAPI Cluster (without managed fields).
     pub clusters: Store<Cluster>,
+    /// Cache of every watched MaasCluster (without managed fields): whether its hosts become
+    /// LXD VM hosts (`spec.lxdConfig.enabled`).
+    pub maas_clusters: Store<MaasCluster>,
     /// Per-object backoff while waiting for something we cannot watch (a free host, a Node).
     pub waits: ObjectBackoff,
     /// Workload cluster clients (guarded kubeconfigs, cached per cluster).
@@ -59,6 +62,8 @@ pub struct Caches {
     pub machines: Store<Machine>,
     /// CAPI Clusters.
     pub clusters: Store<Cluster>,
+    /// MaasClusters.
+    pub maas_clusters: Store<MaasCluster>,
 }
 
 impl std::fmt::Debug for Ctx {
@@ -86,6 +91,7 @@ impl Ctx {
             on_demand_inventories,
             machines: caches.machines,
             clusters: caches.clusters,
+            maas_clusters: caches.maas_clusters,
             waits: ObjectBackoff::new(wait_backoff()),
             claims: ClaimTracker::default(),
             own_writes: capmaas_runtime::OwnWrites::default(),
@@ -106,6 +112,26 @@ pub fn wait_backoff() -> BackoffConfig {
 }
 
 impl Ctx {
+    /// Whether the hosts of `cluster`'s machines become LXD VM hosts: its infrastructure
+    /// cluster is a MaasCluster (in the cache) with `spec.lxdConfig.enabled`.
+    pub fn registers_vm_hosts(&self, cluster: Option<&Cluster>) -> bool {
+        let Some(cluster) = cluster else {
+            return false;
+        };
+        let namespace = cluster.metadata.namespace.clone().unwrap_or_default();
+        cluster
+            .spec
+            .infrastructure_ref
+            .as_ref()
+            .filter(|r| r.kind == "MaasCluster")
+            .and_then(|r| {
+                self.maas_clusters
+                    .get(&kube::runtime::reflector::ObjectRef::new(&r.name).within(&namespace))
+            })
+            .and_then(|mc| mc.spec.lxd_config.as_ref().map(|lxd| lxd.enabled))
+            .unwrap_or(false)
+    }
+
     /// Which hosts the machines of `namespace` may claim ([`Claimable`]).
     pub fn claimable_namespaces(&self, namespace: &str) -> Claimable {
         let inventories = self.inventories.state();

@@ -98,6 +98,10 @@ pub enum Step {
     Done,
 }
 
+/// Why a machine with `spec.lxd.enabled` waits: it must run as an LXD VM, and a bare-metal host
+/// in its place would be a different machine than the one asked for.
+pub const VM_COMPOSITION_NOT_SERVED: &str = "spec.lxd.enabled asks for an LXD VM composed on a VM host; this version registers VM hosts (MaasCluster spec.lxdConfig) but does not compose VMs yet, so no host is claimed (see docs/lxd.md)";
+
 /// Whether reconciliation is paused by the Cluster or the object's annotation.
 pub fn is_paused(obs: &Observed<'_>) -> bool {
     obs.cluster.is_some_and(Cluster::is_paused)
@@ -151,6 +155,13 @@ fn decide_apply(obs: &Observed<'_>) -> Step {
         }
         if bootstrap_secret(mm, machine).is_none() {
             return Step::WaitForBootstrapData;
+        }
+        if mm.spec.lxd.as_ref().is_some_and(|lxd| lxd.enabled) {
+            return Step::WaitForDeployment {
+                reason: reasons::VM_COMPOSITION_NOT_SERVED,
+                message: VM_COMPOSITION_NOT_SERVED.to_owned(),
+                failed: true,
+            };
         }
         return Step::ChooseHost;
     };

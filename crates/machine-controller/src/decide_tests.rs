@@ -16,6 +16,7 @@ fn provisioning() -> HostProvisioning {
         release_policy: None,
         adopt_allocation: None,
         keep_powered_on: None,
+        register_vm_host: None,
     }
 }
 
@@ -104,6 +105,45 @@ fn waits_for_infrastructure_then_bootstrap_data_then_chooses() {
         "custom"
     );
     assert_eq!(bootstrap_secret(&mm, &with_data).unwrap().key, "value");
+}
+
+#[test]
+fn an_lxd_machine_claims_no_bare_metal_host_but_one_composed_earlier_is_kept() {
+    let mut mm = maas_machine("m");
+    mm.spec.lxd = Some(capmaas_api::lxd::MachineLxdConfig {
+        enabled: true,
+        vm_config: None,
+    });
+    let step = decide_for(
+        &mm,
+        Some(&machine("m", Some("b"))),
+        Some(&cluster(true, false)),
+        None,
+    );
+    let Step::WaitForDeployment { reason, failed, .. } = step else {
+        panic!("{step:?}");
+    };
+    assert_eq!(reason, reasons::VM_COMPOSITION_NOT_SERVED);
+    assert!(failed, "a Warning a person should see");
+    // A VM CAPMAAS composed (taken over: its systemID recorded) is not this case.
+    mm.spec.system_id = Some("vm1".into());
+    let step = decide_for(
+        &mm,
+        Some(&machine("m", Some("b"))),
+        Some(&cluster(true, false)),
+        None,
+    );
+    assert_eq!(step, Step::HostLost);
+    // Disabled: bare metal as usual.
+    mm.spec.system_id = None;
+    mm.spec.lxd = Some(capmaas_api::lxd::MachineLxdConfig::default());
+    let step = decide_for(
+        &mm,
+        Some(&machine("m", Some("b"))),
+        Some(&cluster(true, false)),
+        None,
+    );
+    assert_eq!(step, Step::ChooseHost);
 }
 
 #[test]
@@ -531,6 +571,7 @@ fn a_data_template_is_claimed_and_rendered_before_the_deployment_is_requested() 
         capmaas_api::common::SecretKeyReference::new("boot"),
         &h,
         Some(&rendered_data(true)),
+        false,
     );
     let network = request.network_data_secret_ref.unwrap();
     assert_eq!(

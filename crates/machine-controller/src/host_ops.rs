@@ -22,17 +22,22 @@ use crate::status::{claimed_by, consumer_ref, provisioning_request};
 /// builder of the request, whichever write carries it: the claim (nothing is rendered yet
 /// then, so only without a data template: one host write and one gateway wake-up fewer per
 /// machine) or the `RequestDeployment` step.
+///
+/// `vm_hosts`: the cluster's hosts become LXD VM hosts ([`Ctx::registers_vm_hosts`]).
 pub fn deployment_request(
     mm: &MaasMachine,
     machine: Option<&Machine>,
     host: &MaasHost,
     rendered: Option<&MaasData>,
+    vm_hosts: bool,
 ) -> Option<HostProvisioning> {
     if mm.spec.data_template.is_some() && rendered.is_none() {
         return None;
     }
     let user_data = bootstrap_secret(mm, machine?)?;
-    Some(provisioning_request(mm, user_data, host, rendered))
+    Some(provisioning_request(
+        mm, user_data, host, rendered, vm_hosts,
+    ))
 }
 
 /// The Event of a deployment request, whichever write carried it.
@@ -123,6 +128,7 @@ pub async fn claim(
     host: &str,
     request: &HostRequest,
     machine: Option<&Machine>,
+    vm_hosts: bool,
 ) -> Result<Claim> {
     let consumer = consumer_ref(mm, namespace).ok_or(Failed::missing("name or uid"))?;
     let now = jiff::Timestamp::now();
@@ -130,7 +136,7 @@ pub async fn claim(
         if claimed_by(h, mm) || choose::exclusion(request, h, now).is_some() {
             return Mutation::Keep;
         }
-        mark_claimed(h, mm, &consumer, machine);
+        mark_claimed(h, mm, &consumer, machine, vm_hosts);
         Mutation::Write
     })
     .await?;
@@ -148,12 +154,13 @@ pub fn mark_claimed(
     mm: &MaasMachine,
     consumer: &ConsumerReference,
     machine: Option<&Machine>,
+    vm_hosts: bool,
 ) {
     h.spec.consumer_ref = Some(consumer.clone());
     hold_for_release(h);
     h.spec.reservation = None;
     h.labels_mut().remove(keys::LABEL_NODE_REUSE);
-    if let Some(request) = deployment_request(mm, machine, h, None) {
+    if let Some(request) = deployment_request(mm, machine, h, None, vm_hosts) {
         h.spec.provisioning = Some(request);
     }
 }
@@ -215,13 +222,14 @@ mod tests {
             &mm,
             &consumer,
             Some(&machine("m-0", Some("boot"))),
+            false,
         );
         assert_eq!(host.spec.consumer_ref.as_ref(), Some(&consumer));
         assert_eq!(
             host.finalizers(),
             ["someone.else/keep", keys::FINALIZER_MAAS_HOST]
         );
-        mark_claimed(&mut host, &mm, &consumer, None);
+        mark_claimed(&mut host, &mm, &consumer, None, false);
         assert_eq!(host.finalizers().len(), 2, "added once");
     }
 

@@ -47,7 +47,9 @@ mod test_support;
 use std::sync::Arc;
 
 use capmaas_api::capi::{Cluster, Machine};
-use capmaas_api::{MaasDataClaim, MaasHost, MaasInventory, MaasMachine, MaasMachineTemplate};
+use capmaas_api::{
+    MaasCluster, MaasDataClaim, MaasHost, MaasInventory, MaasMachine, MaasMachineTemplate,
+};
 use capmaas_runtime::controller::{
     self as kit, Keep, ReconcilerSettings, cached, ready_when, scoped,
 };
@@ -127,6 +129,13 @@ pub async fn run(term: capmaas_runtime::Term, args: ControllerArgs) -> Result<()
         Keep::WithoutManagedFields,
     );
     let clusters = clusters.predicate_filter(watch::cluster_change, PredicateConfig::default());
+    // MaasClusters: read when a deployment is requested (`spec.lxdConfig.enabled`); a change
+    // wakes no machine, since it applies to deployments requested after it.
+    let (maas_cluster_cache, maas_clusters) = cached(
+        scoped::<MaasCluster>(watch, ns),
+        wc.clone(),
+        Keep::WithoutManagedFields,
+    );
     let ctx = Arc::new(Ctx::new(
         &term,
         Caches {
@@ -134,6 +143,7 @@ pub async fn run(term: capmaas_runtime::Term, args: ControllerArgs) -> Result<()
             inventories: inventories.clone(),
             machines: machine_cache.clone(),
             clusters: cluster_cache.clone(),
+            maas_clusters: maas_cluster_cache.clone(),
         },
         args.on_demand_namespace(ns),
     ));
@@ -144,6 +154,7 @@ pub async fn run(term: capmaas_runtime::Term, args: ControllerArgs) -> Result<()
             watch::map_host(&host_waiters, &host_inventories, &host)
         })
         .watches_stream(inventory_stream, |_| std::iter::empty())
+        .watches_stream(maas_clusters, |_| std::iter::empty())
         // A data claim's rendering (or its failure) wakes its machine.
         .owns(scoped::<MaasDataClaim>(watch, ns), wc.clone())
         .watches_stream(capi_machines, |machine| watch::map_machine(&machine))
@@ -169,6 +180,7 @@ pub async fn run(term: capmaas_runtime::Term, args: ControllerArgs) -> Result<()
             && inventories.wait_until_ready().await.is_ok()
             && machine_cache.wait_until_ready().await.is_ok()
             && cluster_cache.wait_until_ready().await.is_ok()
+            && maas_cluster_cache.wait_until_ready().await.is_ok()
             && templates.wait_until_ready().await.is_ok()
     });
     let settings = ReconcilerSettings::for_term(&term, CONTROLLER);

@@ -24,6 +24,8 @@ pub struct State {
     pub machine: Option<Machine>,
     /// The Machine's Cluster.
     pub cluster: Option<Cluster>,
+    /// The Cluster's MaasCluster turns its hosts into LXD VM hosts ([`Ctx::registers_vm_hosts`]).
+    pub registers_vm_hosts: bool,
     /// The host claimed by the MaasMachine.
     pub host: Option<MaasHost>,
     /// The MaasDataClaim made for the MaasMachine (with `spec.dataTemplate`).
@@ -100,6 +102,7 @@ impl State {
         let cluster = cluster_name
             .and_then(|name| ctx.clusters.get(&ObjectRef::new(&name).within(&ns)))
             .map(|c| c.as_ref().clone());
+        let registers_vm_hosts = ctx.registers_vm_hosts(cluster.as_ref());
         let host = find_host(ctx, &mm, &ns).await?;
         let (data_claim, data) = observe_data(ctx, &mm, &ns).await?;
         let system_host = match (&host, &mm.spec.system_id) {
@@ -115,6 +118,7 @@ impl State {
             mm,
             machine,
             cluster,
+            registers_vm_hosts,
             host,
             data_claim,
             data,

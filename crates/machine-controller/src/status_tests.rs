@@ -96,7 +96,7 @@ fn provisioning_request_uses_bootstrap_secret_and_host_hostname() {
     mm.spec.deploy_in_memory = true;
     mm.spec.hwe_kernel = Some("hwe-22.04".into());
     let h = host("node-7", Some(ProvisioningState::Available));
-    let p = provisioning_request(&mm, SecretKeyReference::new("m-bootstrap"), &h, None);
+    let p = provisioning_request(&mm, SecretKeyReference::new("m-bootstrap"), &h, None, false);
     assert_eq!(p.image, "ubuntu/jammy");
     assert_eq!(p.hwe_kernel.as_deref(), Some("hwe-22.04"));
     assert_eq!(p.user_data_secret_ref.as_ref().unwrap().name, "m-bootstrap");
@@ -106,7 +106,7 @@ fn provisioning_request_uses_bootstrap_secret_and_host_hostname() {
     let mut odd = h.clone();
     odd.status.as_mut().unwrap().hostname = Some("Not_A_Label".into());
     assert_eq!(
-        provisioning_request(&mm, SecretKeyReference::new("s"), &odd, None).hostname,
+        provisioning_request(&mm, SecretKeyReference::new("s"), &odd, None, false).hostname,
         None
     );
 }
@@ -116,7 +116,8 @@ fn a_request_may_adopt_an_allocation_only_for_a_machine_that_recorded_the_host()
     let mut mm = maas_machine("m");
     let h = host("node-7", Some(ProvisioningState::Deployed));
     let request = |mm: &MaasMachine| {
-        provisioning_request(mm, SecretKeyReference::new("m-bootstrap"), &h, None).adopt_allocation
+        provisioning_request(mm, SecretKeyReference::new("m-bootstrap"), &h, None, false)
+            .adopt_allocation
     };
     assert_eq!(request(&mm), None, "a fresh machine adopts nothing");
     mm.spec.system_id = Some("some-other-machine".into());
@@ -128,8 +129,25 @@ fn a_request_may_adopt_an_allocation_only_for_a_machine_that_recorded_the_host()
         "CAPMAAS recorded this host's machine"
     );
     mm.spec.keep_powered_on = Some(false);
-    let p = provisioning_request(&mm, SecretKeyReference::new("b"), &h, None);
+    let p = provisioning_request(&mm, SecretKeyReference::new("b"), &h, None, false);
     assert_eq!(p.keep_powered_on, Some(false));
+}
+
+#[test]
+fn hosts_of_an_lxd_cluster_are_registered_as_vm_hosts_unless_deployed_to_memory() {
+    let mut mm = maas_machine("m");
+    let h = host("h", None);
+    let request = |mm: &MaasMachine, vm_hosts| {
+        provisioning_request(mm, SecretKeyReference::new("b"), &h, None, vm_hosts).register_vm_host
+    };
+    assert_eq!(request(&mm, false), None);
+    assert_eq!(request(&mm, true), Some(true));
+    mm.spec.deploy_in_memory = true;
+    assert_eq!(
+        request(&mm, true),
+        None,
+        "MAAS registers only a disk deployment"
+    );
 }
 
 #[test]
@@ -274,6 +292,7 @@ fn the_intended_status_is_what_the_step_after_a_won_claim_would_write() {
         },
         &expected,
         None,
+        false,
     ));
     let observed = |mm| Observed {
         maas_machine: mm,
