@@ -170,3 +170,30 @@ def test_region_erase_setting_applies_to_a_release_that_asks_for_none(sim, clien
         client.maas.set_enable_disk_erasing_on_release(False)
     with pytest.raises(Exception):
         client.maas.get_config("no_such_setting")
+
+
+def test_vm_hosts_through_pods(sim, client):
+    # MAAS 3.x serves VM hosts under the pre-2.9 name python-libmaas knows: /pods/.
+    pod = client.pods.create(type="lxd", power_address="10.0.0.9:8443", name="lxd-py", zone="z1", tags=["py"])
+    assert (pod.type, pod.name, pod.zone.name) == ("lxd", "lxd-py", "z1")
+    assert [p.name for p in client.pods.list()] == ["lxd-py"]
+    assert pod.total["cores"] == 16 and pod.used["cores"] == 0
+
+    composed = pod.compose(cores=2, memory=4096, storage="root:20", hostname="py-vm")
+    system_id = composed["system_id"]
+    state = sim_machines(sim)[system_id]
+    assert (state["cpu_count"], state["memory"]) == (2, 4096)
+    root = sim.split("/MAAS/")[0]
+    with urllib.request.urlopen(f"{root}/_sim/vm-hosts") as resp:
+        hosts = json.load(resp)
+    assert [(h["id"], h["machines"]) for h in hosts] == [(pod.id, [system_id])]
+    assert client.pods.get(pod.id).used["cores"] == 2
+    machine = client.machines.get(system_id)
+    assert machine.hostname == "py-vm"
+    # Composed machines commission first (--commission-seconds, 5 s by default here).
+    assert machine.status in (NodeStatus.COMMISSIONING, NodeStatus.READY)
+
+    with pytest.raises(CallError) as err:
+        pod.compose(cores=100)
+    assert err.value.status == 503
+    assert "Unable to compose KVM instance in 'lxd-py'" in err.value.content.decode()

@@ -47,6 +47,24 @@ pub enum MaasError {
         /// The (truncated) MAAS message.
         message: String,
     },
+    /// This MAAS has no VM hosts (4.0 and later removed them): the VM host endpoints are
+    /// unknown (404 `Unknown API endpoint`) or deploy refused `register_vmhost`/`install_kvm`
+    /// (400 `Support for install_kvm allocation parameter has been removed.`). Permanent:
+    /// report "VM hosts not supported by this MAAS", never retry.
+    #[error("VM hosts are not supported by this MAAS: {message}")]
+    VmHostsUnsupported {
+        /// The (truncated) MAAS message.
+        message: String,
+    },
+    /// `compose` refused: the VM host lacks the cores, memory or storage asked for
+    /// (503 `Unable to compose KVM instance in '<host>'. ...`). Not transient despite the
+    /// 503: retrying the same request fails the same way until machines are released or the
+    /// overcommit ratios raised.
+    #[error("MAAS cannot compose the machine (503): {message}")]
+    ComposeRefused {
+        /// The (truncated) MAAS message.
+        message: String,
+    },
     /// `link_subnet` refused a static address: MAAS already holds it for an interface (404
     /// `IP address is already in use.`) or it is outside the acceptable range (403).
     #[error("MAAS refused the address ({status}): {message}")]
@@ -162,6 +180,8 @@ impl MaasError {
             | Self::NotFound { message }
             | Self::Conflict { message }
             | Self::NoMatchingMachine { message }
+            | Self::VmHostsUnsupported { message }
+            | Self::ComposeRefused { message }
             | Self::AddressUnavailable { message, .. }
             | Self::Unavailable { message, .. } => message.clone(),
             Self::BadRequest { fields, message } => bad_request_text(fields, message),
@@ -178,6 +198,8 @@ impl MaasError {
             Self::NotFound { .. } => "not_found",
             Self::Conflict { .. } => "conflict",
             Self::NoMatchingMachine { .. } => "no_matching_machine",
+            Self::VmHostsUnsupported { .. } => "vm_hosts_unsupported",
+            Self::ComposeRefused { .. } => "compose_refused",
             Self::AddressUnavailable { .. } => "address_unavailable",
             Self::Unavailable { .. } => "unavailable",
             Self::BadRequest { .. } => "bad_request",
@@ -237,9 +259,18 @@ pub enum ErrorContext {
     /// `POST .../interfaces/{id}/?op=link_subnet`: a 404 `... already in use.` or a 403 is
     /// MAAS refusing the static address ([`MaasError::AddressUnavailable`]).
     LinkSubnet,
+    /// A `/vm-hosts/` call: a 404 `Unknown API endpoint` means this MAAS has no VM hosts
+    /// ([`MaasError::VmHostsUnsupported`]).
+    VmHosts,
+    /// `POST /vm-hosts/{id}/?op=compose`: as [`ErrorContext::VmHosts`], and a 503
+    /// `Unable to compose ...` is [`MaasError::ComposeRefused`].
+    Compose,
     /// Every other call.
     Other,
 }
+
+/// MAAS 4.0's answer to `install_kvm`/`register_vmhost` on deploy.
+const VM_HOSTS_REMOVED: &str = "install_kvm allocation parameter has been removed";
 
 /// Maps a non-2xx MAAS answer to a typed error. Pure, so every branch is unit-tested.
 pub fn error_from_response(
@@ -250,7 +281,15 @@ pub fn error_from_response(
 ) -> MaasError {
     let text = truncate(&String::from_utf8_lossy(body));
     let retry_after = parse_retry_after(headers);
+    let vm_host_call = matches!(context, ErrorContext::VmHosts | ErrorContext::Compose);
     match status.as_u16() {
+        404 if vm_host_call && text.starts_with("Unknown API endpoint") => {
+            MaasError::VmHostsUnsupported { message: text }
+        }
+        400 if text.contains(VM_HOSTS_REMOVED) => MaasError::VmHostsUnsupported { message: text },
+        503 if context == ErrorContext::Compose && text.starts_with("Unable to compose") => {
+            MaasError::ComposeRefused { message: text }
+        }
         code @ (403 | 404)
             if context == ErrorContext::LinkSubnet
                 && (code == 403 || text.contains("already in use")) =>

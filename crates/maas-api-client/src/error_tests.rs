@@ -226,3 +226,43 @@ fn truncates_long_bodies_on_char_boundaries() {
     assert!(body.len() <= MAX_ERROR_BODY + 3);
     assert!(body.ends_with("..."));
 }
+
+#[test]
+fn maas_without_vm_hosts_is_a_distinct_permanent_error() {
+    let e = map_plain(
+        404,
+        "Unknown API endpoint: /MAAS/api/2.0/vm-hosts/.",
+        ErrorContext::VmHosts,
+    );
+    assert!(matches!(e, MaasError::VmHostsUnsupported { .. }), "{e:?}");
+    assert!(!e.is_retryable());
+    assert_eq!(e.category(), "vm_hosts_unsupported");
+    // A missing VM host on a MAAS that has them stays NotFound.
+    let e = map_plain(
+        404,
+        "No Pod matches the given query.",
+        ErrorContext::VmHosts,
+    );
+    assert!(matches!(e, MaasError::NotFound { .. }), "{e:?}");
+    // Unknown endpoints elsewhere are plain NotFound.
+    let e = map_plain(404, "Unknown API endpoint: /x/.", ErrorContext::Other);
+    assert!(matches!(e, MaasError::NotFound { .. }), "{e:?}");
+    let e = map_plain(
+        400,
+        "Support for install_kvm allocation parameter has been removed.",
+        ErrorContext::Other,
+    );
+    assert!(matches!(e, MaasError::VmHostsUnsupported { .. }), "{e:?}");
+}
+
+#[test]
+fn compose_without_resources_is_not_transient() {
+    let text = "Unable to compose KVM instance in 'h'. CPU overcommit ratio is 1.0 and there are 1 available resources; 2 requested.";
+    let e = map_plain(503, text, ErrorContext::Compose);
+    assert!(matches!(e, MaasError::ComposeRefused { .. }), "{e:?}");
+    assert!(!e.is_retryable());
+    assert_eq!(e.maas_message(), text);
+    // Any other 503 of compose is an outage.
+    let e = map_plain(503, "busy", ErrorContext::Compose);
+    assert!(matches!(e, MaasError::Unavailable { .. }), "{e:?}");
+}

@@ -42,6 +42,7 @@ mod network;
 mod observer;
 mod text;
 mod transport;
+mod vm_hosts;
 
 pub use auth::{ApiKey, ApiKeyError};
 pub use config::{
@@ -63,9 +64,10 @@ pub use machine_requests::{
 pub use model::{
     BootResource, CurrentUser, DefaultGateway, DefaultGateways, DnsIpAddress, DnsResource, Domain,
     Interface, InterfaceParams, IpRange, IpRangeType, Link, LinkMode, Machine, MachineList,
-    MachineStatus, PowerState, ResourcePool, SkippedMachine, Subnet, Tag, TagUpdateResult, Version,
-    Vlan, Zone,
+    MachineStatus, NodeRef, PodRef, PowerState, ResourcePool, SkippedMachine, Subnet, Tag,
+    TagUpdateResult, Version, Vlan, VmHost, VmHostResources, VmHostStoragePool, Zone,
 };
 pub use network::LinkSubnetRequest;
 pub use observer::{NoopObserver, RequestEvent, RequestObserver};
 pub use transport::{MaasClient, decode};
+pub use vm_hosts::{ComposeRequest, VmHostUpdate};

@@ -187,6 +187,10 @@ pub struct DeployRequest {
     /// instead of allocate + deploy); ignored for an Allocated machine. Also what makes a
     /// deploy sent on a stale view recognisable: a machine allocated this way carries it.
     pub agent_name: Option<String>,
+    /// Register the deployed machine as an LXD VM host (MAAS 3.x, admin key, not with
+    /// `ephemeral_deploy`). Sent only when true: MAAS 4.0 refuses the parameter whatever its
+    /// value ([`MaasError::VmHostsUnsupported`]).
+    pub register_vmhost: bool,
 }
 
 impl std::fmt::Debug for DeployRequest {
@@ -205,6 +209,7 @@ impl std::fmt::Debug for DeployRequest {
             .field("enable_hw_sync", &self.enable_hw_sync)
             .field("comment", &self.comment)
             .field("agent_name", &self.agent_name)
+            .field("register_vmhost", &self.register_vmhost)
             .finish()
     }
 }
@@ -225,7 +230,8 @@ impl DeployRequest {
             .push_bool("ephemeral_deploy", self.ephemeral_deploy)
             .push_bool("enable_hw_sync", self.enable_hw_sync)
             .push_opt("comment", self.comment.as_ref())
-            .push_opt("agent_name", self.agent_name.as_ref());
+            .push_opt("agent_name", self.agent_name.as_ref())
+            .push_flag("register_vmhost", self.register_vmhost);
         params
     }
 }
@@ -345,6 +351,12 @@ mod tests {
             .1;
         assert_eq!(user_data, "I2Nsb3VkLWNvbmZpZwo=");
         assert!(params.encode().contains("ephemeral_deploy=false"));
+        assert!(!params.encode().contains("register_vmhost"));
+        let vm_host = DeployRequest {
+            register_vmhost: true,
+            ..DeployRequest::default()
+        };
+        assert_eq!(vm_host.to_params().encode(), "register_vmhost=true");
     }
 
     #[test]

@@ -116,14 +116,18 @@ async fn maas(shared: &Shared, req: &Request<Bytes>, path: &str) -> Result<Reply
     if path == "/MAAS/api/2.0/describe/" {
         let mut world = shared.lock();
         *world.counts.entry("describe.read".to_owned()).or_default() += 1;
-        return Ok(Reply::ok(crate::describe::describe(&origin(
-            shared.scheme,
-            req,
-        ))));
+        return Ok(Reply::ok(crate::describe::describe(
+            &origin(shared.scheme, req),
+            world.vm_hosts_supported,
+        )));
     }
     let Some(route) = path.strip_prefix(API_ROOT).and_then(routes::match_path) else {
         return Err(ApiError::unknown_endpoint(path).into());
     };
+    // MAAS 4.0 / [dev] removed VM hosts: their URLs are unknown endpoints there.
+    if route.resource.kind.is_vm_host() && !shared.lock().vm_hosts_supported {
+        return Err(ApiError::unknown_endpoint(path).into());
+    }
     let query = parse_urlencoded(req.uri().query().unwrap_or("").as_bytes());
     let content_type = req
         .headers()

@@ -214,6 +214,10 @@ pub struct SimConfig {
     pub domain: String,
     /// How long the region takes to serve calls ([`LatencyProfile::none`] by default).
     pub latency: LatencyProfile,
+    /// A MAAS 3.x with VM hosts (default). `false` simulates MAAS 4.0 / [dev], which removed
+    /// them: `/vm-hosts/` and `/pods/` are unknown endpoints, deploy refuses `install_kvm` and
+    /// `register_vmhost`, allocate refuses `pod` constraints, machines have no `pod` field.
+    pub vm_hosts: bool,
 }
 
 impl Default for SimConfig {
@@ -234,6 +238,7 @@ impl Default for SimConfig {
             tls: None,
             domain: "maas".to_owned(),
             latency: LatencyProfile::none(),
+            vm_hosts: true,
         }
     }
 }

@@ -1,7 +1,10 @@
 //! Control endpoints outside the MAAS API (unauthenticated, for tests and benchmarks):
 //! `GET|PUT /_sim/faults`, `GET /_sim/stats`, `POST /_sim/reset-stats`, `GET /_sim/machines`,
 //! and per machine `POST /_sim/machines/{id}/break`, `PUT /_sim/machines/{id}/power`
-//! (`{"power_state": "off"}`), `POST /_sim/machines/{id}/tags/{tag}`, `DELETE /_sim/machines/{id}`.
+//! (`{"power_state": "off"}`), `POST /_sim/machines/{id}/tags/{tag}`, `DELETE /_sim/machines/{id}`;
+//! VM hosts: `GET /_sim/vm-hosts` (with `used` and composed machines), `POST /_sim/vm-hosts`
+//! (a [`VmHostSpec`] as JSON: creates one as if MAAS had registered it), and
+//! `GET /_sim/vm-host-events` (registered, composed, updated, decomposed, deleted).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -12,7 +15,7 @@ use serde_json::json;
 
 use crate::error::ApiError;
 use crate::faults::FaultConfig;
-use crate::handle::{HandleError, MachineView, SimHandle, apply_faults};
+use crate::handle::{HandleError, MachineView, SimHandle, VmHostSpec, apply_faults};
 use crate::model::PowerState;
 use crate::respond::{HttpResponse, error_response, json_response};
 use crate::shared::Shared;
@@ -73,6 +76,33 @@ pub(crate) fn handle(shared: &Arc<Shared>, req: &Request<Bytes>) -> HttpResponse
             world.advance();
             let views: Vec<MachineView> = world.machines.iter().map(MachineView::of).collect();
             json_response(StatusCode::OK, &json!(views))
+        }
+        (&Method::GET, "/_sim/vm-hosts") => {
+            let handle = SimHandle {
+                shared: shared.clone(),
+            };
+            json_response(StatusCode::OK, &json!(handle.vm_hosts()))
+        }
+        (&Method::GET, "/_sim/vm-host-events") => {
+            let handle = SimHandle {
+                shared: shared.clone(),
+            };
+            json_response(StatusCode::OK, &json!(handle.vm_host_events()))
+        }
+        (&Method::POST, "/_sim/vm-hosts") => {
+            let handle = SimHandle {
+                shared: shared.clone(),
+            };
+            match serde_json::from_slice::<VmHostSpec>(req.body()) {
+                Ok(spec) => match handle.add_vm_host(spec) {
+                    Ok(id) => json_response(StatusCode::OK, &json!({"id": id})),
+                    Err(e) => error_response(ApiError::bad_request(e.to_string())),
+                },
+                Err(e) => error_response(ApiError::bad_request(format!("invalid VM host: {e}"))),
+            }
+        }
+        (_, "/_sim/vm-hosts" | "/_sim/vm-host-events") => {
+            error_response(ApiError::method_not_allowed("GET, POST"))
         }
         (_, "/_sim/faults" | "/_sim/stats" | "/_sim/reset-stats" | "/_sim/machines") => {
             error_response(ApiError::method_not_allowed("GET, PUT"))

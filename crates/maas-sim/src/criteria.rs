@@ -142,8 +142,12 @@ pub(crate) struct Criteria {
     pub(crate) not_statuses: Vec<NodeStatus>,
     pub(crate) simple: Vec<String>,
     pub(crate) not_simple: Vec<String>,
-    /// Machines are never VM-host guests here: any `pod`/`pod_type` constraint matches nothing.
-    pub(crate) pod: bool,
+    /// VM host names (`pod`, `not_pod`) and types (`pod_type`, `not_pod_type`) of machines
+    /// composed on a VM host.
+    pub(crate) pods: Vec<String>,
+    pub(crate) not_pods: Vec<String>,
+    pub(crate) pod_types: Vec<String>,
+    pub(crate) not_pod_types: Vec<String>,
     /// Minimum disk sizes in bytes, one distinct disk each.
     pub(crate) storage: Vec<u64>,
 }
@@ -255,6 +259,10 @@ pub(crate) fn parse(params: &Params, world: &World, mode: Mode) -> Result<Criter
         Mode::List => LIST_KEYS,
     };
     for key in params.keys() {
+        // MAAS 4.0 / [dev] removed the VM host constraints with VM hosts.
+        if !world.vm_hosts_supported && key.contains("pod") {
+            return Err(ApiError::field(key, "No such constraint."));
+        }
         if UNSUPPORTED.contains(&key) && params.all(key).iter().any(|v| !v.is_empty()) {
             return Err(ApiError::field(
                 key,
@@ -297,7 +305,10 @@ pub(crate) fn parse(params: &Params, world: &World, mode: Mode) -> Result<Criter
         not_power: strings(params, "not_power_state"),
         simple: strings(params, "simple_status"),
         not_simple: strings(params, "not_simple_status"),
-        pod: !strings(params, "pod").is_empty() || !strings(params, "pod_type").is_empty(),
+        pods: strings(params, "pod"),
+        not_pods: strings(params, "not_pod"),
+        pod_types: strings(params, "pod_type"),
+        not_pod_types: strings(params, "not_pod_type"),
         storage: parse_storage(params)?,
         ..Criteria::default()
     };

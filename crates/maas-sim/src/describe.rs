@@ -43,10 +43,15 @@ pub(crate) fn api_hash() -> String {
         })
 }
 
-/// The describe document; `origin` is `scheme://host[:port]` of the request.
-pub(crate) fn describe(origin: &str) -> Value {
-    let resources: Vec<Value> = RESOURCES
-        .iter()
+/// The describe document; `origin` is `scheme://host[:port]` of the request. Without
+/// `vm_hosts` (a MAAS 4.0 / [dev] region) the VM host handlers are left out.
+pub(crate) fn describe(origin: &str, vm_hosts: bool) -> Value {
+    let served = || {
+        RESOURCES
+            .iter()
+            .filter(move |r| vm_hosts || !r.kind.is_vm_host())
+    };
+    let resources: Vec<Value> = served()
         .map(|r| {
             let h = handler(r, origin);
             if r.anon {
@@ -56,7 +61,7 @@ pub(crate) fn describe(origin: &str) -> Value {
             }
         })
         .collect();
-    let handlers: Vec<Value> = RESOURCES.iter().map(|r| handler(r, origin)).collect();
+    let handlers: Vec<Value> = served().map(|r| handler(r, origin)).collect();
     json!({"doc": "MAAS API", "hash": api_hash(), "resources": resources, "handlers": handlers})
 }
 
@@ -65,8 +70,30 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_maas_without_vm_hosts_describes_none() {
+        let names = |doc: &Value| -> Vec<String> {
+            doc["resources"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|r| r["name"].as_str().unwrap().to_owned())
+                .collect()
+        };
+        let with = names(&describe("http://h:1", true));
+        assert!(with.iter().any(|n| n == "VmHostHandler"));
+        assert!(with.iter().any(|n| n == "PodsHandler"));
+        let without = names(&describe("http://h:1", false));
+        assert!(
+            !without
+                .iter()
+                .any(|n| n.contains("VmHost") || n.contains("Pod"))
+        );
+        assert_eq!(with.len(), without.len() + 4);
+    }
+
+    #[test]
     fn describe_lists_machine_actions_for_libmaas() {
-        let doc = describe("http://h:1");
+        let doc = describe("http://h:1", true);
         let machine = doc["resources"]
             .as_array()
             .unwrap()

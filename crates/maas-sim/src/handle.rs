@@ -6,13 +6,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use base64::Engine as _;
-use serde::{Serialize, Serializer};
+use serde::{Deserialize, Serialize, Serializer};
 
 use crate::faults::{FaultConfig, LostAnswer};
 use crate::history::StatusChange;
-use crate::model::{Machine, PowerState, ReleaseRecord};
+use crate::model::{Machine, PowerState, ReleaseRecord, VmHost};
 use crate::shared::Shared;
 use crate::status::NodeStatus;
+use crate::vmhosts::VmHostEvent;
 use crate::world::World;
 
 /// A snapshot of one machine, for assertions.
@@ -78,6 +79,119 @@ pub struct MachineView {
     pub releases: Vec<ReleaseRecord>,
 }
 
+/// A VM host to create directly (control API, tests): MAAS would learn these from the LXD
+/// server. Every field but `name` has a default.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct VmHostSpec {
+    /// Name (unique).
+    pub name: String,
+    /// `lxd` (default) or `virsh`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// Power address (default `10.20.0.250:8443`).
+    pub power_address: String,
+    /// Zone name (must exist).
+    pub zone: String,
+    /// Resource pool name (must exist).
+    pub pool: String,
+    /// Cores.
+    pub cores: u32,
+    /// Memory in MiB.
+    pub memory: u64,
+    /// Local storage in bytes.
+    pub local_storage: u64,
+    /// CPU overcommit ratio.
+    pub cpu_over_commit_ratio: f64,
+    /// Memory overcommit ratio.
+    pub memory_over_commit_ratio: f64,
+    /// Tags (created when missing).
+    pub tags: Vec<String>,
+    /// The MAAS machine it runs on, if any.
+    pub host_system_id: Option<String>,
+}
+
+impl Default for VmHostSpec {
+    fn default() -> Self {
+        Self {
+            name: String::new(),
+            kind: "lxd".to_owned(),
+            power_address: "10.20.0.250:8443".to_owned(),
+            zone: "default".to_owned(),
+            pool: "default".to_owned(),
+            cores: 16,
+            memory: 65_536,
+            local_storage: 1_000_000_000_000,
+            cpu_over_commit_ratio: 1.0,
+            memory_over_commit_ratio: 1.0,
+            tags: Vec::new(),
+            host_system_id: None,
+        }
+    }
+}
+
+/// A snapshot of one VM host, for assertions.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct VmHostView {
+    /// Id.
+    pub id: u64,
+    /// Name.
+    pub name: String,
+    /// `lxd` or `virsh`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// Zone name.
+    pub zone: String,
+    /// Pool name.
+    pub pool: String,
+    /// The machine it runs on.
+    pub host_system_id: Option<String>,
+    /// Total cores, memory (MiB), local storage (bytes).
+    pub cores: u32,
+    /// MiB.
+    pub memory: u64,
+    /// Bytes.
+    pub local_storage: u64,
+    /// Used by composed machines: cores.
+    pub used_cores: u64,
+    /// Used by composed machines: MiB.
+    pub used_memory: u64,
+    /// Used by composed machines: bytes.
+    pub used_local_storage: u64,
+    /// CPU overcommit ratio.
+    pub cpu_over_commit_ratio: f64,
+    /// Memory overcommit ratio.
+    pub memory_over_commit_ratio: f64,
+    /// System ids of the machines composed on it.
+    pub machines: Vec<String>,
+}
+
+impl VmHostView {
+    fn of(world: &World, h: &VmHost) -> Self {
+        let used = world.vm_host_used(h.id);
+        Self {
+            id: h.id,
+            name: h.name.clone(),
+            kind: h.kind.clone(),
+            zone: h.zone.clone(),
+            pool: h.pool.clone(),
+            host_system_id: h.host_system_id.clone(),
+            cores: h.cores,
+            memory: h.memory,
+            local_storage: h.local_storage,
+            used_cores: used.cores,
+            used_memory: used.memory,
+            used_local_storage: used.local_storage,
+            cpu_over_commit_ratio: h.cpu_over_commit_ratio,
+            memory_over_commit_ratio: h.memory_over_commit_ratio,
+            machines: world
+                .vm_host_machines(h.id)
+                .map(|m| m.system_id.clone())
+                .collect(),
+        }
+    }
+}
+
 #[allow(clippy::ref_option)] // serde's `serialize_with` passes `&Option<T>`.
 fn as_base64<S: Serializer>(value: &Option<Vec<u8>>, serializer: S) -> Result<S::Ok, S::Error> {
     match value {
@@ -132,6 +246,9 @@ pub enum HandleError {
     /// The fault configuration is invalid.
     #[error("invalid faults: {0}")]
     InvalidFaults(String),
+    /// A VM host to create is invalid.
+    #[error("invalid VM host: {0}")]
+    InvalidVmHost(String),
 }
 
 impl HandleError {
@@ -139,7 +256,7 @@ impl HandleError {
     pub fn category(&self) -> &'static str {
         match self {
             Self::NoSuchMachine(_) => "not_found",
-            Self::InvalidFaults(_) => "invalid",
+            Self::InvalidFaults(_) | Self::InvalidVmHost(_) => "invalid",
         }
     }
 }
@@ -358,6 +475,66 @@ impl SimHandle {
             w.machines.remove(index);
             w.dirty = true;
             Ok(())
+        })
+    }
+
+    /// Every VM host, ordered by id.
+    pub fn vm_hosts(&self) -> Vec<VmHostView> {
+        self.with_world(|w| w.vm_hosts.iter().map(|h| VmHostView::of(w, h)).collect())
+    }
+
+    /// What happened to VM hosts (registered, composed, updated, decomposed, deleted), oldest
+    /// first; at most the latest 1024.
+    pub fn vm_host_events(&self) -> Vec<VmHostEvent> {
+        self.with_world(|w| w.vm_host_events.clone())
+    }
+
+    /// Creates a VM host as if MAAS had registered it; returns its id. Refused for a name
+    /// in use, an unknown zone, pool or host machine, or a type other than `lxd`/`virsh`.
+    pub fn add_vm_host(&self, spec: VmHostSpec) -> Result<u64, HandleError> {
+        self.with_world(|w| {
+            let invalid = |what: String| Err(HandleError::InvalidVmHost(what));
+            if spec.name.is_empty() || w.vm_hosts.iter().any(|h| h.name == spec.name) {
+                return invalid(format!("name {:?} is empty or taken", spec.name));
+            }
+            if !["lxd", "virsh"].contains(&spec.kind.as_str()) {
+                return invalid(format!("type {:?} is not lxd or virsh", spec.kind));
+            }
+            if !w.zones.iter().any(|z| z.name == spec.zone) {
+                return invalid(format!("no zone {:?}", spec.zone));
+            }
+            if !w.pools.iter().any(|p| p.name == spec.pool) {
+                return invalid(format!("no pool {:?}", spec.pool));
+            }
+            let architecture = match &spec.host_system_id {
+                Some(sid) => match w.machine_index(sid) {
+                    Some(i) => w.machines[i].architecture.clone(),
+                    None => return Err(HandleError::NoSuchMachine(sid.clone())),
+                },
+                None => "amd64/generic".to_owned(),
+            };
+            for tag in &spec.tags {
+                w.ensure_tag(tag);
+            }
+            let id = w.new_id();
+            w.add_vm_host(VmHost {
+                id,
+                name: spec.name,
+                kind: spec.kind,
+                power_address: spec.power_address,
+                zone: spec.zone,
+                pool: spec.pool,
+                host_system_id: spec.host_system_id,
+                cores: spec.cores,
+                memory: spec.memory,
+                local_storage: spec.local_storage,
+                cpu_over_commit_ratio: spec.cpu_over_commit_ratio,
+                memory_over_commit_ratio: spec.memory_over_commit_ratio,
+                tags: spec.tags.into_iter().collect(),
+                architecture,
+                storage_pool: "default".to_owned(),
+            });
+            Ok(id)
         })
     }
 

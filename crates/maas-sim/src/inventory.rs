@@ -171,6 +171,9 @@ fn base_world(cfg: &SimConfig, zones: &[String], pools: &[String]) -> World {
             subnet(2, "10.30.0.0/16", "10.30.0.0/16", "10.30.0.1", 1),
         ],
         boot_resources: default_boot_resources(),
+        vm_hosts: Vec::new(),
+        vm_hosts_supported: cfg.vm_hosts,
+        vm_host_events: Vec::new(),
         next_id: 1000,
         timings: cfg.timings,
         seed: cfg.seed,
@@ -328,6 +331,9 @@ fn generated_machine(
         history: crate::history::StatusHistory::default(),
         gateway_link_ipv4: None,
         gateway_link_ipv6: None,
+        vm_host_id: None,
+        register_vmhost: None,
+        decomposed: false,
     }
 }
 

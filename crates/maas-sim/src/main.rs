@@ -73,6 +73,10 @@ struct Args {
     /// under load, see docs/maas-sim.md), or a JSON profile file.
     #[arg(long, value_name = "PROFILE", default_value = "none")]
     latency_profile: String,
+    /// Simulate a MAAS without VM hosts (4.0 / [dev]): no /vm-hosts/ or /pods/, deploy
+    /// refuses install_kvm and register_vmhost.
+    #[arg(long)]
+    no_vm_hosts: bool,
 }
 
 fn seconds(value: f64, flag: &str) -> Result<Duration, String> {
@@ -115,6 +119,7 @@ fn config(args: Args) -> Result<SimConfig, String> {
         state_file: args.state_file,
         faults,
         latency,
+        vm_hosts: !args.no_vm_hosts,
         tls: args
             .tls_cert
             .zip(args.tls_key)

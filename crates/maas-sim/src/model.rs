@@ -411,6 +411,17 @@ pub(crate) struct Machine {
     /// Link whose subnet gateway is the IPv6 default.
     #[serde(default)]
     pub(crate) gateway_link_ipv6: Option<u64>,
+    /// The VM host this machine was composed on (`pod` in MAAS); such a machine is deleted
+    /// when a release finishes.
+    #[serde(default)]
+    pub(crate) vm_host_id: Option<u64>,
+    /// The VM host type (`lxd` or `virsh`) to register this machine as when its deployment
+    /// finishes (`register_vmhost` / `install_kvm` on deploy).
+    #[serde(default)]
+    pub(crate) register_vmhost: Option<String>,
+    /// A released composed machine: removed from MAAS at the next sweep.
+    #[serde(default)]
+    pub(crate) decomposed: bool,
 }
 
 impl Machine {
@@ -521,4 +532,29 @@ impl BootResource {
             None => ("custom".to_owned(), self.name.clone()),
         }
     }
+}
+
+/// A VM host (MAAS 3.x "pod"): an LXD or virsh host machines are composed on.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct VmHost {
+    pub(crate) id: u64,
+    pub(crate) name: String,
+    /// `lxd` or `virsh`.
+    pub(crate) kind: String,
+    pub(crate) power_address: String,
+    pub(crate) zone: String,
+    pub(crate) pool: String,
+    /// The MAAS machine it runs on (deployed with `register_vmhost`), if any.
+    pub(crate) host_system_id: Option<String>,
+    pub(crate) cores: u32,
+    /// MiB.
+    pub(crate) memory: u64,
+    /// Bytes of the (single, `default`) storage pool.
+    pub(crate) local_storage: u64,
+    pub(crate) cpu_over_commit_ratio: f64,
+    pub(crate) memory_over_commit_ratio: f64,
+    pub(crate) tags: BTreeSet<String>,
+    pub(crate) architecture: String,
+    /// Name of its storage pool.
+    pub(crate) storage_pool: String,
 }

@@ -3,9 +3,10 @@
 use serde_json::{Value, json};
 
 use crate::model::{
-    BootResource, DnsResource, Domain, Interface, IpRange, Machine, Pool, Subnet, Tag, Zone,
+    BootResource, DnsResource, Domain, Interface, IpRange, Machine, Pool, Subnet, Tag, VmHost, Zone,
 };
 use crate::netmodel::{self, VlanInfo};
+use crate::vmhosts::overcommitted;
 use crate::world::World;
 
 /// API root path.
@@ -172,7 +173,7 @@ pub(crate) fn machine(world: &World, m: &Machine) -> Value {
         .collect();
     let disks: Vec<Value> = (0..m.disks.len()).map(|i| block_device(m, i)).collect();
     let ips: Vec<String> = m.ip_addresses().iter().map(ToString::to_string).collect();
-    json!({
+    let mut value = json!({
         "system_id": m.system_id,
         "hostname": m.hostname,
         "description": m.description,
@@ -212,8 +213,8 @@ pub(crate) fn machine(world: &World, m: &Machine) -> Value {
         "tag_names": m.tags.iter().collect::<Vec<_>>(),
         "zone": zone_value,
         "pool": pool_value,
-        "pod": null,
-        "parent": null,
+        "pod": pod_ref(world, m),
+        "parent": parent_ref(world, m),
         "node_type": 0,
         "node_type_name": "Machine",
         "boot_disk": disks.first().cloned().unwrap_or(Value::Null),
@@ -239,6 +240,82 @@ pub(crate) fn machine(world: &World, m: &Machine) -> Value {
         "testing_status": 2,
         "testing_status_name": "Passed",
         "resource_uri": format!("{API}machines/{}/", m.system_id),
+    });
+    if !world.vm_hosts_supported {
+        // MAAS 4.0 / [dev] dropped the field with VM hosts.
+        if let Some(fields) = value.as_object_mut() {
+            fields.remove("pod");
+        }
+    }
+    value
+}
+
+/// `pod` of a machine composed on a VM host: `{id, name, resource_uri}`.
+fn pod_ref(world: &World, m: &Machine) -> Value {
+    m.vm_host_id
+        .and_then(|id| world.vm_hosts.iter().find(|h| h.id == id))
+        .map_or(Value::Null, |h| {
+            json!({"id": h.id, "name": h.name, "resource_uri": format!("{API}vm-hosts/{}/", h.id)})
+        })
+}
+
+/// `parent` of a VM composed on a VM host that runs on a MAAS machine: that machine.
+fn parent_ref(world: &World, m: &Machine) -> Value {
+    m.vm_host_id
+        .and_then(|id| world.vm_hosts.iter().find(|h| h.id == id))
+        .and_then(|h| h.host_system_id.as_deref())
+        .map_or(Value::Null, |sid| {
+            json!({"system_id": sid, "resource_uri": format!("{API}machines/{sid}/"), "__incomplete__": true})
+        })
+}
+
+/// A VM host (`/vm-hosts/`): totals, what its machines use, what is left with overcommit.
+pub(crate) fn vm_host(world: &World, h: &VmHost) -> Value {
+    let used = world.vm_host_used(h.id);
+    let total_cores = u64::from(h.cores);
+    let available = json!({
+        "cores": overcommitted(total_cores, h.cpu_over_commit_ratio).saturating_sub(used.cores),
+        "memory": overcommitted(h.memory, h.memory_over_commit_ratio).saturating_sub(used.memory),
+        "local_storage": h.local_storage.saturating_sub(used.local_storage),
+    });
+    let zone_value = world
+        .zones
+        .iter()
+        .find(|z| z.name == h.zone)
+        .map_or(Value::Null, zone);
+    let pool_value = world
+        .pools
+        .iter()
+        .find(|p| p.name == h.pool)
+        .map_or(Value::Null, pool);
+    let host = h.host_system_id.as_deref().map_or(Value::Null, |sid| {
+        json!({"system_id": sid, "resource_uri": format!("{API}machines/{sid}/"), "__incomplete__": true})
+    });
+    let storage_pool = json!({"id": format!("{}-{}", h.id, h.storage_pool), "name": h.storage_pool,
+        "type": "dir", "path": "/var/snap/lxd/common/lxd/storage-pools/default", "total": h.local_storage,
+        "used": used.local_storage, "available": h.local_storage.saturating_sub(used.local_storage),
+        "default": true});
+    json!({
+        "id": h.id,
+        "name": h.name,
+        "type": h.kind,
+        "power_address": h.power_address,
+        "zone": zone_value,
+        "pool": pool_value,
+        "host": host,
+        "total": {"cores": total_cores, "memory": h.memory, "local_storage": h.local_storage},
+        "used": {"cores": used.cores, "memory": used.memory, "local_storage": used.local_storage},
+        "available": available,
+        "cpu_over_commit_ratio": h.cpu_over_commit_ratio,
+        "memory_over_commit_ratio": h.memory_over_commit_ratio,
+        "storage_pools": [storage_pool],
+        "default_storage_pool": format!("{}-{}", h.id, h.storage_pool),
+        "default_macvlan_mode": null,
+        "tags": h.tags.iter().collect::<Vec<_>>(),
+        "architectures": [h.architecture],
+        "version": if h.kind == "lxd" { "5.21.1" } else { "8.0.0" },
+        "capabilities": ["composable", "dynamic_local_storage", "over_commit", "storage_pools"],
+        "resource_uri": format!("{API}vm-hosts/{}/", h.id),
     })
 }
 

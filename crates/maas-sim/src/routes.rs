@@ -67,6 +67,10 @@ pub enum Kind {
     Users,
     /// `/maas/`: the region's configuration (`get_config`, `set_config`).
     Settings,
+    /// `/vm-hosts/` and its older alias `/pods/` (MAAS 3.x; gone in 4.0).
+    VmHosts,
+    /// `/vm-hosts/{id}/` and `/pods/{id}/`.
+    VmHost,
 }
 
 /// A handler of the MAAS API.
@@ -368,7 +372,51 @@ pub const RESOURCES: &[ResourceDef] = &[
         actions: &[get("get_config"), post("set_config")],
         kind: Kind::Settings,
     },
+    ResourceDef {
+        handler: "VmHostsHandler",
+        stat: "vm-hosts",
+        path: "vm-hosts/",
+        params: &[],
+        anon: false,
+        actions: &[READ, CREATE],
+        kind: Kind::VmHosts,
+    },
+    ResourceDef {
+        handler: "VmHostHandler",
+        stat: "vm-host",
+        path: "vm-hosts/{id}/",
+        params: &["id"],
+        anon: false,
+        actions: &[READ, UPDATE, DELETE, post("compose")],
+        kind: Kind::VmHost,
+    },
+    // MAAS 3.x still serves the pre-2.9 names; python-libmaas 0.6.8 only knows these.
+    ResourceDef {
+        handler: "PodsHandler",
+        stat: "pods",
+        path: "pods/",
+        params: &[],
+        anon: false,
+        actions: &[READ, CREATE],
+        kind: Kind::VmHosts,
+    },
+    ResourceDef {
+        handler: "PodHandler",
+        stat: "pod",
+        path: "pods/{id}/",
+        params: &["id"],
+        anon: false,
+        actions: &[READ, UPDATE, DELETE, post("compose")],
+        kind: Kind::VmHost,
+    },
 ];
+
+impl Kind {
+    /// Handlers a MAAS without VM hosts (4.0, [dev]) does not have.
+    pub fn is_vm_host(self) -> bool {
+        matches!(self, Self::VmHosts | Self::VmHost)
+    }
+}
 
 /// A URL matched to a handler, with its template parameters.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -73,7 +73,7 @@ pub(crate) fn matches(c: &Criteria, m: &Machine, world: &World) -> bool {
         && !c.not_statuses.contains(&m.status)
         && any_or_all(&c.simple, |s| s == m.status.simple())
         && !c.not_simple.iter().any(|s| s == m.status.simple())
-        && !c.pod
+        && pod_fits(c, m, world)
         && storage_fits(&c.storage, m)
 }
 
@@ -168,6 +168,19 @@ pub(crate) fn no_match_message(params: &Params, c: &Criteria) -> String {
         submitted.join(", "),
         resolved.join(" ")
     )
+}
+
+/// The `pod`/`pod_type` constraints against the VM host a machine was composed on.
+fn pod_fits(c: &Criteria, m: &Machine, world: &World) -> bool {
+    let host = m
+        .vm_host_id
+        .and_then(|id| world.vm_hosts.iter().find(|h| h.id == id));
+    let name = host.map(|h| h.name.as_str());
+    let kind = host.map(|h| h.kind.as_str());
+    (c.pods.is_empty() || c.pods.iter().any(|p| Some(p.as_str()) == name))
+        && !c.not_pods.iter().any(|p| Some(p.as_str()) == name)
+        && (c.pod_types.is_empty() || c.pod_types.iter().any(|p| Some(p.as_str()) == kind))
+        && !c.not_pod_types.iter().any(|p| Some(p.as_str()) == kind)
 }
 
 #[cfg(test)]

@@ -88,6 +88,7 @@ impl Simulator {
         .map_or_else(|| inventory::build_world(&cfg), Ok)?;
         world.timings = cfg.timings;
         world.seed = cfg.seed;
+        world.vm_hosts_supported = cfg.vm_hosts;
         // The statuses the machines start with are the baseline of their histories.
         world.note_statuses();
         let acceptor = cfg.tls.as_ref().map(tls_acceptor).transpose()?;

@@ -15,10 +15,11 @@ use crate::config::Timings;
 use crate::faults::{EffectCounts, FaultConfig};
 use crate::model::{
     BootResource, DnsResource, Domain, IpRange, LinkMode, Machine, Outcome, PendingKind, Pool,
-    PowerState, ReleaseResult, Subnet, Tag, Vlan, Zone,
+    PowerState, ReleaseResult, Subnet, Tag, Vlan, VmHost, Zone,
 };
 use crate::settings::Settings;
 use crate::status::NodeStatus;
+use crate::vmhosts::VmHostEvent;
 
 /// Monotonic simulator clock (milliseconds since start).
 #[derive(Debug, Clone, Copy)]
@@ -87,6 +88,16 @@ pub(crate) struct World {
     #[serde(default)]
     pub(crate) ip_ranges: Vec<IpRange>,
     pub(crate) boot_resources: Vec<BootResource>,
+    /// VM hosts (MAAS 3.x pods).
+    #[serde(default)]
+    pub(crate) vm_hosts: Vec<VmHost>,
+    /// Whether this MAAS has VM hosts (3.x) or not (4.0 / [dev]); from the configuration.
+    #[serde(skip)]
+    pub(crate) vm_hosts_supported: bool,
+    /// What happened to VM hosts (registered, composed, updated, deleted), oldest first
+    /// (simulator bookkeeping, in memory only).
+    #[serde(skip)]
+    pub(crate) vm_host_events: Vec<VmHostEvent>,
     pub(crate) next_id: u64,
     pub(crate) timings: Timings,
     /// Seed of the configuration: the hardware spread, and the spread of deployment times.
@@ -141,6 +152,7 @@ impl World {
         for machine in &mut self.machines {
             changed |= advance_machine(machine, now);
         }
+        changed |= self.settle_vm_hosts();
         if changed {
             self.dirty = true;
         }
@@ -364,6 +376,10 @@ pub(crate) fn settle_release(machine: &mut Machine, result: ReleaseResult) {
     {
         record.result = result;
     }
+    // MAAS deletes a machine composed on a VM host when its release finishes.
+    if result == ReleaseResult::Released && machine.vm_host_id.is_some() {
+        machine.decomposed = true;
+    }
 }
 
 /// The end of a release: Ready, unowned, OS and workload annotations cleared, auto IPs freed.
@@ -381,6 +397,7 @@ pub(crate) fn finalize_release(machine: &mut Machine) {
     machine.ephemeral_deploy = false;
     machine.enable_hw_sync = false;
     machine.locked = false;
+    machine.register_vmhost = None;
     machine.pending = None;
     machine.pending_power = None;
     if machine.power_state != PowerState::Error {

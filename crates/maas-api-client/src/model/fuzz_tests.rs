@@ -133,6 +133,9 @@ fn decode_all(bytes: &[u8]) {
     decode_one_and_list::<DnsResource>(bytes);
     let _ = decode::<DnsIpAddress>("t", bytes);
     let _ = decode::<ResourceRecord>("t", bytes);
+    // VM hosts.
+    decode_one_and_list::<VmHost>(bytes);
+    let _ = decode::<ComposedMachine>("t", bytes);
     // Status values.
     let _ = decode::<MachineStatus>("t", bytes);
     let _ = decode::<PowerState>("t", bytes);
@@ -145,6 +148,12 @@ fn decode_all(bytes: &[u8]) {
     let _ = crate::error::error_from_response(
         crate::error::ErrorContext::Other,
         http::StatusCode::BAD_REQUEST,
+        &http::HeaderMap::new(),
+        bytes,
+    );
+    let _ = crate::error::error_from_response(
+        crate::error::ErrorContext::Compose,
+        http::StatusCode::SERVICE_UNAVAILABLE,
         &http::HeaderMap::new(),
         bytes,
     );

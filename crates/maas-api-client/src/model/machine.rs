@@ -6,8 +6,8 @@ use std::net::IpAddr;
 use serde::{Deserialize, Serialize};
 
 use super::{
-    Domain, Interface, MachineStatus, PowerState, ResourcePool, Zone, ip_list, null_default,
-    optional_ip,
+    Domain, Interface, MachineStatus, NodeRef, PodRef, PowerState, ResourcePool, Zone, ip_list,
+    null_default, optional_ip,
 };
 
 /// A MAAS machine. Only the fields a provider needs are typed; the heavy storage trees are
@@ -115,6 +115,12 @@ pub struct Machine {
     /// The links whose subnet gateways are the machine's default gateways.
     #[serde(default, deserialize_with = "null_default")]
     pub default_gateways: DefaultGateways,
+    /// The VM host the machine was composed on (MAAS 3.x; absent in 4.0).
+    #[serde(default)]
+    pub pod: Option<PodRef>,
+    /// The machine an LXD VM runs on.
+    #[serde(default)]
+    pub parent: Option<NodeRef>,
     /// API path, `/MAAS/api/2.0/machines/<system_id>/`.
     #[serde(default, deserialize_with = "null_default")]
     pub resource_uri: String,
@@ -138,6 +144,12 @@ impl Machine {
     /// Pool name, or `""`.
     pub fn pool_name(&self) -> &str {
         self.pool.as_ref().map_or("", |p| p.name.as_str())
+    }
+
+    /// Id of the VM host the machine was composed on (MAAS deletes such a machine when it is
+    /// released).
+    pub fn vm_host_id(&self) -> Option<i64> {
+        self.pod.as_ref().map(|p| p.id)
     }
 }
 

@@ -21,6 +21,7 @@ mod list;
 mod machine;
 mod network;
 mod status;
+mod vm_host;
 
 pub use dns::{DnsIpAddress, DnsResource, Domain, ResourceRecord};
 pub use inventory::{BootResource, CurrentUser, ResourcePool, Tag, TagUpdateResult, Version, Zone};
@@ -28,6 +29,7 @@ pub use list::{MAX_SKIP_ERROR, MAX_SKIPPED_SYSTEM_ID, MachineList, SkippedMachin
 pub use machine::{DefaultGateway, DefaultGateways, Machine, PowerStateReport};
 pub use network::{Interface, InterfaceParams, IpRange, IpRangeType, Link, LinkMode, Subnet, Vlan};
 pub use status::{MachineStatus, PowerState};
+pub use vm_host::{ComposedMachine, NodeRef, PodRef, VmHost, VmHostResources, VmHostStoragePool};
 
 use serde::{Deserialize, Deserializer};
 

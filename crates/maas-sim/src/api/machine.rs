@@ -17,6 +17,10 @@ pub(super) fn dispatch(action: &str, call: &mut Call<'_>) -> Result<Reply, ApiEr
         "delete" => {
             call.require_admin()?;
             let index = machine_ops::find(call)?;
+            // Its VM host goes with it; machines composed on it stay (inferred).
+            if let Some(host) = call.world.hosted_vm_host(call.arg(0)) {
+                call.world.delete_vm_host(host, false);
+            }
             call.world.machines.remove(index);
             call.world.dirty = true;
             Ok(Reply::Empty(StatusCode::NO_CONTENT))

@@ -221,6 +221,7 @@ pub(super) fn deploy(call: &mut Call<'_>) -> Result<Reply, ApiError> {
             "Deploying a machine as a rackd has been disabled. Please install rackd manually.",
         ));
     }
+    let vm_host_kind = vm_host_registration(call)?;
     // Validate everything first: a failed deploy rolls back its implicit allocation too.
     // In MAAS's order: the allocation options (`get_allocation_options`), then the implicit
     // allocation of a Ready machine (owner check, `agent_name` checked as it saves), then the
@@ -278,7 +279,66 @@ pub(super) fn deploy(call: &mut Call<'_>) -> Result<Reply, ApiError> {
     start_deploy(
         call.world, index, osystem, series, hwe_kernel, user_data, ephemeral, hw_sync,
     );
+    call.world.machines[index].register_vmhost = vm_host_kind;
     Ok(machine_reply(call.world, index))
+}
+
+/// The VM host a deploy asks to become: `register_vmhost=true` an LXD one, `install_kvm=true`
+/// a virsh one (MAAS 3.x: admins only, not with `ephemeral_deploy`). A MAAS without VM hosts
+/// refuses either parameter, whatever its value.
+fn vm_host_registration(call: &Call<'_>) -> Result<Option<String>, ApiError> {
+    let asked = ["register_vmhost", "install_kvm"]
+        .iter()
+        .any(|key| call.params.contains(key));
+    if !asked {
+        return Ok(None);
+    }
+    if !call.world.vm_hosts_supported {
+        return Err(ApiError::bad_request(
+            "Support for install_kvm allocation parameter has been removed.",
+        ));
+    }
+    let kind = if call.params.bool("register_vmhost")? {
+        "lxd"
+    } else if call.params.bool("install_kvm")? {
+        "virsh"
+    } else {
+        return Ok(None);
+    };
+    if !call.caller.is_admin {
+        return Err(ApiError::forbidden_empty());
+    }
+    if call.params.bool("ephemeral_deploy")? {
+        return Err(ApiError::bad_request(
+            "A machine can not be a VM host if it is deployed to memory.",
+        ));
+    }
+    Ok(Some(kind.to_owned()))
+}
+
+/// Releasing the machine a VM host runs on tears the VM host down: refused while machines are
+/// composed on it unless `force` (then they are deleted with it). Inferred from the `force`
+/// documentation; see docs/maas-sim.md.
+pub(crate) fn release_vm_host(
+    world: &mut World,
+    index: usize,
+    force: bool,
+) -> Result<(), ApiError> {
+    let system_id = world.machines[index].system_id.clone();
+    let Some(host) = world.hosted_vm_host(&system_id) else {
+        world.machines[index].register_vmhost = None;
+        return Ok(());
+    };
+    let id = world.vm_hosts[host].id;
+    let vms = world.vm_host_machines(id).count();
+    if vms > 0 && !force {
+        return Err(ApiError::bad_request(format!(
+            "Machine {} is a VM host with {vms} machine(s) composed on it; release it with force=true to delete them.",
+            world.machines[index].hostname
+        )));
+    }
+    world.delete_vm_host(host, true);
+    Ok(())
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -364,6 +424,9 @@ pub(super) fn release(call: &mut Call<'_>) -> Result<Reply, ApiError> {
         force: call.params.bool("force")?,
     };
     let comment = call.params.get("comment").unwrap_or_default().to_owned();
+    release_vm_host(call.world, index, flags.force)?;
+    // Deleting the VM host's machines shifted the indexes.
+    let index = find(call)?;
     start_release(call.world, index, flags, &comment);
     Ok(machine_reply(call.world, index))
 }
@@ -390,6 +453,7 @@ pub(super) fn abort(call: &mut Call<'_>) -> Result<Reply, ApiError> {
     }
     m.pending = None;
     m.pending_power = None;
+    m.register_vmhost = None;
     m.status = match m.status {
         NodeStatus::Deploying => {
             m.power_state = PowerState::Off;

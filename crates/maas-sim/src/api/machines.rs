@@ -108,8 +108,24 @@ fn bulk_release(call: &mut Call<'_>) -> Result<Reply, ApiError> {
             bad_state.join(", ")
         )));
     }
+    // A VM host with machines composed on it needs `force`, which bulk release has not.
+    for index in &indexes {
+        let m = &call.world.machines[*index];
+        if let Some(host) = call.world.hosted_vm_host(&m.system_id) {
+            let id = call.world.vm_hosts[host].id;
+            let vms = call.world.vm_host_machines(id).count();
+            if vms > 0 {
+                return Err(ApiError::bad_request(format!(
+                    "Machine {} is a VM host with {vms} machine(s) composed on it; release it with force=true to delete them.",
+                    m.hostname
+                )));
+            }
+        }
+    }
     let comment = call.params.get("comment").unwrap_or_default().to_owned();
     for index in indexes {
+        // No machines are composed on it (checked above): only the VM host goes.
+        machine_ops::release_vm_host(call.world, index, false)?;
         machine_ops::start_release(
             call.world,
             index,

@@ -14,6 +14,7 @@ mod network;
 mod objects;
 mod settings;
 mod tags;
+mod vm_hosts;
 
 use http::StatusCode;
 use serde_json::Value;
@@ -84,6 +85,7 @@ pub(crate) fn dispatch(kind: Kind, action: &str, call: &mut Call<'_>) -> Result<
         }
         Kind::IpRanges | Kind::IpRange => ipranges::dispatch(kind, action, call),
         Kind::Settings => settings::dispatch(action, call),
+        Kind::VmHosts | Kind::VmHost => vm_hosts::dispatch(kind, action, call),
         _ => objects::dispatch(kind, action, call),
     }
 }
