@@ -13,7 +13,7 @@ use crate::history::StatusChange;
 use crate::model::{Machine, PowerState, ReleaseRecord, VmHost};
 use crate::shared::Shared;
 use crate::status::NodeStatus;
-use crate::vmhosts::VmHostEvent;
+use crate::vmhost_events::VmHostEvent;
 use crate::world::World;
 
 /// A snapshot of one machine, for assertions.

@@ -39,6 +39,7 @@ mod server;
 mod settings;
 mod shared;
 mod status;
+mod vmhost_events;
 mod vmhosts;
 mod world;
 
@@ -53,4 +54,4 @@ pub use model::{PowerState, ReleaseRecord, ReleaseResult};
 pub use netsetup::{GatewayView, InterfaceView, IpRangeView, LinkView, NicSpec, SubnetSpec};
 pub use server::{RunningSim, Simulator};
 pub use status::NodeStatus;
-pub use vmhosts::{VmHostEvent, VmHostEventKind};
+pub use vmhost_events::{VmHostEvent, VmHostEventKind};

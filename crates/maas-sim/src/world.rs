@@ -19,7 +19,7 @@ use crate::model::{
 };
 use crate::settings::Settings;
 use crate::status::NodeStatus;
-use crate::vmhosts::VmHostEvent;
+use crate::vmhost_events::VmHostEvent;
 
 /// Monotonic simulator clock (milliseconds since start).
 #[derive(Debug, Clone, Copy)]

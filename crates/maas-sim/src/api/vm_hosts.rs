@@ -11,7 +11,8 @@ use crate::error::ApiError;
 use crate::model::VmHost;
 use crate::render::{self, API};
 use crate::routes::Kind;
-use crate::vmhosts::{ComposeSpec, VmHostEventKind, overcommitted};
+use crate::vmhost_events::VmHostEventKind;
+use crate::vmhosts::{ComposeSpec, overcommitted};
 
 /// Resources of a VM host registered through the API: the simulator cannot ask an LXD
 /// server, so every such host has these (inferred; a test that needs others pre-creates
