@@ -48,6 +48,8 @@ pub struct ClusterSpec {
     pub control_plane_addresses: bool,
     /// `spec.dnsRecord.publishedAddressSubnets` of the MaasCluster; empty: not set.
     pub dns_published_subnets: Vec<String>,
+    /// `spec.lxdConfig.enabled` on the MaasCluster: every server is deployed as an LXD VM host.
+    pub lxd_hosts: bool,
     /// A MachineHealthCheck over the workers that remediates through a MaasRemediationTemplate
     /// (the remediation-controller's work); none: no health check.
     pub worker_remediation: Option<WorkerRemediation>,
@@ -131,6 +133,7 @@ impl ClusterSpec {
             ipv6_addresses: None,
             control_plane_addresses: false,
             dns_published_subnets: Vec::new(),
+            lxd_hosts: false,
             worker_remediation: None,
         }
     }
@@ -239,6 +242,10 @@ impl ClusterSpec {
         let mut spec = json!({"dnsDomain": self.dns_domain, "failureDomains": self.zones});
         if !self.dns_published_subnets.is_empty() {
             spec["dnsRecord"] = json!({"publishedAddressSubnets": self.dns_published_subnets});
+        }
+        if self.lxd_hosts {
+            spec["lxdConfig"] =
+                json!({"enabled": true, "storageBackend": "zfs", "storageSize": "50"});
         }
         spec
     }

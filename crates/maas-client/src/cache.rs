@@ -49,6 +49,8 @@ pub enum Lookup {
 #[derive(Debug, Clone, Default)]
 pub struct MachineCache {
     state: Arc<Mutex<State>>,
+    /// The VM hosts of the latest listing, beside the machines ([`crate::vm_hosts`]).
+    pub vm_hosts: crate::vm_hosts::VmHostCache,
 }
 
 impl MachineCache {
@@ -165,6 +167,16 @@ impl MachineCache {
     /// Whether inventory `key` has been synced since start.
     pub fn is_synced(&self, key: &str) -> bool {
         self.lock().synced_inventories.contains(key)
+    }
+
+    /// System ids of the cached machines composed on VM host `vm_host_id` (MAAS's `pod`).
+    pub fn composed_on(&self, vm_host_id: i64) -> Vec<String> {
+        self.lock()
+            .machines
+            .values()
+            .filter(|e| e.machine.vm_host_id() == Some(vm_host_id))
+            .map(|e| e.machine.system_id.clone())
+            .collect()
     }
 
     /// Number of cached machines.

@@ -39,6 +39,16 @@ pub enum Error {
         /// The machine.
         system_id: String,
     },
+    /// A deployment asking for a VM host (`spec.provisioning.registerVMHost`) that MAAS
+    /// cannot serve: no VM hosts in this MAAS, or a key without admin rights
+    /// ([`crate::host::vm_host`]). Reported on the host, retried only much later.
+    #[error("{message}")]
+    VmHostRefused {
+        /// The `Provisioned` condition reason.
+        reason: &'static str,
+        /// What to tell people.
+        message: String,
+    },
     /// MAAS still shows static links the gateway unlinked (read again right after).
     #[error(
         "MAAS machine {system_id} still has {count} static link(s) after unlinking them: {detail}"
@@ -92,6 +102,7 @@ impl ControllerError for Error {
     fn domain_requeue(&self) -> Requeue {
         match self {
             Self::InvalidSpec(_)
+            | Self::VmHostRefused { .. }
             | Self::Maas {
                 source: MaasError::BadRequest { .. },
                 ..
@@ -134,6 +145,9 @@ mod tests {
             fields: std::collections::BTreeMap::default(),
             message: "bad series".into(),
         });
+        assert_eq!(e.requeue(), Requeue::InvalidSpec);
+        let e = crate::host::vm_host::unsupported("gone");
+        assert_eq!(e.category(), "vm_host_refused");
         assert_eq!(e.requeue(), Requeue::InvalidSpec);
     }
 

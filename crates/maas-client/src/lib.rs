@@ -33,6 +33,7 @@ pub mod mapping;
 pub mod metrics_hosts;
 pub mod ownership;
 pub mod sweeper;
+pub mod vm_hosts;
 
 use std::sync::Arc;
 

@@ -41,6 +41,7 @@ mod metrics;
 mod network;
 mod queue;
 mod span;
+mod vm_hosts;
 
 use std::collections::BTreeMap;
 use std::future::Future;

@@ -66,6 +66,7 @@ pub async fn reconcile(host: Arc<MaasHost>, gw: Arc<Gateway>) -> Result<Action> 
         allocation,
         unlisted_from,
         refusal: None,
+        refusal_reason: None,
         announced: false,
         allocation_unwritten: false,
         allocated_note: None,
@@ -175,6 +176,20 @@ async fn execute_steps(run: &mut Run<'_>) -> Result<Outcome> {
                     run.refusal = Some(message.clone());
                     run.write_status(Wait::InvalidSpec).await?;
                     return Err(Error::InvalidSpec(message));
+                }
+                Err(Error::VmHostRefused { reason, message }) => {
+                    // Permanent, nothing changed in MAAS: reported once (condition and Event),
+                    // then not sent again while the report stands (`vm_host::remembered`).
+                    run.gw.in_flight.forget(&run.system_id);
+                    let new = !super::vm_host::reported(run.host, reason, &message);
+                    run.refusal = Some(message.clone());
+                    run.refusal_reason = Some(reason);
+                    run.write_status(Wait::InvalidSpec).await?;
+                    if new {
+                        warn!(system_id = %run.system_id, reason, %message, "deployment refused");
+                        run.gw.base.events.warning(run.host, reason, &message).await;
+                    }
+                    return Err(Error::VmHostRefused { reason, message });
                 }
                 Err(e) => {
                     run.gw.cache.mark_stale(&run.system_id);

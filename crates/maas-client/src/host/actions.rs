@@ -332,6 +332,10 @@ impl Run<'_> {
         if self.machine.as_ref().map(|m| m.status) != Some(MachineStatus::Allocated) {
             return Ok(());
         }
+        let register_vmhost = provisioning.register_vm_host == Some(true);
+        if register_vmhost {
+            super::vm_host::not_refused(&self.gw.cache, self.host)?;
+        }
         if let Some(reference) = &provisioning.network_data_secret_ref {
             self.apply_network_data(reference).await?;
         } else {
@@ -343,6 +347,8 @@ impl Run<'_> {
             hwe_kernel: provisioning.hwe_kernel.clone(),
             user_data,
             ephemeral_deploy: provisioning.deploy_in_memory.then_some(true),
+            // MAAS installs LXD and registers the machine as a VM host itself: the key stays here.
+            register_vmhost,
             comment: Some(self.comment("deploy")),
             // Should the machine have been released behind our back, MAAS allocates it again
             // with the deploy: marked as ours, so it is adopted or swept, never anonymous.
@@ -354,7 +360,7 @@ impl Run<'_> {
             .maas
             .deploy(&self.system_id, &request)
             .await
-            .map_err(Error::maas("deploy"))?;
+            .map_err(|e| super::vm_host::deploy_error(&self.gw.cache, e, register_vmhost))?;
         let note = match self.allocated_note.take() {
             Some(allocated) => format!("{allocated}, deploying {}", provisioning.image),
             None => format!("deploying {}", provisioning.image),

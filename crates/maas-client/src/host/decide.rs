@@ -91,6 +91,10 @@ pub struct HostFacts {
     /// A deployed machine found powered off is powered on again (`spec.provisioning.keepPoweredOn`
     /// absent or `true`).
     pub keep_powered_on: bool,
+    /// The machine is an LXD VM host and these machines (system ids) are composed on it: MAAS
+    /// releases a VM host only with `force`, which deletes them, so a release waits until they
+    /// are gone ([`Wait::VmHostInUse`]).
+    pub vm_host_guests: Vec<String>,
 }
 
 impl HostFacts {
@@ -137,6 +141,9 @@ pub enum Wait {
     /// The request cannot be carried out as written (network data MAAS cannot apply, a missing
     /// Secret key...); the message is in the `Provisioned` condition.
     InvalidSpec,
+    /// A release is due but the machine is a VM host with machines composed on it: nothing
+    /// running there is deleted unannounced; the release waits until they are gone.
+    VmHostInUse,
 }
 
 /// The next thing to do.
@@ -243,12 +250,27 @@ pub fn next_step(host: &HostFacts, machine: Option<&Machine>) -> Step {
     if ours && host.reboot != RebootState::Idle && machine.status == MachineStatus::Deployed {
         return reboot_step(host, machine);
     }
-    if host.wants_deploy() && !host.allocated_for_other_consumer {
+    let step = if host.wants_deploy() && !host.allocated_for_other_consumer {
         deploy_path(host, machine, ours)
     } else {
         release_path(host, machine, ours)
+    };
+    hold_release_of_used_vm_host(host, step)
+}
+
+/// A release of a VM host that runs composed machines waits (looking again every
+/// [`VM_HOST_IN_USE_POLL`]): releasing it would need `force`, and MAAS would delete them.
+fn hold_release_of_used_vm_host(host: &HostFacts, step: Step) -> Step {
+    if step == Step::Release && !host.vm_host_guests.is_empty() {
+        wait(Wait::VmHostInUse, Some(VM_HOST_IN_USE_POLL))
+    } else {
+        step
     }
 }
+
+/// How often a release held by composed machines looks again (the inventory sync refreshes
+/// the VM host's machines anyway).
+pub const VM_HOST_IN_USE_POLL: Duration = Duration::from_secs(30);
 
 fn deploy_path(host: &HostFacts, machine: &Machine, ours: bool) -> Step {
     match machine.status {

@@ -43,6 +43,7 @@ fn wanting() -> HostFacts {
         finalizer: false,
         static_addresses: None,
         keep_powered_on: true,
+        vm_host_guests: Vec::new(),
     }
 }
 
@@ -321,6 +322,30 @@ fn an_allocation_this_host_did_not_make_waits_unclaimed_for_its_machine() {
         ..wanting()
     };
     assert_eq!(next_step(&let_go, Some(&deployed)), Step::Release);
+}
+
+#[test]
+fn a_vm_host_running_composed_machines_is_released_only_once_they_are_gone() {
+    let mut host = wanting();
+    host.provisioning = false;
+    host.vm_host_guests = vec!["vm1".into()];
+    let m = ours(machine(MachineStatus::Deployed, PowerState::On), &host);
+    let step = next_step(&host, Some(&m));
+    assert!(is_wait(&step, Wait::VmHostInUse), "{step:?}");
+    assert_eq!(
+        step,
+        Step::Wait {
+            why: Wait::VmHostInUse,
+            poll: Some(VM_HOST_IN_USE_POLL)
+        },
+        "looked at again, not only on a change"
+    );
+    // Deployed as asked: the guests change nothing.
+    host.provisioning = true;
+    assert!(is_wait(&next_step(&host, Some(&m)), Wait::Deployed));
+    host.provisioning = false;
+    host.vm_host_guests.clear();
+    assert_eq!(next_step(&host, Some(&m)), Step::Release);
 }
 
 #[test]

@@ -115,6 +115,7 @@ mod tests {
             finalizer: false,
             static_addresses: None,
             keep_powered_on: true,
+            vm_host_guests: Vec::new(),
         }
     }
 

@@ -19,4 +19,5 @@ mod static_links;
 pub mod status;
 mod takeover;
 pub mod user_data;
+pub mod vm_host;
 pub mod watch;

@@ -40,6 +40,8 @@ pub(super) struct Run<'a> {
     /// Why the request cannot be carried out, reported with [`Wait::InvalidSpec`], or why the
     /// machine is not this host's, reported with [`Wait::HeldByOther`].
     pub(super) refusal: Option<String>,
+    /// The `Provisioned` reason of `refusal` when it is not `InvalidSpec` (a VM host refusal).
+    pub(super) refusal_reason: Option<&'static str>,
     /// An operation of this reconcile announced itself with an Event (`Allocated`,
     /// `DeployStarted`, `Released`): the state change it causes needs no second one.
     pub(super) announced: bool,
@@ -127,6 +129,8 @@ impl Run<'_> {
                 && held_by_us(&self.facts, m)
         });
         let previous = self.host.status.as_ref();
+        let (vm_host, vm_host_id) =
+            super::vm_host::status_fields(&self.gw.cache, machine, previous);
         let input = StatusInput {
             previous,
             machine,
@@ -140,6 +144,9 @@ impl Run<'_> {
             refusal: self.refusal.as_deref(),
             release_cleanup_pending: self.facts.static_addresses.is_some()
                 || self.facts.original_hostname.is_some(),
+            refusal_reason: self.refusal_reason,
+            vm_host,
+            vm_host_id,
         };
         let now = now();
         let status = build_status(&input, &now);

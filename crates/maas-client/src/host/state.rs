@@ -71,6 +71,9 @@ pub(super) async fn observe(host: &MaasHost, gw: &Gateway) -> Result<Observed> {
             unix_now(),
         )
     };
+    if let Some(m) = machine.as_deref() {
+        facts.vm_host_guests = super::vm_host::guests(&gw.cache, m, host.status.as_ref());
+    }
     if let Some(m) = machine
         .as_deref()
         .filter(|m| identity_lookup_needed(&facts, m))
@@ -163,6 +166,8 @@ pub fn host_facts(
         max_deploy_retries: max_retries,
         hostname: provisioning.and_then(|p| p.hostname.clone()),
         keep_powered_on: provisioning.is_some_and(|p| p.keep_powered_on != Some(false)),
+        // Filled from the gateway's cache by the observation.
+        vm_host_guests: Vec::new(),
         original_hostname: annotations.get(ann::ORIGINAL_HOSTNAME).cloned(),
         unclaimed_for: unclaimed_for(host, now_unix),
         release_unclaimed_after: None,

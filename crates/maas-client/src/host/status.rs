@@ -4,6 +4,7 @@
 
 use capmaas_api::conditions::{self as cond, reasons};
 use capmaas_api::host::{HostAllocation, MaasHostStatus, ProvisioningState};
+use capmaas_api::lxd::HostVmHost;
 use capmaas_runtime::conditions::{ConditionStatus, NewCondition, set_condition, summarize_ready};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use maas_api_client::Machine;
@@ -47,11 +48,32 @@ pub struct StatusInput<'a> {
     /// What a release leaves to undo is not undone yet: static addresses the gateway linked
     /// are still recorded as on the machine, or its original hostname is not back.
     pub release_cleanup_pending: bool,
+    /// The `Provisioned` reason of a refusal ([`Wait::InvalidSpec`]) other than
+    /// [`REASON_INVALID_SPEC`], e.g. [`super::vm_host::REASON_VM_HOSTS_UNSUPPORTED`].
+    pub refusal_reason: Option<&'a str>,
+    /// `status.vmHost`: the VM host the machine is ([`super::vm_host::status_fields`]).
+    pub vm_host: Option<HostVmHost>,
+    /// `status.vmHostId`: the VM host the machine was composed on.
+    pub vm_host_id: Option<i64>,
 }
 
 /// `Provisioned` reason of a host whose machine is allocated to this installation but claimed
 /// by no consumer here.
 pub const REASON_UNCLAIMED: &str = "Unclaimed";
+
+/// `Provisioned` reason of a VM host whose release waits for the machines composed on it.
+pub const REASON_VM_HOST_IN_USE: &str = "VMHostInUse";
+
+fn vm_host_in_use(vm_host: Option<&HostVmHost>) -> String {
+    let guests = vm_host
+        .and_then(|v| v.machines.as_deref())
+        .unwrap_or_default()
+        .join(", ");
+    format!(
+        "release waits: this server is an LXD VM host running composed machines ({guests}); MAAS \
+         would delete them with a forced release, so it is released once they are gone"
+    )
+}
 
 fn provisioned_condition(input: &StatusInput<'_>, state: ProvisioningState) -> NewCondition {
     use ConditionStatus::{False, True, Unknown};
@@ -74,7 +96,7 @@ fn provisioned_condition(input: &StatusInput<'_>, state: ProvisioningState) -> N
         ),
         (Wait::InvalidSpec, _) => (
             False,
-            REASON_INVALID_SPEC,
+            input.refusal_reason.unwrap_or(REASON_INVALID_SPEC),
             input.refusal.unwrap_or_default().to_owned(),
         ),
         (Wait::Broken, _) => (False, "MachineBroken", machine_error(input.machine)),
@@ -97,6 +119,11 @@ fn provisioned_condition(input: &StatusInput<'_>, state: ProvisioningState) -> N
              it is until its MaasMachine claims it again by system id and asks for its \
              deployment"
                 .into(),
+        ),
+        (Wait::VmHostInUse, _) => (
+            False,
+            REASON_VM_HOST_IN_USE,
+            vm_host_in_use(input.vm_host.as_ref()),
         ),
         (Wait::PowerUnknown, _) => (
             Unknown,
@@ -160,6 +187,10 @@ pub fn build_status(input: &StatusInput<'_>, now: &Time) -> MaasHostStatus {
             ..strip_times(previous.clone())
         },
     };
+    if input.machine.is_some() {
+        status.vm_host.clone_from(&input.vm_host);
+        status.vm_host_id = input.vm_host_id;
+    }
     status.provisioning_state = Some(state);
     status.allocation = input.allocation.clone().filter(|_| input.ours);
     status.observed_generation = input.generation;
@@ -368,6 +399,9 @@ mod tests {
             generation: Some(3),
             unlisted_from: None,
             refusal: None,
+            refusal_reason: None,
+            vm_host: None,
+            vm_host_id: None,
             release_cleanup_pending: false,
         }
     }

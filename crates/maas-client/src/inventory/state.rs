@@ -1,5 +1,6 @@
 //! What one sync of a MaasInventory starts from ([`observe`]): the one filtered MAAS list, the
-//! machines it changed in the cache, and the inventory's hosts as the plan sees them.
+//! machines it changed in the cache, and the inventory's hosts as the plan sees them; and, only
+//! when VM hosts can matter, the one VM host listing ([`super::vm_hosts`]).
 
 use std::collections::BTreeSet;
 use std::time::Instant;
@@ -31,7 +32,8 @@ pub(super) struct Observed {
 }
 
 /// Lists the inventory's machines (one filtered call), fills the machine cache with them and
-/// reads the inventory's hosts from the reflector.
+/// reads the inventory's hosts from the reflector; lists the VM hosts (one call) when some host
+/// asks for or shows one, or a listed machine was composed on one.
 pub(super) async fn observe(
     inventory: &MaasInventory,
     gw: &Gateway,
@@ -58,11 +60,14 @@ pub(super) async fn observe(
         .map_err(Error::maas("list machines"))?;
     let undecoded = Undecoded::from_skipped(&listing.skipped);
     let skipped = skipped_message(&listing.skipped);
-    let hosts: Vec<ExistingHost> = gw
-        .hosts_of(&namespace, &name)
-        .iter()
-        .map(|h| existing(h))
-        .collect();
+    let objects = gw.hosts_of(&namespace, &name);
+    let hosts: Vec<ExistingHost> = objects.iter().map(|h| existing(h)).collect();
+    // Decided before the machines move into the cache.
+    let list_vm_hosts = crate::vm_hosts::listing_wanted(
+        objects.iter().map(AsRef::as_ref),
+        &listing.machines,
+        &gw.cache.vm_hosts,
+    );
     // The plan needs of each machine its system id, status and labels only: taken before the
     // machines move into the cache, so thousands of them are never held twice.
     let listed: Vec<Listed> = listing
@@ -73,14 +78,21 @@ pub(super) async fn observe(
     let skipped_count = listing.skipped.len();
     // The cache holds what decoded: a host whose machine did not is unlisted there, so the host
     // controller reads that machine directly (and reports the decode error on the host).
-    let changed = gw.cache.sync_inventory(key, listing.machines, sent);
+    let changed: BTreeSet<String> = gw
+        .cache
+        .sync_inventory(key, listing.machines, sent)
+        .into_iter()
+        .collect();
+    if list_vm_hosts {
+        super::vm_hosts::sync(gw, key, &changed).await;
+    }
     Ok(Observed {
         listed,
         undecoded,
         skipped,
         skipped_count,
         hosts,
-        changed: changed.into_iter().collect(),
+        changed,
         sent,
     })
 }

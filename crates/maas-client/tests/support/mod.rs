@@ -325,7 +325,7 @@ async fn request_deploy_with(
     .await;
 }
 
-async fn request_deploy_adjusted(
+pub async fn request_deploy_adjusted(
     client: &kube::Client,
     namespace: &str,
     host: &str,
