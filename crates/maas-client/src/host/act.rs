@@ -44,7 +44,7 @@ pub async fn reconcile(host: Arc<MaasHost>, gw: Arc<Gateway>) -> Result<Action> 
         machine,
         unlisted_from,
     } = match observe(host, gw).await? {
-        Observed::Managed(state) => state,
+        Observed::Managed(state) => *state,
         Observed::NotSynced => return Ok(Action::requeue(CACHE_WAIT)),
         Observed::Unmanaged(why) => {
             write_unmanaged(host, gw, &why).await?;

@@ -33,7 +33,7 @@ pub(super) enum Observed {
     /// The host's inventory has not been listed yet: nothing is known of its machine.
     NotSynced,
     /// A managed host.
-    Managed(State),
+    Managed(Box<State>),
 }
 
 /// A managed host before its first step.
@@ -98,11 +98,11 @@ pub(super) async fn observe(host: &MaasHost, gw: &Gateway) -> Result<Observed> {
             facts.recorded_release = found.release.or(facts.recorded_release);
         }
     }
-    Ok(Observed::Managed(State {
+    Ok(Observed::Managed(Box::new(State {
         facts,
         machine,
         unlisted_from,
-    }))
+    })))
 }
 
 /// The allocation `host` records as made by `installation` (by this MaasHost object), in this
