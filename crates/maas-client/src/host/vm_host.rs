@@ -48,14 +48,25 @@ pub fn status_fields(
 }
 
 /// The machines composed on the VM host that `machine` is: from the gateway's cache, or what
-/// the host last reported while the cache has not listed VM hosts yet (a restart).
+/// the host last reported while the cache has not listed VM hosts yet (a restart). VMs MAAS
+/// counts on the VM host (its `used` resources) that no inventory lists count too, described
+/// by what they use, since the release must wait for them as well.
 pub fn guests(
     cache: &MachineCache,
     machine: &Machine,
     previous: Option<&MaasHostStatus>,
 ) -> Vec<String> {
     match cache.vm_hosts.on_machine(&machine.system_id) {
-        Some(Some(host)) => cache.composed_on(host.id),
+        Some(Some(host)) => {
+            let mut seen = cache.composed_on(host.id);
+            if seen.is_empty() && (host.used.cores > 0 || host.used.memory > 0) {
+                seen.push(format!(
+                    "VMs of pools no inventory imports, using {} core(s) and {} MiB",
+                    host.used.cores, host.used.memory
+                ));
+            }
+            seen
+        }
         Some(None) => Vec::new(),
         None => previous
             .and_then(|p| p.vm_host.as_ref())

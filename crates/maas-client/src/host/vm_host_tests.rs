@@ -56,6 +56,41 @@ fn status_fields_come_from_the_cache_and_keep_the_last_view_while_unknown() {
 }
 
 #[test]
+fn a_vm_host_counts_its_vms_whether_an_inventory_lists_them_or_only_maas_counts_them() {
+    let cache = MachineCache::new();
+    let host_machine = crate::cache::tests::machine("m1", 6);
+    let previous = MaasHostStatus {
+        vm_host: Some(HostVmHost {
+            id: 7,
+            machines: Some(vec!["vm0".into()]),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    // Not listed since a restart: what the host last reported.
+    assert_eq!(guests(&cache, &host_machine, Some(&previous)), ["vm0"]);
+    // MAAS counts 1 core and 1024 MiB used, but no inventory lists the VM.
+    cache.vm_hosts.sync(vec![vm_host(7, "m1")], Instant::now());
+    let unseen = guests(&cache, &host_machine, Some(&previous));
+    assert_eq!(unseen.len(), 1);
+    assert!(unseen[0].contains("1 core(s) and 1024 MiB"), "{unseen:?}");
+    // Listed: by system id.
+    let mut vm = crate::cache::tests::machine("vm1", 4);
+    vm.pod = Some(maas_api_client::PodRef {
+        id: 7,
+        ..Default::default()
+    });
+    cache.observe(vm, Instant::now());
+    assert_eq!(guests(&cache, &host_machine, Some(&previous)), ["vm1"]);
+    // Nothing used, nothing listed: free to release.
+    let mut idle = vm_host(8, "m2");
+    idle.used = maas_api_client::VmHostResources::default();
+    cache.vm_hosts.sync(vec![idle], Instant::now());
+    let other = crate::cache::tests::machine("m2", 6);
+    assert!(guests(&cache, &other, None).is_empty());
+}
+
+#[test]
 fn refusals_are_classified_and_remembered_per_generation() {
     let unsupported_error = MaasError::VmHostsUnsupported {
         message: "Unknown API endpoint".into(),
