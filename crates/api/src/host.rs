@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::common::{ConsumerReference, ReleasePolicy, SecretKeyReference};
 use crate::kind::{provider_kind, provider_status};
-use crate::lxd::HostVmHost;
+use crate::lxd::{ComposedVm, HostVmHost, VmRequest};
 
 provider_kind! {
     /// Desired state of a MaasHost.
@@ -109,6 +109,13 @@ provider_kind! {
         /// Node-reuse reservation for the next machine of one owner.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pub reservation: Option<HostReservation>,
+        /// On a VM host (`status.vmHost`): the VMs to compose on it, one per MaasMachine with
+        /// `spec.lxd.enabled`, written by machine-controller. maas-client composes each once
+        /// (keyed by hostname), records it in `status.composedVMs` and imports it as a MaasHost
+        /// of its own, which that MaasMachine then claims.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[schemars(length(max = 256), extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["hostname"]))]
+        pub vms: Option<Vec<VmRequest>>,
     }
 }
 
@@ -360,6 +367,11 @@ provider_status! {
         /// On a machine that is itself a VM composed on a VM host: the MAAS id of that VM host,
         /// written by maas-client.
         pub vm_host_id: Option<i64>,
+        /// On a VM host: the VMs maas-client composed for `spec.vms`, by hostname and system id,
+        /// each kept until MAAS no longer has it.
+        #[serde(rename = "composedVMs")]
+        #[schemars(length(max = 256))]
+        pub composed_vms: Option<Vec<ComposedVm>>,
     }
     /// Conditions written by maas-client: `HostPresent` (the MAAS machine exists and this host
     /// manages it), `Provisioned` (progress of the deployment request) and `Ready`, which

@@ -91,6 +91,12 @@ pub const LABEL_HOST_POOL: &str = "maas.cluster.x-k8s.io/pool";
 pub const LABEL_HOST_ARCH: &str = "maas.cluster.x-k8s.io/arch";
 /// MaasHost label: the `MaasInventory` that imported the host.
 pub const LABEL_HOST_INVENTORY: &str = "maas.cluster.x-k8s.io/inventory";
+/// Label on the MaasHost of a VM composed for a VM host's `spec.vms`: the name of the VM host's
+/// MaasHost (same namespace).
+pub const LABEL_COMPOSED_ON: &str = "maas.cluster.x-k8s.io/composed-on";
+/// Label on the MaasHost of a VM composed for a VM host's `spec.vms`: the VM's MAAS hostname,
+/// the key of its `spec.vms` entry.
+pub const LABEL_VM_HOSTNAME: &str = "maas.cluster.x-k8s.io/vm-hostname";
 /// MaasInventory label: created by machine-controller because a MaasMachine asked for a pool
 /// no inventory imported (`"true"`).
 pub const LABEL_INVENTORY_ON_DEMAND: &str = "maas.cluster.x-k8s.io/imported-on-demand";

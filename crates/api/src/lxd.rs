@@ -17,6 +17,8 @@ use kube::KubeSchema;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::common::ConsumerReference;
+
 /// `MaasCluster.spec.lxdConfig`: LXD VM hosts made of the cluster's machines (CAPMAAS field).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, KubeSchema)]
 #[serde(rename_all = "camelCase")]
@@ -195,6 +197,53 @@ pub struct HostVmHost {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 1024))]
     pub machines: Option<Vec<String>>,
+}
+
+/// `MaasHost.spec.vms[]`: a VM that machine-controller asks maas-client to compose on this VM
+/// host for one MaasMachine (`spec.lxd.enabled`). The hostname is the key: maas-client looks
+/// it up in MAAS before composing, so the VM is composed once even when an answer is lost.
+/// An entry never changes once written; removing it tells maas-client the VM is no longer
+/// wanted (a VM never allocated is then deleted in MAAS).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("self == oldSelf").message("an entry of spec.vms is immutable: remove it and add another").reason(Reason::FieldValueForbidden))]
+pub struct VmRequest {
+    /// MAAS hostname of the VM: `vm-<Machine>-<first five characters of the Machine's uid>`,
+    /// as CAPMAAS names it.
+    #[schemars(length(min = 1, max = 63))]
+    #[x_kube(validation = Rule::new("self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')").message("spec.vms[].hostname must be a DNS label (lower case letters, digits and '-')"))]
+    pub hostname: String,
+    /// CPU cores of the VM.
+    #[schemars(range(min = 1, max = 1024))]
+    pub cores: i32,
+    /// Memory of the VM in MiB.
+    #[serde(rename = "memoryMiB")]
+    #[schemars(range(min = 1))]
+    pub memory_mib: i64,
+    /// Size of the VM's root disk in GB (MAAS's `storage`).
+    #[serde(rename = "diskGB")]
+    #[schemars(range(min = 1, max = 65536))]
+    pub disk_gb: i32,
+    /// LXD storage pool of the root disk; the VM host's default when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 256))]
+    pub storage_pool: Option<String>,
+    /// The MaasMachine the VM is for.
+    pub consumer: ConsumerReference,
+}
+
+/// `MaasHost.status.composedVMs[]`: a VM maas-client composes (or found composed) for an entry
+/// of `spec.vms`, kept until the VM is gone from MAAS.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ComposedVm {
+    /// MAAS hostname of the VM (the `spec.vms[]` key).
+    pub hostname: String,
+    /// MAAS system id of the VM; its MaasHost is named by it. Unset while the composition is in
+    /// flight: the entry is written before MAAS is asked, so a VM whose `spec.vms` entry is
+    /// removed before its answer is recorded is still found (by hostname) and deleted.
+    #[serde(default, rename = "systemID", skip_serializing_if = "Option::is_none")]
+    pub system_id: Option<String>,
 }
 
 /// One resource of a VM host as MAAS reports it.

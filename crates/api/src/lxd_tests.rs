@@ -227,3 +227,54 @@ fn host_vm_host_status_round_trips_with_its_json_names() {
     assert_eq!(parsed.vm_host_id, Some(3));
     assert_eq!(serde_json::to_value(&parsed).unwrap(), status);
 }
+
+fn vm(hostname: &str, cores: i32) -> Value {
+    json!({
+        "hostname": hostname, "cores": cores, "memoryMiB": 4096, "diskGB": 60,
+        "consumer": {"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "MaasMachine",
+                     "name": "cp-0", "uid": "0c6f5e1a-0000-4000-8000-000000000001", "namespace": "tenant"}
+    })
+}
+
+fn host_with_vms(vms: &[Value]) -> Value {
+    object("MaasHost", &json!({"systemID": "abc123", "vms": vms}))
+}
+
+/// The CEL errors of an update from `old` to `new`, as (field path, message).
+fn cel_update_errors(schema: &Value, new: &Value, old: &Value) -> Vec<(String, String)> {
+    match Validator::new().validate(schema, new, Some(old)) {
+        Ok(()) => Vec::new(),
+        Err(errors) => errors
+            .iter()
+            .map(|e| (e.field_path.clone(), e.message.clone()))
+            .collect(),
+    }
+}
+
+#[test]
+fn a_vm_request_hostname_is_a_dns_label() {
+    let schema = schema_of(&MaasHost::crd());
+    assert_eq!(cel_errors(&schema, &host_with_vms(&[vm("vm-cp-0-0c6f5", 2)])), []);
+    for bad in ["VM-cp", "vm_cp", "-vm", "vm-"] {
+        let errors = cel_errors(&schema, &host_with_vms(&[vm(bad, 2)]));
+        assert_eq!(errors.len(), 1, "{bad}: {errors:?}");
+        assert!(errors[0].1.starts_with("spec.vms[].hostname must be a DNS label"), "{bad}");
+    }
+}
+
+#[test]
+fn a_vm_request_is_never_changed_only_added_or_removed() {
+    let schema = schema_of(&MaasHost::crd());
+    let old = host_with_vms(&[vm("vm-a-00001", 2)]);
+    let added = host_with_vms(&[vm("vm-a-00001", 2), vm("vm-b-00002", 4)]);
+    assert_eq!(cel_update_errors(&schema, &added, &old), []);
+    let removed = host_with_vms(&[]);
+    assert_eq!(cel_update_errors(&schema, &removed, &old), []);
+    let changed = host_with_vms(&[vm("vm-a-00001", 8)]);
+    let errors = cel_update_errors(&schema, &changed, &old);
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert_eq!(
+        errors[0].1,
+        "an entry of spec.vms is immutable: remove it and add another"
+    );
+}
