@@ -129,6 +129,9 @@ fn frozen_after_claim(
     );
     check(old.data_template != new.data_template, "dataTemplate");
     check(old.hwe_kernel != new.hwe_kernel, "hweKernel");
+    // Whether the host is a composed VM (and where, and how big) is chosen with it.
+    check(old.lxd != new.lxd, "lxd");
+    check(old.parent != new.parent, "parent");
 }
 
 #[cfg(test)]
@@ -173,6 +176,8 @@ mod tests {
         new.spec.tags = Some(vec!["ssd".into()]);
         new.spec.data_template = Some(LocalObjectReference { name: "t".into() });
         new.spec.hwe_kernel = Some("hwe-22.04".into());
+        new.spec.lxd = Some(serde_json::from_value(serde_json::json!({"enabled": true})).unwrap());
+        new.spec.parent = Some("abc123".into());
         // Before a claim, anything the CEL rules allow may change.
         assert!(maas_machine(&update(&old, &new)).allowed());
 
@@ -191,6 +196,8 @@ mod tests {
                 "spec.tags: Forbidden: immutable once a host is claimed (MaasHost host-7); create a new machine instead",
                 "spec.dataTemplate: Forbidden: immutable once a host is claimed (MaasHost host-7); create a new machine instead",
                 "spec.hweKernel: Forbidden: immutable once a host is claimed (MaasHost host-7); create a new machine instead",
+                "spec.lxd: Forbidden: immutable once a host is claimed (MaasHost host-7); create a new machine instead",
+                "spec.parent: Forbidden: immutable once a host is claimed (MaasHost host-7); create a new machine instead",
             ]
         );
     }
