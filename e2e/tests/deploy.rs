@@ -110,6 +110,7 @@ struct Rendered {
     env: BTreeMap<String, String>,
     resources: Value,
     pod: Value,
+    pod_labels: serde_json::Map<String, Value>,
     container: Value,
 }
 
@@ -153,6 +154,10 @@ fn deployments(docs: &[Value]) -> BTreeMap<String, Rendered> {
                     env,
                     resources: c["resources"].clone(),
                     pod,
+                    pod_labels: d["spec"]["template"]["metadata"]["labels"]
+                        .as_object()
+                        .cloned()
+                        .unwrap_or_default(),
                     container: c,
                 },
             )
@@ -283,8 +288,7 @@ fn every_deployment_is_hardened_and_only_the_gateway_sees_the_maas_key() {
 fn the_overlays_differ_as_documented() {
     let dev = deployments(&render("dev"));
     let staging = deployments(&render("staging"));
-    let production_docs = render("production");
-    let production = deployments(&production_docs);
+    let production = deployments(&render("production"));
     for (name, d) in &dev {
         assert_eq!(d.replicas, 1, "dev/{name}");
         assert_eq!(
@@ -314,11 +318,6 @@ fn the_overlays_differ_as_documented() {
         assert!(
             !d.env.contains_key("CAPMAAS_SYNC_PERIOD"),
             "production keeps the 2 h default"
-        );
-        assert_eq!(
-            d.pod["topologySpreadConstraints"].as_array().map(Vec::len),
-            Some(2),
-            "production/{name}"
         );
         let concurrency = d.args.iter().any(|a| a == "--concurrency=16");
         assert_eq!(
@@ -367,17 +366,149 @@ fn the_overlays_differ_as_documented() {
             );
         }
     }
-    let pdbs: Vec<&str> = production_docs
-        .iter()
-        .filter(|d| d["kind"] == "PodDisruptionBudget")
-        .map(|d| d["metadata"]["name"].as_str().unwrap())
-        .collect();
-    assert_eq!(pdbs.len(), 6, "{pdbs:?}");
     assert!(
         !render("dev")
             .iter()
             .any(|d| d["kind"] == "PodDisruptionBudget")
     );
+}
+
+/// Where CAPI core runs, ours run: the control-plane tolerations CAPI core's managers have;
+/// in every overlay with more than one replica, a PodDisruptionBudget per component that
+/// keeps one replica through a drain and replicas spread over nodes; and a priority class that
+/// exists in the rendering (no `system-*` class, refused outside kube-system under a quota).
+#[test]
+fn every_overlay_schedules_where_capi_core_does_and_survives_a_drain() {
+    for overlay in OVERLAYS {
+        let docs = render(overlay);
+        let classes: BTreeSet<&str> = docs
+            .iter()
+            .filter(|d| d["kind"] == "PriorityClass")
+            .map(|d| d["metadata"]["name"].as_str().unwrap())
+            .collect();
+        for (name, d) in deployments(&docs) {
+            let tolerated: BTreeSet<(&str, &str)> = d.pod["tolerations"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|t| (t["key"].as_str().unwrap(), t["effect"].as_str().unwrap()))
+                .collect();
+            for key in [
+                "node-role.kubernetes.io/control-plane",
+                "node-role.kubernetes.io/master",
+            ] {
+                assert!(
+                    tolerated.contains(&(key, "NoSchedule")),
+                    "{overlay}/{name}: {tolerated:?}"
+                );
+            }
+            if let Some(class) = d.pod["priorityClassName"].as_str() {
+                assert!(
+                    classes.contains(class) && !class.starts_with("system-"),
+                    "{overlay}/{name}: priority class {class} is not shipped"
+                );
+            }
+            if d.replicas < 2 {
+                continue;
+            }
+            let labels = &d.pod_labels;
+            let budgets: Vec<&Value> = docs
+                .iter()
+                .filter(|p| p["kind"] == "PodDisruptionBudget")
+                .filter(|p| {
+                    p["spec"]["selector"]["matchLabels"]
+                        .as_object()
+                        .unwrap()
+                        .iter()
+                        .all(|(k, v)| labels.get(k) == Some(v))
+                })
+                .collect();
+            assert_eq!(budgets.len(), 1, "{overlay}/{name}: one PodDisruptionBudget");
+            assert_eq!(budgets[0]["spec"]["minAvailable"], 1, "{overlay}/{name}");
+            let spread = d.pod["topologySpreadConstraints"].as_array();
+            assert!(
+                spread.is_some_and(|s| s.iter().any(|c| c["topologyKey"]
+                    == "kubernetes.io/hostname"
+                    && c["whenUnsatisfiable"] == "DoNotSchedule")),
+                "{overlay}/{name}: replicas spread over nodes"
+            );
+        }
+    }
+}
+
+/// The pods of every overlay are admitted by the API server's Pod Security admission with the
+/// `restricted` level enforced (the label deploy/base/namespace.yaml puts on capmaas-system):
+/// each Deployment's pod template is created as a Pod in a dry run. A pod that breaks the
+/// level is refused in the same namespace, so the enforcement is shown to be on.
+#[tokio::test]
+async fn every_overlays_pods_pass_the_restricted_pod_security_standard() {
+    let env = TestEnv::api_server_only().await.unwrap();
+    let namespaces: Api<Namespace> = Api::all(env.client());
+    let provider_ns = render("dev")
+        .into_iter()
+        .find(|d| d["kind"] == "Namespace")
+        .unwrap();
+    assert_eq!(
+        provider_ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"],
+        "restricted"
+    );
+    namespaces
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {
+                "name": "capmaas-system",
+                "labels": provider_ns["metadata"]["labels"]
+            }}))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    let dry_run = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(env.client(), "capmaas-system");
+    let classes: Api<kube::api::DynamicObject> = Api::all_with(
+        env.client(),
+        &kube::api::ApiResource::erase::<k8s_openapi::api::scheduling::v1::PriorityClass>(&()),
+    );
+    for overlay in OVERLAYS {
+        let docs = render(overlay);
+        for class in docs.iter().filter(|d| d["kind"] == "PriorityClass") {
+            // The Priority admission plugin resolves the pod's class: it must exist.
+            let _ = classes
+                .create(&PostParams::default(), &serde_json::from_value(class.clone()).unwrap())
+                .await;
+        }
+        for (name, d) in deployments(&docs) {
+            let pod = json!({
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": format!("{overlay}-{name}"), "labels": d.pod_labels},
+                "spec": d.pod
+            });
+            pods.create(&dry_run, &serde_json::from_value(pod).unwrap())
+                .await
+                .unwrap_or_else(|e| panic!("{overlay}/{name} refused: {e}"));
+        }
+    }
+    let mut breaking = deployments(&render("dev")).remove("maas-client").unwrap().pod;
+    breaking["containers"][0]["securityContext"]["allowPrivilegeEscalation"] = json!(true);
+    let refused = pods
+        .create(
+            &dry_run,
+            &serde_json::from_value(json!({
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": "breaking"}, "spec": breaking
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        refused.to_string().contains("violates PodSecurity \"restricted:latest\""),
+        "{refused}"
+    );
+    env.stop().await;
 }
 
 /// Our ServiceAccount for `component`, for `kubectl auth can-i --as`.
