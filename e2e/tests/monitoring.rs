@@ -213,6 +213,18 @@ fn exported_names(exposition: &str) -> BTreeSet<String> {
     out
 }
 
+/// The series names of the samples of a Prometheus text exposition (client_golang, as the API
+/// server serves it, names a counter's series as its family: no `_total` is added).
+fn sample_names(exposition: &str) -> BTreeSet<String> {
+    exposition
+        .lines()
+        .filter(|line| !line.starts_with('#'))
+        .filter_map(|line| line.split(['{', ' ']).next())
+        .filter(|name| !name.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
 /// The referenced names nothing exports, each with where it is used.
 fn unknown_metrics(
     referenced: &BTreeMap<String, BTreeSet<String>>,
@@ -245,14 +257,189 @@ fn all_queries() -> Vec<Query> {
     queries
 }
 
+/// The metrics the alerts read that the provider does not export, with who exports them. The
+/// kube-state-metrics names are checked against its source, the API server's against a running
+/// kube-apiserver; `up` is Prometheus's own.
+const EXTERNAL_METRICS: [(&str, Source); 5] = [
+    ("up", Source::Prometheus),
+    (
+        "kube_deployment_status_replicas_available",
+        Source::KubeStateMetrics,
+    ),
+    (
+        "kube_pod_container_status_waiting_reason",
+        Source::KubeStateMetrics,
+    ),
+    (
+        "apiserver_admission_webhook_rejection_count",
+        Source::ApiServer,
+    ),
+    (
+        "apiserver_admission_webhook_admission_duration_seconds_bucket",
+        Source::ApiServer,
+    ),
+];
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Source {
+    Prometheus,
+    KubeStateMetrics,
+    ApiServer,
+}
+
+fn external(source: Source) -> impl Iterator<Item = &'static str> {
+    EXTERNAL_METRICS
+        .into_iter()
+        .filter(move |(_, s)| *s == source)
+        .map(|(name, _)| name)
+}
+
+/// kube-state-metrics as kube-prometheus and kube-prometheus-stack deploy it today.
+const KUBE_STATE_METRICS: &str = "k8s.io/kube-state-metrics/v2@v2.16.0";
+
 #[test]
 fn every_dashboard_and_alert_expression_parses() {
     let referenced = referenced_metrics(&all_queries()).unwrap_or_else(|e| panic!("{e}"));
+    let others: Vec<&String> = referenced
+        .keys()
+        .filter(|n| !n.starts_with("capmaas_"))
+        .filter(|n| !EXTERNAL_METRICS.iter().any(|(e, _)| e == n))
+        .collect();
     assert!(
-        referenced.keys().all(|n| n.starts_with("capmaas_")),
-        "only the provider's metrics: {:?}",
-        referenced.keys()
+        others.is_empty(),
+        "neither the provider's nor a known exporter's: {others:?}"
     );
+}
+
+/// The kube-state-metrics names the alerts use are in its source (fetched from the Go module
+/// proxy into the module cache): a renamed or misspelled one fails here.
+#[test]
+fn kube_state_metrics_exports_the_names_the_alerts_use() {
+    let out = Command::new("go")
+        .args(["mod", "download", "-json", KUBE_STATE_METRICS])
+        .output()
+        .unwrap();
+    let info: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("go mod download {KUBE_STATE_METRICS}: {e}"));
+    let dir = std::path::PathBuf::from(
+        info["Dir"]
+            .as_str()
+            .unwrap_or_else(|| panic!("go mod download {KUBE_STATE_METRICS}: {info}")),
+    );
+    let mut source = String::new();
+    for entry in std::fs::read_dir(dir.join("internal/store")).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        if name.ends_with(".go") && !name.ends_with("_test.go") {
+            source.push_str(&std::fs::read_to_string(&path).unwrap());
+        }
+    }
+    let referenced = referenced_metrics(&all_queries()).unwrap();
+    for name in external(Source::KubeStateMetrics) {
+        assert!(referenced.contains_key(name), "{name} is not used any more");
+        assert!(
+            source.contains(&format!("\"{name}\"")),
+            "{KUBE_STATE_METRICS} has no metric {name}"
+        );
+    }
+}
+
+const RUNBOOKS: &str = "https://github.com/capmaas-rs/capmaas-rs/blob/main/docs/runbooks.md#";
+
+/// Every alert links its own section of docs/runbooks.md (a `## <alert>` heading, whose anchor
+/// is the lower-cased name).
+#[test]
+fn every_alert_links_its_runbook_section() {
+    let runbooks = std::fs::read_to_string(repo_root().join("docs/runbooks.md")).unwrap();
+    let docs = render("deploy/monitoring");
+    let rule = of_kind(&docs, "PrometheusRule")[0];
+    let mut alerts = 0;
+    for group in rule["spec"]["groups"].as_array().unwrap() {
+        for r in group["rules"].as_array().unwrap() {
+            let Some(alert) = r["alert"].as_str() else {
+                continue;
+            };
+            alerts += 1;
+            assert_eq!(
+                r["annotations"]["runbook_url"],
+                format!("{RUNBOOKS}{}", alert.to_lowercase()),
+                "{alert}"
+            );
+            assert!(
+                runbooks.lines().any(|l| l == format!("## {alert}")),
+                "docs/runbooks.md has no section {alert}"
+            );
+        }
+    }
+    assert!(alerts >= 12, "{alerts} alerts");
+}
+
+/// kube-prometheus's Prometheus may discover the targets in the provider's namespace, and the
+/// overlay docs/observability.md shows for kube-prometheus-stack labels what its Prometheus
+/// selects.
+#[test]
+fn kube_prometheus_and_kube_prometheus_stack_find_the_monitors() {
+    let docs = render("deploy/monitoring");
+    let role = of_kind(&docs, "Role")[0];
+    let mut granted = BTreeSet::new();
+    for rule in role["rules"].as_array().unwrap() {
+        assert_eq!(rule["verbs"], serde_json::json!(["get", "list", "watch"]));
+        let group = rule["apiGroups"][0].as_str().unwrap();
+        for resource in rule["resources"].as_array().unwrap() {
+            granted.insert(format!("{group}/{}", resource.as_str().unwrap()));
+        }
+    }
+    for wanted in [
+        "/services",
+        "/endpoints",
+        "/pods",
+        "discovery.k8s.io/endpointslices",
+    ] {
+        assert!(granted.contains(wanted), "{wanted}: {granted:?}");
+    }
+    let binding = of_kind(&docs, "RoleBinding")[0];
+    assert_eq!(binding["roleRef"]["name"], role["metadata"]["name"]);
+    assert_eq!(
+        binding["subjects"][0],
+        serde_json::json!({"kind": "ServiceAccount", "name": "prometheus-k8s", "namespace": "monitoring"})
+    );
+
+    let doc = std::fs::read_to_string(repo_root().join("docs/observability.md")).unwrap();
+    let snippet = doc
+        .split("```yaml\n")
+        .filter_map(|block| block.split("```").next())
+        .find(|block| block.contains("release: kube-prometheus-stack"))
+        .expect("the kube-prometheus-stack overlay in docs/observability.md");
+    let dir = tempfile::tempdir().unwrap();
+    let overlay = dir.path().join("overlays/env");
+    std::fs::create_dir_all(&overlay).unwrap();
+    for linked in ["base", "monitoring", "crds"] {
+        std::os::unix::fs::symlink(
+            repo_root().join("deploy").join(linked),
+            dir.path().join(linked),
+        )
+        .unwrap();
+    }
+    std::fs::write(overlay.join("kustomization.yaml"), snippet).unwrap();
+    let out = Command::new(kubectl())
+        .arg("kustomize")
+        .arg(&overlay)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rendered: Vec<Value> =
+        serde_saphyr::from_multiple(&String::from_utf8(out.stdout).unwrap()).unwrap();
+    for kind in ["ServiceMonitor", "PrometheusRule"] {
+        let object = rendered.iter().find(|d| d["kind"] == kind).unwrap();
+        assert_eq!(
+            object["metadata"]["labels"]["release"], "kube-prometheus-stack",
+            "{kind}"
+        );
+    }
 }
 
 #[test]
@@ -416,6 +603,42 @@ async fn every_metric_the_dashboard_and_alerts_use_is_exported_by_the_binaries()
         .apply(&ClusterSpec::story(&ns).inventory())
         .await
         .unwrap();
+    // One write the webhook refuses, so the API server has counted a webhook rejection.
+    let refused = harness
+        .apply(&serde_json::json!({
+            "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "MaasMachine",
+            "metadata": {"name": "refused", "namespace": ns},
+            "spec": {"image": "ubuntu/jammy", "minCPU": 1, "minMemory": 1024, "hweKernel": "HWE 22.04"}
+        }))
+        .await;
+    assert!(refused.is_err(), "the webhook refuses the kernel name");
+    let (ours, api_server): (BTreeMap<_, _>, BTreeMap<_, _>) = referenced
+        .into_iter()
+        .filter(|(name, _)| {
+            name.starts_with("capmaas_") || external(Source::ApiServer).any(|e| e == name)
+        })
+        .partition(|(name, _)| name.starts_with("capmaas_"));
+    assert_eq!(api_server.len(), external(Source::ApiServer).count());
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let metrics = harness
+            .management
+            .client()
+            .request_text(http::Request::get("/metrics").body(Vec::new()).unwrap())
+            .await
+            .unwrap();
+        let unknown = unknown_metrics(&api_server, &sample_names(&metrics));
+        if unknown.is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not exported by the API server:\n  {}",
+            unknown.join("\n  ")
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let referenced = ours;
     let http = reqwest::Client::builder()
         .timeout(Duration::from_secs(5))
         .build()
