@@ -423,13 +423,18 @@ fn every_overlay_schedules_where_capi_core_does_and_survives_a_drain() {
                         .all(|(k, v)| labels.get(k) == Some(v))
                 })
                 .collect();
-            assert_eq!(budgets.len(), 1, "{overlay}/{name}: one PodDisruptionBudget");
+            assert_eq!(
+                budgets.len(),
+                1,
+                "{overlay}/{name}: one PodDisruptionBudget"
+            );
             assert_eq!(budgets[0]["spec"]["minAvailable"], 1, "{overlay}/{name}");
             let spread = d.pod["topologySpreadConstraints"].as_array();
             assert!(
-                spread.is_some_and(|s| s.iter().any(|c| c["topologyKey"]
-                    == "kubernetes.io/hostname"
-                    && c["whenUnsatisfiable"] == "DoNotSchedule")),
+                spread.is_some_and(|s| s
+                    .iter()
+                    .any(|c| c["topologyKey"] == "kubernetes.io/hostname"
+                        && c["whenUnsatisfiable"] == "DoNotSchedule")),
                 "{overlay}/{name}: replicas spread over nodes"
             );
         }
@@ -467,7 +472,8 @@ async fn every_overlays_pods_pass_the_restricted_pod_security_standard() {
         dry_run: true,
         ..PostParams::default()
     };
-    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(env.client(), "capmaas-system");
+    let pods: Api<k8s_openapi::api::core::v1::Pod> =
+        Api::namespaced(env.client(), "capmaas-system");
     let classes: Api<kube::api::DynamicObject> = Api::all_with(
         env.client(),
         &kube::api::ApiResource::erase::<k8s_openapi::api::scheduling::v1::PriorityClass>(&()),
@@ -477,7 +483,10 @@ async fn every_overlays_pods_pass_the_restricted_pod_security_standard() {
         for class in docs.iter().filter(|d| d["kind"] == "PriorityClass") {
             // The Priority admission plugin resolves the pod's class: it must exist.
             let _ = classes
-                .create(&PostParams::default(), &serde_json::from_value(class.clone()).unwrap())
+                .create(
+                    &PostParams::default(),
+                    &serde_json::from_value(class.clone()).unwrap(),
+                )
                 .await;
         }
         for (name, d) in deployments(&docs) {
@@ -491,7 +500,10 @@ async fn every_overlays_pods_pass_the_restricted_pod_security_standard() {
                 .unwrap_or_else(|e| panic!("{overlay}/{name} refused: {e}"));
         }
     }
-    let mut breaking = deployments(&render("dev")).remove("maas-client").unwrap().pod;
+    let mut breaking = deployments(&render("dev"))
+        .remove("maas-client")
+        .unwrap()
+        .pod;
     breaking["containers"][0]["securityContext"]["allowPrivilegeEscalation"] = json!(true);
     let refused = pods
         .create(
@@ -505,7 +517,9 @@ async fn every_overlays_pods_pass_the_restricted_pod_security_standard() {
         .await
         .unwrap_err();
     assert!(
-        refused.to_string().contains("violates PodSecurity \"restricted:latest\""),
+        refused
+            .to_string()
+            .contains("violates PodSecurity \"restricted:latest\""),
         "{refused}"
     );
     env.stop().await;
@@ -1373,4 +1387,191 @@ async fn data_controller_writes_only_the_secrets_it_renders() {
         matches!(other, Err(kube::Error::Api(ref s)) if s.code == 403),
         "{other:?}"
     );
+}
+
+/// The namespace docs/install.md "Another namespace" moves the provider to.
+const MOVED_TO: &str = "platform-capi";
+
+/// `overlay` moved to [`MOVED_TO`] by the two kustomizations of docs/install.md "Another
+/// namespace", written as the page shows them (with this repository's `deploy/` beside them).
+fn render_moved(overlay: &str) -> Vec<Value> {
+    let doc = std::fs::read_to_string(repo_root().join("docs/install.md")).unwrap();
+    let section = doc
+        .split("### Another namespace")
+        .nth(1)
+        .expect("docs/install.md: Another namespace");
+    let dir = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(repo_root().join("deploy"), dir.path().join("deploy")).unwrap();
+    let mut written = 0;
+    for block in section.split("```yaml\n").skip(1) {
+        let block = block.split("```").next().unwrap();
+        let Some(folder) = block
+            .lines()
+            .next()
+            .and_then(|l| l.strip_prefix("# "))
+            .and_then(|l| l.strip_suffix("/kustomization.yaml"))
+        else {
+            continue;
+        };
+        assert!(block.contains(MOVED_TO) || folder == "env", "{block}");
+        std::fs::create_dir_all(dir.path().join(folder)).unwrap();
+        std::fs::write(
+            dir.path().join(folder).join("kustomization.yaml"),
+            block.replace(
+                "deploy/overlays/staging",
+                &format!("deploy/overlays/{overlay}"),
+            ),
+        )
+        .unwrap();
+        written += 1;
+    }
+    assert_eq!(written, 2, "moved/ and env/");
+    capmaas_e2e::overlay::render_kustomization(&dir.path().join("env")).unwrap()
+}
+
+/// A kustomize `namespace:` override, as docs/install.md does it, takes everything along: no
+/// `capmaas-system` is left anywhere; the webhook configurations call the moved Service and take
+/// their CA from the moved Certificate, which cert-manager issues for the moved Service's name
+/// and the API server trusts; the rendering passes a server-side dry run; and the admission
+/// policies admit the moved gateway while they still refuse a tenant.
+#[tokio::test]
+async fn a_namespace_override_takes_the_webhook_certificate_and_policies_along() {
+    use capmaas_e2e::cert_manager::{CertManager, trusted};
+    let env = TestEnv::our_crds_only().await.unwrap();
+    env.install_crd_dir(&cache_dir().join("cert-manager-crds"))
+        .await
+        .unwrap();
+    let mut namespaces = vec![MOVED_TO.to_owned(), "team-a".to_owned()];
+    for overlay in OVERLAYS {
+        namespaces.extend(OverlayAccess::from_rendering(&render(overlay)).served_namespaces());
+    }
+    namespaces.sort();
+    namespaces.dedup();
+    create_namespaces(&env, &namespaces).await;
+    let service = format!("capmaas-webhook-service.{MOVED_TO}.svc");
+    for overlay in OVERLAYS {
+        let docs = render_moved(overlay);
+        let text = serde_json::to_string(&docs).unwrap();
+        assert!(
+            !text.contains("capmaas-system"),
+            "{overlay}: capmaas-system left in {}",
+            docs.iter()
+                .filter(|d| d.to_string().contains("capmaas-system"))
+                .map(|d| format!("{} {}", d["kind"], d["metadata"]["name"]))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        for cluster_scoped in docs.iter().filter(|d| {
+            d["kind"]
+                .as_str()
+                .is_some_and(|k| k.starts_with("ValidatingAdmissionPolicy"))
+        }) {
+            assert!(
+                cluster_scoped["metadata"]["namespace"].is_null(),
+                "{overlay}: {cluster_scoped}"
+            );
+        }
+        for config in docs.iter().filter(|d| {
+            d["kind"] == "ValidatingWebhookConfiguration"
+                || d["kind"] == "MutatingWebhookConfiguration"
+        }) {
+            assert_eq!(
+                config["metadata"]["annotations"]["cert-manager.io/inject-ca-from"],
+                format!("{MOVED_TO}/capmaas-serving-cert")
+            );
+            for webhook in config["webhooks"].as_array().unwrap() {
+                assert_eq!(webhook["clientConfig"]["service"]["namespace"], MOVED_TO);
+            }
+        }
+        let mut cert_manager = CertManager::from_documents(&docs);
+        let issued = cert_manager
+            .issue(MOVED_TO, "capmaas-serving-cert")
+            .unwrap();
+        trusted(&issued.ca_pem, &issued.cert_pem, &service)
+            .unwrap_or_else(|e| panic!("{overlay}: {service}: {e}"));
+
+        let file = tempfile::NamedTempFile::new().unwrap();
+        let yaml: String = docs
+            .iter()
+            .map(|d| format!("---\n{}", serde_json::to_string(d).unwrap()))
+            .collect::<Vec<_>>()
+            .join("\n");
+        std::fs::write(file.path(), yaml).unwrap();
+        let out = env
+            .kubectl()
+            .args(["apply", "--server-side", "--dry-run=server", "-f"])
+            .arg(file.path())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{overlay}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    // The moved admission policies, RBAC and ServiceAccounts, applied for real.
+    for doc in render_moved("dev").iter().filter(|d| {
+        [
+            "ServiceAccount",
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "Role",
+            "RoleBinding",
+            "ValidatingAdmissionPolicy",
+            "ValidatingAdmissionPolicyBinding",
+        ]
+        .iter()
+        .any(|k| d["kind"] == *k)
+    }) {
+        capmaas_e2e::apply(&env.client(), doc).await.unwrap();
+    }
+    for doc in [
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": {"name": "host-maker", "namespace": "team-a"},
+            "rules": [{"apiGroups": ["infrastructure.cluster.x-k8s.io"],
+                       "resources": ["maashosts"], "verbs": ["create", "get"]}]
+        }),
+        json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": {"name": "alice-makes-hosts", "namespace": "team-a"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "host-maker"},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "alice"}]
+        }),
+    ] {
+        capmaas_e2e::apply(&env.client(), &doc).await.unwrap();
+    }
+    let host = |name: &str| -> capmaas_api::MaasHost {
+        serde_json::from_value(json!({
+            "apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "MaasHost",
+            "metadata": {"name": name},
+            "spec": {"systemID": name}
+        }))
+        .unwrap()
+    };
+    let alice: Api<capmaas_api::MaasHost> = Api::namespaced(
+        env.user_client("alice", &["system:authenticated"])
+            .await
+            .unwrap(),
+        "team-a",
+    );
+    let refused = creation_refused(&alice, |n| host(&format!("h{n}"))).await;
+    assert!(
+        refused
+            .message
+            .contains("MaasHosts are created by maas-client"),
+        "{}",
+        refused.message
+    );
+    Api::<capmaas_api::MaasHost>::namespaced(
+        env.service_account_client(MOVED_TO, "capmaas-maas-client")
+            .await
+            .unwrap(),
+        "team-a",
+    )
+    .create(&PostParams::default(), &host("imported"))
+    .await
+    .unwrap_or_else(|e| panic!("the moved gateway is refused: {e}"));
+    env.stop().await;
 }

@@ -254,11 +254,19 @@ fn cel_update_errors(schema: &Value, new: &Value, old: &Value) -> Vec<(String, S
 #[test]
 fn a_vm_request_hostname_is_a_dns_label() {
     let schema = schema_of(&MaasHost::crd());
-    assert_eq!(cel_errors(&schema, &host_with_vms(&[vm("vm-cp-0-0c6f5", 2)])), []);
+    assert_eq!(
+        cel_errors(&schema, &host_with_vms(&[vm("vm-cp-0-0c6f5", 2)])),
+        []
+    );
     for bad in ["VM-cp", "vm_cp", "-vm", "vm-"] {
         let errors = cel_errors(&schema, &host_with_vms(&[vm(bad, 2)]));
         assert_eq!(errors.len(), 1, "{bad}: {errors:?}");
-        assert!(errors[0].1.starts_with("spec.vms[].hostname must be a DNS label"), "{bad}");
+        assert!(
+            errors[0]
+                .1
+                .starts_with("spec.vms[].hostname must be a DNS label"),
+            "{bad}"
+        );
     }
 }
 
