@@ -35,14 +35,70 @@ use serde_json::Value;
 const DASHBOARD_FILE: &str = "deploy/monitoring/capmaas-dashboard.json";
 const RULES_FILE: &str = "deploy/monitoring/prometheusrule.yaml";
 
-/// Grafana's built-in interval variables, replaced by a duration of the same kind so the
-/// expression is plain PromQL.
-const GRAFANA_VARIABLES: [(&str, &str); 4] = [
+/// Grafana's built-in interval variables, replaced by a duration of the same kind, and the
+/// dashboard's own filter variables, replaced by their "All" value, so the expression is plain
+/// PromQL.
+const GRAFANA_VARIABLES: [(&str, &str); 7] = [
     ("$__rate_interval", "5m"),
     ("$__interval", "1m"),
     ("$__range", "6h"),
     ("${__rate_interval}", "5m"),
+    ("$cluster", ".*"),
+    ("$namespace", ".*"),
+    ("$job", ".*"),
 ];
+
+/// The dashboard's filter variables and the metrics each applies to: every panel narrows to
+/// one management cluster and one binary; the inventory panels also to the namespace of the
+/// objects they count.
+const FILTERS: [(&str, &str); 3] = [
+    ("cluster", "capmaas_"),
+    ("job", "capmaas_"),
+    (
+        "namespace",
+        "capmaas_hosts|capmaas_host_state_oldest_seconds|capmaas_machines|capmaas_ippool_",
+    ),
+];
+
+#[test]
+fn the_dashboard_filters_by_cluster_binary_and_namespace() {
+    let docs = render("deploy/monitoring");
+    let dashboard = rendered_dashboard(&docs);
+    let variables: Vec<&str> = dashboard["templating"]["list"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["name"].as_str().unwrap())
+        .collect();
+    for (variable, _) in FILTERS {
+        assert!(variables.contains(&variable), "{variables:?}");
+    }
+    let queries = dashboard_queries(&dashboard, DASHBOARD_FILE);
+    for (variable, metrics) in FILTERS {
+        let prefixes: Vec<&str> = metrics.split('|').collect();
+        for q in &queries {
+            // Every selector of a metric the variable applies to carries its matcher.
+            for (at, _) in q.expr.match_indices("capmaas_") {
+                let name: String = q.expr[at..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                if !prefixes.iter().any(|p| name.starts_with(p)) {
+                    continue;
+                }
+                let selector = &q.expr[at + name.len()..];
+                let matcher = format!("{variable}=~\"${variable}\"");
+                assert!(
+                    selector.starts_with('{')
+                        && selector[..selector.find('}').unwrap()].contains(&matcher),
+                    "{}: {name} without {matcher}: {}",
+                    q.place,
+                    q.expr
+                );
+            }
+        }
+    }
+}
 
 /// One PromQL expression and where it is written.
 #[derive(Debug, Clone)]
@@ -451,7 +507,7 @@ fn a_syntax_error_names_the_file_and_panel() {
         },
         Query {
             place: "dash.json: panel \"Variable\"".into(),
-            expr: "sum(capmaas_hosts{namespace=\"$namespace\"})".into(),
+            expr: "sum(capmaas_hosts{namespace=\"$tenant\"})".into(),
         },
     ];
     let error = referenced_metrics(&queries).unwrap_err();
