@@ -66,6 +66,15 @@ impl MaasClient {
             .await
     }
 
+    /// `DELETE /machines/{system_id}/` (admin): MAAS forgets the machine; a machine composed on
+    /// a VM host is deleted with its VM, whose resources go back to the VM host. Retried: a
+    /// [`MaasError::NotFound`] (unknown id, or an earlier attempt deleted it) means it is gone,
+    /// which callers treat as done; a key without admin rights gets [`MaasError::Forbidden`].
+    pub async fn delete_machine(&self, system_id: &str) -> Result<(), MaasError> {
+        self.delete_item("machines.delete", machine_path(system_id)?)
+            .await
+    }
+
     /// `POST /machines/?op=allocate`. Never retried; a 409 is [`MaasError::NoMatchingMachine`].
     pub async fn allocate(&self, request: &AllocateRequest) -> Result<Machine, MaasError> {
         let call = Call::post("machines.allocate", collection("machines"))

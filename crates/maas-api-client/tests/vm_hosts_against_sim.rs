@@ -22,6 +22,19 @@ fn host(name: &str) -> VmHostSpec {
     }
 }
 
+/// The compose request of the tests: `cores` cores, 4096 MiB, a 20 GB root disk in the
+/// default storage pool, and `hostname` when given.
+fn compose_request(hostname: Option<&str>, cores: u32) -> ComposeRequest {
+    ComposeRequest {
+        hostname: hostname.map(str::to_owned),
+        cores: Some(cores),
+        memory_mib: Some(4096),
+        storage_gb: Some(20),
+        storage_pool: Some("default".into()),
+        ..ComposeRequest::default()
+    }
+}
+
 #[tokio::test]
 async fn compose_deploy_release_on_a_vm_host() {
     let sim = start(instant(1)).await;
@@ -36,17 +49,7 @@ async fn compose_deploy_release_on_a_vm_host() {
     assert_eq!(hosts[0].storage_pools[0].name, "default");
 
     let system_id = client
-        .compose(
-            id,
-            &ComposeRequest {
-                hostname: Some("vm-1".into()),
-                cores: Some(3),
-                memory_mib: Some(4096),
-                storage_gb: Some(20),
-                storage_pool: Some("default".into()),
-                ..ComposeRequest::default()
-            },
-        )
+        .compose(id, &compose_request(Some("vm-1"), 3))
         .await
         .unwrap();
     let machine = client.get_machine(&system_id).await.unwrap();
@@ -112,6 +115,31 @@ async fn compose_deploy_release_on_a_vm_host() {
     ));
     client.delete_vm_host(id, true).await.unwrap();
     assert!(client.vm_hosts().await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn delete_machine_deletes_a_composed_vm() {
+    let sim = start(instant(1)).await;
+    let client = client(&sim);
+    let id = i64::try_from(sim.state().add_vm_host(host("lxd1")).unwrap()).unwrap();
+    let system_id = client
+        .compose(id, &compose_request(Some("vm-del"), 2))
+        .await
+        .unwrap();
+    assert_eq!(client.vm_host(id).await.unwrap().used.cores, 2);
+    client.delete_machine(&system_id).await.unwrap();
+    assert!(matches!(
+        client.get_machine(&system_id).await,
+        Err(MaasError::NotFound { .. })
+    ));
+    assert_eq!(client.vm_host(id).await.unwrap().used.cores, 0);
+    // Gone: a repeat is a NotFound, as for every other delete.
+    let again = client.delete_machine(&system_id).await.unwrap_err();
+    assert!(matches!(again, MaasError::NotFound { .. }), "{again:?}");
+    assert_eq!(
+        sim.state().applied_counts().get("machine.delete").copied(),
+        Some(1)
+    );
 }
 
 #[tokio::test]

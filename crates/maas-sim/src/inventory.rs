@@ -12,7 +12,7 @@ use serde::Deserialize;
 use crate::config::SimConfig;
 use crate::error::SimError;
 use crate::model::{
-    BootResource, Disk, Domain, Interface, Link, LinkMode, Machine, Pool, PowerState, Subnet, Zone,
+    BootResource, Disk, Domain, Interface, Link, LinkMode, Machine, Placement, Pool, Subnet, Zone,
 };
 use crate::netsetup::{NicSpec, SubnetSpec};
 use crate::status::NodeStatus;
@@ -287,53 +287,26 @@ fn generated_machine(
     } else {
         "amd64/generic"
     };
-    Machine {
-        id,
-        system_id: system_id(rng, taken),
-        hostname: hostname(index),
-        description: String::new(),
-        domain_id: world.default_domain_id(),
+    let placement = Placement {
         zone: world.zones[index % world.zones.len()].name.clone(),
         pool: world.pools[index % world.pools.len()].name.clone(),
         architecture: architecture.to_owned(),
+    };
+    let system_id = system_id(rng, taken);
+    Machine {
         cpu_count: CPU_CHOICES[rng.random_range(0..CPU_CHOICES.len())],
         cpu_speed: 2000 + 100 * rng.random_range(0..16u32),
         memory: MEMORY_GIB[rng.random_range(0..MEMORY_GIB.len())] * 1024,
         disks,
         interfaces,
-        tags: BTreeSet::new(),
-        power_type: "ipmi".to_owned(),
-        power_state: PowerState::Off,
-        status: NodeStatus::Ready,
-        status_before_broken: None,
-        status_message: Some("Ready".to_owned()),
-        status_action: String::new(),
-        error_description: String::new(),
-        owner: None,
-        agent_name: String::new(),
-        owner_data: BTreeMap::new(),
-        osystem: String::new(),
-        distro_series: String::new(),
-        hwe_kernel: None,
-        min_hwe_kernel: String::new(),
-        user_data: None,
-        ephemeral_deploy: false,
-        enable_hw_sync: false,
-        locked: false,
-        netboot: true,
-        swap_size: None,
         hardware_uuid: format!("{:08x}-0000-4000-8000-{:012x}", rng.random::<u32>(), index),
-        last_comment: String::new(),
-        pending: None,
-        pending_power: None,
-        power_on_count: 0,
-        releases: Vec::new(),
-        history: crate::history::StatusHistory::default(),
-        gateway_link_ipv4: None,
-        gateway_link_ipv6: None,
-        vm_host_id: None,
-        register_vmhost: None,
-        decomposed: false,
+        ..Machine::new(
+            id,
+            system_id,
+            hostname(index),
+            world.default_domain_id(),
+            placement,
+        )
     }
 }
 

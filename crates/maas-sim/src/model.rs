@@ -352,6 +352,14 @@ impl ReleaseRecord {
 }
 
 /// A machine.
+/// Zone, pool and architecture of a new machine ([`Machine::new`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Placement {
+    pub(crate) zone: String,
+    pub(crate) pool: String,
+    pub(crate) architecture: String,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct Machine {
     pub(crate) id: u64,
@@ -425,6 +433,66 @@ pub(crate) struct Machine {
 }
 
 impl Machine {
+    /// A machine with this identity and placement and every other field as a Ready machine
+    /// nobody touched has it (no disks, no interfaces, powered off, no history). The
+    /// inventory's generated machines and composed VMs start from it and set what differs.
+    pub(crate) fn new(
+        id: u64,
+        system_id: String,
+        hostname: String,
+        domain_id: u64,
+        placement: Placement,
+    ) -> Self {
+        Self {
+            id,
+            system_id,
+            hostname,
+            description: String::new(),
+            domain_id,
+            zone: placement.zone,
+            pool: placement.pool,
+            architecture: placement.architecture,
+            cpu_count: 1,
+            cpu_speed: 2000,
+            memory: 2048,
+            disks: Vec::new(),
+            interfaces: Vec::new(),
+            tags: BTreeSet::new(),
+            power_type: "ipmi".to_owned(),
+            power_state: PowerState::Off,
+            status: NodeStatus::Ready,
+            status_before_broken: None,
+            status_message: Some("Ready".to_owned()),
+            status_action: String::new(),
+            error_description: String::new(),
+            owner: None,
+            agent_name: String::new(),
+            owner_data: BTreeMap::new(),
+            osystem: String::new(),
+            distro_series: String::new(),
+            hwe_kernel: None,
+            min_hwe_kernel: String::new(),
+            user_data: None,
+            ephemeral_deploy: false,
+            enable_hw_sync: false,
+            locked: false,
+            netboot: true,
+            swap_size: None,
+            hardware_uuid: String::new(),
+            last_comment: String::new(),
+            pending: None,
+            pending_power: None,
+            power_on_count: 0,
+            releases: Vec::new(),
+            history: StatusHistory::default(),
+            gateway_link_ipv4: None,
+            gateway_link_ipv6: None,
+            vm_host_id: None,
+            register_vmhost: None,
+            decomposed: false,
+        }
+    }
+
     /// Storage in decimal MB, as MAAS reports it.
     pub(crate) fn storage_mb(&self) -> f64 {
         #[allow(clippy::cast_precision_loss)]

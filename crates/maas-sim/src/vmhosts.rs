@@ -2,13 +2,14 @@
 //! registration of machines deployed with `register_vmhost`/`install_kvm`, and the record of
 //! what happened to VM hosts (for tests: "composed exactly once").
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use serde::Serialize;
 
 use crate::history::StatusHistory;
 use crate::model::{
-    Disk, Interface, Link, LinkMode, Machine, Outcome, Pending, PendingKind, PowerState, VmHost,
+    Disk, Interface, Link, LinkMode, Machine, Outcome, Pending, PendingKind, Placement, PowerState,
+    VmHost,
 };
 use crate::status::NodeStatus;
 use crate::vmhost_events::{VmHostEvent, VmHostEventKind};
@@ -248,15 +249,14 @@ impl World {
         let mut history = StatusHistory::default();
         history.note(NodeStatus::New, now);
         history.note(NodeStatus::Commissioning, now);
-        let machine = Machine {
-            id,
-            system_id: system_id.clone(),
-            hostname: spec.hostname.unwrap_or_else(|| format!("vm-{id}")),
-            description: String::new(),
-            domain_id: self.default_domain_id(),
+        let hostname = spec.hostname.unwrap_or_else(|| format!("vm-{id}"));
+        let placement = Placement {
             zone: spec.zone,
             pool: spec.pool,
             architecture: spec.architecture,
+        };
+        let domain_id = self.default_domain_id();
+        let machine = Machine {
             cpu_count: spec.cores,
             cpu_speed: spec.cpu_speed,
             memory: spec.memory,
@@ -273,44 +273,22 @@ impl World {
                     ip: None,
                 }],
             )],
-            tags: BTreeSet::new(),
             power_type: "lxd".to_owned(),
             power_state: PowerState::On,
             status: NodeStatus::Commissioning,
-            status_before_broken: None,
             status_message: Some("Commissioning".to_owned()),
             status_action: "commission".to_owned(),
-            error_description: String::new(),
-            owner: None,
-            agent_name: String::new(),
-            owner_data: BTreeMap::new(),
-            osystem: String::new(),
-            distro_series: String::new(),
-            hwe_kernel: None,
-            min_hwe_kernel: String::new(),
-            user_data: None,
-            ephemeral_deploy: false,
-            enable_hw_sync: false,
-            locked: false,
-            netboot: true,
-            swap_size: None,
             hardware_uuid: format!("00000000-0000-4000-8000-{id:012x}"),
-            last_comment: String::new(),
             pending: Some(Pending::starting(
                 PendingKind::Commission,
                 now,
                 self.timings.commission,
                 Outcome::Success,
             )),
-            pending_power: None,
             power_on_count: 1,
-            releases: Vec::new(),
             history,
-            gateway_link_ipv4: None,
-            gateway_link_ipv6: None,
             vm_host_id: Some(host_id),
-            register_vmhost: None,
-            decomposed: false,
+            ..Machine::new(id, system_id.clone(), hostname, domain_id, placement)
         };
         self.machines.push(machine);
         self.record_vm_host(VmHostEventKind::Composed, index, Some(system_id.clone()));

@@ -33,6 +33,14 @@ fn small_host(name: &str) -> VmHostSpec {
     }
 }
 
+/// Composes a machine on VM host `vm_host` with `params`; its system id.
+async fn compose(t: &TestSim, vm_host: u64, params: &[(&str, &str)]) -> String {
+    let composed = t
+        .post_json(&format!("vm-hosts/{vm_host}/?op=compose"), params)
+        .await;
+    composed["system_id"].as_str().unwrap().to_owned()
+}
+
 fn events(t: &TestSim, kind: VmHostEventKind) -> usize {
     t.sim
         .state()
@@ -258,10 +266,7 @@ async fn compose_accounts_resources_with_overcommit() {
 async fn a_composed_machine_is_deleted_on_release() {
     let (t, _) = instant_with_users(1).await;
     let id = t.sim.state().add_vm_host(small_host("h")).unwrap();
-    let composed = t
-        .post_json(&format!("vm-hosts/{id}/?op=compose"), &[("cores", "2")])
-        .await;
-    let system_id = composed["system_id"].as_str().unwrap().to_owned();
+    let system_id = compose(&t, id, &[("cores", "2")]).await;
     let allocated = t.allocate(&[("system_id", &system_id)]).await;
     assert_eq!(allocated, system_id);
     let deployed = t.machine_op(&system_id, "deploy", &[]).await;
@@ -281,6 +286,44 @@ async fn a_composed_machine_is_deleted_on_release() {
 }
 
 #[tokio::test]
+async fn deleting_a_composed_machine_gives_its_resources_back() {
+    let (t, alice) = instant_with_users(1).await;
+    let id = t.sim.state().add_vm_host(small_host("h")).unwrap();
+    let system_id = compose(&t, id, &[("cores", "2"), ("memory", "2048")]).await;
+    let path = format!("machines/{system_id}/");
+    // As MAAS's get_node_or_404 with the admin permission: 404 first, then 403 without a body.
+    let resp = sent(
+        t.client
+            .request(Method::DELETE, t.api(&path))
+            .header("Authorization", plaintext_header(&alice.credential())),
+    )
+    .await;
+    assert_eq!(status_text(resp).await, (403, String::new()));
+    t.expect(
+        Method::DELETE,
+        "machines/nosuch/",
+        &[],
+        (404, "No Machine matches the given query."),
+    )
+    .await;
+    assert_eq!(
+        t.get_json(&format!("vm-hosts/{id}/")).await["used"]["cores"],
+        2
+    );
+    assert_eq!(t.call(Method::DELETE, &path, &[]).await.status(), 204);
+    assert_eq!(t.get(&path, &[]).await.status(), 404);
+    let host = t.get_json(&format!("vm-hosts/{id}/")).await;
+    assert_eq!(host["used"]["cores"], 0);
+    assert_eq!(host["used"]["memory"], 0);
+    assert_eq!(host["used"]["local_storage"], 0);
+    assert_eq!(events(&t, VmHostEventKind::Decomposed), 1);
+    assert_eq!(
+        common::count(&t.sim.state().applied_counts(), "machine.delete"),
+        1
+    );
+}
+
+#[tokio::test]
 async fn composed_machines_commission_with_the_configured_time() {
     let t = start(SimConfig {
         machines: 1,
@@ -292,10 +335,7 @@ async fn composed_machines_commission_with_the_configured_time() {
     })
     .await;
     let id = t.sim.state().add_vm_host(small_host("h")).unwrap();
-    let composed = t
-        .post_json(&format!("vm-hosts/{id}/?op=compose"), &[])
-        .await;
-    let system_id = composed["system_id"].as_str().unwrap().to_owned();
+    let system_id = compose(&t, id, &[]).await;
     assert_eq!(t.status_of(&system_id), NodeStatus::Commissioning);
     tokio::time::sleep(Duration::from_millis(400)).await;
     assert_eq!(t.status_of(&system_id), NodeStatus::Ready);
@@ -346,13 +386,7 @@ async fn deploying_with_register_vmhost_registers_an_lxd_host() {
     assert_eq!(host["pool"]["name"], machine.pool.as_str());
     let vm_host_id = host["id"].as_u64().unwrap();
 
-    let composed = t
-        .post_json(
-            &format!("vm-hosts/{vm_host_id}/?op=compose"),
-            &[("cores", "1")],
-        )
-        .await;
-    let vm = composed["system_id"].as_str().unwrap().to_owned();
+    let vm = compose(&t, vm_host_id, &[("cores", "1")]).await;
     let read = t.machine_read(&vm, None).await;
     assert_eq!(read["parent"]["system_id"], host_id.as_str());
 
@@ -376,10 +410,8 @@ async fn deleting_a_vm_host_keeps_its_machines_unless_decompose() {
     let state = t.sim.state();
     let a = state.add_vm_host(small_host("a")).unwrap();
     let b = state.add_vm_host(small_host("b")).unwrap();
-    let vm_a = t.post_json(&format!("vm-hosts/{a}/?op=compose"), &[]).await;
-    let vm_b = t.post_json(&format!("vm-hosts/{b}/?op=compose"), &[]).await;
-    let vm_a = vm_a["system_id"].as_str().unwrap();
-    let vm_b = vm_b["system_id"].as_str().unwrap();
+    let vm_a = &compose(&t, a, &[]).await;
+    let vm_b = &compose(&t, b, &[]).await;
     assert_eq!(
         t.call(Method::DELETE, &format!("vm-hosts/{a}/"), &[])
             .await

@@ -6,6 +6,7 @@ use serde_json::json;
 
 use super::{Call, Reply, machine_ops, machine_state, machines_update};
 use crate::error::ApiError;
+use crate::vmhost_events::VmHostEventKind;
 
 pub(super) fn dispatch(action: &str, call: &mut Call<'_>) -> Result<Reply, ApiError> {
     match action {
@@ -14,17 +15,7 @@ pub(super) fn dispatch(action: &str, call: &mut Call<'_>) -> Result<Reply, ApiEr
             Ok(machine_ops::machine_reply(call.world, index))
         }
         "update" => machines_update::update(call),
-        "delete" => {
-            call.require_admin()?;
-            let index = machine_ops::find(call)?;
-            // Its VM host goes with it; machines composed on it stay (inferred).
-            if let Some(host) = call.world.hosted_vm_host(call.arg(0)) {
-                call.world.delete_vm_host(host, false);
-            }
-            call.world.machines.remove(index);
-            call.world.dirty = true;
-            Ok(Reply::Empty(StatusCode::NO_CONTENT))
-        }
+        "delete" => delete(call),
         "deploy" => machine_ops::deploy(call),
         "release" => machine_ops::release(call),
         "abort" => machine_ops::abort(call),
@@ -45,4 +36,29 @@ pub(super) fn dispatch(action: &str, call: &mut Call<'_>) -> Result<Reply, ApiEr
             "unhandled machine action {action}"
         ))),
     }
+}
+
+/// `DELETE /machines/{system_id}/` (`MachineHandler.delete`): `get_node_or_404` with the
+/// admin permission, so an unknown id is a 404 for anyone and a known one a 403 without a
+/// body for a non-admin; then 204. A machine composed on a VM host is deleted with its VM
+/// (its cores, memory and storage are the VM host's again, as after a release); a machine
+/// that is a VM host takes its VM host with it, the machines composed on it stay (inferred).
+fn delete(call: &mut Call<'_>) -> Result<Reply, ApiError> {
+    let index = machine_ops::find(call)?;
+    if !call.caller.is_admin {
+        return Err(ApiError::forbidden_empty());
+    }
+    if let Some(host) = call.world.hosted_vm_host(call.arg(0)) {
+        call.world.delete_vm_host(host, false);
+    }
+    let machine = call.world.machines.remove(index);
+    if let Some(host) = machine
+        .vm_host_id
+        .and_then(|id| call.world.vm_hosts.iter().position(|h| h.id == id))
+    {
+        call.world
+            .record_vm_host(VmHostEventKind::Decomposed, host, Some(machine.system_id));
+    }
+    call.world.dirty = true;
+    Ok(Reply::Empty(StatusCode::NO_CONTENT))
 }
