@@ -44,6 +44,9 @@ pub const REMEDIATION_IN_PROGRESS: &str = "RemediationInProgress";
 /// operator accepted an `http://` endpoint: the MAAS key and every answer travel in clear.
 /// Informational: it does not make the inventory un-Ready.
 pub const MAAS_CONNECTION_SECURE: &str = "MAASConnectionSecure";
+/// MaasHost of a VM host: every entry of `spec.vms` is composed (maas-client); False names the
+/// hostname MAAS refused and why.
+pub const VMS_COMPOSED: &str = "VMsComposed";
 
 /// Reasons, CamelCase words a human can search for.
 pub mod reasons {
@@ -69,9 +72,16 @@ pub mod reasons {
     pub const MACHINE_STATE_UNDEFINED: &str = "MachineStateUndefined";
     /// No free MaasHost satisfies the machine's constraints.
     pub const NO_HOST_AVAILABLE: &str = "NoHostAvailable";
-    /// `spec.lxd.enabled`: the machine is to be an LXD VM composed on a VM host, which this
-    /// version does not compose yet; no bare-metal host is claimed for it instead.
-    pub const VM_COMPOSITION_NOT_SERVED: &str = "VMCompositionNotServed";
+    /// `spec.lxd.enabled`: no VM host can take the machine's VM (pool, zone, parent, free
+    /// resources).
+    pub const NO_VM_HOST_AVAILABLE: &str = "NoVMHostAvailable";
+    /// `spec.lxd.enabled`: the VM is asked for on a VM host and not composed (or not ready to
+    /// claim) yet.
+    pub const WAITING_FOR_VM: &str = "WaitingForVM";
+    /// Event: the machine's VM was asked for on a VM host (a `spec.vms` entry added).
+    pub const VM_REQUESTED: &str = "VMRequested";
+    /// Event: the machine's `spec.vms` entry was removed (the machine is deleted).
+    pub const VM_REQUEST_WITHDRAWN: &str = "VMRequestWithdrawn";
     /// No free MaasHost in the requested failure domain.
     pub const NO_CAPACITY_IN_FAILURE_DOMAIN: &str = "NoCapacityInFailureDomain";
     /// A MaasHost was claimed for this machine.

@@ -56,8 +56,9 @@ cannot change) are CEL rules here, so they hold when no webhook runs.
 accepted with its JSON names and defaults. maas-client serves `lxdConfig` by deploying the machines with \
 MAAS's `register_vmhost=true` (`MaasHost.spec.provisioning.registerVMHost`, reported in \
 `status.vmHost`), so the MAAS API key stays in maas-client; CAPMAAS's initializer DaemonSet copies it into \
-workload clusters instead. VMs for `spec.lxd.enabled` machines are not composed yet: such a machine \
-waits with `VMCompositionNotServed` and claims no bare-metal host instead (docs/lxd.md).
+workload clusters instead. A `spec.lxd.enabled` machine gets a VM composed on a VM host of its pool, \
+zone or `parent` (machine-controller asks for it in the VM host's `MaasHost.spec.vms`, maas-client \
+composes it once and imports it as a MaasHost, which the machine claims); docs/lxd.md.
 - **Not carried from CAPMAAS.** `status.failureReason` / `status.failureMessage`: the v1beta2 contract ignores them and CAPMAAS never cleared \
 them; conditions carry the same information. `minDiskSize` is honoured for bare metal (hosts with less \
 storage are not chosen) instead of being ignored.

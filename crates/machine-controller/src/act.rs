@@ -19,7 +19,7 @@ use crate::error::{Error, Result};
 use crate::host_ops::{self, Mutation};
 use crate::state::{State, host_namespace, mm_api, write_status};
 use crate::status::{claimed_by, step_conditions};
-use crate::{claiming, data, deployed, release};
+use crate::{claiming, data, deployed, release, vm_ops};
 
 /// Most steps one reconcile performs before yielding (each step is one write at most).
 const MAX_STEPS: usize = 12;
@@ -82,6 +82,7 @@ pub async fn act(ctx: &Ctx, state: &mut State, step: Step) -> Result<Flow> {
         | Step::WaitForClusterInfrastructure
         | Step::WaitForBootstrapData
         | Step::WaitForData { .. }
+        | Step::WaitForVm { .. }
         | Step::WaitForRelease { .. } => {
             let conditions = step_conditions(&step, state.host.as_ref());
             write_status(ctx, state, conditions, false).await?;
@@ -101,6 +102,9 @@ pub async fn act(ctx: &Ctx, state: &mut State, step: Step) -> Result<Flow> {
             Ok(Flow::Continue)
         }
         Step::ChooseHost => claiming::choose_and_claim(ctx, state).await,
+        Step::RequestVm => vm_ops::request_vm(ctx, state).await,
+        Step::ClaimVm => claiming::claim_vm(ctx, state).await,
+        Step::RemoveVmRequest => vm_ops::remove_vm_request(ctx, state).await,
         Step::ReclaimHost => claiming::reclaim(ctx, state).await,
         Step::HostLost => {
             // A machine moved here by clusterctl whose pool this installation imports on
@@ -238,13 +242,10 @@ async fn request_deployment(ctx: &Ctx, state: &mut State) -> Result<Flow> {
         .data_claim
         .as_ref()
         .and_then(|c| crate::decide::rendered_data(c, state.data.as_ref()));
-    let Some(request) = host_ops::deployment_request(
-        &state.mm,
-        state.machine.as_ref(),
-        host,
-        rendered,
-        state.registers_vm_hosts,
-    ) else {
+    let vm_hosts = host_ops::registers_vm_host(ctx, state.cluster.as_ref(), host);
+    let Some(request) =
+        host_ops::deployment_request(&state.mm, state.machine.as_ref(), host, rendered, vm_hosts)
+    else {
         return Ok(Flow::Continue);
     };
     let request_once = |h: &mut MaasHost| {

@@ -65,12 +65,14 @@ pub fn smallest_fit<'h>(
 }
 
 /// What keeps `host` from ever serving a machine until a person acts or MAAS reports it again:
-/// being deleted, missing, marked unhealthy, Broken, or no CPU or memory reported.
+/// being deleted, a composed VM (composed for one LXD machine only), missing, marked unhealthy, Broken, or no CPU or memory reported.
 fn lasting_exclusion(host: &MaasHost) -> Option<Exclusion> {
     let status = host.status.as_ref();
     let state = status.and_then(|s| s.provisioning_state);
     if host.metadata.deletion_timestamp.is_some() {
         Some(Exclusion::Deleting)
+    } else if crate::vm::is_composed_vm(host) {
+        Some(Exclusion::ComposedVm)
     } else if status.and_then(|s| s.missing) == Some(true)
         || state == Some(ProvisioningState::Missing)
     {

@@ -1,6 +1,6 @@
 //! Choosing a MaasHost for a MaasMachine: a pure, deterministic ranking.
 //!
-//! Filters (all hard): not being deleted, not consumed, not missing, not marked unhealthy, no
+//! Filters (all hard): not being deleted, not a composed VM (`crate::vm`), not consumed, not missing, not marked unhealthy, no
 //! reboot request left on it,
 //! `Available` in MAAS, not reserved (unexpired) for another owner, `resourcePool`,
 //! failure domain (MAAS zone), `minCPU`, `minMemory` (MiB), `minDiskSize` (GiB), every tag,
@@ -123,6 +123,9 @@ impl Claimable {
 pub enum Exclusion {
     /// The host object is being deleted.
     Deleting,
+    /// The MaasHost of a VM composed on a VM host (label `composed-on` or `status.vmHostId`):
+    /// only the LXD machine it was composed for claims it ([`crate::vm`]).
+    ComposedVm,
     /// Another machine claimed it.
     Consumed,
     /// The MAAS machine is gone.
@@ -236,6 +239,9 @@ pub fn state_exclusion(
     let status = host.status.clone().unwrap_or_default();
     if host.metadata.deletion_timestamp.is_some() {
         return Some(Exclusion::Deleting);
+    }
+    if crate::vm::is_composed_vm(host) {
+        return Some(Exclusion::ComposedVm);
     }
     if host.spec.consumer_ref.is_some() || request.busy_hosts.contains(&host_key(host)) {
         return Some(Exclusion::Consumed);
@@ -381,6 +387,7 @@ pub fn no_host_explanation(request: &HostRequest, ranking: &Ranking<'_>) -> (&'s
 pub fn describe(exclusion: Exclusion, request: &HostRequest) -> String {
     match exclusion {
         Exclusion::Deleting => "being deleted".into(),
+        Exclusion::ComposedVm => "composed VMs of LXD machines".into(),
         Exclusion::Consumed => "claimed by other machines".into(),
         Exclusion::Missing => "missing from MAAS".into(),
         Exclusion::Unhealthy => "marked unhealthy".into(),

@@ -10,7 +10,6 @@
 //! resourceVersion) before another host is chosen.
 
 use capmaas_runtime::error::{Failed, failed};
-use std::time::Duration;
 
 use capmaas_api::common::HostReference;
 use capmaas_api::conditions::{self as cond, reasons};
@@ -29,9 +28,9 @@ use crate::choose::{self, HostRequest, rank_hosts};
 use crate::context::Ctx;
 use crate::decide::{Observed, host_request};
 use crate::error::Result;
-use crate::host_ops::{self, Claim};
+use crate::host_ops::{self, Claim, Fit, retry_delay};
 use crate::state::{
-    State, apply_owned, find_host, host_namespace, mm_api, namespace, write_status,
+    State, apply_owned, host_namespace, mm_api, namespace, still_claiming, write_status,
 };
 use crate::status::{consumer_ref, intended_status, owned_status};
 
@@ -72,26 +71,6 @@ fn recorded_host(mm: &MaasMachine) -> Option<(String, String)> {
         .as_ref()
         .and_then(|s| s.host_ref.as_ref())
         .map(|r| (r.namespace_or(own).to_owned(), r.name.clone()))
-}
-
-/// Reads the MaasMachine fresh: the cached object may predate a write of ours or of another
-/// replica, so a claim is decided on a fresh read and written under its resourceVersion.
-/// `false` when there is nothing to claim (deleting, or a host is claimed already).
-async fn still_claiming(ctx: &Ctx, state: &mut State, ns: &str) -> Result<bool> {
-    state.replace_mm(
-        mm_api(ctx, &state.mm)?
-            .get(&state.mm.name_any())
-            .await
-            .map_err(failed("reading the MaasMachine"))?,
-    );
-    if state.mm.metadata.deletion_timestamp.is_some() {
-        return Ok(false);
-    }
-    if let Some(host) = find_host(ctx, &state.mm, ns).await? {
-        state.host = Some(host);
-        return Ok(false);
-    }
-    Ok(true)
 }
 
 /// Chooses a host for `state.mm` and claims it.
@@ -141,9 +120,9 @@ pub(crate) async fn choose_and_claim(ctx: &Ctx, state: &mut State) -> Result<Flo
                 &state.mm,
                 &host_ns,
                 &recorded,
-                &request,
+                Fit::Request(&request),
                 state.machine.as_ref(),
-                state.registers_vm_hosts,
+                ctx.registers_vm_hosts(state.cluster.as_ref()),
             );
             claim.await?
         } else {
@@ -170,7 +149,8 @@ pub(crate) async fn choose_and_claim(ctx: &Ctx, state: &mut State) -> Result<Flo
         if !ctx.claims.try_mark(&host_ns, &host_name, &uid) {
             continue;
         }
-        let claimed = claim_with_intent(ctx, state, &host_ns, candidate, &request).await;
+        let fit = Fit::Request(&request);
+        let claimed = claim_with_intent(ctx, state, &host_ns, candidate, fit).await;
         match claimed {
             Ok(Some(host)) => {
                 let reused = choose::reserved_for(candidate, reuse_owner.as_deref(), now);
@@ -261,10 +241,56 @@ async fn deployment_requested(ctx: &Ctx, state: &State, host: &MaasHost) {
     }
 }
 
-/// Half a second to one and a half, so machines that lost the same race do not retry in
-/// lock-step.
-fn retry_delay() -> Duration {
-    Duration::from_millis(500 + fastrand::u64(0..1000))
+/// Claims the composed VM's MaasHost through the ordinary claim (intent first, consumerRef
+/// under the host's resourceVersion, the deployment request in the same write when it can be
+/// made). A VM is never registered as a VM host.
+pub(crate) async fn claim_vm(ctx: &Ctx, state: &mut State) -> Result<Flow> {
+    let ns = namespace(&state.mm)?;
+    let uid = state.mm.uid().ok_or(Failed::missing("uid"))?;
+    if !still_claiming(ctx, state, &ns).await? {
+        return Ok(Flow::Continue);
+    }
+    let (Some(vm_host), Some(composed)) = (state.vm_host.clone(), state.vm.clone()) else {
+        return Ok(Flow::Continue);
+    };
+    let Some(entry) = crate::vm::entry_of(&vm_host, &state.mm).cloned() else {
+        return Ok(Flow::Continue);
+    };
+    let (host_ns, name) = (host_namespace(&composed)?, composed.name_any());
+    if !ctx.claims.try_mark(&host_ns, &name, &uid) {
+        return Ok(Flow::Done(Action::requeue(retry_delay())));
+    }
+    let vm_host_name = vm_host.name_any();
+    let fit = Fit::Vm {
+        composed_on: &vm_host_name,
+        hostname: &entry.hostname,
+    };
+    match claim_with_intent(ctx, state, &host_ns, &composed, fit).await {
+        Ok(Some(host)) => {
+            let mut note = format!(
+                "claimed host {name}, VM {} composed on VM host {vm_host_name} (system {})",
+                entry.hostname, host.spec.system_id
+            );
+            if let Some(request) = host.spec.provisioning.as_ref() {
+                note = format!("{note}; deployment with image {} requested", request.image);
+            }
+            info!(host = %name, vm_host = %vm_host_name, "VM claimed");
+            ctx.base
+                .events
+                .normal(&state.mm, reasons::HOST_CLAIMED, &note)
+                .await;
+            state.host = Some(host);
+            Ok(Flow::Continue)
+        }
+        Ok(None) => {
+            ctx.claims.unmark(&host_ns, &name, &uid);
+            Ok(Flow::Done(Action::requeue(retry_delay())))
+        }
+        Err(e) => {
+            ctx.claims.unmark(&host_ns, &name, &uid);
+            Err(e)
+        }
+    }
 }
 
 /// Records the intent, claims the host, and withdraws the intent if the claim was lost.
@@ -277,17 +303,18 @@ async fn claim_with_intent(
     state: &mut State,
     host_ns: &str,
     candidate: &MaasHost,
-    request: &HostRequest,
+    fit: Fit<'_>,
 ) -> Result<Option<MaasHost>> {
     let host = candidate.name_any();
     let consumer = consumer_ref(&state.mm, host_ns).ok_or(Failed::missing("name or uid"))?;
+    let vm_hosts = host_ops::registers_vm_host(ctx, state.cluster.as_ref(), candidate);
     let mut expected = candidate.clone();
     host_ops::mark_claimed(
         &mut expected,
         &state.mm,
         &consumer,
         state.machine.as_ref(),
-        state.registers_vm_hosts,
+        vm_hosts,
     );
     let intended = intended_status(
         &Observed {
@@ -300,8 +327,7 @@ async fn claim_with_intent(
     let before = owned_status(&state.mm);
     state.replace_mm(apply_owned(ctx, &state.mm, &intended, RECORDING_HOST).await?);
     let machine = state.machine.as_ref();
-    let vm_hosts = state.registers_vm_hosts;
-    match host_ops::claim(ctx, &state.mm, host_ns, &host, request, machine, vm_hosts).await? {
+    match host_ops::claim(ctx, &state.mm, host_ns, &host, fit, machine, vm_hosts).await? {
         Claim::Won(h) => Ok(Some(*h)),
         Claim::Lost => {
             let restored = MaasMachineStatus {

@@ -7,11 +7,12 @@ use std::time::{Duration, Instant};
 
 use capmaas_api::capi::{Cluster, Machine};
 use capmaas_api::host::MaasHostSpec;
-use capmaas_api::{MaasCluster, MaasHost, MaasInventory};
+use capmaas_api::{MaasCluster, MaasHost, MaasInventory, MaasMachine};
 use capmaas_runtime::controller::Base;
 use capmaas_runtime::controller::workload::WorkloadClients;
 use capmaas_runtime::own_writes::OwnSpecWrites;
 use capmaas_runtime::{BackoffConfig, ObjectBackoff};
+use kube::Resource;
 use kube::runtime::reflector::Store;
 
 use crate::choose::Claimable;
@@ -37,6 +38,9 @@ pub struct Ctx {
     /// Cache of every watched MaasCluster (without managed fields): whether its hosts become
     /// LXD VM hosts (`spec.lxdConfig.enabled`).
     pub maas_clusters: Store<MaasCluster>,
+    /// Cache of every watched MaasMachine (the controller's own): the machines of a Cluster,
+    /// whose VMs are spread over VM hosts ([`crate::vm`]).
+    pub maas_machines: Store<MaasMachine>,
     /// Per-object backoff while waiting for something we cannot watch (a free host, a Node).
     pub waits: ObjectBackoff,
     /// Workload cluster clients (guarded kubeconfigs, cached per cluster).
@@ -64,6 +68,8 @@ pub struct Caches {
     pub clusters: Store<Cluster>,
     /// MaasClusters.
     pub maas_clusters: Store<MaasCluster>,
+    /// MaasMachines.
+    pub maas_machines: Store<MaasMachine>,
 }
 
 impl std::fmt::Debug for Ctx {
@@ -92,6 +98,7 @@ impl Ctx {
             machines: caches.machines,
             clusters: caches.clusters,
             maas_clusters: caches.maas_clusters,
+            maas_machines: caches.maas_machines,
             waits: ObjectBackoff::new(wait_backoff()),
             claims: ClaimTracker::default(),
             own_writes: capmaas_runtime::OwnWrites::default(),
@@ -123,7 +130,7 @@ impl Ctx {
             .spec
             .infrastructure_ref
             .as_ref()
-            .filter(|r| r.kind == "MaasCluster")
+            .filter(|r| r.kind == MaasCluster::kind(&()))
             .and_then(|r| {
                 self.maas_clusters
                     .get(&kube::runtime::reflector::ObjectRef::new(&r.name).within(&namespace))

@@ -27,6 +27,11 @@ pub struct Observed<'a> {
     pub data: Option<&'a MaasData>,
     /// No host claimed but `spec.systemID` set: the namespace's host of that MAAS machine.
     pub system_host: Option<&'a MaasHost>,
+    /// An LXD machine ([`crate::vm`]): the VM host whose `spec.vms` holds its VM's entry.
+    pub vm_host: Option<&'a MaasHost>,
+    /// The MaasHost of the VM composed for that entry (labelled with the VM host and the
+    /// hostname), once maas-client imported it.
+    pub vm: Option<&'a MaasHost>,
 }
 
 /// The next step.
@@ -46,6 +51,18 @@ pub enum Step {
     WaitForBootstrapData,
     /// Choose and claim a host.
     ChooseHost,
+    /// An LXD machine without a VM asked for: choose a VM host and add the VM's entry to its
+    /// `spec.vms`.
+    RequestVm,
+    /// An LXD machine's VM is asked for and not composed (or not claimable) yet.
+    WaitForVm {
+        /// Condition message (names the VM host and any refusal of maas-client's).
+        message: String,
+    },
+    /// An LXD machine's VM is composed and `Available`: claim its MaasHost.
+    ClaimVm,
+    /// Deleting, no host held: remove the VM's entry from the VM host's `spec.vms`.
+    RemoveVmRequest,
     /// A providerID or systemID exists but no host is claimed for it any more: never choose a
     /// second host for a machine whose identity is fixed.
     HostLost,
@@ -97,10 +114,6 @@ pub enum Step {
     /// Deleting without our finalizer: nothing to do.
     Done,
 }
-
-/// Why a machine with `spec.lxd.enabled` waits: it must run as an LXD VM, and a bare-metal host
-/// in its place would be a different machine than the one asked for.
-pub const VM_COMPOSITION_NOT_SERVED: &str = "spec.lxd.enabled asks for an LXD VM composed on a VM host; this version registers VM hosts (MaasCluster spec.lxdConfig) but does not compose VMs yet, so no host is claimed (see docs/lxd.md)";
 
 /// Whether reconciliation is paused by the Cluster or the object's annotation.
 pub fn is_paused(obs: &Observed<'_>) -> bool {
@@ -156,12 +169,8 @@ fn decide_apply(obs: &Observed<'_>) -> Step {
         if bootstrap_secret(mm, machine).is_none() {
             return Step::WaitForBootstrapData;
         }
-        if mm.spec.lxd.as_ref().is_some_and(|lxd| lxd.enabled) {
-            return Step::WaitForDeployment {
-                reason: reasons::VM_COMPOSITION_NOT_SERVED,
-                message: VM_COMPOSITION_NOT_SERVED.to_owned(),
-                failed: true,
-            };
+        if crate::vm::is_lxd(mm) {
+            return decide_vm(obs);
         }
         return Step::ChooseHost;
     };
@@ -255,6 +264,23 @@ fn decide_apply(obs: &Observed<'_>) -> Step {
     }
 }
 
+/// The next step of an LXD machine with no host claimed, its bootstrap data there: ask for the
+/// VM, wait for it, or claim it ([`crate::vm`]).
+pub fn decide_vm(obs: &Observed<'_>) -> Step {
+    let Some(vm_host) = obs.vm_host else {
+        return Step::RequestVm;
+    };
+    let hostname = crate::vm::entry_of(vm_host, obs.maas_machine)
+        .map(|e| e.hostname.clone())
+        .unwrap_or_default();
+    match obs.vm {
+        Some(vm) if crate::vm::vm_claimable(vm) => Step::ClaimVm,
+        vm => Step::WaitForVm {
+            message: crate::vm::waiting_message(vm_host, &hostname, vm),
+        },
+    }
+}
+
 fn decide_delete(obs: &Observed<'_>) -> Step {
     if !has_finalizer(obs.maas_machine) {
         return Step::Done;
@@ -268,6 +294,11 @@ fn decide_delete(obs: &Observed<'_>) -> Step {
         return Step::Paused;
     }
     let Some(host) = obs.host else {
+        // The VM is released (or was never claimed): only now may its entry go, which lets
+        // maas-client delete a VM that was never allocated.
+        if obs.vm_host.is_some() {
+            return Step::RemoveVmRequest;
+        }
         // The host is released (or was never claimed): only now may the addresses go.
         if obs.data_claim.is_some_and(holds_data_claim) {
             return Step::ReleaseData;
@@ -386,6 +417,10 @@ pub fn is_released(host: &MaasHost) -> bool {
     // directly before saying so), but only a status written after the release request counts:
     // an older one may predate it.
     let gone = status.missing == Some(true) || state == ProvisioningState::Missing;
+    // MAAS deletes a composed VM when it is released: its host missing is its release.
+    if gone && crate::vm::is_composed_vm(host) {
+        return true;
+    }
     observed && (gone || state == ProvisioningState::Available)
 }
 

@@ -42,6 +42,8 @@ fn decide_for(
         data_claim: None,
         data: None,
         system_host: None,
+        vm_host: None,
+        vm: None,
     })
 }
 
@@ -108,7 +110,7 @@ fn waits_for_infrastructure_then_bootstrap_data_then_chooses() {
 }
 
 #[test]
-fn an_lxd_machine_claims_no_bare_metal_host_but_one_composed_earlier_is_kept() {
+fn an_lxd_machine_asks_for_a_vm_but_one_composed_earlier_is_kept() {
     let mut mm = maas_machine("m");
     mm.spec.lxd = Some(capmaas_api::lxd::MachineLxdConfig {
         enabled: true,
@@ -120,11 +122,7 @@ fn an_lxd_machine_claims_no_bare_metal_host_but_one_composed_earlier_is_kept() {
         Some(&cluster(true, false)),
         None,
     );
-    let Step::WaitForDeployment { reason, failed, .. } = step else {
-        panic!("{step:?}");
-    };
-    assert_eq!(reason, reasons::VM_COMPOSITION_NOT_SERVED);
-    assert!(failed, "a Warning a person should see");
+    assert_eq!(step, Step::RequestVm);
     // A VM CAPMAAS composed (taken over: its systemID recorded) is not this case.
     mm.spec.system_id = Some("vm1".into());
     let step = decide_for(
@@ -175,6 +173,8 @@ fn a_machine_with_a_system_id_claims_the_free_host_of_it_again() {
             data_claim: None,
             data: None,
             system_host: h,
+            vm_host: None,
+            vm: None,
         })
     };
     // Moved here by clusterctl: the re-imported host is deployed, and nobody holds it.
@@ -377,6 +377,8 @@ fn a_move_annotation_on_a_running_clusters_machine_does_not_skip_the_release() {
         data_claim: None,
         data: None,
         system_host: None,
+        vm_host: None,
+        vm: None,
     };
     assert!(move_annotation_ignored(&obs));
     assert_eq!(decide(&obs), Step::ClearProvisioning);
@@ -547,6 +549,8 @@ fn a_data_template_is_claimed_and_rendered_before_the_deployment_is_requested() 
             data_claim: claim,
             data,
             system_host: None,
+            vm_host: None,
+            vm: None,
         })
     };
     assert_eq!(with(None, None), Step::CreateDataClaim);
@@ -599,6 +603,8 @@ fn the_data_claim_is_let_go_only_after_the_host_is_released() {
             data_claim: claim,
             data: None,
             system_host: None,
+            vm_host: None,
+            vm: None,
         })
     };
     assert_eq!(with(Some(&h), Some(&claim)), Step::ClearProvisioning);

@@ -23,7 +23,8 @@ use crate::status::{claimed_by, consumer_ref, provisioning_request};
 /// then, so only without a data template: one host write and one gateway wake-up fewer per
 /// machine) or the `RequestDeployment` step.
 ///
-/// `vm_hosts`: the cluster's hosts become LXD VM hosts ([`Ctx::registers_vm_hosts`]).
+/// `vm_hosts`: the cluster's hosts become LXD VM hosts ([`Ctx::registers_vm_hosts`], looked up
+/// by the caller; never for a composed VM, [`registers_vm_host`]).
 pub fn deployment_request(
     mm: &MaasMachine,
     machine: Option<&Machine>,
@@ -40,6 +41,17 @@ pub fn deployment_request(
     ))
 }
 
+/// Whether the deployment of `host` for a machine of `cluster` registers it as an LXD VM host:
+/// the cluster's MaasCluster asks for it (`spec.lxdConfig.enabled`) and `host` is no composed
+/// VM (a VM is never made a VM host).
+pub fn registers_vm_host(
+    ctx: &Ctx,
+    cluster: Option<&capmaas_api::capi::Cluster>,
+    host: &MaasHost,
+) -> bool {
+    !crate::vm::is_composed_vm(host) && ctx.registers_vm_hosts(cluster)
+}
+
 /// The Event of a deployment request, whichever write carried it.
 pub async fn announce_deployment(ctx: &Ctx, mm: &MaasMachine, host: &str) {
     let note = format!(
@@ -50,6 +62,12 @@ pub async fn announce_deployment(ctx: &Ctx, mm: &MaasMachine, host: &str) {
         .events
         .normal(mm, reasons::MACHINE_DEPLOY_STARTED, &note)
         .await;
+}
+
+/// Half a second to one and a half, so machines that lost the same race do not retry in
+/// lock-step.
+pub fn retry_delay() -> std::time::Duration {
+    std::time::Duration::from_millis(500 + fastrand::u64(0..1000))
 }
 
 /// Attempts for one host write when the host keeps changing under us (status updates by the
@@ -116,6 +134,34 @@ pub enum Claim {
     Lost,
 }
 
+/// What a host must still be, on the fresh read, for a claim of it to be written.
+#[derive(Debug, Clone, Copy)]
+pub enum Fit<'a> {
+    /// Free and fitting the machine's request: the bare-metal choice ([`choose::exclusion`]).
+    Request(&'a HostRequest),
+    /// The VM composed for the machine: labelled with VM host `composed_on` and `hostname`,
+    /// free and `Available` ([`crate::vm::vm_claim_fits`]).
+    Vm {
+        /// Name of the VM host's MaasHost.
+        composed_on: &'a str,
+        /// The VM's hostname.
+        hostname: &'a str,
+    },
+}
+
+impl Fit<'_> {
+    /// Whether `h` may be claimed at `now`.
+    pub fn admits(&self, h: &MaasHost, now: jiff::Timestamp) -> bool {
+        match self {
+            Self::Request(request) => choose::exclusion(request, h, now).is_none(),
+            Self::Vm {
+                composed_on,
+                hostname,
+            } => crate::vm::vm_claim_fits(h, composed_on, hostname),
+        }
+    }
+}
+
 /// Claims `host` for `mm`: sets `consumerRef` (and drops a reservation the request may take)
 /// under the resourceVersion of a fresh read that still shows the host free and fitting.
 ///
@@ -126,14 +172,14 @@ pub async fn claim(
     mm: &MaasMachine,
     namespace: &str,
     host: &str,
-    request: &HostRequest,
+    fit: Fit<'_>,
     machine: Option<&Machine>,
     vm_hosts: bool,
 ) -> Result<Claim> {
     let consumer = consumer_ref(mm, namespace).ok_or(Failed::missing("name or uid"))?;
     let now = jiff::Timestamp::now();
     let written = update_host(ctx, namespace, host, "claiming", |h| {
-        if claimed_by(h, mm) || choose::exclusion(request, h, now).is_some() {
+        if claimed_by(h, mm) || !fit.admits(h, now) {
             return Mutation::Keep;
         }
         mark_claimed(h, mm, &consumer, machine, vm_hosts);

@@ -38,6 +38,8 @@ pub mod state;
 pub mod status;
 pub mod template_watch;
 pub mod templates;
+pub mod vm;
+mod vm_ops;
 pub mod watch;
 pub mod workload;
 
@@ -144,6 +146,7 @@ pub async fn run(term: capmaas_runtime::Term, args: ControllerArgs) -> Result<()
             machines: machine_cache.clone(),
             clusters: cluster_cache.clone(),
             maas_clusters: maas_cluster_cache.clone(),
+            maas_machines: machines.clone(),
         },
         args.on_demand_namespace(ns),
     ));

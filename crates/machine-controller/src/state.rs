@@ -24,8 +24,6 @@ pub struct State {
     pub machine: Option<Machine>,
     /// The Machine's Cluster.
     pub cluster: Option<Cluster>,
-    /// The Cluster's MaasCluster turns its hosts into LXD VM hosts ([`Ctx::registers_vm_hosts`]).
-    pub registers_vm_hosts: bool,
     /// The host claimed by the MaasMachine.
     pub host: Option<MaasHost>,
     /// The MaasDataClaim made for the MaasMachine (with `spec.dataTemplate`).
@@ -35,6 +33,10 @@ pub struct State {
     /// With `spec.systemID` set and no host claimed: the host of the namespace for that MAAS
     /// machine (from the cache), which the machine may claim again.
     pub system_host: Option<MaasHost>,
+    /// An LXD machine: the VM host whose `spec.vms` holds its VM's entry ([`crate::vm`]).
+    pub vm_host: Option<MaasHost>,
+    /// The composed VM's MaasHost for that entry, once imported.
+    pub vm: Option<MaasHost>,
     /// resourceVersions of the MaasMachine this reconcile saw replaced (by its writes or fresh
     /// reads), oldest first: all older than `mm` ([`capmaas_runtime::own_writes`]).
     pub superseded: Vec<String>,
@@ -69,6 +71,8 @@ impl State {
             data_claim: self.data_claim.as_ref(),
             data: self.data.as_ref(),
             system_host: self.system_host.as_ref(),
+            vm_host: self.vm_host.as_ref(),
+            vm: self.vm.as_ref(),
         }
     }
 
@@ -102,9 +106,9 @@ impl State {
         let cluster = cluster_name
             .and_then(|name| ctx.clusters.get(&ObjectRef::new(&name).within(&ns)))
             .map(|c| c.as_ref().clone());
-        let registers_vm_hosts = ctx.registers_vm_hosts(cluster.as_ref());
         let host = find_host(ctx, &mm, &ns).await?;
         let (data_claim, data) = observe_data(ctx, &mm, &ns).await?;
+        let (vm_host, vm) = find_vm(ctx, &mm).await?;
         let system_host = match (&host, &mm.spec.system_id) {
             (None, Some(system_id)) => {
                 let claimable = ctx.claimable_namespaces(&ns);
@@ -118,11 +122,12 @@ impl State {
             mm,
             machine,
             cluster,
-            registers_vm_hosts,
             host,
             data_claim,
             data,
             system_host,
+            vm_host,
+            vm,
             superseded: Vec::new(),
         })
     }
@@ -194,6 +199,73 @@ pub async fn find_host(ctx: &Ctx, mm: &MaasMachine, ns: &str) -> Result<Option<M
         }
     }
     Ok(None)
+}
+
+/// The VM host holding `mm`'s VM request and the composed VM's MaasHost, for an LXD machine or
+/// one being deleted. From the cache, except that a VM host this process wrote and the cache
+/// does not show as written yet is read fresh: a request added a moment ago must be found, or
+/// a second one would be added elsewhere.
+pub async fn find_vm(ctx: &Ctx, mm: &MaasMachine) -> Result<(Option<MaasHost>, Option<MaasHost>)> {
+    if !crate::vm::is_lxd(mm) && mm.metadata.deletion_timestamp.is_none() {
+        return Ok((None, None));
+    }
+    // UIDs are unique in the whole cluster: an entry naming ours is ours in any namespace.
+    let cached = ctx.hosts.state();
+    let mut found = None;
+    let vm_hosts = cached
+        .iter()
+        .filter(|h| h.spec.vms.is_some() || h.status.as_ref().is_some_and(|s| s.vm_host.is_some()));
+    for host in vm_hosts {
+        let host = if ctx.host_writes.cache_is_current(host.as_ref(), &host.spec) {
+            Some(host.as_ref().clone())
+        } else {
+            read_host(ctx, host).await?
+        };
+        if let Some(host) = host.filter(|h| crate::vm::entry_of(h, mm).is_some()) {
+            found = Some(host);
+            break;
+        }
+    }
+    let Some(vm_host) = found else {
+        return Ok((None, None));
+    };
+    let hostname = crate::vm::entry_of(&vm_host, mm)
+        .map(|e| e.hostname.clone())
+        .unwrap_or_default();
+    let composed = ctx
+        .hosts
+        .find(|h| crate::vm::is_vm_of(h, &vm_host, &hostname))
+        .map(|h| h.as_ref().clone());
+    Ok((Some(vm_host), composed))
+}
+
+async fn read_host(ctx: &Ctx, host: &MaasHost) -> Result<Option<MaasHost>> {
+    let (ns, name) = (host_namespace(host)?, host.name_any());
+    Api::<MaasHost>::namespaced(ctx.base.client.clone(), &ns)
+        .get_opt(&name)
+        .await
+        .map_err(|e| failed(format!("reading host {ns}/{name}"))(e).into())
+}
+
+/// Reads the MaasMachine fresh: the cached object may predate a write of ours or of another
+/// replica, so a claim (or a VM request) is decided on a fresh read and written under its
+/// resourceVersion. `false` when there is nothing to claim (deleting, or a host is claimed
+/// already).
+pub async fn still_claiming(ctx: &Ctx, state: &mut State, ns: &str) -> Result<bool> {
+    state.replace_mm(
+        mm_api(ctx, &state.mm)?
+            .get(&state.mm.name_any())
+            .await
+            .map_err(failed("reading the MaasMachine"))?,
+    );
+    if state.mm.metadata.deletion_timestamp.is_some() {
+        return Ok(false);
+    }
+    if let Some(host) = find_host(ctx, &state.mm, ns).await? {
+        state.host = Some(host);
+        return Ok(false);
+    }
+    Ok(true)
 }
 
 /// Applies the owned status after `conditions` (and the provisioning signals); returns whether

@@ -117,6 +117,7 @@ pub fn step_conditions(step: &Step, host: Option<&MaasHost>) -> Vec<NewCondition
             reasons::WAITING_FOR_BOOTSTRAP_DATA,
             "waiting for the Machine's bootstrap data secret",
         ),
+        Step::WaitForVm { message } => both(reasons::WAITING_FOR_VM, message),
         Step::HostLost => both(
             reasons::MACHINE_NOT_FOUND,
             "the machine has a providerID but no MaasHost is claimed for it any more",
@@ -174,6 +175,9 @@ pub fn step_conditions(step: &Step, host: Option<&MaasHost>) -> Vec<NewCondition
         | Step::WaitForCluster
         | Step::AddFinalizer
         | Step::ChooseHost
+        | Step::RequestVm
+        | Step::ClaimVm
+        | Step::RemoveVmRequest
         | Step::ReclaimHost
         | Step::RemoveFinalizer
         | Step::ReleaseData

@@ -302,6 +302,8 @@ fn the_intended_status_is_what_the_step_after_a_won_claim_would_write() {
         data_claim: None,
         data: None,
         system_host: None,
+        vm_host: None,
+        vm: None,
     };
     let intended = intended_status(&observed(&mm), &t(100));
     assert_eq!(intended.host_ref.as_ref().unwrap().name, "h1");

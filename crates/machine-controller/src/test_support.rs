@@ -80,6 +80,7 @@ pub(crate) fn unclaimed_host(name: &str) -> MaasHost {
             consumer_ref: None,
             provisioning: None,
             reservation: None,
+            vms: None,
         },
     )
 }

@@ -59,7 +59,9 @@ pub fn cluster_change(cluster: &Cluster) -> Option<u64> {
 }
 
 /// A host maps to its consumer; a free, available host wakes the machines waiting for one in
-/// the namespaces that may claim it (its own, and those its inventory admits).
+/// the namespaces that may claim it (its own, and those its inventory admits). A VM host wakes
+/// the machines its `spec.vms` entries name, and a VM host or a composed VM the LXD machines
+/// without a host in those namespaces (capacity freed, a VM composed: [`waiting_for_vm`]).
 pub fn map_host(
     machines: &Store<MaasMachine>,
     inventories: &Store<MaasInventory>,
@@ -68,11 +70,23 @@ pub fn map_host(
     let Some(namespace) = host.namespace() else {
         return Vec::new();
     };
-    if let Some(consumer) = &host.spec.consumer_ref {
+    let mut wake: Vec<ObjectRef<MaasMachine>> = host
+        .spec
+        .vms
+        .iter()
+        .flatten()
+        .filter(|e| e.consumer.kind == MaasMachine::kind(&()))
+        .map(|e| ObjectRef::new(&e.consumer.name).within(e.consumer.namespace_or(&namespace)))
+        .collect();
+    let vm_related = crate::vm::is_composed_vm(host)
+        || host.status.as_ref().is_some_and(|s| s.vm_host.is_some());
+    if let Some(consumer) = &host.spec.consumer_ref
+        && !vm_related
+    {
         if consumer.kind == MaasMachine::kind(&()) {
-            return vec![ObjectRef::new(&consumer.name).within(consumer.namespace_or(&namespace))];
+            wake.push(ObjectRef::new(&consumer.name).within(consumer.namespace_or(&namespace)));
         }
-        return Vec::new();
+        return wake;
     }
     let inventory = host
         .labels()
@@ -86,17 +100,39 @@ pub fn map_host(
     };
     let available = host.status.as_ref().and_then(|s| s.provisioning_state)
         == Some(ProvisioningState::Available);
+    let free = host.spec.consumer_ref.is_none();
+    if let Some(consumer) = &host.spec.consumer_ref
+        && consumer.kind == MaasMachine::kind(&())
+    {
+        wake.push(ObjectRef::new(&consumer.name).within(consumer.namespace_or(&namespace)));
+    }
     // A free host also wakes the machine whose `spec.systemID` names it (moved here by
     // clusterctl, its host imported again), whatever the host's state.
-    machines
-        .state_filter(|m| {
-            may_claim(m)
-                && (m.spec.system_id.as_deref() == Some(host.spec.system_id.as_str())
-                    || (available && waiting_for_host(m)))
-        })
-        .iter()
-        .map(|m| ObjectRef::from_obj(m.as_ref()))
-        .collect()
+    wake.extend(
+        machines
+            .state_filter(|m| {
+                may_claim(m)
+                    && ((free
+                        && (m.spec.system_id.as_deref() == Some(host.spec.system_id.as_str())
+                            || (available && waiting_for_host(m))))
+                        || (vm_related && waiting_for_vm(m)))
+            })
+            .iter()
+            .map(|m| ObjectRef::from_obj(m.as_ref())),
+    );
+    wake
+}
+
+/// Whether `mm` is an LXD machine (not being deleted) that holds no host yet: its VM may have
+/// been composed, or a VM host may have room for it now.
+pub fn waiting_for_vm(mm: &MaasMachine) -> bool {
+    crate::vm::is_lxd(mm)
+        && mm.metadata.deletion_timestamp.is_none()
+        && mm
+            .status
+            .as_ref()
+            .and_then(|s| s.host_ref.as_ref())
+            .is_none()
 }
 
 /// Whether `mm` (not being deleted) reports that no host fits it: its `HostAssociated`

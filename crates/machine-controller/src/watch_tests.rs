@@ -263,3 +263,58 @@ fn a_host_of_an_open_inventory_wakes_waiting_machines_of_admitted_namespaces() {
         vec![ObjectRef::new("m9").within("team-a")]
     );
 }
+
+#[test]
+fn vm_hosts_and_composed_vms_wake_the_lxd_machines_waiting_for_a_vm() {
+    let lxd = |name: &str| {
+        let mut mm = maas_machine(name);
+        mm.spec.lxd = Some(capmaas_api::lxd::MachineLxdConfig {
+            enabled: true,
+            vm_config: None,
+        });
+        mm
+    };
+    let mut holding = lxd("holding");
+    holding.status = Some(MaasMachineStatus {
+        host_ref: Some(capmaas_api::common::HostReference::new("vm-x", "ns", "ns")),
+        ..MaasMachineStatus::default()
+    });
+    let requester = lxd("requester");
+    let store = store_with(vec![
+        lxd("waiting"),
+        holding,
+        deleting(lxd("leaving")),
+        maas_machine("bare"),
+        requester.clone(),
+    ]);
+    // A VM host claimed by its own machine wakes it, the machines its entries name, and the
+    // LXD machines without a host.
+    let mut vm_host = claimed(
+        host("vh", Some(ProvisioningState::Deployed)),
+        &maas_machine("owner"),
+    );
+    if let Some(s) = vm_host.status.as_mut() {
+        s.vm_host = Some(capmaas_api::lxd::HostVmHost::default());
+    }
+    vm_host.spec.vms = Some(vec![capmaas_api::lxd::VmRequest {
+        hostname: "vm-requester".into(),
+        cores: 1,
+        memory_mib: 1,
+        disk_gb: 1,
+        storage_pool: None,
+        consumer: crate::status::consumer_ref(&requester, "ns").unwrap(),
+    }]);
+    let woken = sorted(map_host(&store, &no_inventories(), &vm_host));
+    assert_eq!(
+        woken,
+        sorted(refs(&["requester", "owner", "waiting", "requester"]))
+    );
+    // A composed VM's host (not Available yet): the LXD machines without a host only.
+    let mut vm = host("sys-vm", Some(ProvisioningState::Unavailable));
+    vm.labels_mut()
+        .insert(keys::LABEL_COMPOSED_ON.into(), "vh".into());
+    assert_eq!(
+        sorted(map_host(&store, &no_inventories(), &vm)),
+        sorted(refs(&["requester", "waiting"]))
+    );
+}

@@ -7,13 +7,13 @@ use xtask::layout::{assert_below, assert_controller_shape, assert_imported_by_no
 
 #[test]
 fn act_is_on_top_and_state_below_the_steps() {
-    let steps = ["claiming", "deployed", "release"];
+    let steps = ["claiming", "deployed", "release", "vm_ops"];
     let graph = assert_controller_shape(
         &src_of(env!("CARGO_MANIFEST_DIR")),
         "act",
         &steps,
         &[
-            "state", "context", "decide", "status", "host_ops", "error", "watch",
+            "state", "context", "decide", "status", "host_ops", "error", "watch", "vm",
         ],
     );
     for step in steps {

@@ -62,6 +62,7 @@ fn host(consumer_ns: Option<&str>, reserved_for: Option<(&str, &str)>) -> MaasHo
                 },
                 expires_at: Time(at(until)),
             }),
+            vms: None,
         },
     );
     h.metadata.namespace = Some("ns".into());
