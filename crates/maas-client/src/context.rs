@@ -76,6 +76,8 @@ pub struct Gateway {
     pub own_writes: capmaas_runtime::OwnWrites<MaasHost>,
     /// The MAAS user of the key (`whoami`), asked once per term when a takeover needs it.
     pub maas_user: Arc<tokio::sync::OnceCell<String>>,
+    /// The compositions MAAS refused this term, by VM host ([`crate::compose`]).
+    pub compose_refusals: crate::compose::refusals::Refusals,
 }
 
 impl std::fmt::Debug for Gateway {

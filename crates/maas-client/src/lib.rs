@@ -6,6 +6,7 @@
 //!   machine with our agent_name (or deploy a Ready one, which allocates it in the same call),
 //!   record it, annotate, rename, deploy, release, reboot; what MAAS does meanwhile is observed
 //!   for all hosts with one list per interval ([`host::watch`]).
+//! - [`compose`]: LXD VMs composed on VM hosts for `MaasHost.spec.vms`, and their MaasHosts.
 //! - [`dns`]: MaasDNSRecord → MAAS DNS resource, with a finalizer.
 //! - [`ippool`]: MaasIPPool with `spec.maasSubnet` → MAAS reserved IP ranges, with a finalizer.
 //! - [`binding`]: one MAAS machine, one MaasHost in the whole cluster (a Lease per machine).
@@ -21,6 +22,7 @@
 pub mod args;
 pub mod binding;
 pub mod cache;
+pub mod compose;
 pub mod context;
 pub mod dns;
 pub mod error;
@@ -102,6 +104,10 @@ pub async fn run_term(term: Term, maas: Maas, config: GatewayConfig) -> Result<(
     // Hosts and bindings are kept without their managed fields: nothing here reads them, and
     // they are most of each object's memory (about 11 of 14.5 KiB per MaasHost, 4 of 6.5 KiB
     // per binding), so an installation of thousands of machines holds tens of MiB less.
+    // The composition controller reconciles VM hosts off the same watch: woken by a change of
+    // a VM host asking for VMs or of a composed VM's host ([`compose::wake`]).
+    let (compose_trigger, mut compose_woken) = tokio::sync::mpsc::unbounded_channel();
+    let compose_triggers = futures::stream::poll_fn(move |cx| compose_woken.poll_recv(cx));
     let (host_store, host_writer) = reflector::store();
     let host_objects = reflector(
         host_writer,
@@ -111,7 +117,18 @@ pub async fn run_term(term: Term, maas: Maas, config: GatewayConfig) -> Result<(
         )
         .modify(without_managed_fields),
     )
-    .applied_objects();
+    .applied_objects()
+    .inspect(move |host| {
+        if let Some(vm_host) = host.as_ref().ok().and_then(compose::wake) {
+            // The receiver goes with the term, as this stream does.
+            let _ = compose_trigger.send(vm_host);
+        }
+    });
+    let compositions = Controller::for_stream(
+        futures::stream::empty::<Result<MaasHost, watcher::Error>>(),
+        host_store.clone(),
+    )
+    .reconcile_on(compose_triggers);
     let hosts = Controller::for_stream(host_objects, host_store).reconcile_on(host_triggers);
     let inventories = Controller::new(
         scoped::<MaasInventory>(watch, namespace),
@@ -153,6 +170,7 @@ pub async fn run_term(term: Term, maas: Maas, config: GatewayConfig) -> Result<(
         inventory_syncs: inventory::schedule::SyncTimes::default(),
         own_writes: capmaas_runtime::OwnWrites::default(),
         maas_user: Arc::default(),
+        compose_refusals: compose::refusals::Refusals::default(),
         hosts: hosts.store(),
         inventories: inventories.store(),
         dns_records: records.store(),
@@ -182,6 +200,12 @@ pub async fn run_term(term: Term, maas: Maas, config: GatewayConfig) -> Result<(
             gw.clone(),
             host::act::reconcile,
             host::decide::trace_relation,
+        ),
+        run(
+            compositions,
+            ReconcilerSettings::for_term(&term, "maashost-compose"),
+            gw.clone(),
+            compose::act::reconcile,
         ),
         run(
             inventories,

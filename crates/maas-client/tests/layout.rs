@@ -30,6 +30,7 @@ fn host_act_is_on_top_and_the_observation_and_decisions_below_the_steps() {
         "host::status",
         "host::finalizer",
         "inventory::decide",
+        "compose::decide",
     ] {
         assert!(
             !graph[pure].contains("context"),

@@ -254,7 +254,8 @@ async fn write_unmanaged(host: &MaasHost, gw: &Gateway, why: &Unmanaged) -> Resu
         gw.base.client.clone(),
         &host.namespace().unwrap_or_default(),
     );
-    apply_status(&api, &host.name_any(), &gw.base.field_manager, &status).await?;
+    let sent = crate::compose::decide::without_composition(status);
+    apply_status(&api, &host.name_any(), &gw.base.field_manager, &sent).await?;
     Ok(())
 }
 

@@ -161,7 +161,7 @@ impl Run<'_> {
             &self.api,
             &self.host.name_any(),
             &self.gw.base.field_manager,
-            &status,
+            &crate::compose::decide::without_composition(status.clone()),
         )
         .await?;
         self.wrote(written);

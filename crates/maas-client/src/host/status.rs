@@ -191,6 +191,9 @@ pub fn build_status(input: &StatusInput<'_>, now: &Time) -> MaasHostStatus {
         status.vm_host.clone_from(&input.vm_host);
         status.vm_host_id = input.vm_host_id;
     }
+    // The composition's record (written by its own field manager, never sent by this one:
+    // [`crate::compose::decide::without_composition`]), kept so that the status compares equal.
+    status.composed_vms.clone_from(&previous.composed_vms);
     status.provisioning_state = Some(state);
     status.allocation = input.allocation.clone().filter(|_| input.ours);
     status.observed_generation = input.generation;

@@ -6,7 +6,10 @@
 //! woken ([`HostAction::Verify`]): it reads the machine by system id, and only a 404 makes the
 //! host missing; a machine that exists but left the filter stays managed by system id (and
 //! is reported so). So is a host that holds a node-reuse reservation or still records an
-//! allocation ([`ExistingHost::held`]). Any other host is deleted, since nothing refers to it
+//! allocation, or is the host of a composed VM whose machine is not known missing
+//! ([`ExistingHost::held`]: a VM's host is made by the composition for a VM host's `spec.vms`,
+//! and an inventory whose filter does not list the VM must not take it away; once missing and
+//! unclaimed it goes as any other). Any other host is deleted, since nothing refers to it
 //! and it is re-imported if the machine comes back; the delete carries the uid and
 //! resourceVersion the decision was made from ([`HostAction::Delete`]), so a host claimed in
 //! between is never deleted (the API server answers 409 and the next sync decides again).
@@ -68,15 +71,19 @@ pub struct ExistingHost {
     pub reserved: bool,
     /// `status.allocation` records an allocation not yet released.
     pub allocated: bool,
+    /// The host of a VM composed for a VM host's `spec.vms` (label
+    /// [`capmaas_api::keys::LABEL_COMPOSED_ON`]): the composition made it and deletes it.
+    pub composed: bool,
     /// The object the plan saw: the preconditions of a delete.
     pub version: ObjectVersion,
 }
 
 impl ExistingHost {
     /// Whether something still refers to the host (a consumer, a node-reuse reservation, an
-    /// allocation recorded in its status): it is kept, and verified, never deleted.
+    /// allocation recorded in its status, or the composition of its VM while the VM exists):
+    /// it is kept, and verified, never deleted.
     pub fn held(&self) -> bool {
-        self.consumed || self.reserved || self.allocated
+        self.consumed || self.reserved || self.allocated || (self.composed && !self.missing)
     }
 }
 

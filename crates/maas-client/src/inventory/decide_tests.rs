@@ -11,6 +11,7 @@ fn host(id: &str, consumed: bool, missing: bool, labels: BTreeMap<String, String
         missing,
         reserved: false,
         allocated: false,
+        composed: false,
         version: version(id),
     }
 }
@@ -431,5 +432,30 @@ fn a_relabel_carries_the_system_id() {
         matches!(&actions[..], [HostAction::Relabel { name, system_id, .. }]
             if name == "host-a" && system_id == "a"),
         "{actions:?}"
+    );
+}
+
+#[test]
+fn a_composed_vm_host_is_held_until_missing() {
+    let mut composed = host("vm1", false, false, BTreeMap::new());
+    composed.composed = true;
+    let mut gone = host("vm2", false, true, BTreeMap::new());
+    gone.composed = true;
+    let mut claimed_gone = host("vm3", true, true, BTreeMap::new());
+    claimed_gone.composed = true;
+    assert!(composed.held() && !gone.held() && claimed_gone.held());
+    // The inventory's filter does not list the VMs: the live one is verified, never deleted;
+    // the missing unclaimed one goes as any other host; the claimed one waits for its owner.
+    let existing = [composed, gone, claimed_gone];
+    let actions = plan_inventory_sync("inv", &[], &none(), &existing, &BTreeSet::new(), None);
+    assert_eq!(
+        actions,
+        vec![
+            HostAction::Verify { name: "vm1".into() },
+            HostAction::Delete {
+                name: "vm2".into(),
+                version: version("vm2"),
+            },
+        ]
     );
 }

@@ -108,6 +108,9 @@ pub fn existing(host: &MaasHost) -> ExistingHost {
         missing: status.and_then(|s| s.missing).unwrap_or(false),
         reserved: host.spec.reservation.is_some(),
         allocated: status.is_some_and(|s| s.allocation.is_some()),
+        composed: host
+            .labels()
+            .contains_key(capmaas_api::keys::LABEL_COMPOSED_ON),
         version: ObjectVersion {
             uid: host.metadata.uid.clone(),
             resource_version: host.metadata.resource_version.clone(),
