@@ -50,6 +50,9 @@ pub struct ClusterSpec {
     pub dns_published_subnets: Vec<String>,
     /// `spec.lxdConfig.enabled` on the MaasCluster: every server is deployed as an LXD VM host.
     pub lxd_hosts: bool,
+    /// `spec.lxd.enabled` on every control-plane MaasMachine: each is an LXD VM composed on a VM
+    /// host (CAPMAAS's hosted control-plane pattern), not a bare-metal server.
+    pub lxd_control_plane: bool,
     /// A MachineHealthCheck over the workers that remediates through a MaasRemediationTemplate
     /// (the remediation-controller's work); none: no health check.
     pub worker_remediation: Option<WorkerRemediation>,
@@ -134,6 +137,7 @@ impl ClusterSpec {
             control_plane_addresses: false,
             dns_published_subnets: Vec::new(),
             lxd_hosts: false,
+            lxd_control_plane: false,
             worker_remediation: None,
         }
     }
@@ -429,6 +433,9 @@ impl ClusterSpec {
         let mut spec = self.machine_spec();
         if self.control_plane_data() {
             spec["dataTemplate"] = json!({"name": self.control_plane_data_name()});
+        }
+        if self.lxd_control_plane {
+            spec["lxd"] = json!({"enabled": true, "vmConfig": {"diskSize": 20}});
         }
         json!({
             "apiVersion": INFRA_VERSION, "kind": "MaasMachine",

@@ -12,7 +12,7 @@ use serde_json::Value;
 use crate::error::{Error, Result};
 
 /// The kinds of a rendering that decide what a binary may do in the API server.
-const ACCESS_KINDS: [&str; 8] = [
+pub const ACCESS_KINDS: [&str; 8] = [
     "Namespace",
     "ServiceAccount",
     "ClusterRole",

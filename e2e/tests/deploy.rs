@@ -1512,17 +1512,9 @@ async fn a_namespace_override_takes_the_webhook_certificate_and_policies_along()
 
     // The moved admission policies, RBAC and ServiceAccounts, applied for real.
     for doc in render_moved("dev").iter().filter(|d| {
-        [
-            "ServiceAccount",
-            "ClusterRole",
-            "ClusterRoleBinding",
-            "Role",
-            "RoleBinding",
-            "ValidatingAdmissionPolicy",
-            "ValidatingAdmissionPolicyBinding",
-        ]
-        .iter()
-        .any(|k| d["kind"] == *k)
+        capmaas_e2e::overlay::ACCESS_KINDS
+            .iter()
+            .any(|k| d["kind"] == *k)
     }) {
         capmaas_e2e::apply(&env.client(), doc).await.unwrap();
     }

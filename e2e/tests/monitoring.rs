@@ -386,7 +386,8 @@ fn kube_state_metrics_exports_the_names_the_alerts_use() {
     for entry in std::fs::read_dir(dir.join("internal/store")).unwrap() {
         let path = entry.unwrap().path();
         let name = path.file_name().unwrap().to_string_lossy().into_owned();
-        if name.ends_with(".go") && !name.ends_with("_test.go") {
+        let go = path.extension().is_some_and(|e| e == "go");
+        if go && !name.ends_with("_test.go") {
             source.push_str(&std::fs::read_to_string(&path).unwrap());
         }
     }
