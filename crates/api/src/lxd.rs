@@ -206,7 +206,7 @@ pub struct HostVmHost {
 /// wanted (a VM never allocated is then deleted in MAAS).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, KubeSchema)]
 #[serde(rename_all = "camelCase")]
-#[x_kube(validation = Rule::new("self == oldSelf").message("an entry of spec.vms is immutable: remove it and add another").reason(Reason::FieldValueForbidden))]
+#[x_kube(validation = Rule::new("self == oldSelf").message("spec.vms[] entries are immutable: remove the entry and add another").reason(Reason::FieldValueForbidden))]
 pub struct VmRequest {
     /// MAAS hostname of the VM: `vm-<Machine>-<first five characters of the Machine's uid>`,
     /// as CAPMAAS names it.

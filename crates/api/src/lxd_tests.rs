@@ -283,6 +283,6 @@ fn a_vm_request_is_never_changed_only_added_or_removed() {
     assert_eq!(errors.len(), 1, "{errors:?}");
     assert_eq!(
         errors[0].1,
-        "an entry of spec.vms is immutable: remove it and add another"
+        "spec.vms[] entries are immutable: remove the entry and add another"
     );
 }

@@ -8,6 +8,7 @@ use super::valid::{
 };
 use super::{
     DefaultedExample, Example, InvalidExample, UNSUPPORTED, merged, rejected_create as create,
+    rejected_update as update,
 };
 
 /// CAPMAAS's `hcp` flavor sets these, every field of `lxdConfig` spelled out.
@@ -136,6 +137,20 @@ const STORAGE_SIZE: &str =
     "spec.lxdConfig.storageSize must be a positive whole number of GB as a string, e.g. \"50\"";
 const LINK_MODE_KEYS: &str =
     "spec.lxd.vmConfig.interfaceLinkModes keys are VM interface names eth0, eth1, ... ethN";
+const VM_HOSTNAME: &str =
+    "spec.vms[].hostname must be a DNS label (lower case letters, digits and '-')";
+const VM_ENTRY_IMMUTABLE: &str =
+    "spec.vms[] entries are immutable: remove the entry and add another";
+
+/// A `spec.vms` entry of a VM host's MaasHost.
+fn vm_request(hostname: &str, cores: i32) -> Value {
+    json!({
+        "hostname": hostname, "cores": cores, "memoryMiB": 4096, "diskGB": 60,
+        "consumer": {"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "MaasMachine",
+                     "name": "cp-0", "uid": "0c6f5e1a-0000-4000-8000-000000000001"}
+    })
+}
+
 const LXD_IN_MEMORY: &str = "spec.lxd.enabled and spec.deployInMemory cannot both be true: MAAS composes and registers VMs only for a deployment to disk";
 
 pub(super) fn invalid() -> Vec<InvalidExample> {
@@ -214,6 +229,23 @@ pub(super) fn invalid() -> Vec<InvalidExample> {
             &json!({"spec": {"template": {"spec": {"lxd": {"enabled": true}, "deployInMemory": true}}}}),
             "spec.template.spec.lxd.enabled",
             LXD_IN_MEMORY,
+        ),
+        create(
+            "host-vm-hostname-not-a-label",
+            &maas_host(),
+            &json!({"spec": {"vms": [vm_request("VM_cp-0", 2)]}}),
+            "spec.vms[0].hostname",
+            VM_HOSTNAME,
+        ),
+        update(
+            "host-vm-entry-changed",
+            &merged(
+                &maas_host(),
+                &json!({"spec": {"vms": [vm_request("vm-cp-0-0c6f5", 2)]}}),
+            ),
+            &json!({"spec": {"vms": [vm_request("vm-cp-0-0c6f5", 8)]}}),
+            "spec.vms[0]",
+            VM_ENTRY_IMMUTABLE,
         ),
         create(
             "host-vmhost-in-memory",
