@@ -189,7 +189,7 @@ async fn an_lxd_host_cluster_serves_vms_to_a_second_clusters_control_plane() {
             let waiting: Vec<String> = list_infra(&h, &ns, "MaasHost")
                 .await
                 .into_iter()
-                .filter(|host| vm_host_in_use(host))
+                .filter(vm_host_in_use)
                 .map(|host| host.data["spec"]["systemID"].as_str().unwrap().to_owned())
                 .collect();
             Ok((waiting.len() == 1).then_some(waiting))
