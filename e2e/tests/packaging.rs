@@ -582,9 +582,13 @@ async fn argocd_and_clusterctl_output_pass_server_side_dry_runs() {
     assert_eq!(
         maas_client_settings(&docs),
         settings(&[
+            ("--deploy-retries", "2"),
             ("--maas-allow-insecure-http", "true"),
+            ("--maas-max-concurrency", "8"),
             ("--maas-rate-limit", "20"),
             ("--maas-workload-annotations", "false"),
+            ("CAPMAAS_LOG_FORMAT", "auto"),
+            ("CAPMAAS_SYNC_PERIOD", "120m"),
             ("MAAS_CA_FILE", "/etc/capmaas/maas/ca.crt"),
             ("RUST_LOG", "info"),
         ])
@@ -596,7 +600,7 @@ async fn argocd_and_clusterctl_output_pass_server_side_dry_runs() {
 
     // Each of them is a clusterctl variable.
     let configured = Repository::render(&format!(
-        "{CAPMAAS_VARIABLES}MAAS_ALLOW_INSECURE_HTTP: \"false\"\nMAAS_CA_CERT_B64: Y2E=\nCAPMAAS_INSTALLATION_ID: lab-1\nMAAS_RATE_LIMIT: \"50\"\nMAAS_WORKLOAD_ANNOTATIONS: \"true\"\nCAPMAAS_LOG_LEVEL: debug\nMAAS_IMPORT_POOLS_ON_DEMAND: \"false\"\nMAAS_DNS_DOMAINS: maas,example.com\n"
+        "{CAPMAAS_VARIABLES}MAAS_ALLOW_INSECURE_HTTP: \"false\"\nMAAS_CA_CERT_B64: Y2E=\nCAPMAAS_INSTALLATION_ID: lab-1\nMAAS_RATE_LIMIT: \"50\"\nMAAS_WORKLOAD_ANNOTATIONS: \"true\"\nCAPMAAS_LOG_LEVEL: debug\nMAAS_IMPORT_POOLS_ON_DEMAND: \"false\"\nMAAS_DNS_DOMAINS: maas,example.com\nCAPMAAS_LOG_FORMAT: text\nCAPMAAS_WATCH_NAMESPACE: tenants\nCAPMAAS_SYNC_PERIOD: 30m\nCAPMAAS_MACHINE_CONCURRENCY: \"32\"\nMAAS_MAX_CONCURRENCY: \"16\"\nMAAS_DEPLOY_RETRIES: \"5\"\n"
     ));
     let docs = documents(&configured.clusterctl(&[
         "generate",
@@ -612,15 +616,50 @@ async fn argocd_and_clusterctl_output_pass_server_side_dry_runs() {
     assert_eq!(
         maas_client_settings(&docs),
         settings(&[
+            ("--deploy-retries", "5"),
             ("--maas-allow-insecure-http", "false"),
+            ("--maas-max-concurrency", "16"),
             ("--maas-rate-limit", "50"),
             ("--maas-workload-annotations", "true"),
             ("CAPMAAS_DNS_DOMAINS", "maas,example.com"),
             ("CAPMAAS_INSTALLATION_ID", "lab-1"),
+            ("CAPMAAS_LOG_FORMAT", "text"),
+            ("CAPMAAS_SYNC_PERIOD", "30m"),
+            ("CAPMAAS_WATCH_NAMESPACE", "tenants"),
             ("MAAS_CA_FILE", "/etc/capmaas/maas/ca.crt"),
             ("RUST_LOG", "debug"),
         ])
     );
+    // The five controllers watch the namespace and keep the sync period given; machine-controller
+    // reconciles as many machines at once as asked; webhook-server answers for every namespace.
+    for d in docs.iter().filter(|d| d["kind"] == "Deployment") {
+        let container = &d["spec"]["template"]["spec"]["containers"][0];
+        let env: BTreeMap<&str, &str> = container["env"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|e| Some((e["name"].as_str()?, e["value"].as_str()?)))
+            .collect();
+        let webhook = name_of(d) == "capmaas-webhook-server";
+        assert_eq!(
+            env.get("CAPMAAS_WATCH_NAMESPACE").copied(),
+            (!webhook).then_some("tenants"),
+            "{}",
+            name_of(d)
+        );
+        assert_eq!(env.get("CAPMAAS_LOG_FORMAT").copied(), Some("text"));
+        let concurrency = container["args"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find_map(|a| a.as_str()?.strip_prefix("--concurrency="));
+        assert_eq!(
+            concurrency,
+            (name_of(d) == "capmaas-machine-controller").then_some("32"),
+            "{}",
+            name_of(d)
+        );
+    }
     // The webhook refuses the other domains with the same list.
     let webhook = docs
         .iter()
