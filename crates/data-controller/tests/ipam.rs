@@ -737,6 +737,47 @@ async fn paused_and_foreign_claims(client: &Client, ns: &str) {
     assert!(foreign.finalizers().is_empty() && foreign.status.is_none());
 }
 
+/// A claim that took an address's lock and died before creating its `IPAddress` (a SIGKILL of
+/// data-controller between the two writes) finishes that allocation after the restart: it takes
+/// the address it locked, not the pool's next free one, so a full pool has room for every claim
+/// (the e2e `data` scenario starved a machine on this until the lock was swept as stale).
+async fn a_crashed_allocation_is_finished_on_its_locked_address(client: &Client, ns: &str) {
+    let mut spec = pool_spec(vec![subnet("10.77.0.0/30")]);
+    spec.name_prefix = "resumed".into();
+    create_pool(client, ns, "resumed", spec).await;
+    let claims: Api<IPAddressClaim> = Api::namespaced(client.clone(), ns);
+    // Paused while the test writes the state a crash leaves: the lock of .2, no IPAddress.
+    // Locks are cluster-wide: a subnet no other scenario uses.
+    let mut first = claim_object("first", "resumed", &[FINALIZER_IP_ADDRESS_CLAIM]);
+    first
+        .annotations_mut()
+        .insert("cluster.x-k8s.io/paused".into(), String::new());
+    create_claim(client, ns, &first).await;
+    let first = claims.get("first").await.unwrap();
+    let holder = capmaas_api::LockHolder {
+        namespace: ns.into(),
+        name: "first".into(),
+        uid: first.uid().unwrap(),
+    };
+    let locked: IpAddr = "10.77.0.2".parse().unwrap();
+    Api::<MaasIPAddressLock>::all(client.clone())
+        .create(
+            &PostParams::default(),
+            &MaasIPAddressLock::for_address(locked, holder, "resumed"),
+        )
+        .await
+        .unwrap();
+    merge(
+        &claims,
+        "first",
+        json!({"metadata": {"annotations": {"cluster.x-k8s.io/paused": null}}}),
+    )
+    .await;
+    assert_eq!(served(client, ns, "first").await.spec.address, "10.77.0.2");
+    create_claim(client, ns, &claim_object("second", "resumed", &[])).await;
+    assert_eq!(served(client, ns, "second").await.spec.address, "10.77.0.1");
+}
+
 #[tokio::test]
 async fn ipam_against_a_real_api_server() {
     // `RUST_LOG=data_controller=debug` shows the controllers' logs.
@@ -753,6 +794,7 @@ async fn ipam_against_a_real_api_server() {
         env.create_namespace("ipam-v6").await.unwrap(),
         env.create_namespace("ipam-paused").await.unwrap(),
     );
+    let resumed = env.create_namespace("ipam-resumed").await.unwrap();
     let (site_a, site_b) = (
         env.create_namespace("ipam-site-a").await.unwrap(),
         env.create_namespace("ipam-site-b").await.unwrap(),
@@ -767,6 +809,7 @@ async fn ipam_against_a_real_api_server() {
         ipv6_and_invalid_pools(&client, &v6),
         paused_and_foreign_claims(&client, &paused),
         overlapping_pools_in_two_namespaces(&client, &site_a, &site_b),
+        a_crashed_allocation_is_finished_on_its_locked_address(&client, &resumed),
     );
     tokio::join!(stop_ipam(a), stop_ipam(b), stop_ipam(c));
 }

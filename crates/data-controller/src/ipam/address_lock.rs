@@ -44,6 +44,17 @@ pub(crate) fn cached(ctx: &Ctx, address: IpAddr) -> Option<Arc<MaasIPAddressLock
     ctx.locks.get(&ObjectRef::new(&lock_name(address)))
 }
 
+/// The address of `pool` whose lock the claim `claim_uid` holds (the lowest, should there be
+/// several): an allocation begun before a crash, between the lock and the `IPAddress`.
+pub(crate) fn held_by_claim(ctx: &Ctx, claim_uid: &str, pool: &str) -> Option<IpAddr> {
+    ctx.locks
+        .state()
+        .iter()
+        .filter(|lock| lock.held_by(claim_uid) && lock.spec.pool == pool)
+        .filter_map(|lock| lock.spec.address.parse::<IpAddr>().ok())
+        .min()
+}
+
 fn holder_of(claim: &IPAddressClaim) -> Result<LockHolder> {
     Ok(LockHolder {
         namespace: claim.namespace().ok_or(Failed::missing("namespace"))?,

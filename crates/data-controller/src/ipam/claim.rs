@@ -228,20 +228,24 @@ async fn allocate_skipping(
     let key = PoolKey::of(pool);
     let addresses: Api<IPAddress> = Api::namespaced(ctx.base.client.clone(), &ns);
     let uid = claim.uid().ok_or(Failed::missing("uid"))?;
+    // An allocation this claim began before a crash (its lock taken, its IPAddress not created)
+    // is finished on that address first; choosing another would keep the locked one from every
+    // claim until the lock is swept as stale.
+    let mut resume = match pre_allocated {
+        None => address_lock::held_by_claim(ctx, &uid, &pool.name_any()),
+        Some(_) => None,
+    };
     let mut attempts = 0;
     while attempts < MAX_ATTEMPTS {
         let picked = {
             let mut index = ctx.index();
-            match pre_allocated {
-                Some(p) => index
-                    .reserve(&key, p.address, Instant::now())
-                    .then_some(p.address),
-                None => index.allocate(
-                    &key,
-                    pool.spec.allocation_strategy,
-                    fastrand::u128(..),
-                    Instant::now(),
-                ),
+            let now = Instant::now();
+            match (pre_allocated, resume.take()) {
+                (Some(p), _) => index.reserve(&key, p.address, now).then_some(p.address),
+                (None, Some(held)) if index.reserve(&key, held, now) => Some(held),
+                (None, _) => {
+                    index.allocate(&key, pool.spec.allocation_strategy, fastrand::u128(..), now)
+                }
             }
         };
         let Some(addr) = picked else {
