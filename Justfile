@@ -26,10 +26,12 @@ crds:
 webhooks:
     cargo run -q -p webhook-server --bin webhookgen
 
-# Container images, one per component (Dockerfile, `--build-arg BINARY`), tagged
-# <REGISTRY>/<component>:<TAG>. Needs docker with buildx (BuildKit); none runs on the CI machine.
-images TAG="v0.10.0" REGISTRY="ghcr.io/capmaas-rs":
-    for b in maas-client cluster-controller machine-controller data-controller remediation-controller webhook-server; do docker buildx build --build-arg BINARY=$b -t {{REGISTRY}}/$b:{{TAG}} . ; done
+# `skopeo copy oci-archive:<archive>:<TAG> docker://<REGISTRY>/<component>:<TAG>` pushes one of
+# the archives this writes (hack/images.sh: static release programs FROM scratch, CA bundle,
+# non-root user, OCI labels, an SPDX SBOM each; TAG defaults to v<workspace version>).
+# The six OCI images, built without a container daemon or base image, checked, in target/images/.
+images TAG="" REGISTRY="ghcr.io/capmaas-rs":
+    bash hack/images.sh {{ if TAG == "" { "" } else { "--tag " + TAG } }} --registry {{REGISTRY}} --check
 
 # A clusterctl repository (metadata, infrastructure-components.yaml, cluster templates) rendered
 # from deploy/clusterctl into target/clusterctl-repo/infrastructure-maas/<VERSION>/.

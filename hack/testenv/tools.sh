@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the packaging tests' tools into the test control plane's cache: clusterctl from the
-# same Cluster API release as the test control plane, and argocd-health (Argo CD's Lua health
-# script runner, tools/argocd-health); copies Argo CD's CRDs (Application, ApplicationSet,
+# same Cluster API release as the test control plane, argocd-health (Argo CD's Lua health
+# script runner, tools/argocd-health) and actionlint (actionlint/, for the release workflow);
+# copies Argo CD's CRDs (Application, ApplicationSet,
 # AppProject) out of its Go module, and the kubeadm bootstrap and control-plane CRDs out of the
 # Cluster API module, so tests can server-side dry-run deploy/argocd and the cluster templates
 # clusterctl generates. Does
@@ -16,9 +17,10 @@ cache="${CAPMAAS_TESTENV_DIR:-$repo/.cache/testenv}"
 ARGOCD_VERSION="v3.5.7"
 CLUSTERCTL_VERSION="v1.14.2"
 
-stamp="$(cat "$0" "$here"/tools/go.{mod,sum} "$here"/tools/argocd-health/*.go | sha256sum | cut -c1-16)"
+stamp="$(cat "$0" "$here"/tools/go.{mod,sum} "$here"/tools/argocd-health/*.go "$here"/actionlint/go.{mod,sum} | sha256sum | cut -c1-16)"
 if [[ -f "$cache/tools-stamp" && "$(cat "$cache/tools-stamp")" == "$stamp" \
       && -x "$cache/bin/clusterctl" && -x "$cache/bin/argocd-health" && -d "$cache/argocd-crds" \
+      && -x "$cache/bin/actionlint" \
       && -d "$cache/kubeadm-crds" ]]; then
   echo "testenv: clusterctl $CLUSTERCTL_VERSION, argocd-health and Argo CD $ARGOCD_VERSION CRDs up to date in $cache"
   exit 0
@@ -40,6 +42,10 @@ echo "testenv: building argocd-health"
 (cd "$here/tools" && go build -trimpath -ldflags "-s -w" -o "$cache/bin/argocd-health.tmp" ./argocd-health)
 mv "$cache/bin/argocd-health.tmp" "$cache/bin/argocd-health"
 
+echo "testenv: building actionlint"
+(cd "$here/actionlint" && go build -trimpath -ldflags "-s -w" -o "$cache/bin/actionlint.tmp" github.com/rhysd/actionlint/cmd/actionlint)
+mv "$cache/bin/actionlint.tmp" "$cache/bin/actionlint"
+
 echo "testenv: fetching Argo CD $ARGOCD_VERSION CRDs"
 # Downloaded outside any module so no go.mod or go.sum is touched.
 dir="$(cd "$cache" && GOFLAGS= go mod download -json "github.com/argoproj/argo-cd/v3@$ARGOCD_VERSION" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')"
@@ -55,4 +61,4 @@ cp "$capi_dir"/bootstrap/kubeadm/config/crd/bases/*.yaml "$capi_dir"/controlplan
 chmod u+w "$cache"/kubeadm-crds/*.yaml
 
 echo "$stamp" > "$cache/tools-stamp"
-echo "testenv: clusterctl $CLUSTERCTL_VERSION, argocd-health, Argo CD $ARGOCD_VERSION CRDs in $cache"
+echo "testenv: clusterctl $CLUSTERCTL_VERSION, argocd-health, actionlint, Argo CD $ARGOCD_VERSION CRDs in $cache"
