@@ -53,7 +53,9 @@ mkdir -p "$out"
 
 if ! command -v umoci >/dev/null 2>&1; then
   echo "installing umoci from Debian's packages" >&2
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -q umoci >&2
+  # A fresh machine's package lists may be missing or stale: refresh them once if needed.
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q umoci >&2 \
+    || { apt-get update -q >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q umoci >&2; }
 fi
 
 case "$profile" in

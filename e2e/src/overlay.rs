@@ -11,6 +11,17 @@ use serde_json::Value;
 
 use crate::error::{Error, Result};
 
+/// The six Deployments, by component (`capmaas-<component>`, image
+/// `ghcr.io/capmaas-rs/<component>`, folder `deploy/base/<component>`).
+pub const COMPONENTS: [&str; 6] = [
+    "maas-client",
+    "cluster-controller",
+    "machine-controller",
+    "data-controller",
+    "remediation-controller",
+    "webhook-server",
+];
+
 /// The kinds of a rendering that decide what a binary may do in the API server.
 pub const ACCESS_KINDS: [&str; 8] = [
     "Namespace",

@@ -13,14 +13,7 @@ use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
 
 const OVERLAYS: [&str; 3] = ["dev", "staging", "production"];
-const COMPONENTS: [&str; 6] = [
-    "maas-client",
-    "cluster-controller",
-    "machine-controller",
-    "data-controller",
-    "remediation-controller",
-    "webhook-server",
-];
+use capmaas_e2e::overlay::COMPONENTS;
 
 /// Who may `get` Secrets (the kubeconfig and user-data readers of docs/rbac.md).
 const SECRET_READERS: [&str; 4] = [
@@ -967,7 +960,7 @@ fn reachable(docs: &[Value], target: &Value, from: &Peer) -> Option<BTreeSet<i64
 
 #[test]
 fn every_pod_is_isolated_and_only_metrics_and_the_webhook_are_reachable() {
-    const METRICS: i64 = 8080;
+    const METRICS: i64 = 8443;
     const WEBHOOK: i64 = 9443;
     let prometheus = Peer::new("monitoring", &[("app.kubernetes.io/name", "prometheus")]);
     let tenant = Peer::new("team-a", &[("app", "anything")]);
@@ -1043,7 +1036,7 @@ fn every_pod_is_isolated_and_only_metrics_and_the_webhook_are_reachable() {
             "metadata": {"namespace": "capmaas-system", "name": "capmaas-later"},
             "spec": {"template": {
                 "metadata": {"labels": {"app.kubernetes.io/name": "later", "app.kubernetes.io/part-of": "capmaas"}},
-                "spec": {"containers": [{"name": "manager", "ports": [{"name": "metrics", "containerPort": 8080}]}]}
+                "spec": {"containers": [{"name": "manager", "ports": [{"name": "metrics", "containerPort": 8443}]}]}
             }}
         });
         assert_eq!(
@@ -1489,6 +1482,20 @@ async fn a_namespace_override_takes_the_webhook_certificate_and_policies_along()
             .unwrap();
         trusted(&issued.ca_pem, &issued.cert_pem, &service)
             .unwrap_or_else(|e| panic!("{overlay}: {service}: {e}"));
+        // The metrics certificate names the moved Services, and the ServiceMonitor (where the
+        // overlay ships it) verifies the moved name.
+        let metrics = format!("capmaas-metrics.{MOVED_TO}.svc");
+        let issued = cert_manager
+            .issue(MOVED_TO, "capmaas-metrics-cert")
+            .unwrap();
+        trusted(&issued.ca_pem, &issued.cert_pem, &metrics)
+            .unwrap_or_else(|e| panic!("{overlay}: {metrics}: {e}"));
+        for monitor in docs.iter().filter(|d| d["kind"] == "ServiceMonitor") {
+            assert_eq!(
+                monitor["spec"]["endpoints"][0]["tlsConfig"]["serverName"],
+                metrics.as_str()
+            );
+        }
 
         let file = tempfile::NamedTempFile::new().unwrap();
         let yaml: String = docs

@@ -54,6 +54,81 @@ const INSTALLATION_NAMESPACE: &str = "capmaas-system";
 /// The Kubernetes version of the upgrade.
 const UPGRADED: &str = "v1.33.2";
 
+/// `/metrics` of an installed binary, as kube-prometheus's Prometheus scrapes it: over HTTPS,
+/// verifying the certificate cert-manager issued (the CA in the Secret the ServiceMonitor names),
+/// with the token of its ServiceAccount `monitoring/prometheus-k8s`, bound here to the shipped
+/// ClusterRole capmaas-metrics-reader (kube-prometheus's own role holds the same rule). Before
+/// that binding the same token is refused, and no token at all is refused too.
+async fn scrape_as_prometheus(management: &capmaas_testenv::TestEnv, port: u16) -> String {
+    use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
+    let client = management.client();
+    let ca = kube::Api::<Secret>::namespaced(client.clone(), INSTALLATION_NAMESPACE)
+        .get("capmaas-metrics-cert")
+        .await
+        .unwrap()
+        .data
+        .unwrap()["ca.crt"]
+        .0
+        .clone();
+    let https = reqwest::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(&ca).unwrap())
+        .build()
+        .unwrap();
+    let url = format!("https://localhost:{port}/metrics");
+    let scrape = |token: Option<&str>| {
+        let mut request = https.get(&url);
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        async move {
+            let response = request.send().await.unwrap();
+            (response.status().as_u16(), response.text().await.unwrap())
+        }
+    };
+    assert_eq!(scrape(None).await.0, 401, "a scrape without a token");
+    let monitoring = "monitoring";
+    for doc in [
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": monitoring}}),
+        json!({"apiVersion": "v1", "kind": "ServiceAccount",
+               "metadata": {"name": "prometheus-k8s", "namespace": monitoring}}),
+    ] {
+        capmaas_e2e::apply(&client, &doc).await.unwrap();
+    }
+    let _: ServiceAccount = kube::Api::namespaced(client.clone(), monitoring)
+        .get("prometheus-k8s")
+        .await
+        .unwrap();
+    let token = management
+        .service_account_token(monitoring, "prometheus-k8s", 1)
+        .await
+        .unwrap();
+    let (status, body) = scrape(Some(&token)).await;
+    assert_eq!(status, 403, "a ServiceAccount not allowed /metrics: {body}");
+    capmaas_e2e::apply(
+        &client,
+        &json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": "prometheus-k8s-capmaas-metrics"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                        "name": "capmaas-metrics-reader"},
+            "subjects": [{"kind": "ServiceAccount", "name": "prometheus-k8s", "namespace": monitoring}]
+        }),
+    )
+    .await
+    .unwrap();
+    // The refusal above is remembered for up to ten seconds.
+    let mut served = scrape(Some(&token)).await;
+    for _ in 0..30 {
+        if served.0 == 200 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        served = scrape(Some(&token)).await;
+    }
+    assert_eq!(served.0, 200, "{}", served.1);
+    served.1
+}
+
 async fn wait_for_machines(
     client: &kube::Client,
     version: &str,
@@ -256,13 +331,7 @@ async fn a_capmaas_users_first_day_runs_unchanged_through_clusterctl() {
     // CAPMAAS's http:// endpoint is accepted, and the risk shown where an operator looks: the
     // gateway's gauge and every inventory's condition.
     let gateway = installation.process("maas-client").unwrap();
-    let metrics_port = gateway.launch.ports["metrics"];
-    let metrics = reqwest::get(format!("http://127.0.0.1:{metrics_port}/metrics"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = scrape_as_prometheus(management, gateway.launch.ports["metrics"]).await;
     assert!(
         metrics.lines().any(|l| l == "capmaas_maas_plain_http 1"),
         "{metrics}"

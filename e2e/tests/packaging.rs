@@ -484,7 +484,10 @@ fn maas_client_settings(docs: &[Value]) -> BTreeMap<String, String> {
         .filter(|(flag, _)| {
             !matches!(
                 *flag,
-                "--metrics-bind-addr" | "--health-addr" | "--maas-api-key-file"
+                "--diagnostics-address"
+                    | "--metrics-cert-dir"
+                    | "--health-addr"
+                    | "--maas-api-key-file"
             )
         })
         .map(|(flag, value)| (flag.to_owned(), value.to_owned()));
@@ -688,16 +691,8 @@ async fn argocd_and_clusterctl_output_pass_server_side_dry_runs() {
     env.stop().await;
 }
 
-/// The six Deployments, by component (`capmaas-<component>`, image
-/// `ghcr.io/capmaas-rs/<component>`).
-const DEPLOYMENTS: [&str; 6] = [
-    "maas-client",
-    "cluster-controller",
-    "machine-controller",
-    "data-controller",
-    "remediation-controller",
-    "webhook-server",
-];
+/// The six Deployments, by component.
+use capmaas_e2e::overlay::COMPONENTS as DEPLOYMENTS;
 
 /// `target` as a path relative to the folder `from` (kustomize refuses absolute paths).
 fn relative(from: &Path, target: &Path) -> PathBuf {

@@ -85,14 +85,7 @@ fn the_workspace_version_is_the_release_line_of_the_images_and_metadata() {
     let version = env!("CARGO_PKG_VERSION");
     let tag = format!("v{version}");
     let mut images = 0;
-    for component in [
-        "maas-client",
-        "cluster-controller",
-        "machine-controller",
-        "data-controller",
-        "remediation-controller",
-        "webhook-server",
-    ] {
+    for component in capmaas_e2e::overlay::COMPONENTS {
         let path = repo_root().join(format!("deploy/base/{component}/deployment.yaml"));
         for doc in yaml_documents(&path) {
             for c in doc["spec"]["template"]["spec"]["containers"]

@@ -174,6 +174,14 @@ pub enum Error {
     /// resourceVersion).
     #[error("object has no {0}")]
     MissingMetadata(&'static str),
+    /// A serving certificate or key cannot be read, made or used.
+    #[error("serving certificate {path}: {message}")]
+    Certificate {
+        /// File at fault (empty for a certificate made in memory).
+        path: std::path::PathBuf,
+        /// What is wrong.
+        message: String,
+    },
 }
 
 impl Error {

@@ -35,10 +35,35 @@ pub const SERVICE_ACCOUNT_NAMESPACE_FILE: &str =
 /// flag on the command line wins.
 #[derive(Debug, Clone, clap::Args)]
 pub struct CommonArgs {
-    /// Address the Prometheus /metrics endpoint listens on: `:PORT` (all interfaces), `HOST:PORT`,
-    /// or `0` to disable metrics serving.
-    #[arg(long, value_name = "ADDR", default_value = ":8080")]
-    pub metrics_bind_addr: ListenAddr,
+    /// Address the Prometheus /metrics endpoint listens on over HTTPS, for callers the API
+    /// server authenticates (TokenReview) and authorizes to `get` the non-resource URL
+    /// `/metrics` (SubjectAccessReview), as Cluster API's controllers serve it: `:PORT` (all
+    /// interfaces), `HOST:PORT`, or `0` to disable. Superseded by --metrics-bind-addr.
+    #[arg(long, value_name = "ADDR", default_value = ":8443")]
+    pub diagnostics_address: ListenAddr,
+
+    /// Serve --diagnostics-address as plain HTTP to anyone who reaches it.
+    #[arg(
+        long,
+        value_name = "BOOL",
+        num_args = 0..=1,
+        require_equals = true,
+        default_value_t = false,
+        default_missing_value = "true",
+        action = clap::ArgAction::Set
+    )]
+    pub insecure_diagnostics: bool,
+
+    /// Folder holding the certificate /metrics is served with over HTTPS, as `tls.crt` and
+    /// `tls.key` (a mounted `kubernetes.io/tls` Secret, e.g. cert-manager's), reloaded when it
+    /// is renewed. Without it a self-signed certificate is made at startup.
+    #[arg(long, value_name = "DIR")]
+    pub metrics_cert_dir: Option<PathBuf>,
+
+    /// Plain-HTTP address of /metrics with no authentication, as CAPMAAS and older Cluster API
+    /// managers take it (`0` disables metrics). When given, it replaces --diagnostics-address.
+    #[arg(long, value_name = "ADDR")]
+    pub metrics_bind_addr: Option<ListenAddr>,
 
     /// Address the /healthz (liveness) and /readyz (readiness) endpoints listen on: `:PORT`,
     /// `HOST:PORT`, or `0` to disable. May equal --metrics-bind-addr to serve everything on one port.
@@ -136,6 +161,16 @@ impl CommonArgs {
             .clone()
             .or_else(|| self.compat.verbosity_filter().map(ToOwned::to_owned))
             .unwrap_or_else(|| "info".to_owned())
+    }
+
+    /// Where `/metrics` is served, and whether over authenticated HTTPS: --metrics-bind-addr
+    /// when given (plain, as CAPMAAS's manifests expect), else --diagnostics-address, secure
+    /// unless --insecure-diagnostics.
+    pub fn metrics_endpoint(&self) -> (&ListenAddr, bool) {
+        match &self.metrics_bind_addr {
+            Some(plain) => (plain, false),
+            None => (&self.diagnostics_address, !self.insecure_diagnostics),
+        }
     }
 
     /// The namespace to watch, `None` for all namespaces.
@@ -388,7 +423,10 @@ mod tests {
     #[test]
     fn defaults_match_capmaas() {
         let a = CommonArgs::try_parse_from(["x"]).unwrap();
-        assert_eq!(a.metrics_bind_addr, enabled("0.0.0.0", 8080));
+        // Metrics over authenticated HTTPS on :8443, as Cluster API's managers serve them
+        // (CAPMAAS's plain :8080 is what --metrics-bind-addr asks for).
+        assert_eq!(a.metrics_endpoint(), (&enabled("0.0.0.0", 8443), true));
+        assert_eq!(a.metrics_cert_dir, None);
         assert_eq!(a.health_addr, enabled("0.0.0.0", 9440));
         assert!(!a.leader_elect);
         assert_eq!(a.sync_period, Duration::from_secs(120 * 60));
@@ -423,7 +461,7 @@ mod tests {
             "debug",
         ])
         .unwrap();
-        assert_eq!(a.metrics_bind_addr, enabled("127.0.0.1", 8080));
+        assert_eq!(a.metrics_endpoint(), (&enabled("127.0.0.1", 8080), false));
         assert_eq!(a.health_addr, enabled("0.0.0.0", 9441));
         assert!(a.leader_elect);
         assert_eq!(
@@ -455,7 +493,23 @@ mod tests {
         assert!(CommonArgs::try_parse_from(["x", "--sync-period=-1m"]).is_err());
         assert!(CommonArgs::try_parse_from(["x", "--log-format=xml"]).is_err());
         let disabled = CommonArgs::try_parse_from(["x", "--metrics-bind-addr=0"]).unwrap();
-        assert_eq!(disabled.metrics_bind_addr, ListenAddr::Disabled);
+        assert_eq!(disabled.metrics_endpoint().0, &ListenAddr::Disabled);
+    }
+
+    #[test]
+    fn diagnostics_flags_are_cluster_apis() {
+        let a = CommonArgs::try_parse_from([
+            "x",
+            "--diagnostics-address=127.0.0.1:9000",
+            "--metrics-cert-dir=/certs",
+        ])
+        .unwrap();
+        assert_eq!(a.metrics_endpoint(), (&enabled("127.0.0.1", 9000), true));
+        assert_eq!(a.metrics_cert_dir, Some(PathBuf::from("/certs")));
+        let plain = CommonArgs::try_parse_from(["x", "--insecure-diagnostics"]).unwrap();
+        assert_eq!(plain.metrics_endpoint(), (&enabled("0.0.0.0", 8443), false));
+        let secure = CommonArgs::try_parse_from(["x", "--insecure-diagnostics=false"]).unwrap();
+        assert!(secure.metrics_endpoint().1);
     }
 
     #[test]
@@ -486,6 +540,9 @@ mod tests {
             .render_long_help()
             .to_string();
         for flag in [
+            "--diagnostics-address",
+            "--insecure-diagnostics",
+            "--metrics-cert-dir",
             "--metrics-bind-addr",
             "--health-addr",
             "--leader-elect",

@@ -55,6 +55,7 @@ pub mod health;
 pub mod http;
 pub mod leader;
 pub mod metrics;
+pub mod metrics_auth;
 pub mod metrics_store;
 pub mod otlp;
 pub mod own_writes;
@@ -63,6 +64,7 @@ pub mod server;
 pub mod shutdown;
 pub mod status;
 pub mod telemetry;
+pub mod tls;
 pub mod trace_context;
 
 pub use backoff::{BackoffConfig, ObjectBackoff};

@@ -12,7 +12,7 @@ use tracing::{info, warn};
 use crate::client::{KubeClients, field_manager};
 use crate::error::{BoxError, Error, Result, error_chain};
 use crate::fence::Fence;
-use crate::flags::{self, CommonArgs};
+use crate::flags::{self, CommonArgs, ListenAddr};
 use crate::health::Health;
 use crate::leader::{self, LeaderElectionConfig, run_while_leader};
 use crate::metrics::{MetricsRegistry, ReconcileMetrics};
@@ -169,11 +169,21 @@ impl RuntimeBuilder {
         let metrics = MetricsRegistry::new();
         let reconcile_metrics = metrics.register(ReconcileMetrics::register);
         let health = Health::new();
+        let (metrics_addr, metrics_secure) = args.metrics_endpoint();
+        let security = if metrics_secure && *metrics_addr != ListenAddr::Disabled {
+            Some(server::MetricsSecurity::new(
+                args.metrics_cert_dir.as_deref(),
+                clients.api.clone(),
+            )?)
+        } else {
+            None
+        };
         let admin = server::AdminServer::bind(
-            &args.metrics_bind_addr,
+            metrics_addr,
             &args.health_addr,
             metrics.clone(),
             health.clone(),
+            security,
         )
         .await?;
         Ok(Runtime {

@@ -2,22 +2,29 @@
 //! address (one listener serves all three when both addresses are equal). `/livez` is an alias of
 //! `/healthz`.
 //!
-//! Plain HTTP/1.1 and h2c through [`crate::http::serve`], drained when the shutdown token fires.
+//! Through [`crate::http::serve`], drained when the shutdown token fires. Health is plain HTTP
+//! (the kubelet probes it). Metrics are plain, or, with [`MetricsSecurity`], HTTPS served only to
+//! callers [`MetricsAuth`] allows; the two then need their own ports.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode, header};
 use http_body_util::Full;
 use hyper::body::Incoming;
 use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
-use tracing::info;
+use tracing::{info, warn};
 
 use crate::error::{Error, Result};
 use crate::flags::ListenAddr;
 use crate::health::Health;
 use crate::metrics::{MetricsRegistry, OPENMETRICS_CONTENT_TYPE};
+use crate::metrics_auth::{MetricsAuth, Verdict};
+use crate::tls::{self, CertFiles, ReloadingCert};
 
 pub use crate::http::DRAIN_TIMEOUT;
 
@@ -30,10 +37,49 @@ pub struct Routes {
     pub health: bool,
 }
 
+/// How often a mounted metrics certificate is checked for a renewal.
+const CERT_RELOAD_INTERVAL: Duration = Duration::from_secs(10);
+
+/// HTTPS and authorization for `/metrics`.
+#[derive(Debug, Clone)]
+pub struct MetricsSecurity {
+    /// The serving certificate.
+    pub cert: Arc<ReloadingCert>,
+    /// Where it is reloaded from; `None` for a self-signed certificate made at startup.
+    pub files: Option<CertFiles>,
+    /// Who may scrape.
+    pub auth: Arc<MetricsAuth>,
+}
+
+impl MetricsSecurity {
+    /// The certificate in `cert_dir` (reloaded when renewed), else a self-signed one for this
+    /// host; scrapes reviewed with `client`.
+    pub fn new(cert_dir: Option<&std::path::Path>, client: kube::Client) -> Result<Self> {
+        let (cert, files) = if let Some(dir) = cert_dir {
+            let files = CertFiles::in_dir(dir);
+            (ReloadingCert::load(&files)?, Some(files))
+        } else {
+            let host = hostname::get()
+                .ok()
+                .and_then(|h| h.into_string().ok())
+                .unwrap_or_else(|| "localhost".to_owned());
+            let names = vec![host, "localhost".to_owned()];
+            (ReloadingCert::self_signed(names)?, None)
+        };
+        Ok(Self {
+            cert: Arc::new(cert),
+            files,
+            auth: Arc::new(MetricsAuth::new(client)),
+        })
+    }
+}
+
 #[derive(Clone, Debug)]
 struct AdminState {
     registry: MetricsRegistry,
     health: Health,
+    /// Set when `/metrics` is served securely.
+    auth: Option<Arc<MetricsAuth>>,
 }
 
 /// Bound but not yet serving admin listeners. Binding happens at startup so that a port conflict
@@ -42,20 +88,32 @@ struct AdminState {
 pub struct AdminServer {
     listeners: Vec<(TcpListener, SocketAddr, Routes)>,
     state: AdminState,
+    security: Option<MetricsSecurity>,
 }
 
 impl AdminServer {
-    /// Binds the metrics and health listeners (either may be [`ListenAddr::Disabled`]).
+    /// Binds the metrics and health listeners (either may be [`ListenAddr::Disabled`]), metrics
+    /// over HTTPS when `security` is given.
     pub async fn bind(
         metrics_addr: &ListenAddr,
         health_addr: &ListenAddr,
         registry: MetricsRegistry,
         health: Health,
+        security: Option<MetricsSecurity>,
     ) -> Result<Self> {
         let metrics = metrics_addr.resolve().await?;
         let health_sock = health_addr.resolve().await?;
         let mut plan: Vec<(SocketAddr, Routes)> = Vec::new();
         match (metrics, health_sock) {
+            (Some(m), Some(h)) if m == h && m.port() != 0 && security.is_some() => {
+                return Err(Error::InvalidArgument {
+                    flag: "--health-addr",
+                    reason: format!(
+                        "{h} also serves /metrics over HTTPS, where the kubelet cannot probe \
+                         health: give health its own port"
+                    ),
+                });
+            }
             // Port 0 means "any free port": two such addresses are two listeners.
             (Some(m), Some(h)) if m == h && m.port() != 0 => plan.push((
                 m,
@@ -97,8 +155,18 @@ impl AdminServer {
         }
         Ok(Self {
             listeners,
-            state: AdminState { registry, health },
+            state: AdminState {
+                registry,
+                health,
+                auth: security.as_ref().map(|s| s.auth.clone()),
+            },
+            security,
         })
+    }
+
+    /// Whether `/metrics` is served over HTTPS to authorized callers only.
+    pub fn metrics_secure(&self) -> bool {
+        self.security.is_some()
     }
 
     /// The bound address serving `/metrics`, if enabled.
@@ -120,15 +188,28 @@ impl AdminServer {
     /// Serves until `shutdown` is cancelled, then drains open connections (at most
     /// [`DRAIN_TIMEOUT`]).
     pub async fn serve(self, shutdown: CancellationToken) {
+        let acceptor = self.security.as_ref().map(|security| {
+            if let Some(files) = &security.files {
+                tokio::spawn(tls::watch(
+                    security.cert.clone(),
+                    files.clone(),
+                    CERT_RELOAD_INTERVAL,
+                    shutdown.clone(),
+                ));
+            }
+            TlsAcceptor::from(security.cert.server_config())
+        });
         let tasks: Vec<_> = self
             .listeners
             .into_iter()
             .map(|(listener, addr, routes)| {
                 let state = self.state.clone();
                 let shutdown = shutdown.clone();
+                // Only a listener of its own serves metrics securely (`bind` refuses a shared one).
+                let tls = acceptor.clone().filter(|_| routes.metrics);
                 async move {
-                    info!(%addr, metrics = routes.metrics, health = routes.health, "admin server listening");
-                    accept_loop(listener, routes, state, shutdown).await;
+                    info!(%addr, metrics = routes.metrics, health = routes.health, https = tls.is_some(), "admin server listening");
+                    accept_loop(listener, tls, routes, state, shutdown).await;
                 }
             })
             .collect();
@@ -138,15 +219,53 @@ impl AdminServer {
 
 async fn accept_loop(
     listener: TcpListener,
+    tls: Option<TlsAcceptor>,
     routes: Routes,
     state: AdminState,
     shutdown: CancellationToken,
 ) {
     let handler = move |req: Request<Incoming>| {
-        let response = route(&req, routes, &state);
-        async move { response }
+        let state = state.clone();
+        async move {
+            if routes.metrics
+                && req.uri().path() == "/metrics"
+                && let Some(auth) = &state.auth
+                && let Some(refusal) = refusal(auth, &req).await
+            {
+                return refusal;
+            }
+            route(&req, routes, &state)
+        }
     };
-    crate::http::serve(listener, None, handler, shutdown, "admin").await;
+    crate::http::serve(listener, tls, handler, shutdown, "admin").await;
+}
+
+/// The answer to a scrape `auth` does not allow, `None` when it may proceed.
+async fn refusal<B>(auth: &MetricsAuth, req: &Request<B>) -> Option<Response<Full<Bytes>>> {
+    match auth.review(req.headers()).await {
+        Ok(Verdict::Allowed) => None,
+        Ok(Verdict::Unauthenticated) => {
+            let mut r = text(StatusCode::UNAUTHORIZED, PLAIN, "Unauthorized\n");
+            r.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                header::HeaderValue::from_static("Bearer"),
+            );
+            Some(r)
+        }
+        Ok(Verdict::Forbidden { user }) => Some(text(
+            StatusCode::FORBIDDEN,
+            PLAIN,
+            format!("user {user:?} may not get /metrics\n"),
+        )),
+        Err(e) => {
+            warn!(error = %e, "cannot review a metrics scrape with the API server");
+            Some(text(
+                StatusCode::SERVICE_UNAVAILABLE,
+                PLAIN,
+                "cannot review the request's token now\n",
+            ))
+        }
+    }
 }
 
 fn text(
@@ -241,7 +360,7 @@ pub(crate) mod tests {
             .controller("test");
         m.reconcile_succeeded();
         let health = Health::new();
-        let server = AdminServer::bind(&loopback(), &loopback(), registry, health.clone())
+        let server = AdminServer::bind(&loopback(), &loopback(), registry, health.clone(), None)
             .await
             .unwrap();
         let metrics_addr = server.metrics_addr().unwrap();
@@ -289,7 +408,7 @@ pub(crate) mod tests {
             l.local_addr().unwrap().port()
         };
         let addr: ListenAddr = format!("127.0.0.1:{port}").parse().unwrap();
-        let server = AdminServer::bind(&addr, &addr, MetricsRegistry::new(), Health::new())
+        let server = AdminServer::bind(&addr, &addr, MetricsRegistry::new(), Health::new(), None)
             .await
             .unwrap();
         assert_eq!(server.metrics_addr(), server.health_addr());
@@ -310,6 +429,7 @@ pub(crate) mod tests {
             &loopback(),
             MetricsRegistry::new(),
             Health::new(),
+            None,
         )
         .await
         .unwrap();
@@ -321,6 +441,7 @@ pub(crate) mod tests {
             &conflict,
             MetricsRegistry::new(),
             Health::new(),
+            None,
         )
         .await
         .unwrap_err();
@@ -332,6 +453,7 @@ pub(crate) mod tests {
         let state = AdminState {
             registry: MetricsRegistry::new(),
             health: Health::new(),
+            auth: None,
         };
         let routes = Routes {
             metrics: true,

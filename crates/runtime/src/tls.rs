@@ -1,5 +1,7 @@
-//! The serving certificate: loaded from files (a mounted Secret, as cert-manager writes it) and
-//! reloaded when the files change, without a restart and without dropping connections.
+//! A serving certificate: loaded from files (a mounted Secret, as cert-manager writes it) and
+//! reloaded when the files change, without a restart and without dropping connections, or made
+//! self-signed at startup when no files are given. The webhook server and the secure metrics
+//! endpoint serve with it.
 //!
 //! Polling rather than inotify: Kubernetes updates a mounted Secret by swapping a symlink, which
 //! file watchers report inconsistently, and comparing two small files every few seconds costs
@@ -72,6 +74,33 @@ impl ReloadingCert {
     pub fn load(files: &CertFiles) -> Result<Self> {
         let (cert_pem, key_pem) = files.read()?;
         let key = certified_key(files, &cert_pem, &key_pem)?;
+        Ok(Self {
+            current: RwLock::new(Loaded {
+                key,
+                cert_pem,
+                key_pem,
+            }),
+        })
+    }
+
+    /// A certificate made and signed by itself for `names` (ECDSA P-256), held in memory only:
+    /// what serves when no certificate is mounted, as controller-runtime's metrics server does.
+    /// Clients cannot verify it; it encrypts, and the bearer token is checked all the same.
+    pub fn self_signed(names: Vec<String>) -> Result<Self> {
+        let made = |message: String| Error::Certificate {
+            path: PathBuf::new(),
+            message,
+        };
+        let key = rcgen::KeyPair::generate().map_err(|e| made(e.to_string()))?;
+        let cert = rcgen::CertificateParams::new(names)
+            .and_then(|params| params.self_signed(&key))
+            .map_err(|e| made(e.to_string()))?;
+        let (cert_pem, key_pem) = (cert.pem().into_bytes(), key.serialize_pem().into_bytes());
+        let files = CertFiles {
+            cert: PathBuf::new(),
+            key: PathBuf::new(),
+        };
+        let key = certified_key(&files, &cert_pem, &key_pem)?;
         Ok(Self {
             current: RwLock::new(Loaded {
                 key,
@@ -200,7 +229,7 @@ mod tests {
 
     #[test]
     fn a_changed_pair_is_swapped_in_and_a_broken_one_is_not() {
-        crate::install_crypto();
+        crate::install_crypto_provider();
         let dir = tempfile::tempdir().unwrap();
         let files = write(dir.path(), &pair("a"));
         let cert = ReloadingCert::load(&files).unwrap();
@@ -227,7 +256,7 @@ mod tests {
 
     #[test]
     fn missing_or_garbage_files_name_the_file() {
-        crate::install_crypto();
+        crate::install_crypto_provider();
         let dir = tempfile::tempdir().unwrap();
         let files = CertFiles::in_dir(dir.path());
         assert!(

@@ -1,7 +1,5 @@
 //! Errors of the webhook server.
 
-use std::path::PathBuf;
-
 use capmaas_runtime::{ErrorCategory, Requeue};
 
 /// Everything that can go wrong while serving admission reviews.
@@ -19,14 +17,6 @@ pub enum Error {
     /// The defaults patch could not be serialized.
     #[error("encoding the defaults patch: {0}")]
     Patch(#[source] kube::core::admission::SerializePatchError),
-    /// The serving certificate or key cannot be read or used.
-    #[error("serving certificate {path}: {message}")]
-    Certificate {
-        /// File at fault.
-        path: PathBuf,
-        /// What is wrong.
-        message: String,
-    },
     /// The webhook listener cannot be bound.
     #[error("binding the webhook listener on {addr}: {source}")]
     Bind {
@@ -43,7 +33,6 @@ impl ErrorCategory for Error {
         match self {
             Self::BadReview(_) | Self::NoRequest => "bad_review",
             Self::Encode(_) | Self::Patch(_) => "serialize",
-            Self::Certificate { .. } => "certificate",
             Self::Bind { .. } => "listen",
         }
     }

@@ -23,7 +23,6 @@ pub mod kinds;
 pub mod manifests;
 pub mod metrics;
 pub mod server;
-pub mod tls;
 pub mod validate;
 
 use std::net::SocketAddr;
@@ -41,7 +40,7 @@ pub use error::{Error, Result};
 use crate::cache::Caches;
 use crate::metrics::AdmissionMetrics;
 use crate::server::Admission;
-use crate::tls::{CertFiles, ReloadingCert};
+use capmaas_runtime::tls::{self, CertFiles, ReloadingCert};
 
 /// Installs the process-wide rustls crypto provider (idempotent).
 pub fn install_crypto() {

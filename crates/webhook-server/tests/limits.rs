@@ -10,6 +10,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use capmaas_runtime::tls::{CertFiles, ReloadingCert};
 use capmaas_testenv::WebhookServing;
 use capmaas_testenv::slow_client::trickle;
 use clap::Parser;
@@ -23,7 +24,6 @@ use tokio_util::sync::CancellationToken;
 use webhook_server::WebhookArgs;
 use webhook_server::metrics::AdmissionMetrics;
 use webhook_server::server::{self, Admission, AdmissionLimits, MAX_BODY_BYTES};
-use webhook_server::tls::{CertFiles, ReloadingCert};
 use webhook_server::validate::StaticLookups;
 
 const MUTATE_CLUSTER: &str = "/mutate-infrastructure-cluster-x-k8s-io-v1beta1-maascluster";
