@@ -7,7 +7,8 @@
 # assembles each image; the result is an OCI archive per component and architecture in
 # target/images/, next to the SBOM.
 #
-#   hack/images.sh [--profile release|dev] [--tag vX.Y.Z] [--registry R] [--check] [component...]
+#   hack/images.sh [--profile release|dev] [--arch amd64|arm64]... [--tag vX.Y.Z] [--registry R]
+#                  [--check] [--no-sbom] [component...]
 #
 # --profile release (the default, and what a release pushes): the program is built with
 #   `cargo build --release` and glibc linked statically (`-C target-feature=+crt-static`), so
@@ -15,12 +16,14 @@
 # --profile dev: the program CI already built (target/debug), dynamically linked, with the
 #   shared libraries `ldd` names copied beside it. CI builds one image this way and checks it:
 #   the packaging is the same, only the program differs.
+# --arch (repeatable; amd64 when not given): arm64 is cross-compiled for
+#   aarch64-unknown-linux-gnu (release profile only) with Debian's cross gcc and glibc
+#   (gcc-aarch64-linux-gnu, libc6-dev-arm64-cross) and rustup's standard library for the
+#   target, all installed here when missing. One archive per architecture; the release
+#   workflow joins them into one multi-arch tag.
 # --check: unpack each archive again and prove it: the config's user is not root, the
-#   entrypoint runs (`/manager --version` in a chroot of the unpacked root filesystem) and
-#   prints the component's name, and the size is reported.
-#
-# Only amd64 is built: an arm64 image needs the aarch64-unknown-linux-gnu standard library
-# (rustup's download, which this machine's network does not reach) and a cross linker.
+#   entrypoint runs (`/manager --version` in a chroot of the unpacked root filesystem, or under
+#   qemu-aarch64-static for arm64) and prints the component's name, and the size is reported.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
@@ -32,9 +35,11 @@ tag="v${version}"
 check=false
 sbom=true
 components=()
+arches=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --profile) profile="$2"; shift 2 ;;
+    --arch) arches+=("$2"); shift 2 ;;
     --tag) tag="$2"; shift 2 ;;
     --registry) registry="$2"; shift 2 ;;
     --check) check=true; shift ;;
@@ -46,34 +51,49 @@ done
 if [[ ${#components[@]} -eq 0 ]]; then
   components=(maas-client cluster-controller machine-controller data-controller remediation-controller webhook-server)
 fi
-arch=amd64
-target=x86_64-unknown-linux-gnu
+if [[ ${#arches[@]} -eq 0 ]]; then
+  arches=(amd64)
+fi
 out="$repo/target/images"
 mkdir -p "$out"
 
-if ! command -v umoci >/dev/null 2>&1; then
-  echo "installing umoci from Debian's packages" >&2
+apt_install() { # packages: installed from Debian's packages when a command is missing
   # A fresh machine's package lists may be missing or stale: refresh them once if needed.
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -q umoci >&2 \
-    || { apt-get update -q >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q umoci >&2; }
-fi
-
-case "$profile" in
-  release)
-    packages=()
-    for c in "${components[@]}"; do packages+=(-p "$c"); done
-    RUSTFLAGS="${RUSTFLAGS:-} -C target-feature=+crt-static" \
-      cargo build --release --locked --target "$target" --target-dir "$repo/target/static" "${packages[@]}" --bins
-    bindir="$repo/target/static/$target/release"
-    ;;
-  dev)
-    bindir="$repo/target/debug"
-    ;;
-  *) echo "--profile is release or dev" >&2; exit 2 ;;
-esac
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$@" >&2 \
+    || { apt-get update -q >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$@" >&2; }
+}
+command -v umoci >/dev/null 2>&1 || apt_install umoci
 
 revision="$(git rev-parse HEAD 2>/dev/null || echo unknown)"
 created="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+
+# The programs of one architecture: the folder they are in, after building them if needed.
+programs_for() { # arch
+  local arch="$1" target
+  case "$arch" in
+    amd64) target=x86_64-unknown-linux-gnu ;;
+    arm64) target=aarch64-unknown-linux-gnu ;;
+    *) echo "--arch is amd64 or arm64" >&2; exit 2 ;;
+  esac
+  if [[ "$profile" == dev ]]; then
+    [[ "$arch" == amd64 ]] || { echo "--profile dev is the host's amd64 build only" >&2; exit 2; }
+    echo "$repo/target/debug"
+    return
+  fi
+  [[ "$profile" == release ]] || { echo "--profile is release or dev" >&2; exit 2; }
+  local packages=()
+  for c in "${components[@]}"; do packages+=(-p "$c"); done
+  if [[ "$arch" == arm64 ]]; then
+    command -v aarch64-linux-gnu-gcc >/dev/null 2>&1 || apt_install gcc-aarch64-linux-gnu libc6-dev-arm64-cross
+    command -v qemu-aarch64-static >/dev/null 2>&1 || [[ "$check" != true ]] || apt_install qemu-user-static
+    rustup target list --installed | grep -qx "$target" || rustup target add "$target" >&2
+    export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc
+    export CC_aarch64_unknown_linux_gnu=aarch64-linux-gnu-gcc
+  fi
+  RUSTFLAGS="${RUSTFLAGS:-} -C target-feature=+crt-static" \
+    cargo build --release --locked --target "$target" --target-dir "$repo/target/static" "${packages[@]}" --bins >&2
+  echo "$repo/target/static/$target/release"
+}
 
 sbom_of() { # component, file: the SPDX SBOM of the component's crates, from cargo-sbom
   local component="$1" file="$2" tools="$repo/.cache/tools"
@@ -84,6 +104,8 @@ sbom_of() { # component, file: the SPDX SBOM of the component's crates, from car
   "$tools/bin/cargo-sbom" sbom --cargo-package "$component" --output-format spdx_json_2_3 > "$file"
 }
 
+for arch in "${arches[@]}"; do
+bindir="$(programs_for "$arch")"
 for component in "${components[@]}"; do
   program="$bindir/$component"
   [[ -x "$program" ]] || { echo "no program $program (build it first)" >&2; exit 1; }
@@ -92,12 +114,20 @@ for component in "${components[@]}"; do
   root="$work/rootfs"
   mkdir -p "$root/etc/ssl/certs" "$root/tmp" "$root/usr/share/doc/$component"
   install -m 0755 "$program" "$root/manager"
+  if [[ "$profile" == release ]]; then
+    # The line tables stay in target/; the image keeps the symbols (a backtrace names its
+    # functions) and is a fraction of the size.
+    strip_tool=strip
+    [[ "$arch" == arm64 ]] && strip_tool=aarch64-linux-gnu-strip
+    "$strip_tool" --strip-debug "$root/manager"
+  fi
   if [[ "$profile" == dev ]]; then
     # The shared libraries the program loads, at the paths it loads them from.
     ldd "$program" | awk '/=> \//{print $3} /^[ \t]*\/.*ld-linux/{print $1}' | while read -r lib; do
       install -D -m 0755 "$lib" "$root$lib"
     done
-  elif ldd "$program" >/dev/null 2>&1; then
+  elif readelf --program-headers "$program" | grep -q INTERP; then
+    # A program interpreter (ld-linux) is what a dynamically linked program asks for.
     echo "$program is not statically linked" >&2
     exit 1
   fi
@@ -148,15 +178,25 @@ for component in "${components[@]}"; do
     [[ "$user" != 0 ]] || { echo "$component: the image runs as root" >&2; exit 1; }
     entrypoint="$(python3 -c 'import json,sys; print(" ".join(json.load(open(sys.argv[1]))["process"]["args"]))' "$verify/bundle/config.json")"
     [[ "$entrypoint" == /manager ]] || { echo "$component: entrypoint $entrypoint" >&2; exit 1; }
+    rootfs="$verify/bundle/rootfs"
+    emulator=()
+    if [[ "$arch" == arm64 && "$(uname -m)" != aarch64 ]]; then
+      # A static qemu in the unpacked root runs the arm64 program there.
+      install -m 0755 "$(command -v qemu-aarch64-static)" "$rootfs/qemu-aarch64-static"
+      emulator=(/qemu-aarch64-static)
+    fi
     if [[ "$(id -u)" == 0 ]]; then
-      printed="$(chroot --userspec=65532:65532 "$verify/bundle/rootfs" /manager --version)"
+      printed="$(chroot --userspec=65532:65532 "$rootfs" "${emulator[@]}" /manager --version)"
+    elif [[ ${#emulator[@]} -gt 0 ]]; then
+      printed="$("$rootfs/qemu-aarch64-static" "$rootfs/manager" --version)"
     else
-      printed="$("$verify/bundle/rootfs/manager" --version)"
+      printed="$("$rootfs/manager" --version)"
     fi
     [[ "$printed" == "$component "* ]] || { echo "$component: --version printed '$printed'" >&2; exit 1; }
     size="$(du -k "$archive" | cut -f1)"
-    echo "checked $component: user $user, entrypoint /manager prints '$printed', archive ${size} KiB"
+    echo "checked $component ($arch): user $user, entrypoint /manager prints '$printed', archive ${size} KiB"
   fi
   rm -rf "$work"
   trap - EXIT
+done
 done

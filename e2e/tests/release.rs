@@ -62,9 +62,10 @@ fn the_release_workflow_passes_actionlint_and_publishes_what_clusterctl_reads() 
         .collect();
     let script = steps.join("\n");
     for needed in [
-        "bash hack/images.sh --tag \"${GITHUB_REF_NAME}\"",
+        "bash hack/images.sh --arch amd64 --arch arm64 --tag \"${GITHUB_REF_NAME}\"",
         "--check",
         "skopeo copy",
+        "crane index append",
         "bash hack/clusterctl-repo.sh target/clusterctl-repo \"${GITHUB_REF_NAME}\"",
         "gh release create",
         "target/clusterctl-repo/infrastructure-maas/${GITHUB_REF_NAME}/",
