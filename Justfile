@@ -59,6 +59,14 @@ e2e: testenv
     cargo build --workspace --bins
     cargo test -p capmaas-e2e --no-fail-fast
 
+# An upgrade from the previous release to this tree, as docs/install.md "Upgrading" runs it
+# (e2e/tests/upgrade.rs). The previous release's programs are built once (a few minutes) into
+# the cache by hack/previous-release.sh; not part of `just test`.
+upgrade-test: testenv
+    bash hack/previous-release.sh
+    cargo build --workspace --bins
+    cargo test -p capmaas-e2e --test upgrade -- --ignored
+
 # A 3 + 5 node cluster on 20 simulated MAAS servers, shown live until ready, then a worker
 # rebooted back by remediation and an image upgrade with node reuse; Ctrl-C stops it.
 demo: testenv

@@ -14,9 +14,11 @@
 #     --infrastructure maas --config <out>/clusterctl.yaml
 # reads every provider from <out>; without them clusterctl fetches those three from GitHub.
 # Usage: clusterctl-repo.sh [out (target/clusterctl-repo)] [version (v0.10.0)]
-# Environment: KUBECTL (kubectl), CAPMAAS_RELEASES (a folder of CAPMAAS's own releases,
-# infrastructure-maas/<version>/, copied beside ours: hack/capmaas/build.sh renders v0.9.0 into
-# ${CAPMAAS_TESTENV_DIR:-.cache/testenv}/capmaas-components), CAPI_COMPONENTS (the rendered CAPI components,
+# Environment: KUBECTL (kubectl), OTHER_RELEASES (folders, separated by spaces, of other
+# releases of infrastructure-maas, each as infrastructure-maas/<version>/, copied beside ours:
+# CAPMAAS's, which hack/capmaas/build.sh renders into
+# ${CAPMAAS_TESTENV_DIR:-.cache/testenv}/capmaas-components, or an earlier release of ours,
+# which hack/previous-release.sh renders into .../previous-release/<label>/repository), CAPI_COMPONENTS (the rendered CAPI components,
 # ${CAPMAAS_TESTENV_DIR:-.cache/testenv}/capi-components), CERT_MANAGER_EXTERNALLY_PROVISIONED
 # (`true`: clusterctl.yaml says cert-manager is provided outside clusterctl, so clusterctl only
 # checks its API, by creating a test Issuer and Certificate, for at most a minute, and never
@@ -51,20 +53,20 @@ providers:
 CONFIG
 echo "clusterctl repository for infrastructure-maas $version in $dir:"
 ls "$dir"
-# CAPMAAS's own releases of infrastructure-maas (a test of the switch from CAPMAAS renders them:
-# hack/capmaas/build.sh), beside ours, so that `clusterctl init --infrastructure maas:v0.9.0`
-# installs CAPMAAS and `clusterctl upgrade apply` moves it to ours. Only when asked.
-if [[ -n "${CAPMAAS_RELEASES:-}" ]]; then
-  for release in "$CAPMAAS_RELEASES"/infrastructure-maas/v*; do
+# Other releases of infrastructure-maas beside ours (CAPMAAS's, for the switch from CAPMAAS; an
+# earlier one of ours, for an upgrade), so that `clusterctl init --infrastructure maas:<theirs>`
+# installs one and `clusterctl upgrade apply` moves it to this one. Only when asked.
+for releases in ${OTHER_RELEASES:-}; do
+  for release in "$releases"/infrastructure-maas/v*; do
     [[ -f "$release/infrastructure-components.yaml" && -f "$release/metadata.yaml" ]] \
       || { echo "clusterctl-repo: $release has no infrastructure-components.yaml and metadata.yaml" >&2; exit 1; }
     [[ "$(basename "$release")" != "$version" ]] \
-      || { echo "clusterctl-repo: CAPMAAS's $version would replace ours" >&2; exit 1; }
+      || { echo "clusterctl-repo: the other release $version would replace this one" >&2; exit 1; }
     rm -rf "$out/infrastructure-maas/$(basename "$release")"
     cp -r "$release" "$out/infrastructure-maas/"
-    echo "infrastructure-maas $(basename "$release") (CAPMAAS) in $out/infrastructure-maas/$(basename "$release")"
+    echo "infrastructure-maas $(basename "$release") (from $releases) in $out/infrastructure-maas/$(basename "$release")"
   done
-fi
+done
 
 # The Cluster API providers: name, type, provider label (the folder clusterctl requires),
 # components file.

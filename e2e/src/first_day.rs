@@ -201,6 +201,11 @@ pub async fn upgrade(
     Ok(())
 }
 
+/// CAPMAAS's releases, as `hack/capmaas/build.sh` renders v0.9.0 into the cache.
+pub fn capmaas_releases() -> PathBuf {
+    cache_dir().join("capmaas-components")
+}
+
 /// The commands of the user's day, each with its own clean configuration folder (no home
 /// folder of the machine's is read) and the management cluster's kubeconfig.
 #[derive(Debug, Clone)]
@@ -215,24 +220,29 @@ impl UserShell {
     /// Renders the clusterctl repository into `dir` (`hack/clusterctl-repo.sh`, as
     /// `just clusterctl-repo` does) and appends `variables` to its `clusterctl.yaml`.
     pub async fn render(dir: &Path, kubeconfig: &Path, variables: &str) -> Result<Self> {
-        Self::render_with(dir, kubeconfig, variables, false).await
+        Self::render_with(dir, kubeconfig, variables, &[]).await
     }
 
-    /// [`Self::render`], with CAPMAAS's v0.9.0 release beside ours when `with_capmaas`
-    /// (`hack/capmaas/build.sh` renders it into the cache).
+    /// [`Self::render`], with other releases of infrastructure-maas beside ours, each a folder
+    /// holding `infrastructure-maas/<version>/`: CAPMAAS's v0.9.0 ([`capmaas_releases`]) or an
+    /// earlier release of ours (`hack/previous-release.sh`).
     pub async fn render_with(
         dir: &Path,
         kubeconfig: &Path,
         variables: &str,
-        with_capmaas: bool,
+        other_releases: &[PathBuf],
     ) -> Result<Self> {
         let mut command = tokio::process::Command::new("bash");
         command
             .arg(repo_root().join("hack/clusterctl-repo.sh"))
             .arg(dir)
             .env("KUBECTL", kubectl());
-        if with_capmaas {
-            command.env("CAPMAAS_RELEASES", cache_dir().join("capmaas-components"));
+        if !other_releases.is_empty() {
+            let folders: Vec<String> = other_releases
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect();
+            command.env("OTHER_RELEASES", folders.join(" "));
         }
         run("hack/clusterctl-repo.sh", &mut command, None).await?;
         let config = dir.join("clusterctl.yaml");
@@ -470,6 +480,16 @@ pub fn sh_block<'a>(install_md: &'a str, marker: &str) -> Result<&'a str> {
             name: "docs/install.md".into(),
             message: format!("no sh block with {marker}"),
         })
+}
+
+/// The commands of the `sh` block of `docs/install.md` that holds `marker`: one per line, each
+/// as its words.
+pub fn sh_block_commands(install_md: &str, marker: &str) -> Result<Vec<Vec<String>>> {
+    Ok(sh_block(install_md, marker)?
+        .lines()
+        .map(|l| l.split_whitespace().map(str::to_owned).collect::<Vec<_>>())
+        .filter(|words| !words.is_empty())
+        .collect())
 }
 
 /// The commands `docs/install.md` shows for a first install, as the scenario runs them: the

@@ -59,12 +59,7 @@ async fn infra(client: &kube::Client, kind: &str) -> Vec<DynamicObject> {
 fn documented_block(marker: &str) -> Vec<Vec<String>> {
     let guide =
         std::fs::read_to_string(capmaas_testenv::repo_root().join("docs/install.md")).unwrap();
-    let block = first_day::sh_block(&guide, marker).unwrap();
-    block
-        .lines()
-        .map(|l| l.split_whitespace().map(str::to_owned).collect::<Vec<_>>())
-        .filter(|words| !words.is_empty())
-        .collect()
+    first_day::sh_block_commands(&guide, marker).unwrap()
 }
 
 #[tokio::test]
@@ -83,7 +78,7 @@ async fn a_cluster_capmaas_provisioned_is_taken_over_in_place() {
         &dir.path().join("repository"),
         management.kubeconfig_path(),
         &first_day::capmaas_readme_variables(&sim.url(), &sim.api_key(), KUBERNETES),
-        true,
+        &[first_day::capmaas_releases()],
     )
     .await
     .unwrap();
@@ -205,7 +200,7 @@ async fn a_cluster_capmaas_provisioned_is_taken_over_in_place() {
         }
         capmaas_stored.push((kind, list.to_string()));
     }
-    let commands = documented_block("clusterctl upgrade apply");
+    let commands = documented_block("scale deployment capmaas-controller-manager");
     assert_eq!(commands.len(), 2, "{commands:?}");
     assert_eq!(commands[0][0], "kubectl");
     shell.kubectl(&words(&commands[0]), None).await.unwrap();

@@ -26,17 +26,28 @@ use launch::{Launch, Sources};
 /// clusterctl's label on every object of a provider.
 pub const PROVIDER_LABEL: &str = "cluster.x-k8s.io/provider";
 
-/// The program an image names: ours by their names, CAPI's and CAPMAAS's by their release image
-/// names.
+/// Where `hack/previous-release.sh` builds an earlier release of ours: its programs in
+/// `<label>/bin/`, for the images tagged `<label>` (`e2e/tests/upgrade.rs`).
+pub fn previous_release_dir() -> PathBuf {
+    cache_dir().join("previous-release")
+}
+
+/// The program an image names: ours by their names (the programs of an earlier release built by
+/// `hack/previous-release.sh` for an image tagged with its label, else this tree's), CAPI's and
+/// CAPMAAS's by their release image names.
 pub fn program_of_image(image: &str) -> Result<(&'static str, PathBuf)> {
     let repository = image.split(['@']).next().unwrap_or(image);
-    let repository = match repository.rsplit_once(':') {
-        Some((repo, tag)) if !tag.contains('/') => repo,
-        _ => repository,
+    let (repository, tag) = match repository.rsplit_once(':') {
+        Some((repo, tag)) if !tag.contains('/') => (repo, Some(tag)),
+        _ => (repository, None),
     };
     let base = repository.rsplit('/').next().unwrap_or(repository);
     if let Some(ours) = CONTROLLERS.iter().find(|c| **c == base) {
-        return Ok((ours, binary(ours)?));
+        let previous = tag.map(|t| previous_release_dir().join(t).join("bin").join(ours));
+        return match previous {
+            Some(path) if path.is_file() => Ok((ours, path)),
+            _ => Ok((ours, binary(ours)?)),
+        };
     }
     let capi = match base {
         "cluster-api-controller" => "capi-manager",
@@ -64,8 +75,13 @@ pub fn program_of_image(image: &str) -> Result<(&'static str, PathBuf)> {
 pub struct Running {
     /// What it was started from.
     pub launch: Launch,
+    /// The Deployment's pod template it runs: a change (an upgrade) replaces the process, as
+    /// a rollout replaces the pod.
+    pub template: serde_json::Value,
     /// The program's name (`maas-client`, `capi-manager`, ...).
     pub program: &'static str,
+    /// The program file it runs (this tree's, or an earlier release's).
+    pub path: PathBuf,
     /// The process.
     pub process: Process,
 }
@@ -91,9 +107,10 @@ impl Installation {
     }
 
     /// Follows a `clusterctl upgrade`: stops the processes of Deployments that are gone (the
-    /// provider's old pods), starts the Deployments that run nothing yet (its new ones, with
-    /// their certificates and webhooks routed as in [`Self::start`]) in `dir`, and leaves the
-    /// others running, as the kubelet would.
+    /// provider's old pods) or whose pod template changed (a rollout), starts the Deployments
+    /// that run nothing then (new ones and changed ones, with their certificates and webhooks
+    /// routed as in [`Self::start`]) in `dir`, and leaves the others running, as the kubelet
+    /// would.
     pub async fn follow_upgrade(
         &mut self,
         env: &TestEnv,
@@ -113,9 +130,12 @@ impl Installation {
                 d.metadata.name.as_deref().unwrap_or_default()
             )
         };
-        let current: Vec<String> = deployments.iter().map(id).collect();
+        let current: BTreeMap<String, serde_json::Value> = deployments
+            .iter()
+            .map(|d| (id(d), pod_template(d)))
+            .collect();
         self.running
-            .retain(|r| current.contains(&r.launch.deployment));
+            .retain(|r| current.get(&r.launch.deployment) == Some(&r.template));
         let new: Vec<Deployment> = deployments
             .into_iter()
             .filter(|d| !self.running.iter().any(|r| r.launch.deployment == id(d)))
@@ -140,6 +160,9 @@ impl Installation {
             let name = deployment.metadata.name.clone().unwrap_or_default();
             self.running
                 .push(start_one(env, &dir.join(&name), &namespace, launch, hosts).await?);
+            if let Some(started) = self.running.last_mut() {
+                started.template = pod_template(deployment);
+            }
         }
         for one in &mut self.running[first_new..] {
             if let Some(url) = one.launch.readiness_url.clone() {
@@ -351,9 +374,20 @@ async fn start_one(
     let process = Process::start(program, Path::new(UNSHARE), &args, &environment, dir)?;
     Ok(Running {
         launch,
+        template: serde_json::Value::Null,
         program,
+        path,
         process,
     })
+}
+
+/// The pod template of `deployment`, what a rollout compares.
+fn pod_template(deployment: &Deployment) -> serde_json::Value {
+    deployment
+        .spec
+        .as_ref()
+        .and_then(|spec| serde_json::to_value(&spec.template).ok())
+        .unwrap_or_default()
 }
 
 /// util-linux's `unshare`, which makes the private mount namespace.
