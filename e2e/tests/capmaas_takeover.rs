@@ -31,24 +31,8 @@ const CLUSTER: &str = "t-cluster";
 const KUBERNETES: &str = "v1.33.1";
 const INFRA: (&str, &str) = ("infrastructure.cluster.x-k8s.io", "v1beta1");
 
-/// The MAAS operations a takeover must never send.
-const OPERATIONS: [&str; 5] = [
-    "machines.allocate",
-    "machine.deploy",
-    "machine.release",
-    "machine.power_on",
-    "machine.power_off",
-];
-
 fn words(command: &[String]) -> Vec<&str> {
     command[1..].iter().map(String::as_str).collect()
-}
-
-fn operations(counts: &BTreeMap<String, u64>) -> BTreeMap<&'static str, u64> {
-    OPERATIONS
-        .iter()
-        .filter_map(|op| counts.get(*op).filter(|n| **n > 0).map(|n| (*op, *n)))
-        .collect()
 }
 
 async fn infra(client: &kube::Client, kind: &str) -> Vec<DynamicObject> {
@@ -283,7 +267,7 @@ async fn a_cluster_capmaas_provisioned_is_taken_over_in_place() {
     .unwrap_or_else(|e| panic!("{}", fail(&e.to_string(), &ours)));
     assert_eq!(common::maas_dns(sim, &dns_name).await.unwrap(), capmaas_dns);
     assert_eq!(
-        operations(&state.call_counts()),
+        common::server_operations(&state.call_counts()),
         BTreeMap::new(),
         "no allocate, deploy, release or power operation during the takeover"
     );
@@ -305,20 +289,7 @@ async fn a_cluster_capmaas_provisioned_is_taken_over_in_place() {
         .unwrap_or_else(|e| panic!("{}", fail(&e, &ours)));
 
     steps.step("a worker added");
-    shell
-        .kubectl(
-            &[
-                "-n",
-                NAMESPACE,
-                "scale",
-                "machinedeployment",
-                &format!("{CLUSTER}-md-0"),
-                "--replicas=2",
-            ],
-            None,
-        )
-        .await
-        .unwrap();
+    common::scale_machine_deployment(&shell, NAMESPACE, &format!("{CLUSTER}-md-0"), 2).await;
     wait_for_machines(&client, NAMESPACE, KUBERNETES, 1, 2)
         .await
         .unwrap_or_else(|e| panic!("{}", fail(&e, &ours)));
@@ -392,20 +363,7 @@ async fn a_cluster_capmaas_provisioned_is_taken_over_in_place() {
     assert!(servers.values().any(|s| *s == control_plane_server));
 
     steps.step("the workers scaled down to one");
-    shell
-        .kubectl(
-            &[
-                "-n",
-                NAMESPACE,
-                "scale",
-                "machinedeployment",
-                &format!("{CLUSTER}-md-0"),
-                "--replicas=1",
-            ],
-            None,
-        )
-        .await
-        .unwrap();
+    common::scale_machine_deployment(&shell, NAMESPACE, &format!("{CLUSTER}-md-0"), 1).await;
     wait_for_machines(&client, NAMESPACE, KUBERNETES, 1, 1)
         .await
         .unwrap_or_else(|e| panic!("{}", fail(&e, &ours)));

@@ -1497,24 +1497,12 @@ async fn a_namespace_override_takes_the_webhook_certificate_and_policies_along()
             );
         }
 
-        let file = tempfile::NamedTempFile::new().unwrap();
         let yaml: String = docs
             .iter()
             .map(|d| format!("---\n{}", serde_json::to_string(d).unwrap()))
             .collect::<Vec<_>>()
             .join("\n");
-        std::fs::write(file.path(), yaml).unwrap();
-        let out = env
-            .kubectl()
-            .args(["apply", "--server-side", "--dry-run=server", "-f"])
-            .arg(file.path())
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{overlay}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        server_side_dry_run(&env, &yaml).unwrap_or_else(|e| panic!("{overlay}: {e}"));
     }
 
     the_moved_policies_admit_the_moved_gateway(&env, &render_moved("dev")).await;
@@ -1575,19 +1563,7 @@ async fn clusterctl_target_namespace_takes_the_policies_along() {
         .await
         .unwrap();
     create_namespaces(&env, [MOVED_TO, "team-a"]).await;
-    let file = tempfile::NamedTempFile::new().unwrap();
-    std::fs::write(file.path(), &text).unwrap();
-    let out = env
-        .kubectl()
-        .args(["apply", "--server-side", "--dry-run=server", "-f"])
-        .arg(file.path())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    server_side_dry_run(&env, &text).unwrap_or_else(|e| panic!("{e}"));
     // clusterctl gives the cluster-scoped admission policies a namespace too (its list of
     // cluster-scoped kinds predates them); its client, like kubectl, leaves it out of the
     // request for a cluster-scoped kind, and this test's `apply` does not: take it off.
@@ -1664,4 +1640,21 @@ async fn the_moved_policies_admit_the_moved_gateway(env: &TestEnv, moved: &[Valu
     .create(&PostParams::default(), &host("imported"))
     .await
     .unwrap_or_else(|e| panic!("the moved gateway is refused: {e}"));
+}
+
+/// `kubectl apply --server-side --dry-run=server` of `yaml`; the error is kubectl's.
+fn server_side_dry_run(env: &TestEnv, yaml: &str) -> Result<(), String> {
+    let file = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(file.path(), yaml).unwrap();
+    let out = env
+        .kubectl()
+        .args(["apply", "--server-side", "--dry-run=server", "-f"])
+        .arg(file.path())
+        .output()
+        .unwrap();
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).into_owned())
+    }
 }

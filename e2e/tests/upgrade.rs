@@ -34,15 +34,6 @@ const INFRA: (&str, &str) = ("infrastructure.cluster.x-k8s.io", "v1beta1");
 /// The earlier release (hack/previous-release.sh's default label).
 const PREVIOUS: &str = "v0.10.0-rc.0";
 
-/// The MAAS operations an upgrade must never send.
-const OPERATIONS: [&str; 5] = [
-    "machines.allocate",
-    "machine.deploy",
-    "machine.release",
-    "machine.power_on",
-    "machine.power_off",
-];
-
 async fn infra(client: &kube::Client, kind: &str) -> Vec<DynamicObject> {
     list_in(client, NAMESPACE, INFRA.0, INFRA.1, kind).await
 }
@@ -250,13 +241,8 @@ async fn an_upgrade_from_the_previous_release_redeploys_nothing() {
         servers,
         "each MaasMachine keeps its server"
     );
-    let counts = state.call_counts();
-    let sent: BTreeMap<&str, u64> = OPERATIONS
-        .iter()
-        .filter_map(|op| counts.get(*op).filter(|n| **n > 0).map(|n| (*op, *n)))
-        .collect();
     assert_eq!(
-        sent,
+        common::server_operations(&state.call_counts()),
         BTreeMap::new(),
         "no allocate, deploy, release or power operation"
     );
@@ -265,20 +251,7 @@ async fn an_upgrade_from_the_previous_release_redeploys_nothing() {
         .unwrap_or_else(|e| panic!("{}", fail(&e, &installation)));
 
     steps.step("the new release adds a worker");
-    shell
-        .kubectl(
-            &[
-                "-n",
-                NAMESPACE,
-                "scale",
-                "machinedeployment",
-                &format!("{CLUSTER}-md-0"),
-                "--replicas=2",
-            ],
-            None,
-        )
-        .await
-        .unwrap();
+    common::scale_machine_deployment(&shell, NAMESPACE, &format!("{CLUSTER}-md-0"), 2).await;
     wait_for_machines(&client, NAMESPACE, KUBERNETES, 1, 2)
         .await
         .unwrap_or_else(|e| panic!("{}", fail(&e, &installation)));

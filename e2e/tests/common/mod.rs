@@ -370,3 +370,44 @@ where
     .await
     .map_err(|e| e.to_string())
 }
+
+/// The MAAS operations that touch a server already in use: none may be sent while a provider
+/// takes a running cluster over, or is upgraded under it.
+pub const SERVER_OPERATIONS: [&str; 5] = [
+    "machines.allocate",
+    "machine.deploy",
+    "machine.release",
+    "machine.power_on",
+    "machine.power_off",
+];
+
+/// How often each of [`SERVER_OPERATIONS`] was sent, of the simulator's counts (those sent).
+pub fn server_operations(counts: &BTreeMap<String, u64>) -> BTreeMap<&'static str, u64> {
+    SERVER_OPERATIONS
+        .iter()
+        .filter_map(|op| counts.get(*op).filter(|n| **n > 0).map(|n| (*op, *n)))
+        .collect()
+}
+
+/// `kubectl -n <namespace> scale machinedeployment <name> --replicas=<replicas>`, as the user.
+pub async fn scale_machine_deployment(
+    shell: &capmaas_e2e::first_day::UserShell,
+    namespace: &str,
+    name: &str,
+    replicas: usize,
+) {
+    shell
+        .kubectl(
+            &[
+                "-n",
+                namespace,
+                "scale",
+                "machinedeployment",
+                name,
+                &format!("--replicas={replicas}"),
+            ],
+            None,
+        )
+        .await
+        .unwrap_or_else(|e| panic!("scaling {namespace}/{name} to {replicas}: {e}"));
+}
