@@ -958,6 +958,108 @@ fn reachable(docs: &[Value], target: &Value, from: &Peer) -> Option<BTreeSet<i64
     Some(ports)
 }
 
+/// In every overlay each binary serves /metrics securely, as docs/observability.md says: over
+/// HTTPS on the Service's port 8443 with the certificate cert-manager issues for the metrics
+/// Services (mounted where --metrics-cert-dir points), with no flag turning the review off; its
+/// ServiceAccount may ask the API server to review a scrape; and the ServiceMonitor scrapes
+/// with a token and verifies that certificate.
+#[test]
+fn every_binary_serves_metrics_over_https_to_reviewed_tokens_only() {
+    for overlay in OVERLAYS {
+        let docs = render(overlay);
+        let find = |kind: &str, name: &str| {
+            docs.iter()
+                .find(|d| d["kind"] == kind && d["metadata"]["name"] == name)
+                .unwrap_or_else(|| panic!("{overlay}: no {kind} {name}"))
+        };
+        let certificate = find("Certificate", "capmaas-metrics-cert");
+        let names: Vec<&str> = certificate["spec"]["dnsNames"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(Value::as_str)
+            .collect();
+        let reviewers = &find("ClusterRoleBinding", "capmaas-metrics-auth")["subjects"];
+        for component in COMPONENTS {
+            let at = format!("{overlay}/{component}");
+            let pod =
+                &find("Deployment", &format!("capmaas-{component}"))["spec"]["template"]["spec"];
+            let manager = &pod["containers"][0];
+            let args: Vec<&str> = manager["args"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(Value::as_str)
+                .collect();
+            assert!(
+                args.contains(&"--diagnostics-address=:8443"),
+                "{at}: {args:?}"
+            );
+            assert!(
+                !args.iter().any(|a| a.starts_with("--metrics-bind-addr")
+                    || a.starts_with("--insecure-diagnostics")),
+                "{at}: metrics served in plain HTTP: {args:?}"
+            );
+            let cert_dir = args
+                .iter()
+                .find_map(|a| a.strip_prefix("--metrics-cert-dir="))
+                .unwrap_or_else(|| panic!("{at}: no --metrics-cert-dir"));
+            let mount = manager["volumeMounts"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|m| m["mountPath"] == cert_dir)
+                .unwrap_or_else(|| panic!("{at}: nothing mounted at {cert_dir}"));
+            let volume = pod["volumes"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|v| v["name"] == mount["name"])
+                .unwrap();
+            assert_eq!(
+                volume["secret"]["secretName"], certificate["spec"]["secretName"],
+                "{at}"
+            );
+            let service = find("Service", &format!("capmaas-{component}-metrics"));
+            assert_eq!(service["spec"]["ports"][0]["port"], 8443, "{at}");
+            assert!(
+                names.contains(&format!("capmaas-{component}-metrics.capmaas-system.svc").as_str()),
+                "{at}: the certificate does not name the Service: {names:?}"
+            );
+            assert!(
+                reviewers
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|s| s["name"] == format!("capmaas-{component}")
+                        && s["namespace"] == "capmaas-system"),
+                "{at}: its ServiceAccount may not review scrapes"
+            );
+        }
+    }
+    let monitoring =
+        capmaas_e2e::overlay::render_kustomization(&repo_root().join("deploy/monitoring")).unwrap();
+    let monitor = monitoring
+        .iter()
+        .find(|d| d["kind"] == "ServiceMonitor")
+        .unwrap();
+    let endpoint = &monitor["spec"]["endpoints"][0];
+    assert_eq!(endpoint["scheme"], "https");
+    assert_eq!(
+        endpoint["bearerTokenFile"],
+        "/var/run/secrets/kubernetes.io/serviceaccount/token"
+    );
+    assert_eq!(
+        endpoint["tlsConfig"]["ca"]["secret"]["name"],
+        "capmaas-metrics-cert"
+    );
+    assert_eq!(
+        endpoint["tlsConfig"]["serverName"],
+        "capmaas-metrics.capmaas-system.svc"
+    );
+    assert!(endpoint["tlsConfig"]["insecureSkipVerify"].is_null());
+}
+
 #[test]
 fn every_pod_is_isolated_and_only_metrics_and_the_webhook_are_reachable() {
     const METRICS: i64 = 8443;
