@@ -133,16 +133,7 @@ async fn a_cluster_capmaas_provisioned_is_taken_over_in_place() {
     wait_for_machines(&client, NAMESPACE, KUBERNETES, 1, 1)
         .await
         .unwrap_or_else(|e| panic!("{}", fail(&e, &capmaas)));
-    let servers: BTreeMap<String, String> = infra(&client, "MaasMachine")
-        .await
-        .iter()
-        .map(|m| {
-            (
-                m.name_any(),
-                m.data["spec"]["systemID"].as_str().unwrap().to_owned(),
-            )
-        })
-        .collect();
+    let servers = common::servers_by_machine(&client, NAMESPACE).await;
     assert_eq!(servers.len(), 2, "{servers:?}");
     for system_id in servers.values() {
         let server = state.machine(system_id).unwrap();

@@ -24,7 +24,6 @@ mod common;
 use capmaas_e2e::first_day::{self, Steps, UserShell, UserWorld};
 use capmaas_e2e::installed::{Installation, previous_release_dir};
 use capmaas_e2e::user_cluster::{list_in, wait_for_machines};
-use kube::ResourceExt;
 use kube::api::DynamicObject;
 
 const NAMESPACE: &str = "default";
@@ -140,7 +139,7 @@ async fn an_upgrade_from_the_previous_release_redeploys_nothing() {
     wait_for_machines(&client, NAMESPACE, KUBERNETES, 1, 1)
         .await
         .unwrap_or_else(|e| panic!("{}", fail(&e, &installation)));
-    let servers = servers_of(&client).await;
+    let servers = common::servers_by_machine(&client, NAMESPACE).await;
     assert_eq!(servers.len(), 2, "{servers:?}");
     let dns_name =
         infra(&client, "MaasCluster").await[0].data["spec"]["controlPlaneEndpoint"]["host"]
@@ -237,7 +236,7 @@ async fn an_upgrade_from_the_previous_release_redeploys_nothing() {
     // covers that many times over (the whole upgrade's reconciles are done in a few).
     tokio::time::sleep(Duration::from_secs(20)).await;
     assert_eq!(
-        servers_of(&client).await,
+        common::servers_by_machine(&client, NAMESPACE).await,
         servers,
         "each MaasMachine keeps its server"
     );
@@ -274,21 +273,4 @@ async fn an_upgrade_from_the_previous_release_redeploys_nothing() {
         "refused by the installed RBAC: {refused:#?}"
     );
     steps.done();
-}
-
-/// Each MaasMachine's server, by name.
-async fn servers_of(client: &kube::Client) -> BTreeMap<String, String> {
-    infra(client, "MaasMachine")
-        .await
-        .iter()
-        .map(|m| {
-            (
-                m.name_any(),
-                m.data["spec"]["systemID"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_owned(),
-            )
-        })
-        .collect()
 }

@@ -411,3 +411,29 @@ pub async fn scale_machine_deployment(
         .await
         .unwrap_or_else(|e| panic!("scaling {namespace}/{name} to {replicas}: {e}"));
 }
+
+/// The server (`spec.systemID`) of each MaasMachine of `namespace`, by MaasMachine name.
+pub async fn servers_by_machine(
+    client: &kube::Client,
+    namespace: &str,
+) -> BTreeMap<String, String> {
+    capmaas_e2e::user_cluster::list_in(
+        client,
+        namespace,
+        "infrastructure.cluster.x-k8s.io",
+        "v1beta1",
+        "MaasMachine",
+    )
+    .await
+    .iter()
+    .map(|m| {
+        (
+            kube::ResourceExt::name_any(m),
+            m.data["spec"]["systemID"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
+        )
+    })
+    .collect()
+}
